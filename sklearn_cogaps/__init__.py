@@ -1,0 +1,12 @@
+"""Bayesian matrix factorisation and deconvolution estimators for scikit-learn."""
+
+from ._base import match_components
+from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "effective_n_threads",
+    "match_components",
+    "openmp_enabled",
+]

@@ -1,0 +1,82 @@
+"""Simulated data sets with their ground truth, reproducible from ``random_state``."""
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+__all__ = ["make_patterns"]
+
+
+def make_patterns(
+    n_samples=40,
+    n_features=300,
+    n_components=3,
+    *,
+    density=0.3,
+    noise=0.1,
+    random_state=None,
+):
+    """Simulate non-negative data made of smooth, overlapping patterns across samples.
+
+    In the spirit of CoGAPS's ``SimpSim`` examples: the samples lie along an axis (a
+    time course, say); each of the ``n_components`` patterns is a Gaussian bump along
+    that axis, scaled to a maximum of 1; each feature loads on a random subset of the
+    patterns with Gamma-distributed amplitudes. The data are ``W @ H`` plus Gaussian
+    noise whose standard deviation is ``noise`` times the signal (at least ``noise``),
+    clipped at zero, which matches CoGAPS's default uncertainty.
+
+    Parameters
+    ----------
+    n_samples : int, default=40
+        Number of samples (points along the pattern axis).
+    n_features : int, default=300
+        Number of features (genes).
+    n_components : int, default=3
+        Number of patterns.
+    density : float, default=0.3
+        Probability that a feature loads on a given pattern; every feature loads on at
+        least one.
+    noise : float, default=0.1
+        Relative standard deviation of the noise.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the simulation.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+        The non-negative data.
+    W : ndarray of shape (n_samples, n_components)
+        The true patterns (each column has maximum 1).
+    H : ndarray of shape (n_components, n_features)
+        The true amplitudes.
+
+    Examples
+    --------
+    >>> from sklearn_cogaps.datasets import make_patterns
+    >>> X, W, H = make_patterns(n_samples=20, n_features=50, random_state=0)
+    >>> X.shape, W.shape, H.shape
+    ((20, 50), (20, 3), (3, 50))
+    """
+    if n_components < 1 or n_samples < 1 or n_features < 1:
+        raise ValueError(
+            "n_samples, n_features and n_components must be positive; got "
+            f"{n_samples}, {n_features}, {n_components}."
+        )
+    if not 0.0 < density <= 1.0:
+        raise ValueError(f"density must lie in (0, 1]; got {density}.")
+    if noise < 0:
+        raise ValueError(f"noise must be non-negative; got {noise}.")
+    rng = check_random_state(random_state)
+    t = np.linspace(0.0, 1.0, n_samples)
+    centres = np.linspace(0.0, 1.0, n_components + 2)[1:-1]
+    width = 0.7 / (n_components + 1)
+    W = np.exp(-0.5 * ((t[:, None] - centres[None, :]) / width) ** 2)
+    W /= W.max(axis=0, keepdims=True)
+
+    loads = rng.random_sample((n_components, n_features)) < density
+    loads[rng.randint(n_components, size=n_features), np.arange(n_features)] = True
+    H = rng.gamma(2.0, 2.5, size=(n_components, n_features)) * loads
+
+    mean = W @ H
+    sd = noise * np.maximum(mean, 1.0)
+    X = np.clip(mean + sd * rng.standard_normal(mean.shape), 0.0, None)
+    return X, W, H

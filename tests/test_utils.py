@@ -1,0 +1,96 @@
+"""The nogil building blocks: generators and the truncated-normal sampler."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sklearn_cogaps._utils._rng import draw
+from sklearn_cogaps._utils._truncnorm import sample_truncnorm
+
+N = 20000
+
+
+@pytest.mark.parametrize(
+    "name, param, dist",
+    [
+        ("uniform", 1.0, stats.uniform()),
+        ("normal", 1.0, stats.norm()),
+        ("exponential", 1.0, stats.expon()),
+        ("gamma", 0.3, stats.gamma(0.3)),
+        ("gamma", 1.0, stats.gamma(1.0)),
+        ("gamma", 7.5, stats.gamma(7.5)),
+    ],
+)
+def test_continuous_generators_match_scipy(name, param, dist):
+    x = draw(name, N, 12345, param)
+    assert stats.kstest(x, dist.cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("lam", [0.5, 4.0, 9.9, 10.0, 37.0, 1234.5])
+def test_poisson_matches_scipy(lam):
+    k = draw("poisson", N, 7, lam)
+    values, counts = np.unique(k, return_counts=True)
+    expected = stats.poisson(lam).pmf(values) * N
+    keep = expected > 20
+    chi2 = np.sum((counts[keep] - expected[keep]) ** 2 / expected[keep])
+    assert stats.chi2(keep.sum() - 1).sf(chi2) > 1e-3
+    assert abs(k.mean() - lam) < 5 * np.sqrt(lam / N)
+
+
+def test_uniform_integers_are_unbiased():
+    k = draw("below", N, 3, 7)
+    assert k.min() == 0 and k.max() == 6
+    counts = np.bincount(k, minlength=7)
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_same_seed_same_stream_and_different_seeds_differ():
+    assert np.array_equal(draw("normal", 100, 1), draw("normal", 100, 1))
+    assert not np.array_equal(draw("normal", 100, 1), draw("normal", 100, 2))
+
+
+@pytest.mark.parametrize(
+    "mean, sd, lower, upper",
+    [
+        (0.0, 1.0, 0.0, np.inf),  # half normal
+        (2.0, 0.5, 0.0, np.inf),  # mass far from the bound
+        (-3.0, 1.0, 0.0, np.inf),  # bound 3 sd in the tail
+        (-40.0, 1.0, 0.0, np.inf),  # bound 40 sd in the tail (births of tiny atoms)
+        (-25.0, 2.0, 0.0, 3.0),  # two-sided interval far in the tail
+        (-30.0, 1.0, 0.0, 0.01),  # narrow interval far in the tail
+        (0.3, 1.0, -0.5, 0.7),  # narrow interval straddling the mean
+        (0.0, 1.0, -4.0, 5.0),  # wide interval straddling the mean
+        (50.0, 1.0, -np.inf, 10.0),  # upper tail mirrored
+        (1.0, 3.0, 0.0, 2.0),
+    ],
+)
+def test_truncnorm_matches_scipy(mean, sd, lower, upper):
+    x = sample_truncnorm(mean, sd, lower, upper, N, 2024)
+    assert np.all(np.isfinite(x))
+    assert x.min() >= lower and x.max() <= upper
+    ref = stats.truncnorm((lower - mean) / sd, (upper - mean) / sd, loc=mean, scale=sd)
+    assert stats.kstest(x, ref.cdf).pvalue > 1e-3
+    assert abs(x.mean() - ref.mean()) < 6 * ref.std() / np.sqrt(N)
+
+
+@pytest.mark.parametrize(
+    "mean, sd, lower, upper",
+    [
+        (np.nan, 1.0, 0.0, np.inf),
+        (1.0, 0.0, 0.0, np.inf),
+        (1.0, np.inf, 0.0, 2.0),
+        (-1e300, 1e-300, 0.0, np.inf),
+        (1.0, 1.0, 2.0, 2.0),
+    ],
+)
+def test_truncnorm_degenerate_parameters_stay_finite_and_inside(mean, sd, lower, upper):
+    x = sample_truncnorm(mean, sd, lower, upper, 50, 1)
+    assert np.all(np.isfinite(x))
+    assert np.all((x >= lower) & (x <= upper))
+
+
+def test_truncnorm_beyond_double_precision_tails_is_the_limiting_exponential():
+    # N(-m, 1) truncated to [0, inf) tends to an exponential of rate m as m grows.
+    m = 3e9
+    x = sample_truncnorm(-m, 1.0, 0.0, np.inf, N, 5)
+    assert stats.kstest(x * m, stats.expon().cdf).pvalue > 1e-3
