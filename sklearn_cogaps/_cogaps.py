@@ -1,0 +1,414 @@
+"""CoGAPS: Bayesian non-negative matrix factorisation by Gibbs sampling in the atomic domain."""
+
+import hashlib
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._base import draw_seeds, effective_n_threads
+from ._cogaps_fast import GibbsSampler, chi_square, residual, sample_fixed_rows
+
+__all__ = ["CoGAPS", "default_uncertainty"]
+
+
+def default_uncertainty(X):
+    """CoGAPS's default uncertainty: 10% of each value, at least 0.1.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Non-negative data.
+
+    Returns
+    -------
+    uncertainty : ndarray of shape (n_samples, n_features)
+        ``max(0.1 * X, 0.1)``.
+    """
+    return np.maximum(0.1 * np.asarray(X, dtype=np.float64), 0.1)
+
+
+class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Coordinated Gene Activity in Pattern Sets: Bayesian NMF by atomic-domain Gibbs sampling.
+
+    Factorises non-negative data ``X ≈ W @ H`` with ``W`` (n_samples, n_components) the
+    patterns and ``H`` (n_components, n_features) the amplitudes, both non-negative, under a
+    Gaussian likelihood with a known standard deviation for every entry of ``X`` (the
+    uncertainty). Each matrix is the image of an atomic domain: a set of point masses whose
+    number is controlled by ``alpha`` and whose masses have an exponential prior, which makes
+    both matrices sparse. The chain runs ``max_iter`` calibration iterations with an
+    annealing temperature, then ``max_iter`` sampling iterations whose samples are averaged.
+
+    In CoGAPS's own names (genes × samples data ``D``), ``D = X.T``, the amplitude matrix
+    ``A = H.T`` (``components_.T``) and the pattern matrix ``P = W``. As in CoGAPS, each
+    pattern (column of ``W``) is scaled to a maximum of 1 in the averaged samples and the
+    amplitudes carry the scale.
+
+    Parameters
+    ----------
+    n_components : int, default=7
+        Number of patterns (CoGAPS's ``nPatterns``).
+    max_iter : int, default=1000
+        Iterations of each phase, calibration then sampling (CoGAPS's ``nIterations``).
+    alpha_W : float, default=0.01
+        Sparsity of the patterns ``W`` (CoGAPS's ``alphaP``): the expected number of atoms
+        per matrix element at equilibrium of births and deaths.
+    alpha_H : float, default=0.01
+        Sparsity of the amplitudes ``H`` (CoGAPS's ``alphaA``).
+    max_gibbs_mass_W : float, default=100.0
+        Largest mass a Gibbs draw may give an atom of ``W``, in units of the prior mean
+        ``1 / lambda_W_`` (CoGAPS's ``maxGibbsMassP``).
+    max_gibbs_mass_H : float, default=100.0
+        The same for ``H`` (CoGAPS's ``maxGibbsMassA``).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the chain and of the per-row chains of :meth:`transform`. The result does
+        not depend on the number of threads.
+    verbose : int, default=0
+        Print a progress line about every tenth of each phase when positive.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Posterior mean of ``H`` over the sampling phase (CoGAPS's ``Amean.T``).
+    components_std_ : ndarray of shape (n_components, n_features)
+        Posterior standard deviation of ``H`` (``Asd.T``).
+    patterns_ : ndarray of shape (n_samples, n_components)
+        Posterior mean of ``W`` for the training samples (``Pmean``), columns of maximum 1.
+        :meth:`transform` re-samples ``W`` with ``H`` fixed; this is the chain's own mean.
+    patterns_std_ : ndarray of shape (n_samples, n_components)
+        Posterior standard deviation of ``W`` (``Psd``).
+    chisq_ : float
+        Chi-square ``sum(((X - patterns_ @ components_) / uncertainty) ** 2)`` of the
+        posterior mean (CoGAPS's ``meanChiSq``).
+    chisq_history_ : ndarray of shape (n_iter_,)
+        Chi-square of the chain's current state after every iteration, calibration first.
+    n_atoms_history_ : ndarray of shape (n_iter_, 2)
+        Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
+    lambda_W_, lambda_H_ : float
+        Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
+        the mean over the non-zero entries.
+    n_iter_ : int
+        Number of iterations run (calibration plus sampling).
+    n_features_in_ : int
+        Number of features seen during :term:`fit`.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during :term:`fit`, when ``X`` has string feature names.
+
+    See Also
+    --------
+    sklearn.decomposition.NMF : Non-negative matrix factorisation by optimisation.
+
+    References
+    ----------
+    .. [1] Sherman, T. D., Gao, T. and Fertig, E. J. (2019). CoGAPS 3: Bayesian non-negative
+       matrix factorization for single-cell analysis with asynchronous updates and sparse
+       data structures. Supplementary material, sections 1 and 4.
+    .. [2] Fertig, E. J., Ding, J., Favorov, A. V., Parmigiani, G. and Ochs, M. F. (2010).
+       CoGAPS: an R/C++ package to identify patterns and biological process activity in
+       transcriptomic data. Bioinformatics 26(21).
+
+    Examples
+    --------
+    >>> from sklearn_cogaps import CoGAPS
+    >>> from sklearn_cogaps.datasets import make_patterns
+    >>> X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
+    >>> model = CoGAPS(n_components=2, max_iter=200, random_state=0).fit(X)
+    >>> model.components_.shape, model.patterns_.shape
+    ((2, 60), (20, 2))
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "alpha_W": [Interval(Real, 0, None, closed="neither")],
+        "alpha_H": [Interval(Real, 0, None, closed="neither")],
+        "max_gibbs_mass_W": [Interval(Real, 0, None, closed="neither")],
+        "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_components=7,
+        *,
+        max_iter=1000,
+        alpha_W=0.01,
+        alpha_H=0.01,
+        max_gibbs_mass_W=100.0,
+        max_gibbs_mass_H=100.0,
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.alpha_W = alpha_W
+        self.alpha_H = alpha_H
+        self.max_gibbs_mass_W = max_gibbs_mass_W
+        self.max_gibbs_mass_H = max_gibbs_mass_H
+        self.random_state = random_state
+        self.verbose = verbose
+
+    @property
+    def _n_features_out(self):
+        """Number of transformed output features."""
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
+
+    # ------------------------------------------------------------------ validation
+    def _validate_X(self, X, reset):
+        X = validate_data(
+            self,
+            X,
+            reset=reset,
+            accept_sparse=("csr", "csc"),
+            dtype=np.float64,
+            ensure_non_negative=True,
+        )
+        if sparse.issparse(X):
+            X = X.toarray()
+        return np.ascontiguousarray(X)
+
+    @staticmethod
+    def _validate_uncertainty(uncertainty, X):
+        if uncertainty is None:
+            return default_uncertainty(X)
+        if sparse.issparse(uncertainty):
+            uncertainty = uncertainty.toarray()
+        u = np.asarray(uncertainty, dtype=np.float64)
+        if u.shape != X.shape:
+            raise ValueError(
+                f"'uncertainty' must have the shape of X {X.shape}; got {u.shape}. Pass one "
+                "standard deviation per entry of X, or None for CoGAPS's default."
+            )
+        if not np.all(np.isfinite(u)):
+            raise ValueError(
+                "'uncertainty' contains NaN or infinite values; every entry must be a finite "
+                "positive standard deviation."
+            )
+        if np.any(u <= 0):
+            raise ValueError(
+                f"'uncertainty' must be positive everywhere; its smallest entry is {u.min()}. "
+                "A zero standard deviation makes the likelihood infinite: floor it, for "
+                "example np.maximum(uncertainty, 0.1)."
+            )
+        return np.ascontiguousarray(u)
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, uncertainty=None):
+        """Sample the posterior of the factorisation of X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative data (CoGAPS's ``D.T``).
+        y : Ignored
+            Not used, present for API consistency by convention.
+        uncertainty : array-like of shape (n_samples, n_features), default=None
+            Standard deviation of each entry of X (CoGAPS's ``uncertainty.T``). None uses
+            CoGAPS's default, ``max(0.1 * X, 0.1)``.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X = self._validate_X(X, reset=True)
+        sigma = self._validate_uncertainty(uncertainty, X)
+        prec = 1.0 / (sigma * sigma)
+        n_samples, n_features = X.shape
+        K = self.n_components
+        rng = check_random_state(self.random_state)
+        seed = draw_seeds(rng)
+        self._transform_seed = draw_seeds(rng)
+        n_threads = effective_n_threads()
+
+        nonzero = X[X > 0]
+        data_mean = float(nonzero.mean()) if nonzero.size else 1.0
+        self.lambda_W_ = self.alpha_W * np.sqrt(K / data_mean)
+        self.lambda_H_ = self.alpha_H * np.sqrt(K / data_mean)
+
+        sampler = GibbsSampler(
+            X,
+            prec,
+            np.zeros((n_samples, K)),
+            np.zeros((n_features, K)),
+            self.alpha_W,
+            self.alpha_H,
+            self.lambda_W_,
+            self.lambda_H_,
+            self.max_gibbs_mass_W,
+            self.max_gibbs_mass_H,
+            seed,
+        )
+        chisq0 = chi_square(X, prec, n_threads)
+        history, atoms = self._run_chain(sampler, X, prec, chisq0, n_threads)
+        self._set_posterior(sampler, X, prec, history, atoms, n_threads)
+        return self
+
+    def _run_chain(self, sampler, X, prec, chisq, n_threads):
+        """Calibration then sampling, one Cython call per iteration (interruptible)."""
+        n = self.max_iter
+        history = []
+        atoms = []
+        report_every = max(1, n // 10)
+        start = time.perf_counter()
+        total = 2 * n
+        try:
+            for it in range(total):
+                sampling = it >= n
+                tau = 1.0 if sampling else min(1.0, 2.0 * (it + 1) / n)
+                _, _, dloglik = sampler.iterate(tau, n_threads)
+                # logL = -chisq / 2; re-computed exactly from time to time against drift
+                chisq -= 2.0 * dloglik
+                if (it + 1) % 100 == 0 or it + 1 in (n, total):
+                    chisq = chi_square(sampler.R, prec, n_threads)
+                if sampling:
+                    sampler.accumulate()
+                history.append(chisq)
+                atoms.append(sampler.n_atoms)
+                if self.verbose and ((it + 1) % report_every == 0 or it + 1 == total):
+                    self._report(it, n, chisq, sampler.n_atoms, start)
+        except KeyboardInterrupt:
+            warnings.warn(
+                f"Interrupted after {len(history)} of {total} iterations; the estimator "
+                "keeps the samples drawn so far.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return np.asarray(history, dtype=np.float64), np.asarray(atoms, dtype=np.int64).reshape(-1, 2)
+
+    def _report(self, it, n, chisq, n_atoms, start):
+        phase, i = ("calibration", it + 1) if it < n else ("sampling", it + 1 - n)
+        elapsed = time.perf_counter() - start
+        left = elapsed / (it + 1) * (2 * n - it - 1)
+        print(
+            f"{phase:>11} {i:>6}/{n}  chi-square {chisq:14.2f}  atoms W {n_atoms[0]:>7} "
+            f"H {n_atoms[1]:>7}  elapsed {elapsed:8.1f}s  left {left:8.1f}s",
+            flush=True,
+        )
+
+    def _set_posterior(self, sampler, X, prec, history, atoms, n_threads):
+        if sampler.n_accumulated == 0:
+            # interrupted during calibration: the current state is the only sample
+            sampler.accumulate()
+        w_mean, w_std, h_mean, h_std = sampler.posterior()
+        self.patterns_ = w_mean
+        self.patterns_std_ = w_std
+        self.components_ = np.ascontiguousarray(h_mean.T)
+        self.components_std_ = np.ascontiguousarray(h_std.T)
+        self.chisq_ = chi_square(residual(X, w_mean, h_mean, n_threads), prec, n_threads)
+        self.chisq_history_ = history
+        self.n_atoms_history_ = atoms
+        self.n_iter_ = len(history)
+
+    # ------------------------------------------------------------------ transform
+    def _row_seeds(self, X):
+        key = int(self._transform_seed).to_bytes(8, "little")
+        seeds = np.empty(X.shape[0], dtype=np.uint64)
+        for i, row in enumerate(X):
+            digest = hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest()
+            seeds[i] = int.from_bytes(digest, "little")
+        return seeds
+
+    def _sample_patterns(self, X, uncertainty):
+        X = self._validate_X(X, reset=False)
+        sigma = self._validate_uncertainty(uncertainty, X)
+        prec = 1.0 / (sigma * sigma)
+        mean, std = sample_fixed_rows(
+            X,
+            np.ascontiguousarray(prec),
+            np.ascontiguousarray(self.components_.T),
+            self.alpha_W,
+            self.lambda_W_,
+            self.max_gibbs_mass_W,
+            self.max_iter,
+            self._row_seeds(X),
+            effective_n_threads(),
+        )
+        return X, sigma, mean, std
+
+    def transform(self, X, *, uncertainty=None):
+        """Sample the patterns of new samples with the amplitudes held fixed.
+
+        Each row gets its own chain (CoGAPS's fixed-matrix mode: ``max_iter`` calibration
+        and ``max_iter`` sampling iterations), seeded from ``random_state`` and the row's
+        values, so the result for a row does not depend on the other rows or on the
+        number of threads.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative data.
+        uncertainty : array-like of shape (n_samples, n_features), default=None
+            Standard deviation of each entry; None uses ``max(0.1 * X, 0.1)``.
+
+        Returns
+        -------
+        W : ndarray of shape (n_samples, n_components)
+            Posterior mean of the patterns of each sample.
+        """
+        check_is_fitted(self)
+        return self._sample_patterns(X, uncertainty)[2]
+
+    def inverse_transform(self, X):
+        """Data reconstructed from patterns: ``X @ components_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Patterns, as returned by :meth:`transform`.
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+            The posterior-mean reconstruction.
+        """
+        check_is_fitted(self)
+        W = np.asarray(X, dtype=np.float64)
+        if W.ndim != 2 or W.shape[1] != self.components_.shape[0]:
+            raise ValueError(
+                f"inverse_transform expects patterns of shape (n_samples, "
+                f"{self.components_.shape[0]}); got {W.shape}."
+            )
+        return W @ self.components_
+
+    def score(self, X, y=None, *, uncertainty=None):
+        """Mean per-sample Gaussian log-likelihood of X under the fitted amplitudes.
+
+        The patterns of each sample come from :meth:`transform`; the likelihood uses the
+        uncertainty as standard deviation. Higher is better, so ``GridSearchCV`` over
+        ``n_components`` works without a scorer.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative data.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        uncertainty : array-like of shape (n_samples, n_features), default=None
+            Standard deviation of each entry; None uses ``max(0.1 * X, 0.1)``.
+
+        Returns
+        -------
+        score : float
+            Average over samples of ``sum_j log N(X_ij | (W H)_ij, uncertainty_ij**2)``.
+        """
+        check_is_fitted(self)
+        X, sigma, W, _ = self._sample_patterns(X, uncertainty)
+        z = (X - W @ self.components_) / sigma
+        loglik = -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2.0 * np.pi)
+        return float(loglik.sum(axis=1).mean())

@@ -1,0 +1,781 @@
+"""The CoGAPS Gibbs sampler in the atomic domain (000_f0854fe1e49e50a3, section 1).
+
+Orientation: the data X is (n_samples, n_features) and X ~ N(W Ht^T, sigma^2), with W the
+patterns (CoGAPS's P) and Ht = H^T the amplitudes (CoGAPS's A). Each matrix has its own
+atomic domain. A half-iteration updates one matrix with the other one fixed; it sees the
+data through "rows": for W the rows of X, for Ht the rows of X^T. Everything a proposal on
+row r needs is in that row of the residual R = X - W Ht^T (in the matching orientation), of
+the precision 1 / sigma^2, and in the fixed matrix, stored transposed (K x n_cols) so that a
+pattern's column is contiguous.
+
+Notation (derivations in doc/cogaps.rst): for a change delta of element (r, q),
+    s  = sum_c O[c, q]^2 prec[r, c]             (000_f0854..., 1.2.1, without the 1/2)
+    smu = sum_c O[c, q] R[r, c] prec[r, c]
+    log-likelihood change = delta * smu - s * delta^2 / 2.
+Both are multiplied by the annealing temperature during calibration (section 1.4).
+"""
+
+import numpy as np
+
+from cython.parallel cimport prange
+from libc.math cimport sqrt, log, log1p, exp, expm1, fmax
+from libc.stdint cimport uint64_t, int64_t
+from libc.stdlib cimport malloc, free, calloc
+from libc.string cimport memcpy
+
+from ._utils._rng cimport (Rng, rng_seed, rng_spawn, rng_uniform, rng_below,
+                           rng_poisson)
+from ._utils._truncnorm cimport truncnorm_sample
+from ._utils._atomic_domain cimport (AtomicDomain, domain_init, domain_free,
+                                     domain_insert, domain_erase, domain_random_atom,
+                                     domain_random_free_position)
+
+cdef enum:
+    BIRTH = 0
+    DEATH = 1
+    MOVE = 2
+    EXCHANGE = 3
+
+# Below this many entries a parallel transpose costs more than it saves (thread wake-up).
+cdef enum:
+    PARALLEL_MIN_ENTRIES = 262144
+
+cdef enum:
+    REJECT = 0
+    APPLY = 1
+    KILL = 2
+
+
+cdef struct Half:
+    AtomicDomain* dom
+    double* M            # n_rows x K, the matrix being updated
+    const double* Ot     # K x n_cols, the fixed matrix transposed
+    double* R            # n_rows x n_cols, residual in this orientation
+    const double* prec   # n_rows x n_cols, 1 / sigma^2
+    Py_ssize_t n_rows
+    Py_ssize_t n_cols
+    Py_ssize_t K
+    double alpha
+    double lam           # rate of the exponential prior on an atom's mass
+    double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
+    double loglik_change # untempered log-likelihood change of the applied proposals
+
+
+cdef struct Proposal:
+    int kind
+    int64_t atom1
+    int64_t atom2
+    uint64_t pos         # birth position, or destination of a move
+    Py_ssize_t r1
+    Py_ssize_t q1
+    Py_ssize_t r2
+    Py_ssize_t q2
+    Rng rng              # the proposal's own stream for its evaluation
+    int outcome
+    double value         # birth/death: new mass; exchange: mass moved to atom1
+    double dloglik       # untempered log-likelihood change if applied
+
+
+cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
+    cdef uint64_t b = pos // h.dom.bin_length
+    r[0] = <Py_ssize_t>(b // <uint64_t>h.K)
+    q[0] = <Py_ssize_t>(b % <uint64_t>h.K)
+
+
+cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
+                                double* s, double* smu) noexcept nogil:
+    """s and smu of element (r, q) (000_f0854..., 1.2.1)."""
+    cdef const double* o = h.Ot + q * h.n_cols
+    cdef const double* res = h.R + r * h.n_cols
+    cdef const double* w = h.prec + r * h.n_cols
+    cdef double acc_s = 0.0, acc_m = 0.0, t
+    cdef Py_ssize_t c
+    for c in range(h.n_cols):
+        t = o[c] * w[c]
+        acc_s += t * o[c]
+        acc_m += t * res[c]
+    s[0] = acc_s
+    smu[0] = acc_m
+
+
+cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
+                                 Py_ssize_t q_minus, double* s, double* smu) noexcept nogil:
+    """s and smu for +delta at (r, q_plus) with -delta at (r, q_minus) (1.2.2, r1 = r2)."""
+    cdef const double* o1 = h.Ot + q_plus * h.n_cols
+    cdef const double* o2 = h.Ot + q_minus * h.n_cols
+    cdef const double* res = h.R + r * h.n_cols
+    cdef const double* w = h.prec + r * h.n_cols
+    cdef double acc_s = 0.0, acc_m = 0.0, d, t
+    cdef Py_ssize_t c
+    for c in range(h.n_cols):
+        d = o1[c] - o2[c]
+        t = d * w[c]
+        acc_s += t * d
+        acc_m += t * res[c]
+    s[0] = acc_s
+    smu[0] = acc_m
+
+
+cdef inline void _pair_stats(const Half* h, const Proposal* p, double* s, double* smu) noexcept nogil:
+    """s and smu for +delta at (r1, q1) with -delta at (r2, q2) (1.2.2)."""
+    cdef double s1, m1, s2, m2
+    if p.r1 == p.r2:
+        _same_row_stats(h, p.r1, p.q1, p.q2, s, smu)
+        return
+    _element_stats(h, p.r1, p.q1, &s1, &m1)
+    _element_stats(h, p.r2, p.q2, &s2, &m2)
+    s[0] = s1 + s2
+    smu[0] = m1 - m2
+
+
+cdef inline double _prior_mass(const Half* h, Rng* rng) noexcept nogil:
+    """A mass from the exponential prior truncated at the Gibbs cap (flat likelihood)."""
+    return -log1p(rng_uniform(rng) * expm1(-h.lam * h.cap)) / h.lam
+
+
+cdef inline double _gibbs_mass(const Half* h, Rng* rng, double s, double smu,
+                               double tau) noexcept nogil:
+    """Mass from the conditional posterior of a new atom: exponential prior times the
+    tempered Gaussian likelihood, TN((tau smu - lam) / (tau s), 1 / sqrt(tau s)) on
+    [0, cap] (000_f0854..., 4.2; see doc/cogaps.rst for the derivation)."""
+    if not (s * tau > 0.0):
+        return _prior_mass(h, rng)
+    return truncnorm_sample(rng, (tau * smu - h.lam) / (tau * s), 1.0 / sqrt(tau * s),
+                            0.0, h.cap)
+
+
+cdef inline double death_probability(double n_atoms, double alpha, double n_bins,
+                                     double length) noexcept nogil:
+    """P(death | birth-or-death) with n atoms: n L / (n L + alpha n_bins (L - n))."""
+    return n_atoms / (n_atoms + alpha * n_bins * (1.0 - n_atoms / length))
+
+
+cdef void _propose(Half* h, Rng* master, Proposal* p) noexcept nogil:
+    """Choose the update type and the atoms or positions it touches (section 1.3)."""
+    cdef AtomicDomain* d = h.dom
+    cdef double u
+    cdef int64_t left, right
+    cdef uint64_t lo, hi
+    p.atom1 = -1
+    p.atom2 = -1
+    if d.n_atoms < 2:
+        p.kind = BIRTH
+    else:
+        u = rng_uniform(master)
+        if u < 0.5:
+            if rng_uniform(master) < death_probability(<double>d.n_atoms, h.alpha,
+                                                       <double>d.n_bins, <double>d.length):
+                p.kind = DEATH
+            else:
+                p.kind = BIRTH
+        elif u < 0.75:
+            p.kind = MOVE
+        else:
+            p.kind = EXCHANGE
+    if p.kind == BIRTH:
+        p.pos = domain_random_free_position(d, master)
+        _locate(h, p.pos, &p.r1, &p.q1)
+    elif p.kind == DEATH:
+        p.atom1 = domain_random_atom(d, master)
+        _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
+    elif p.kind == MOVE:
+        p.atom1 = domain_random_atom(d, master)
+        left = d.prev[p.atom1]
+        right = d.next[p.atom1]
+        lo = d.pos[left] + 1 if left >= 0 else 0
+        hi = d.pos[right] - 1 if right >= 0 else d.length - 1
+        p.pos = lo + rng_below(master, hi - lo + 1)
+        _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
+        _locate(h, p.pos, &p.r2, &p.q2)
+    else:
+        p.atom1 = domain_random_atom(d, master)
+        p.atom2 = d.next[p.atom1] if d.next[p.atom1] >= 0 else d.first
+        _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
+        _locate(h, d.pos[p.atom2], &p.r2, &p.q2)
+    rng_spawn(master, &p.rng)
+
+
+cdef void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil:
+    """Decide a proposal from the current state and its own stream; change nothing."""
+    cdef double s, smu, x, x0, x1, x2, dl
+    p.outcome = REJECT
+    p.dloglik = 0.0
+    if p.kind == BIRTH:
+        _element_stats(h, p.r1, p.q1, &s, &smu)
+        x = _gibbs_mass(h, &p.rng, s, smu, tau)
+        if x > 0.0:
+            p.value = x
+            p.dloglik = x * smu - 0.5 * s * x * x
+            p.outcome = APPLY
+    elif p.kind == DEATH:
+        # Remove the atom (mass x0), re-sample a mass x for it, and keep it with
+        # probability min(1, exp(tau (x smu' - s x^2 / 2))), smu' with x0 removed
+        # (000_f0854..., 1.3.2 and 4.3).
+        x0 = h.dom.mass[p.atom1]
+        _element_stats(h, p.r1, p.q1, &s, &smu)
+        smu = smu + x0 * s
+        x = _gibbs_mass(h, &p.rng, s, smu, tau)
+        dl = x * smu - 0.5 * s * x * x
+        if x > 0.0 and rng_uniform(&p.rng) < _exp_clipped(tau * dl):
+            p.value = x
+            p.outcome = APPLY
+            # relative to the current state: change x - x0
+            p.dloglik = dl - (x0 * smu - 0.5 * s * x0 * x0)
+        else:
+            p.outcome = KILL
+            p.dloglik = -(x0 * smu - 0.5 * s * x0 * x0)
+    elif p.kind == MOVE:
+        if p.r1 == p.r2 and p.q1 == p.q2:
+            p.outcome = APPLY
+            return
+        # moving mass x from (r1, q1) to (r2, q2): +x at 2, -x at 1 (1.3.3)
+        x = h.dom.mass[p.atom1]
+        _swap_pair_stats(h, p, &s, &smu)
+        dl = x * smu - 0.5 * s * x * x
+        if rng_uniform(&p.rng) < _exp_clipped(tau * dl):
+            p.outcome = APPLY
+            p.dloglik = dl
+    else:
+        if p.r1 == p.r2 and p.q1 == p.q2:
+            return
+        # exchange: +delta at atom1, -delta at atom2, delta in [-x1, x2] (1.3.4); the
+        # exponential prior of the two masses is constant because their sum is.
+        x1 = h.dom.mass[p.atom1]
+        x2 = h.dom.mass[p.atom2]
+        _pair_stats(h, p, &s, &smu)
+        if s * tau > 0.0:
+            x = truncnorm_sample(&p.rng, smu / s, 1.0 / sqrt(tau * s), -x1, x2)
+        else:
+            x = -x1 + (x1 + x2) * rng_uniform(&p.rng)
+        p.value = x
+        p.dloglik = x * smu - 0.5 * s * x * x
+        p.outcome = APPLY
+
+
+cdef inline void _swap_pair_stats(const Half* h, const Proposal* p, double* s,
+                                  double* smu) noexcept nogil:
+    """Pair statistics for +x at (r2, q2), -x at (r1, q1)."""
+    cdef double s1, m1, s2, m2
+    if p.r1 == p.r2:
+        _same_row_stats(h, p.r1, p.q2, p.q1, s, smu)
+        return
+    _element_stats(h, p.r1, p.q1, &s1, &m1)
+    _element_stats(h, p.r2, p.q2, &s2, &m2)
+    s[0] = s1 + s2
+    smu[0] = m2 - m1
+
+
+cdef inline double _exp_clipped(double v) noexcept nogil:
+    if v >= 0.0:
+        return 1.0
+    if v < -700.0:
+        return 0.0
+    return exp(v)
+
+
+cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double delta) noexcept nogil:
+    """M[r, q] += delta, and the residual row follows: R[r, :] -= delta * O[:, q]."""
+    cdef double* m = h.M + r * h.K + q
+    cdef const double* o = h.Ot + q * h.n_cols
+    cdef double* res = h.R + r * h.n_cols
+    cdef Py_ssize_t c
+    m[0] += delta
+    if m[0] < 0.0:  # round-off after the last atom of a bin leaves
+        m[0] = 0.0
+    for c in range(h.n_cols):
+        res[c] -= delta * o[c]
+
+
+cdef int _apply(Half* h, Proposal* p) noexcept nogil:
+    """Carry out a decided proposal; -1 only when memory runs out."""
+    cdef AtomicDomain* d = h.dom
+    cdef double x0
+    if p.outcome == REJECT:
+        return 0
+    h.loglik_change += p.dloglik
+    if p.kind == BIRTH:
+        if domain_insert(d, p.pos, p.value) < 0:
+            return -1
+        _change_element(h, p.r1, p.q1, p.value)
+    elif p.kind == DEATH:
+        x0 = d.mass[p.atom1]
+        if p.outcome == KILL:
+            domain_erase(d, p.atom1)
+            _change_element(h, p.r1, p.q1, -x0)
+        else:
+            d.mass[p.atom1] = p.value
+            _change_element(h, p.r1, p.q1, p.value - x0)
+    elif p.kind == MOVE:
+        d.pos[p.atom1] = p.pos
+        if p.r1 != p.r2 or p.q1 != p.q2:
+            x0 = d.mass[p.atom1]
+            _change_element(h, p.r1, p.q1, -x0)
+            _change_element(h, p.r2, p.q2, x0)
+    else:
+        d.mass[p.atom1] += p.value
+        d.mass[p.atom2] -= p.value
+        if d.mass[p.atom1] < 0.0:
+            d.mass[p.atom1] = 0.0
+        if d.mass[p.atom2] < 0.0:
+            d.mass[p.atom2] = 0.0
+        _change_element(h, p.r1, p.q1, p.value)
+        _change_element(h, p.r2, p.q2, -p.value)
+    return 0
+
+
+cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil:
+    """Poisson(max(n_atoms, 10)) updates of one matrix, one after the other (Algorithm 1).
+
+    Returns the number of proposals, or -1 when memory ran out.
+    """
+    cdef Proposal p
+    cdef int64_t t, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
+    for t in range(n_prop):
+        _propose(h, master, &p)
+        _evaluate(h, &p, tau)
+        if _apply(h, &p) != 0:
+            return -1
+    return n_prop
+
+
+# ---------------------------------------------------------------------------------------
+# Dense helpers, parallel over rows (each output element is written by one thread, in a
+# fixed order, so results do not depend on the number of threads).
+
+cdef void _transpose(const double* src, Py_ssize_t n, Py_ssize_t m, double* dst,
+                     int n_threads) noexcept nogil:
+    """dst (m x n) = src (n x m)^T, by 32 x 32 tiles."""
+    cdef Py_ssize_t ib, jb, i, j, i_end, j_end, n_blocks = (n + 31) // 32
+    for ib in prange(n_blocks, schedule='static', num_threads=n_threads):
+        i_end = min(ib * 32 + 32, n)
+        jb = 0
+        while jb < m:
+            j_end = min(jb + 32, m)
+            for i in range(ib * 32, i_end):
+                for j in range(jb, j_end):
+                    dst[j * n + i] = src[i * m + j]
+            jb = jb + 32
+
+
+def residual(const double[:, ::1] X, const double[:, ::1] W, const double[:, ::1] Ht,
+             int n_threads=1):
+    """R = X - W Ht^T, computed row by row (deterministic for any thread count).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    W : ndarray of shape (n_samples, n_components)
+    Ht : ndarray of shape (n_features, n_components)
+    n_threads : int, default=1
+
+    Returns
+    -------
+    R : ndarray of shape (n_samples, n_features)
+    """
+    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], K = W.shape[1], i, j, k
+    cdef double acc
+    out = np.empty((n, m), dtype=np.float64)
+    cdef double[:, ::1] R = out
+    with nogil:
+        for i in prange(n, schedule='static', num_threads=n_threads):
+            for j in range(m):
+                acc = X[i, j]
+                for k in range(K):
+                    acc = acc - W[i, k] * Ht[j, k]
+                R[i, j] = acc
+    return out
+
+
+def chi_square(const double[:, ::1] R, const double[:, ::1] prec, int n_threads=1):
+    """Sum of R**2 * prec, with per-row partial sums added in row order.
+
+    Parameters
+    ----------
+    R : ndarray of shape (n, m)
+        Residuals.
+    prec : ndarray of shape (n, m)
+        Precisions, 1 / sigma**2.
+    n_threads : int, default=1
+
+    Returns
+    -------
+    chisq : float
+    """
+    cdef Py_ssize_t n = R.shape[0], m = R.shape[1], i, j
+    partial = np.zeros(n, dtype=np.float64)
+    cdef double[::1] part = partial
+    cdef double acc
+    with nogil:
+        for i in prange(n, schedule='static', num_threads=n_threads):
+            acc = 0.0
+            for j in range(m):
+                acc = acc + R[i, j] * R[i, j] * prec[i, j]
+            part[i] = acc
+    cdef double total = 0.0
+    for i in range(n):
+        total += part[i]
+    return total
+
+
+# ---------------------------------------------------------------------------------------
+# The sampler of a fit.
+
+cdef class GibbsSampler:
+    """State of one CoGAPS chain: both atomic domains, both matrices, the residual in both
+    orientations and the master generator.
+
+    Parameters
+    ----------
+    R : ndarray of shape (n_samples, n_features)
+        The residual X - W Ht^T of the starting matrices (X itself for a fresh chain).
+    prec : ndarray of shape (n_samples, n_features)
+        Precisions 1 / uncertainty**2.
+    W : ndarray of shape (n_samples, n_components)
+        Starting patterns (zeros for a fresh chain; the sum of the atoms otherwise).
+    Ht : ndarray of shape (n_features, n_components)
+        Starting amplitudes.
+    alpha_w, alpha_h : float
+        Sparsity of each matrix.
+    lam_w, lam_h : float
+        Rates of the exponential mass priors.
+    max_mass_w, max_mass_h : float
+        Gibbs mass caps, in units of 1 / lam.
+    seed : int
+        Seed of the master generator (ignored when ``state`` is given).
+    state : dict or None
+        Atoms and generator state from :meth:`get_state`, to continue a chain.
+    """
+    cdef AtomicDomain dom_w
+    cdef AtomicDomain dom_h
+    cdef Half half_w
+    cdef Half half_h
+    cdef Rng rng
+    cdef object W_arr, Ht_arr, R_arr, Rt_arr, prec_arr, prect_arr, Wt_arr, Htt_arr
+    cdef object sum_w, sq_w, sum_h, sq_h
+    cdef public Py_ssize_t n_accumulated
+    cdef Py_ssize_t n, m, K
+    cdef double lam_w, lam_h
+
+    def __cinit__(self):
+        domain_init(&self.dom_w, 1, 16)
+        domain_init(&self.dom_h, 1, 16)
+
+    def __dealloc__(self):
+        domain_free(&self.dom_w)
+        domain_free(&self.dom_h)
+
+    def __init__(self, R, prec, W, Ht, double alpha_w, double alpha_h, double lam_w,
+                 double lam_h, double max_mass_w, double max_mass_h, uint64_t seed=0,
+                 state=None):
+        self.n, self.m = R.shape
+        self.K = W.shape[1]
+        self.R_arr = np.array(R, dtype=np.float64, order="C")
+        self.Rt_arr = np.empty((self.m, self.n), dtype=np.float64)
+        self.prec_arr = np.ascontiguousarray(prec, dtype=np.float64)
+        self.prect_arr = np.ascontiguousarray(self.prec_arr.T)
+        self.W_arr = np.array(W, dtype=np.float64, order="C")
+        self.Ht_arr = np.array(Ht, dtype=np.float64, order="C")
+        self.Wt_arr = np.empty((self.K, self.n), dtype=np.float64)
+        self.Htt_arr = np.empty((self.K, self.m), dtype=np.float64)
+        self.lam_w = lam_w
+        self.lam_h = lam_h
+        self.reset_accumulators()
+        domain_free(&self.dom_w)
+        domain_free(&self.dom_h)
+        if (domain_init(&self.dom_w, <uint64_t>(self.n * self.K), 1024) != 0
+                or domain_init(&self.dom_h, <uint64_t>(self.m * self.K), 1024) != 0):
+            raise MemoryError("could not allocate the atomic domains")
+        self._bind(&self.half_w, &self.dom_w, self.W_arr, self.Htt_arr, self.R_arr,
+                   self.prec_arr, alpha_w, lam_w, max_mass_w)
+        self._bind(&self.half_h, &self.dom_h, self.Ht_arr, self.Wt_arr, self.Rt_arr,
+                   self.prect_arr, alpha_h, lam_h, max_mass_h)
+        if state is None:
+            rng_seed(&self.rng, seed)
+        else:
+            self._restore(state)
+
+    cdef void _bind(self, Half* h, AtomicDomain* dom, M, Ot, R, prec, double alpha,
+                    double lam, double max_mass):
+        cdef double[:, ::1] m_v = M
+        cdef double[:, ::1] o_v = Ot
+        cdef double[:, ::1] r_v = R
+        cdef double[:, ::1] p_v = prec
+        h.dom = dom
+        h.M = &m_v[0, 0]
+        h.Ot = &o_v[0, 0]
+        h.R = &r_v[0, 0]
+        h.prec = &p_v[0, 0]
+        h.n_rows = m_v.shape[0]
+        h.n_cols = r_v.shape[1]
+        h.K = m_v.shape[1]
+        h.alpha = alpha
+        h.lam = lam
+        h.cap = max_mass / lam
+        h.loglik_change = 0.0
+
+    def iterate(self, double tau, int n_threads=1):
+        """One iteration: updates of the amplitudes Ht, then of the patterns W.
+
+        Parameters
+        ----------
+        tau : float
+            Annealing temperature in (0, 1].
+        n_threads : int, default=1
+            Threads for the dense transposes.
+
+        Returns
+        -------
+        n_proposals_h, n_proposals_w : int
+            Number of updates made on each matrix.
+        loglik_change : float
+            Untempered change of the Gaussian log-likelihood over the iteration.
+        """
+        cdef int64_t nh, nw
+        cdef double[:, ::1] R = self.R_arr
+        cdef double[:, ::1] Rt = self.Rt_arr
+        cdef double[:, ::1] W = self.W_arr
+        cdef double[:, ::1] Ht = self.Ht_arr
+        cdef double[:, ::1] Wt = self.Wt_arr
+        cdef double[:, ::1] Htt = self.Htt_arr
+        self.half_h.loglik_change = 0.0
+        self.half_w.loglik_change = 0.0
+        if self.n * self.m < PARALLEL_MIN_ENTRIES:
+            n_threads = 1
+        with nogil:
+            _transpose(&R[0, 0], self.n, self.m, &Rt[0, 0], n_threads)
+            _transpose(&W[0, 0], self.n, self.K, &Wt[0, 0], 1)
+            nh = _sequential_half(&self.half_h, &self.rng, tau)
+            if nh >= 0:
+                _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], n_threads)
+                _transpose(&Ht[0, 0], self.m, self.K, &Htt[0, 0], 1)
+                nw = _sequential_half(&self.half_w, &self.rng, tau)
+        if nh < 0 or nw < 0:
+            raise MemoryError("the atomic domain could not grow")
+        return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
+
+    def reset_accumulators(self):
+        """Forget the accumulated posterior sums."""
+        self.sum_w = np.zeros((self.n, self.K))
+        self.sq_w = np.zeros((self.n, self.K))
+        self.sum_h = np.zeros((self.m, self.K))
+        self.sq_h = np.zeros((self.m, self.K))
+        self.n_accumulated = 0
+
+    def accumulate(self):
+        """Add the current sample to the posterior sums, each pattern (column of W)
+        scaled to maximum 1 and the amplitudes scaled by the same factor, as CoGAPS does."""
+        cdef double[:, ::1] W = self.W_arr
+        cdef double[:, ::1] Ht = self.Ht_arr
+        cdef double[:, ::1] sw = self.sum_w
+        cdef double[:, ::1] qw = self.sq_w
+        cdef double[:, ::1] sh = self.sum_h
+        cdef double[:, ::1] qh = self.sq_h
+        cdef Py_ssize_t i, j, k
+        cdef double scale, v
+        with nogil:
+            for k in range(self.K):
+                scale = 0.0
+                for i in range(self.n):
+                    if W[i, k] > scale:
+                        scale = W[i, k]
+                if scale <= 0.0:
+                    scale = 1.0
+                for i in range(self.n):
+                    v = W[i, k] / scale
+                    sw[i, k] += v
+                    qw[i, k] += v * v
+                for j in range(self.m):
+                    v = Ht[j, k] * scale
+                    sh[j, k] += v
+                    qh[j, k] += v * v
+        self.n_accumulated += 1
+
+    def posterior(self):
+        """Posterior means and standard deviations of W and Ht from the accumulated sums.
+
+        Returns
+        -------
+        W_mean, W_std, Ht_mean, Ht_std : ndarrays
+        """
+        n = max(self.n_accumulated, 1)
+        w_mean = self.sum_w / n
+        h_mean = self.sum_h / n
+        w_std = np.sqrt(np.maximum(self.sq_w / n - w_mean**2, 0.0))
+        h_std = np.sqrt(np.maximum(self.sq_h / n - h_mean**2, 0.0))
+        return w_mean, w_std, h_mean, h_std
+
+    @property
+    def W(self):
+        """Current patterns (a copy)."""
+        return self.W_arr.copy()
+
+    @property
+    def Ht(self):
+        """Current amplitudes (a copy)."""
+        return self.Ht_arr.copy()
+
+    @property
+    def R(self):
+        """Current residual X - W Ht^T (a copy)."""
+        return self.R_arr.copy()
+
+    @property
+    def n_atoms(self):
+        """Number of atoms in the domains of W and of Ht."""
+        return self.dom_w.n_atoms, self.dom_h.n_atoms
+
+    def get_state(self):
+        """Everything needed to continue the chain, as numpy arrays.
+
+        Atoms are listed in the order of the domain's unsorted array, which the uniform
+        choice of an atom indexes, so a restored chain makes the same choices.
+        """
+        return {
+            "rng": self._rng_state(),
+            "W": self.W_arr.copy(),
+            "Ht": self.Ht_arr.copy(),
+            "atoms_w": _domain_atoms(&self.dom_w),
+            "atoms_h": _domain_atoms(&self.dom_h),
+            "sums": (self.sum_w.copy(), self.sq_w.copy(), self.sum_h.copy(),
+                     self.sq_h.copy(), self.n_accumulated),
+        }
+
+    cdef object _rng_state(self):
+        return np.array([self.rng.s0, self.rng.s1, self.rng.s2, self.rng.s3], dtype=np.uint64)
+
+    cdef void _restore(self, state) except *:
+        rng = np.asarray(state["rng"], dtype=np.uint64)
+        self.rng.s0 = rng[0]
+        self.rng.s1 = rng[1]
+        self.rng.s2 = rng[2]
+        self.rng.s3 = rng[3]
+        _domain_load(&self.dom_w, state["atoms_w"][0], state["atoms_w"][1])
+        _domain_load(&self.dom_h, state["atoms_h"][0], state["atoms_h"][1])
+        sw, qw, sh, qh, n_acc = state["sums"]
+        self.sum_w[...] = sw
+        self.sq_w[...] = qw
+        self.sum_h[...] = sh
+        self.sq_h[...] = qh
+        self.n_accumulated = n_acc
+
+
+cdef object _domain_atoms(AtomicDomain* d):
+    pos = np.empty(d.n_atoms, dtype=np.uint64)
+    mass = np.empty(d.n_atoms, dtype=np.float64)
+    cdef uint64_t[::1] p = pos
+    cdef double[::1] m = mass
+    cdef int64_t i
+    for i in range(d.n_atoms):
+        p[i] = d.pos[d.order[i]]
+        m[i] = d.mass[d.order[i]]
+    return pos, mass
+
+
+cdef void _domain_load(AtomicDomain* d, positions, masses) except *:
+    cdef const uint64_t[::1] p = np.ascontiguousarray(positions, dtype=np.uint64)
+    cdef const double[::1] m = np.ascontiguousarray(masses, dtype=np.float64)
+    cdef int64_t i
+    for i in range(p.shape[0]):
+        if domain_insert(d, p[i], m[i]) < 0:
+            raise MemoryError("could not rebuild the atomic domain")
+
+
+# ---------------------------------------------------------------------------------------
+# Fixed-matrix mode: the amplitudes are fixed and each row of new data gets its own chain
+# for its patterns (CoGAPS's fixed-matrix mode). Rows are independent, so they run in
+# parallel; each row's generator is seeded from random_state and the row's own content.
+
+def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
+                      const double[:, ::1] Ht, double alpha, double lam, double max_mass,
+                      Py_ssize_t n_iter, const uint64_t[::1] seeds, int n_threads=1):
+    """Sample the patterns of each row of X with the amplitudes Ht held fixed.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_features)
+    prec : ndarray of shape (n_rows, n_features)
+        Precisions 1 / uncertainty**2.
+    Ht : ndarray of shape (n_features, n_components)
+        The fixed amplitudes.
+    alpha, lam, max_mass : float
+        Sparsity, prior rate and Gibbs mass cap of the patterns.
+    n_iter : int
+        Iterations of each phase (calibration, then sampling).
+    seeds : ndarray of uint64, shape (n_rows,)
+        One seed per row.
+    n_threads : int, default=1
+
+    Returns
+    -------
+    W_mean, W_std : ndarrays of shape (n_rows, n_components)
+        Posterior mean and standard deviation of each row's patterns.
+    """
+    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], K = Ht.shape[1], i
+    Htt_arr = np.ascontiguousarray(np.asarray(Ht).T)
+    cdef const double[:, ::1] Htt = Htt_arr
+    mean_arr = np.zeros((n, K))
+    std_arr = np.zeros((n, K))
+    cdef double[:, ::1] mean = mean_arr
+    cdef double[:, ::1] std = std_arr
+    cdef int failed = 0
+    with nogil:
+        for i in prange(n, schedule='dynamic', num_threads=n_threads):
+            if _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha, lam,
+                               max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0]) != 0:
+                failed = 1
+    if failed:
+        raise MemoryError("could not allocate a row's atomic domain")
+    return mean_arr, std_arr
+
+
+cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
+                         Py_ssize_t m, Py_ssize_t K, double alpha, double lam,
+                         double max_mass, Py_ssize_t n_iter, uint64_t seed,
+                         double* mean, double* std) noexcept nogil:
+    cdef AtomicDomain dom
+    cdef Half h
+    cdef Rng rng
+    cdef Py_ssize_t it, k
+    cdef int status = 0
+    cdef double tau
+    cdef double* row = <double*>malloc(m * sizeof(double))
+    cdef double* w = <double*>calloc(K, sizeof(double))
+    cdef double* sq = <double*>calloc(K, sizeof(double))
+    if row == NULL or w == NULL or sq == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
+        free(row); free(w); free(sq)
+        return -1
+    memcpy(row, x, m * sizeof(double))
+    h.dom = &dom
+    h.M = w
+    h.Ot = Htt
+    h.R = row
+    h.prec = prec
+    h.n_rows = 1
+    h.n_cols = m
+    h.K = K
+    h.alpha = alpha
+    h.lam = lam
+    h.cap = max_mass / lam
+    h.loglik_change = 0.0
+    rng_seed(&rng, seed)
+    for k in range(K):
+        mean[k] = 0.0
+    for it in range(2 * n_iter):
+        tau = 1.0 if it >= n_iter else fmin1(2.0 * (it + 1) / n_iter)
+        if _sequential_half(&h, &rng, tau) < 0:
+            status = -1
+            break
+        if it >= n_iter:
+            for k in range(K):
+                mean[k] += w[k]
+                sq[k] += w[k] * w[k]
+    for k in range(K):
+        mean[k] /= n_iter
+        std[k] = sqrt(fmax(sq[k] / n_iter - mean[k] * mean[k], 0.0))
+    domain_free(&dom)
+    free(row); free(w); free(sq)
+    return status
+
+
+cdef inline double fmin1(double v) noexcept nogil:
+    return v if v < 1.0 else 1.0

@@ -1,0 +1,40 @@
+# The atomic domain of CoGAPS (000_f0854..., section 1.1): atoms with integer positions in
+# [0, n_bins * bin_length) and positive masses; bin = position // bin_length maps each
+# atom to one matrix element. See doc/cogaps.rst ("The atomic domain") for the design.
+from libc.stdint cimport uint64_t, int64_t
+from ._rng cimport Rng
+
+
+cdef struct AtomicDomain:
+    # per atom id (ids are recycled through a free list)
+    uint64_t* pos
+    double* mass
+    int64_t* prev       # left neighbour in position order, -1 if none
+    int64_t* next       # right neighbour in position order, -1 if none
+    int64_t* child_l    # treap children, for the predecessor search of a birth
+    int64_t* child_r
+    uint64_t* prio      # treap priorities (a hash of the position at insertion)
+    int64_t* slot       # index of the atom in `order`
+    # live atoms in arbitrary order, for a uniform choice in O(1)
+    int64_t* order
+    int64_t* free_ids
+    int64_t n_atoms
+    int64_t n_free
+    int64_t n_used      # ids ever handed out (high-water mark)
+    int64_t capacity
+    int64_t root
+    int64_t first
+    int64_t last
+    uint64_t bin_length
+    uint64_t n_bins
+    uint64_t length
+
+
+cdef int domain_init(AtomicDomain* d, uint64_t n_bins, int64_t capacity) noexcept nogil
+cdef void domain_free(AtomicDomain* d) noexcept nogil
+cdef int64_t domain_insert(AtomicDomain* d, uint64_t pos, double mass) noexcept nogil
+cdef void domain_erase(AtomicDomain* d, int64_t atom) noexcept nogil
+cdef int64_t domain_find(AtomicDomain* d, uint64_t pos) noexcept nogil
+cdef int64_t domain_predecessor(AtomicDomain* d, uint64_t pos) noexcept nogil
+cdef int64_t domain_random_atom(AtomicDomain* d, Rng* rng) noexcept nogil
+cdef uint64_t domain_random_free_position(AtomicDomain* d, Rng* rng) noexcept nogil

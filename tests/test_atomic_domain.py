@@ -1,0 +1,48 @@
+"""The atomic domain data structure against a plain sorted list."""
+
+import bisect
+
+import numpy as np
+
+from sklearn_cogaps._utils._atomic_domain import DomainForTests
+
+
+def test_insert_erase_neighbours_and_predecessor_match_a_sorted_list():
+    rng = np.random.default_rng(0)
+    dom = DomainForTests(n_bins=1000, seed=1)
+    ids = {}
+    ref = []
+    for step in range(3000):
+        if ref and rng.random() < 0.4:
+            pos = ref[rng.integers(len(ref))]
+            dom.erase(ids.pop(pos))
+            ref.remove(pos)
+        else:
+            pos = dom.random_position()
+            ids[pos] = dom.insert(pos, 1.0)
+            bisect.insort(ref, pos)
+        if step % 97 == 0:
+            np.testing.assert_array_equal(dom.positions_in_order(), np.array(ref, dtype=np.uint64))
+            for probe in rng.integers(0, 2**63, size=20, dtype=np.uint64):
+                i = bisect.bisect_left(ref, int(probe))
+                expect = ids[ref[i - 1]] if i > 0 else -1
+                assert dom.predecessor(int(probe)) == expect
+    assert dom.n_atoms == len(ref)
+    for i, pos in enumerate(ref):
+        left, right = dom.neighbours(ids[pos])
+        assert left == (ids[ref[i - 1]] if i > 0 else -1)
+        assert right == (ids[ref[i + 1]] if i + 1 < len(ref) else -1)
+        assert dom.find(pos) == ids[pos]
+
+
+def test_random_atom_is_uniform():
+    dom = DomainForTests(n_bins=10, seed=3)
+    atoms = [dom.insert(p, 1.0) for p in (5, 10**6, 10**12, 10**15, 2**62)]
+    picks = np.array([dom.random_atom() for _ in range(10000)])
+    counts = np.array([np.sum(picks == a) for a in atoms])
+    assert counts.min() > 1800 and counts.max() < 2200
+
+
+def test_bins_cover_the_domain_equally():
+    dom = DomainForTests(n_bins=7)
+    assert dom.bin_length == (2**64 - 1) // 7

@@ -1,0 +1,162 @@
+"""CoGAPS: recovery, reproducibility, transform, the published GIST result, input errors."""
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import sparse
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps.datasets import make_patterns
+
+GIST = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gist"
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return make_patterns(n_samples=30, n_features=200, n_components=3, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def fitted(simulated):
+    X, _, _ = simulated
+    return CoGAPS(n_components=3, max_iter=400, random_state=0).fit(X)
+
+
+def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
+    X, W, H = simulated
+    _, corr = match_components(W, fitted.patterns_)
+    assert np.all(corr > 0.9), corr
+    order, corr_h = match_components(H, fitted.components_, axis=0)
+    assert np.all(corr_h > 0.9), corr_h
+    hist = fitted.chisq_history_
+    assert hist.shape == (800,)
+    assert hist[-1] < 0.05 * hist[0]
+    # the posterior mean fits about as well as the noise allows (chi-square ~ n entries)
+    assert fitted.chisq_ < 2.0 * X.size
+    # averaged samples of patterns scaled to maximum 1
+    assert np.all(fitted.patterns_.max(axis=0) <= 1.0 + 1e-12)
+    assert np.all(fitted.patterns_.max(axis=0) > 0.9)
+    assert fitted.n_iter_ == 800
+    assert fitted.n_atoms_history_.shape == (800, 2)
+    assert np.all(fitted.components_std_ >= 0) and np.all(fitted.patterns_std_ >= 0)
+
+
+def test_same_seed_same_result_and_different_seeds_differ(simulated, fitted):
+    X, _, _ = simulated
+    again = CoGAPS(n_components=3, max_iter=400, random_state=0).fit(X)
+    assert_array_equal(again.components_, fitted.components_)
+    assert_array_equal(again.chisq_history_, fitted.chisq_history_)
+    other = CoGAPS(n_components=3, max_iter=400, random_state=1).fit(X)
+    assert not np.array_equal(other.components_, fitted.components_)
+
+
+def test_result_does_not_depend_on_the_number_of_threads():
+    X, _, _ = make_patterns(n_samples=60, n_features=5000, n_components=2, random_state=3)
+    est = CoGAPS(n_components=2, max_iter=5, random_state=0)
+    with threadpool_limits(1, user_api="openmp"):
+        one = est.fit(X).components_.copy()
+        w_one = est.transform(X[:20])
+    with threadpool_limits(2, user_api="openmp"):
+        two = est.fit(X).components_.copy()
+        w_two = est.transform(X[:20])
+    assert_array_equal(one, two)
+    assert_array_equal(w_one, w_two)
+
+
+def test_transform_of_training_rows_reproduces_the_fitted_patterns(simulated, fitted):
+    X, _, _ = simulated
+    W = fitted.transform(X)
+    for k in range(3):
+        assert np.corrcoef(W[:, k], fitted.patterns_[:, k])[0, 1] > 0.97
+    rel = np.linalg.norm(W - fitted.patterns_) / np.linalg.norm(fitted.patterns_)
+    assert rel < 0.15
+    # row by row: each row's chain is seeded by its content, not its position
+    assert_array_equal(fitted.transform(X[[5, 2]]), W[[5, 2]])
+    assert_allclose(fitted.inverse_transform(W), W @ fitted.components_)
+
+
+def test_score_prefers_the_true_number_of_patterns(simulated):
+    X, _, _ = simulated
+    scores = {k: CoGAPS(n_components=k, max_iter=200, random_state=0).fit(X).score(X) for k in (1, 3)}
+    assert scores[3] > scores[1]
+
+
+def test_pipeline_grid_search_and_pickle(simulated):
+    X, _, _ = simulated
+    pipe = make_pipeline(FunctionTransformer(), CoGAPS(max_iter=60, random_state=0))
+    grid = GridSearchCV(pipe, {"cogaps__n_components": [1, 3]}, cv=2).fit(X)
+    assert grid.best_params_["cogaps__n_components"] == 3
+    model = grid.best_estimator_[-1]
+    clone = pickle.loads(pickle.dumps(model))
+    assert_array_equal(clone.transform(X[:4]), model.transform(X[:4]))
+    assert list(model.get_feature_names_out()) == ["cogaps0", "cogaps1", "cogaps2"]
+
+
+def test_sparse_input_gives_the_dense_result(simulated):
+    X, _, _ = simulated
+    est = CoGAPS(n_components=3, max_iter=30, random_state=0)
+    dense = est.fit(X).components_.copy()
+    assert_array_equal(est.fit(sparse.csr_matrix(X)).components_, dense)
+
+
+def test_user_uncertainty_changes_the_fit(simulated):
+    X, _, _ = simulated
+    est = CoGAPS(n_components=3, max_iter=30, random_state=0)
+    a = est.fit(X).chisq_
+    b = est.fit(X, uncertainty=np.full(X.shape, 10.0)).chisq_
+    assert b < a / 10
+
+
+@pytest.mark.parametrize(
+    "change, uncertainty, match",
+    [
+        (lambda X: -X, None, "Negative values"),
+        (lambda X: np.where(X > 5, np.nan, X), None, "NaN"),
+        (lambda X: np.where(X > 5, np.inf, X), None, "infinity"),
+        (lambda X: X, lambda X: np.zeros_like(X), "must be positive everywhere"),
+        (lambda X: X, lambda X: np.ones((2, 2)), "must have the shape of X"),
+        (lambda X: X, lambda X: np.full(X.shape, np.nan), "NaN or infinite"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message(simulated, change, uncertainty, match):
+    X, _, _ = simulated
+    u = None if uncertainty is None else uncertainty(X)
+    with pytest.raises(ValueError, match=match):
+        CoGAPS(n_components=2, max_iter=5).fit(change(X.copy()), uncertainty=u)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_components": 0}, "n_components"),
+        ({"alpha_W": -1.0}, "alpha_W"),
+        ({"max_iter": 0}, "max_iter"),
+    ],
+)
+def test_bad_parameters_are_refused(simulated, params, match):
+    with pytest.raises(ValueError, match=match):
+        CoGAPS(**params).fit(simulated[0])
+
+
+def test_progress_lines_when_verbose(simulated, capsys):
+    CoGAPS(n_components=2, max_iter=20, verbose=1, random_state=0).fit(simulated[0])
+    out = capsys.readouterr().out
+    assert "calibration" in out and "sampling" in out and "chi-square" in out
+
+
+@pytest.mark.skipif(not GIST.exists(), reason="the GIST fixture lives in ../shared, beside the repository")
+def test_reproduces_the_published_gist_result():
+    pd = pytest.importorskip("pandas")
+    D = pd.read_csv(GIST / "GIST_matrix.csv", index_col=0)
+    published_P = pd.read_csv(GIST / "GIST_result_Pmean.csv", index_col=0).to_numpy()
+    model = CoGAPS(n_components=3, max_iter=5000, random_state=0).fit(D.to_numpy().T)
+    _, corr = match_components(published_P, model.patterns_)
+    assert np.all(corr >= 0.98), corr
+    assert model.chisq_ <= 4500, model.chisq_
