@@ -316,16 +316,6 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         root = np.sqrt(self.n_components / data_mean)
         return self.alpha_W * root, self.alpha_H * root
 
-    def _sampler_arguments(self):
-        return (
-            self.alpha_W,
-            self.alpha_H,
-            self.lambda_W_,
-            self.lambda_H_,
-            self.max_gibbs_mass_W,
-            self.max_gibbs_mass_H,
-        )
-
     def _new_sampler(self, X, data):
         rng = check_random_state(self.random_state)
         seed = draw_seeds(rng)
