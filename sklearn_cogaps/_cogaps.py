@@ -111,9 +111,9 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     chisq_ : float
         Chi-square ``sum(((X - patterns_ @ components_) / uncertainty) ** 2)`` of the
         posterior mean (CoGAPS's ``meanChiSq``).
-    chisq_history_ : ndarray of shape (n_iter_,)
+    chisq_history_ : ndarray of shape (n_iterations,)
         Chi-square of the chain's current state after every iteration, calibration first.
-    n_atoms_history_ : ndarray of shape (n_iter_, 2)
+    n_atoms_history_ : ndarray of shape (n_iterations, 2)
         Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
     lambda_W_, lambda_H_ : float
         Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
@@ -121,9 +121,9 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     n_iter_ : int
         Number of iterations run (calibration plus sampling).
     n_features_in_ : int
-        Number of features seen during :term:`fit`.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during :term:`fit`, when ``X`` has string feature names.
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of features seen during ``fit``, when ``X`` has string feature names.
 
     See Also
     --------
