@@ -576,22 +576,34 @@ cdef void _mark(Half* h, const Proposal* p) noexcept nogil:
 
 cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
                             Py_ssize_t max_size) noexcept nogil:
-    """Queue proposals until the first conflict (which is discarded: the next batch draws
-    afresh from the updated state) or ``max_size``; returns the batch size (>= 1)."""
+    """Queue proposals until the first conflict or ``max_size``; returns the batch size
+    (>= 1: the first proposal of a batch cannot conflict).
+
+    The proposal that conflicts is not thrown away: the master generator is put back to
+    where it was before that proposal, so the next batch makes it again, with the same
+    random numbers, from the updated state. Discarding it instead would bias the chain:
+    an undecided birth/death draw u lies between the death probabilities of the two ends
+    of the count range, and re-using it against the exact count gives death with exactly
+    the sequential probability, while a fresh draw would favour births; likewise atoms of
+    rows already in the batch would be chosen less often than the others."""
     cdef Py_ssize_t nb = 0
     cdef int64_t n = h.dom.n_atoms, births = 0, deaths = 0
     cdef int kind
     cdef Proposal* p
+    cdef Rng before
     h.batch_id += 1
     while nb < max_size:
         p = &batch[nb]
+        before = master[0]
         # after the queue, the count lies in [n - deaths, n + births] (section 2.3)
         kind = _choose_kind(h, master, n - deaths, n + births)
         if kind < 0:
+            master[0] = before
             break
         p.kind = kind
         _fill(h, master, p)
         if _conflicts(h, p, batch, nb):
+            master[0] = before
             break
         _mark(h, p)
         rng_spawn(master, &p.rng)
