@@ -71,6 +71,12 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         not depend on the number of threads.
     verbose : int, default=0
         Print a progress line about every tenth of each phase when positive.
+    warm_start : bool, default=False
+        When True and the estimator was fitted before on data of the same shape, ``fit``
+        continues the same chain for ``max_iter`` more sampling iterations (no new
+        calibration) and the posterior averages cover all sampling iterations so far. The
+        full sampler state (atoms and generator) is kept in the fitted estimator, so a
+        pickled and restored estimator continues exactly as the original would.
 
     Attributes
     ----------
@@ -132,6 +138,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -145,6 +152,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         max_gibbs_mass_H=100.0,
         random_state=None,
         verbose=0,
+        warm_start=False,
     ):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -154,6 +162,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.max_gibbs_mass_H = max_gibbs_mass_H
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     @property
     def _n_features_out(self):
@@ -229,47 +238,84 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X = self._validate_X(X, reset=True)
         sigma = self._validate_uncertainty(uncertainty, X)
         prec = 1.0 / (sigma * sigma)
-        n_samples, n_features = X.shape
-        K = self.n_components
-        rng = check_random_state(self.random_state)
-        seed = draw_seeds(rng)
-        self._transform_seed = draw_seeds(rng)
         n_threads = effective_n_threads()
-
-        nonzero = X[X > 0]
-        data_mean = float(nonzero.mean()) if nonzero.size else 1.0
-        self.lambda_W_ = self.alpha_W * np.sqrt(K / data_mean)
-        self.lambda_H_ = self.alpha_H * np.sqrt(K / data_mean)
-
-        sampler = GibbsSampler(
+        if self._continues_chain(X):
+            sampler, history, atoms = self._restore_sampler(X, prec, n_threads)
+            iterations = [True] * self.max_iter
+        else:
+            sampler = self._new_sampler(X, prec)
+            history = np.empty(0)
+            atoms = np.empty((0, 2), dtype=np.int64)
+            iterations = [False] * self.max_iter + [True] * self.max_iter
+        chisq = chi_square(sampler.R, prec, n_threads)
+        new_history, new_atoms = self._run_chain(sampler, prec, chisq, iterations, n_threads)
+        self._set_posterior(
+            sampler,
             X,
             prec,
-            np.zeros((n_samples, K)),
-            np.zeros((n_features, K)),
+            np.concatenate([history, new_history]),
+            np.concatenate([atoms, new_atoms]),
+            n_threads,
+        )
+        self._sampler_state = sampler.get_state()
+        return self
+
+    def _continues_chain(self, X):
+        state = getattr(self, "_sampler_state", None)
+        return (
+            self.warm_start
+            and state is not None
+            and state["W"].shape == (X.shape[0], self.n_components)
+            and state["Ht"].shape == (X.shape[1], self.n_components)
+        )
+
+    def _prior_rates(self, X):
+        nonzero = X[X > 0]
+        data_mean = float(nonzero.mean()) if nonzero.size else 1.0
+        root = np.sqrt(self.n_components / data_mean)
+        return self.alpha_W * root, self.alpha_H * root
+
+    def _sampler_arguments(self):
+        return (
             self.alpha_W,
             self.alpha_H,
             self.lambda_W_,
             self.lambda_H_,
             self.max_gibbs_mass_W,
             self.max_gibbs_mass_H,
-            seed,
         )
-        chisq0 = chi_square(X, prec, n_threads)
-        history, atoms = self._run_chain(sampler, X, prec, chisq0, n_threads)
-        self._set_posterior(sampler, X, prec, history, atoms, n_threads)
-        return self
 
-    def _run_chain(self, sampler, X, prec, chisq, n_threads):
-        """Calibration then sampling, one Cython call per iteration (interruptible)."""
+    def _new_sampler(self, X, prec):
+        rng = check_random_state(self.random_state)
+        seed = draw_seeds(rng)
+        self._transform_seed = draw_seeds(rng)
+        self.lambda_W_, self.lambda_H_ = self._prior_rates(X)
+        K = self.n_components
+        W0 = np.zeros((X.shape[0], K))
+        Ht0 = np.zeros((X.shape[1], K))
+        return GibbsSampler(X, prec, W0, Ht0, *self._sampler_arguments(), seed)
+
+    def _restore_sampler(self, X, prec, n_threads):
+        state = self._sampler_state
+        R = residual(X, state["W"], state["Ht"], n_threads)
+        sampler = GibbsSampler(
+            R, prec, state["W"], state["Ht"], *self._sampler_arguments(), 0, state=state
+        )
+        return sampler, self.chisq_history_, self.n_atoms_history_
+
+    def _run_chain(self, sampler, prec, chisq, iterations, n_threads):
+        """Run the chain, one Cython call per iteration (interruptible with Ctrl-C).
+
+        ``iterations`` lists, for each iteration, whether it samples (True) or calibrates.
+        """
         n = self.max_iter
         history = []
         atoms = []
         report_every = max(1, n // 10)
         start = time.perf_counter()
-        total = 2 * n
+        total = len(iterations)
         try:
-            for it in range(total):
-                sampling = it >= n
+            for it, sampling in enumerate(iterations):
                 tau = 1.0 if sampling else min(1.0, 2.0 * (it + 1) / n)
                 _, _, dloglik = sampler.iterate(tau, n_threads)
                 # logL = -chisq / 2; re-computed exactly from time to time against drift
@@ -281,7 +327,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 history.append(chisq)
                 atoms.append(sampler.n_atoms)
                 if self.verbose and ((it + 1) % report_every == 0 or it + 1 == total):
-                    self._report(it, n, chisq, sampler.n_atoms, start)
+                    self._report(it, total, sampling, chisq, sampler.n_atoms, start)
         except KeyboardInterrupt:
             warnings.warn(
                 f"Interrupted after {len(history)} of {total} iterations; the estimator "
@@ -291,10 +337,12 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             )
         return np.asarray(history, dtype=np.float64), np.asarray(atoms, dtype=np.int64).reshape(-1, 2)
 
-    def _report(self, it, n, chisq, n_atoms, start):
-        phase, i = ("calibration", it + 1) if it < n else ("sampling", it + 1 - n)
+    def _report(self, it, total, sampling, chisq, n_atoms, start):
+        n = self.max_iter
+        phase = "sampling" if sampling else "calibration"
+        i = (it % n) + 1
         elapsed = time.perf_counter() - start
-        left = elapsed / (it + 1) * (2 * n - it - 1)
+        left = elapsed / (it + 1) * (total - it - 1)
         print(
             f"{phase:>11} {i:>6}/{n}  chi-square {chisq:14.2f}  atoms W {n_atoms[0]:>7} "
             f"H {n_atoms[1]:>7}  elapsed {elapsed:8.1f}s  left {left:8.1f}s",

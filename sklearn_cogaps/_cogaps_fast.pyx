@@ -20,7 +20,7 @@ import numpy as np
 from cython.parallel cimport prange
 from libc.math cimport sqrt, log, log1p, exp, expm1, fmax
 from libc.stdint cimport uint64_t, int64_t
-from libc.stdlib cimport malloc, free, calloc
+from libc.stdlib cimport malloc, free, calloc, realloc
 from libc.string cimport memcpy
 
 from ._utils._rng cimport (Rng, rng_seed, rng_spawn, rng_uniform, rng_below,
@@ -59,6 +59,13 @@ cdef struct Half:
     double lam           # rate of the exponential prior on an atom's mass
     double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
     double loglik_change # untempered log-likelihood change of the applied proposals
+    # proposal queue (000_f0854..., section 2): marks of rows and atoms used by the batch
+    int64_t* row_mark
+    int64_t* atom_mark
+    int64_t atom_mark_size
+    int64_t batch_id
+    int64_t n_batches
+    int64_t n_queued
 
 
 cdef struct Proposal:
@@ -150,34 +157,45 @@ cdef inline double death_probability(double n_atoms, double alpha, double n_bins
     return n_atoms / (n_atoms + alpha * n_bins * (1.0 - n_atoms / length))
 
 
-cdef void _propose(Half* h, Rng* master, Proposal* p) noexcept nogil:
-    """Choose the update type and the atoms or positions it touches (section 1.3)."""
+cdef int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t n_high) noexcept nogil:
+    """The update type (Algorithm 2) when the atom count lies in [n_low, n_high]; -1 when
+    that range leaves the birth/death choice undecided (section 2.3). The death
+    probability increases with the count, so comparing u with both ends decides it
+    whenever possible. With fewer than 2 atoms the update is a birth."""
     cdef AtomicDomain* d = h.dom
     cdef double u
+    if n_high < 2:
+        return BIRTH
+    if n_low < 2:
+        return -1
+    u = rng_uniform(master)
+    if u < 0.5:
+        u = rng_uniform(master)
+        if u < death_probability(<double>n_low, h.alpha, <double>d.n_bins, <double>d.length):
+            return DEATH
+        if u >= death_probability(<double>n_high, h.alpha, <double>d.n_bins, <double>d.length):
+            return BIRTH
+        return -1
+    if u < 0.75:
+        return MOVE
+    return EXCHANGE
+
+
+cdef void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil:
+    """Choose the atoms or positions an update of kind ``p.kind`` touches (section 1.3)."""
+    cdef AtomicDomain* d = h.dom
     cdef int64_t left, right
     cdef uint64_t lo, hi
     p.atom1 = -1
     p.atom2 = -1
-    if d.n_atoms < 2:
-        p.kind = BIRTH
-    else:
-        u = rng_uniform(master)
-        if u < 0.5:
-            if rng_uniform(master) < death_probability(<double>d.n_atoms, h.alpha,
-                                                       <double>d.n_bins, <double>d.length):
-                p.kind = DEATH
-            else:
-                p.kind = BIRTH
-        elif u < 0.75:
-            p.kind = MOVE
-        else:
-            p.kind = EXCHANGE
     if p.kind == BIRTH:
         p.pos = domain_random_free_position(d, master)
         _locate(h, p.pos, &p.r1, &p.q1)
+        p.r2 = p.r1
     elif p.kind == DEATH:
         p.atom1 = domain_random_atom(d, master)
         _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
+        p.r2 = p.r1
     elif p.kind == MOVE:
         p.atom1 = domain_random_atom(d, master)
         left = d.prev[p.atom1]
@@ -192,6 +210,12 @@ cdef void _propose(Half* h, Rng* master, Proposal* p) noexcept nogil:
         p.atom2 = d.next[p.atom1] if d.next[p.atom1] >= 0 else d.first
         _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
         _locate(h, d.pos[p.atom2], &p.r2, &p.q2)
+
+
+cdef void _propose(Half* h, Rng* master, Proposal* p) noexcept nogil:
+    """A proposal of the sequential chain, with its own stream for the evaluation."""
+    p.kind = _choose_kind(h, master, h.dom.n_atoms, h.dom.n_atoms)
+    _fill(h, master, p)
     rng_spawn(master, &p.rng)
 
 
@@ -286,40 +310,47 @@ cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double del
         res[c] -= delta * o[c]
 
 
-cdef int _apply(Half* h, Proposal* p) noexcept nogil:
-    """Carry out a decided proposal; -1 only when memory runs out."""
-    cdef AtomicDomain* d = h.dom
+cdef void _apply_matrix(Half* h, const Proposal* p) noexcept nogil:
+    """The matrix and residual part of a decided proposal: touches only its own rows, so
+    the proposals of a batch apply it in parallel. Call before :func:`_apply_domain`."""
     cdef double x0
+    if p.outcome == REJECT:
+        return
+    if p.kind == BIRTH:
+        _change_element(h, p.r1, p.q1, p.value)
+    elif p.kind == DEATH:
+        x0 = h.dom.mass[p.atom1]
+        _change_element(h, p.r1, p.q1, -x0 if p.outcome == KILL else p.value - x0)
+    elif p.kind == MOVE:
+        if p.r1 != p.r2 or p.q1 != p.q2:
+            x0 = h.dom.mass[p.atom1]
+            _change_element(h, p.r1, p.q1, -x0)
+            _change_element(h, p.r2, p.q2, x0)
+    else:
+        _change_element(h, p.r1, p.q1, p.value)
+        _change_element(h, p.r2, p.q2, -p.value)
+
+
+cdef int _apply_domain(Half* h, const Proposal* p) noexcept nogil:
+    """The atomic-domain part of a decided proposal, in proposal order; -1 only when
+    memory runs out."""
+    cdef AtomicDomain* d = h.dom
     if p.outcome == REJECT:
         return 0
     h.loglik_change += p.dloglik
     if p.kind == BIRTH:
         if domain_insert(d, p.pos, p.value) < 0:
             return -1
-        _change_element(h, p.r1, p.q1, p.value)
     elif p.kind == DEATH:
-        x0 = d.mass[p.atom1]
         if p.outcome == KILL:
             domain_erase(d, p.atom1)
-            _change_element(h, p.r1, p.q1, -x0)
         else:
             d.mass[p.atom1] = p.value
-            _change_element(h, p.r1, p.q1, p.value - x0)
     elif p.kind == MOVE:
         d.pos[p.atom1] = p.pos
-        if p.r1 != p.r2 or p.q1 != p.q2:
-            x0 = d.mass[p.atom1]
-            _change_element(h, p.r1, p.q1, -x0)
-            _change_element(h, p.r2, p.q2, x0)
     else:
-        d.mass[p.atom1] += p.value
-        d.mass[p.atom2] -= p.value
-        if d.mass[p.atom1] < 0.0:
-            d.mass[p.atom1] = 0.0
-        if d.mass[p.atom2] < 0.0:
-            d.mass[p.atom2] = 0.0
-        _change_element(h, p.r1, p.q1, p.value)
-        _change_element(h, p.r2, p.q2, -p.value)
+        d.mass[p.atom1] = fmax(d.mass[p.atom1] + p.value, 0.0)
+        d.mass[p.atom2] = fmax(d.mass[p.atom2] - p.value, 0.0)
     return 0
 
 
@@ -333,9 +364,181 @@ cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil:
     for t in range(n_prop):
         _propose(h, master, &p)
         _evaluate(h, &p, tau)
-        if _apply(h, &p) != 0:
+        _apply_matrix(h, &p)
+        if _apply_domain(h, &p) != 0:
             return -1
     return n_prop
+
+
+# ---------------------------------------------------------------------------------------
+# The asynchronous chain (000_f0854..., section 2): proposals are drawn one after the other
+# from the state at the start of a batch and queued while they are independent of every
+# queued proposal; the batch is then evaluated in parallel (each proposal with its own
+# stream, touching only its own rows) and its atomic-domain changes applied in order.
+# Batch formation is sequential and every evaluation is a function of the batch-start
+# state and the proposal's own stream, so the chain is the same for any thread count.
+
+cdef enum:
+    MAX_BATCH = 1024
+    # Below this much work (proposals x row length) a batch is evaluated on one thread:
+    # waking the team would cost more than it saves.
+    PARALLEL_MIN_WORK = 8192
+
+
+cdef inline bint _between(uint64_t lo, uint64_t hi, bint wraps, uint64_t pos) noexcept nogil:
+    """Whether ``pos`` lies strictly inside the open interval (lo, hi) of the domain, which
+    wraps around the end when ``wraps``."""
+    if wraps:
+        return pos > lo or pos < hi
+    return lo < pos < hi
+
+
+cdef void _interval(const Half* h, const Proposal* p, uint64_t* lo, uint64_t* hi,
+                    bint* wraps) noexcept nogil:
+    """The stretch of the domain whose atoms a move or an exchange depends on: between the
+    moved atom's neighbours, or between the two exchanged atoms."""
+    cdef AtomicDomain* d = h.dom
+    cdef int64_t left, right
+    wraps[0] = False
+    if p.kind == MOVE:
+        left = d.prev[p.atom1]
+        right = d.next[p.atom1]
+        lo[0] = d.pos[left] if left >= 0 else 0
+        hi[0] = d.pos[right] if right >= 0 else d.length
+    else:
+        lo[0] = d.pos[p.atom1]
+        hi[0] = d.pos[p.atom2]
+        wraps[0] = hi[0] <= lo[0]
+
+
+cdef bint _conflicts(const Half* h, const Proposal* p, const Proposal* batch,
+                     Py_ssize_t nb) noexcept nogil:
+    """Whether proposal ``p`` depends on a queued one (section 2.1 and 2.2)."""
+    cdef AtomicDomain* d = h.dom
+    cdef int64_t stamp = h.batch_id
+    cdef uint64_t lo, hi
+    cdef bint wraps
+    cdef Py_ssize_t b
+    # the same row of the matrix being updated
+    if h.row_mark[p.r1] == stamp or h.row_mark[p.r2] == stamp:
+        return True
+    # an atom taking part in a queued proposal
+    if p.atom1 >= 0 and h.atom_mark[p.atom1] == stamp:
+        return True
+    if p.atom2 >= 0 and h.atom_mark[p.atom2] == stamp:
+        return True
+    if p.kind == MOVE:
+        if d.prev[p.atom1] >= 0 and h.atom_mark[d.prev[p.atom1]] == stamp:
+            return True
+        if d.next[p.atom1] >= 0 and h.atom_mark[d.next[p.atom1]] == stamp:
+            return True
+    if p.kind == BIRTH:
+        # a birth inside the stretch a queued move or exchange depends on
+        for b in range(nb):
+            if batch[b].kind == MOVE or batch[b].kind == EXCHANGE:
+                _interval(h, &batch[b], &lo, &hi, &wraps)
+                if _between(lo, hi, wraps, p.pos):
+                    return True
+            elif batch[b].kind == BIRTH and batch[b].pos == p.pos:
+                return True
+    elif p.kind == MOVE or p.kind == EXCHANGE:
+        _interval(h, p, &lo, &hi, &wraps)
+        for b in range(nb):
+            if batch[b].kind == BIRTH and _between(lo, hi, wraps, batch[b].pos):
+                return True
+    return False
+
+
+cdef void _mark(Half* h, const Proposal* p) noexcept nogil:
+    cdef AtomicDomain* d = h.dom
+    cdef int64_t stamp = h.batch_id
+    h.row_mark[p.r1] = stamp
+    h.row_mark[p.r2] = stamp
+    if p.atom1 >= 0:
+        h.atom_mark[p.atom1] = stamp
+    if p.atom2 >= 0:
+        h.atom_mark[p.atom2] = stamp
+    if p.kind == MOVE:
+        if d.prev[p.atom1] >= 0:
+            h.atom_mark[d.prev[p.atom1]] = stamp
+        if d.next[p.atom1] >= 0:
+            h.atom_mark[d.next[p.atom1]] = stamp
+
+
+cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
+                            Py_ssize_t max_size) noexcept nogil:
+    """Queue proposals until the first conflict (which is discarded: the next batch draws
+    afresh from the updated state) or ``max_size``; returns the batch size (>= 1)."""
+    cdef Py_ssize_t nb = 0
+    cdef int64_t n = h.dom.n_atoms, births = 0, deaths = 0
+    cdef int kind
+    cdef Proposal* p
+    h.batch_id += 1
+    while nb < max_size:
+        p = &batch[nb]
+        # after the queue, the count lies in [n - deaths, n + births] (section 2.3)
+        kind = _choose_kind(h, master, n - deaths, n + births)
+        if kind < 0:
+            break
+        p.kind = kind
+        _fill(h, master, p)
+        if _conflicts(h, p, batch, nb):
+            break
+        _mark(h, p)
+        rng_spawn(master, &p.rng)
+        if kind == BIRTH:
+            births += 1
+        elif kind == DEATH:
+            deaths += 1
+        nb += 1
+    return nb
+
+
+cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
+                          int n_threads) noexcept nogil:
+    """Poisson(max(n_atoms, 10)) updates of one matrix through the proposal queue.
+
+    Returns the number of updates, or -1 when memory ran out.
+    """
+    cdef int64_t done = 0, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
+    cdef Py_ssize_t nb, b
+    cdef int threads
+    while done < n_prop:
+        if _ensure_atom_marks(h) != 0:
+            return -1
+        nb = _fill_batch(h, master, batch, min(<int64_t>MAX_BATCH, n_prop - done))
+        threads = n_threads if nb * h.n_cols >= PARALLEL_MIN_WORK else 1
+        if threads > 1:
+            for b in prange(nb, schedule='static', num_threads=threads):
+                _evaluate(h, &batch[b], tau)
+                _apply_matrix(h, &batch[b])
+        else:
+            for b in range(nb):
+                _evaluate(h, &batch[b], tau)
+                _apply_matrix(h, &batch[b])
+        for b in range(nb):
+            if _apply_domain(h, &batch[b]) != 0:
+                return -1
+        done += nb
+        h.n_batches += 1
+        h.n_queued += nb
+    return n_prop
+
+
+cdef int _ensure_atom_marks(Half* h) noexcept nogil:
+    """Room in ``atom_mark`` for every atom id the domain has handed out."""
+    cdef int64_t size = h.dom.capacity, i
+    cdef int64_t* grown
+    if h.atom_mark_size >= size:
+        return 0
+    grown = <int64_t*>realloc(h.atom_mark, size * sizeof(int64_t))
+    if grown == NULL:
+        return -1
+    for i in range(h.atom_mark_size, size):
+        grown[i] = 0
+    h.atom_mark = grown
+    h.atom_mark_size = size
+    return 0
 
 
 # ---------------------------------------------------------------------------------------
@@ -450,6 +653,7 @@ cdef class GibbsSampler:
     cdef Half half_w
     cdef Half half_h
     cdef Rng rng
+    cdef Proposal* batch
     cdef object W_arr, Ht_arr, R_arr, Rt_arr, prec_arr, prect_arr, Wt_arr, Htt_arr
     cdef object sum_w, sq_w, sum_h, sq_h
     cdef public Py_ssize_t n_accumulated
@@ -459,10 +663,22 @@ cdef class GibbsSampler:
     def __cinit__(self):
         domain_init(&self.dom_w, 1, 16)
         domain_init(&self.dom_h, 1, 16)
+        self.half_w.row_mark = NULL
+        self.half_w.atom_mark = NULL
+        self.half_h.row_mark = NULL
+        self.half_h.atom_mark = NULL
+        self.batch = <Proposal*>malloc(MAX_BATCH * sizeof(Proposal))
+        if self.batch == NULL:
+            raise MemoryError("could not allocate the proposal queue")
 
     def __dealloc__(self):
         domain_free(&self.dom_w)
         domain_free(&self.dom_h)
+        free(self.half_w.row_mark)
+        free(self.half_w.atom_mark)
+        free(self.half_h.row_mark)
+        free(self.half_h.atom_mark)
+        free(self.batch)
 
     def __init__(self, R, prec, W, Ht, double alpha_w, double alpha_h, double lam_w,
                  double lam_h, double max_mass_w, double max_mass_h, uint64_t seed=0,
@@ -495,7 +711,7 @@ cdef class GibbsSampler:
             self._restore(state)
 
     cdef void _bind(self, Half* h, AtomicDomain* dom, M, Ot, R, prec, double alpha,
-                    double lam, double max_mass):
+                    double lam, double max_mass) except *:
         cdef double[:, ::1] m_v = M
         cdef double[:, ::1] o_v = Ot
         cdef double[:, ::1] r_v = R
@@ -512,6 +728,15 @@ cdef class GibbsSampler:
         h.lam = lam
         h.cap = max_mass / lam
         h.loglik_change = 0.0
+        free(h.row_mark)
+        h.row_mark = <int64_t*>calloc(h.n_rows, sizeof(int64_t))
+        h.atom_mark = NULL
+        h.atom_mark_size = 0
+        h.batch_id = 0
+        h.n_batches = 0
+        h.n_queued = 0
+        if h.row_mark == NULL:
+            raise MemoryError("could not allocate the proposal queue")
 
     def iterate(self, double tau, int n_threads=1):
         """One iteration: updates of the amplitudes Ht, then of the patterns W.
@@ -539,16 +764,15 @@ cdef class GibbsSampler:
         cdef double[:, ::1] Htt = self.Htt_arr
         self.half_h.loglik_change = 0.0
         self.half_w.loglik_change = 0.0
-        if self.n * self.m < PARALLEL_MIN_ENTRIES:
-            n_threads = 1
+        cdef int transpose_threads = n_threads if self.n * self.m >= PARALLEL_MIN_ENTRIES else 1
         with nogil:
-            _transpose(&R[0, 0], self.n, self.m, &Rt[0, 0], n_threads)
+            _transpose(&R[0, 0], self.n, self.m, &Rt[0, 0], transpose_threads)
             _transpose(&W[0, 0], self.n, self.K, &Wt[0, 0], 1)
-            nh = _sequential_half(&self.half_h, &self.rng, tau)
+            nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
             if nh >= 0:
-                _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], n_threads)
+                _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], transpose_threads)
                 _transpose(&Ht[0, 0], self.m, self.K, &Htt[0, 0], 1)
-                nw = _sequential_half(&self.half_w, &self.rng, tau)
+                nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         if nh < 0 or nw < 0:
             raise MemoryError("the atomic domain could not grow")
         return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
@@ -618,6 +842,13 @@ cdef class GibbsSampler:
     def R(self):
         """Current residual X - W Ht^T (a copy)."""
         return self.R_arr.copy()
+
+    @property
+    def queue_statistics(self):
+        """Batches and queued proposals so far, for the amplitudes and the patterns:
+        ``((n_batches_h, n_proposals_h), (n_batches_w, n_proposals_w))``."""
+        return ((self.half_h.n_batches, self.half_h.n_queued),
+                (self.half_w.n_batches, self.half_w.n_queued))
 
     @property
     def n_atoms(self):
@@ -757,6 +988,8 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
     h.lam = lam
     h.cap = max_mass / lam
     h.loglik_change = 0.0
+    h.row_mark = NULL
+    h.atom_mark = NULL
     rng_seed(&rng, seed)
     for k in range(K):
         mean[k] = 0.0

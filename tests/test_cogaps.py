@@ -160,3 +160,33 @@ def test_reproduces_the_published_gist_result():
     _, corr = match_components(published_P, model.patterns_)
     assert np.all(corr >= 0.98), corr
     assert model.chisq_ <= 4500, model.chisq_
+
+
+def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothing(simulated):
+    X, _, _ = simulated
+    est = CoGAPS(n_components=3, max_iter=50, random_state=0, warm_start=True).fit(X)
+    restored = pickle.loads(pickle.dumps(est))
+    est.fit(X)
+    restored.fit(X)
+    assert est.n_iter_ == restored.n_iter_ == 150
+    assert_array_equal(est.components_, restored.components_)
+    assert_array_equal(est.patterns_std_, restored.patterns_std_)
+    assert_array_equal(est.chisq_history_, restored.chisq_history_)
+    # without warm_start a second fit starts over
+    cold = CoGAPS(n_components=3, max_iter=50, random_state=0).fit(X)
+    assert cold.fit(X).n_iter_ == 100
+
+
+def test_queue_batches_are_larger_than_one_on_many_rows():
+    from sklearn_cogaps._cogaps_fast import GibbsSampler
+
+    X, _, _ = make_patterns(n_samples=50, n_features=1000, n_components=3, random_state=0)
+    prec = 1.0 / np.maximum(0.1 * X, 0.1) ** 2
+    sampler = GibbsSampler(X, prec, np.zeros((50, 3)), np.zeros((1000, 3)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
+    for _ in range(50):
+        sampler.iterate(1.0)
+    (batches_h, queued_h), (batches_w, queued_w) = sampler.queue_statistics
+    # row conflicts alone would allow about sqrt(pi * rows / 2) proposals per batch (40
+    # for 1000 rows, 9 for 50); atoms shared with queued moves and exchanges stop it sooner
+    assert 8 < queued_h / batches_h < 60
+    assert 2 < queued_w / batches_w < 20
