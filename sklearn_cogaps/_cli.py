@@ -102,6 +102,8 @@ def _read_delimited_numpy(path, sep):
             f"'{path}' must have a header row and at least one data row; it has {len(rows)} row(s)."
         )
     header, body = rows[0], rows[1:]
+    if len(header) == len(body[0]) - 1:  # R's write.table: no header cell above the index
+        header = ["", *header]
     n_cols = len(header) - 1
     values = np.empty((len(body), n_cols))
     for i, row in enumerate(body):

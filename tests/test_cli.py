@@ -109,6 +109,22 @@ def test_csv_without_pandas_and_transposed_files(data, reference, tmp_path, caps
     _check_npz(tmp_path / "out.npz", reference, samples, features)
 
 
+@pytest.mark.parametrize("with_pandas", [True, False])
+def test_tables_without_a_header_cell_above_the_index(data, reference, tmp_path, capsys, monkeypatch,
+                                                      with_pandas):
+    # R's write.table(sep="\t") writes one header cell fewer than the data rows, and quotes
+    X, samples, features = data
+    path = tmp_path / "from_r.tsv"
+    lines = ["\t".join(f'"{f}"' for f in features)]
+    lines += ["\t".join([f'"{name}"', *(repr(float(v)) for v in row)]) for name, row in zip(samples, X)]
+    path.write_text("\n".join(lines) + "\n")
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+    _check_npz(tmp_path / "out.npz", reference, samples, features)
+
+
 def test_h5ad_round_trip_or_a_clear_error(data, reference, tmp_path, capsys, monkeypatch):
     X, samples, features = data
     path = tmp_path / "cells.h5ad"
