@@ -75,18 +75,39 @@ def worker(name, data_path, seed):
     start = np.vstack([[0.0, 0.0], atoms[:-1]])
     proposals = float(np.maximum(start, 10.0).sum())
     _, corr = match_components(_planted_patterns(data, name), model.patterns_)
-    print(json.dumps({
-        "name": name, "shape": list(X.shape), "K": K, "n_iter": int(model.n_iter_),
-        "threads": int(threads), "cpu": cpu, "wall": wall, "proposals": proposals,
-        "rss_peak_mb": rss_after, "rss_fit_mb": rss_after - rss_before,
-        "chisq_per_entry": model.chisq_ / X.size, "min_corr": float(corr.min()),
-        "atoms": [int(a) for a in model.n_atoms_history_[-1]],
-    }))
+    print(
+        json.dumps(
+            {
+                "name": name,
+                "shape": list(X.shape),
+                "K": K,
+                "n_iter": int(model.n_iter_),
+                "threads": int(threads),
+                "cpu": cpu,
+                "wall": wall,
+                "proposals": proposals,
+                "rss_peak_mb": rss_after,
+                "rss_fit_mb": rss_after - rss_before,
+                "chisq_per_entry": model.chisq_ / X.size,
+                "min_corr": float(corr.min()),
+                "atoms": [int(a) for a in model.n_atoms_history_[-1]],
+            }
+        )
+    )
 
 
 def run(name, data_path, seed):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, __file__, "--worker", name, "--data", str(data_path), "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        name,
+        "--data",
+        str(data_path),
+        "--seed",
+        str(seed),
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"configuration {name} failed:\n{done.stderr}")
@@ -95,9 +116,16 @@ def run(name, data_path, seed):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=["small", "medium"],
-                        help="configurations to run (default: small medium)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per configuration; the fastest CPU time is kept")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        choices=sorted(CONFIGS),
+        default=["small", "medium"],
+        help="configurations to run (default: small medium)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per configuration; the fastest CPU time is kept"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random_state of the fits")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path of cogaps_data.py")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -106,13 +134,21 @@ def main(argv=None):
         worker(args.worker, args.data, args.seed)
         return 0
     if not args.data.is_file():
-        parser.error(f"cannot find the benchmark data module {args.data}; pass --data PATH/cogaps_data.py")
+        parser.error(
+            f"cannot find the benchmark data module {args.data}; pass --data PATH/cogaps_data.py"
+        )
 
-    print(f"CoGAPS on shared/bench/cogaps_data.py, one thread, fresh process per run, best CPU of {args.repeat}")
-    print("ratio = ours / C++ CPU seconds (below 1: faster than the C++ CoGAPS); the machine is shared, so timings are noisy\n")
-    header = (f"{'config':<7} {'X (n x m)':>11} {'K':>3} {'iter':>10} {'CPU s':>7} {'wall s':>7} "
-              f"{'ms/iter':>8} {'iter/s':>7} {'Mprop/s':>8} {'peak MB':>8} {'fit MB':>7} "
-              f"{'C++ seq':>8} {'ratio':>6} {'C++ async':>9} {'ratio':>6} {'C++ MB':>7} {'chi2/n':>7} {'min r':>6}")
+    print(
+        f"CoGAPS on shared/bench/cogaps_data.py, one thread, fresh process per run, best CPU of {args.repeat}"
+    )
+    print(
+        "ratio = ours / C++ CPU seconds (below 1: faster than the C++ CoGAPS); the machine is shared, so timings are noisy\n"
+    )
+    header = (
+        f"{'config':<7} {'X (n x m)':>11} {'K':>3} {'iter':>10} {'CPU s':>7} {'wall s':>7} "
+        f"{'ms/iter':>8} {'iter/s':>7} {'Mprop/s':>8} {'peak MB':>8} {'fit MB':>7} "
+        f"{'C++ seq':>8} {'ratio':>6} {'C++ async':>9} {'ratio':>6} {'C++ MB':>7} {'chi2/n':>7} {'min r':>6}"
+    )
     print(header)
     print("-" * len(header))
     for name in args.configs:
@@ -121,16 +157,23 @@ def main(argv=None):
         _, n_iter_phase, seq, asy, mb = CONFIGS[name]
         shape = f"{r['shape'][0]}x{r['shape'][1]}"
         iters = f"2x{n_iter_phase}"
-        print(f"{name:<7} {shape:>11} {r['K']:>3} {iters:>10} {r['cpu']:7.2f} {r['wall']:7.2f} "
-              f"{1000 * r['cpu'] / r['n_iter']:8.3f} {r['n_iter'] / r['cpu']:7.0f} "
-              f"{r['proposals'] / r['cpu'] / 1e6:8.2f} {r['rss_peak_mb']:8.1f} {r['rss_fit_mb']:7.1f} "
-              f"{seq:8.2f} {r['cpu'] / seq:6.2f} {asy:9.2f} {r['cpu'] / asy:6.2f} "
-              f"{(f'{mb:.0f}' if mb else '-'):>7} {r['chisq_per_entry']:7.3f} {r['min_corr']:6.3f}", flush=True)
-    print("\nMprop/s: millions of proposals per CPU second, the proposal count estimated from the atom counts "
-          "(each half-iteration makes Poisson(max(atoms, 10)) proposals).")
-    print("peak MB: the process's peak resident memory (Python, numpy, scikit-learn included); fit MB: its "
-          "growth during the fit. chi2/n: chi-square of the posterior mean per entry; min r: smallest "
-          "correlation of a planted pattern with its matched fitted pattern. 'wide' C++ figures are wall seconds.")
+        print(
+            f"{name:<7} {shape:>11} {r['K']:>3} {iters:>10} {r['cpu']:7.2f} {r['wall']:7.2f} "
+            f"{1000 * r['cpu'] / r['n_iter']:8.3f} {r['n_iter'] / r['cpu']:7.0f} "
+            f"{r['proposals'] / r['cpu'] / 1e6:8.2f} {r['rss_peak_mb']:8.1f} {r['rss_fit_mb']:7.1f} "
+            f"{seq:8.2f} {r['cpu'] / seq:6.2f} {asy:9.2f} {r['cpu'] / asy:6.2f} "
+            f"{(f'{mb:.0f}' if mb else '-'):>7} {r['chisq_per_entry']:7.3f} {r['min_corr']:6.3f}",
+            flush=True,
+        )
+    print(
+        "\nMprop/s: millions of proposals per CPU second, the proposal count estimated from the atom counts "
+        "(each half-iteration makes Poisson(max(atoms, 10)) proposals)."
+    )
+    print(
+        "peak MB: the process's peak resident memory (Python, numpy, scikit-learn included); fit MB: its "
+        "growth during the fit. chi2/n: chi-square of the posterior mean per entry; min r: smallest "
+        "correlation of a planted pattern with its matched fitted pattern. 'wide' C++ figures are wall seconds."
+    )
     return 0
 
 

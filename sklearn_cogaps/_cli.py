@@ -9,6 +9,7 @@ matrices and the chain's traces to a file that numpy or pandas read directly.
 
 import argparse
 import csv
+import math
 import sys
 import time
 from pathlib import Path
@@ -67,8 +68,7 @@ def _kind(path, formats, what):
         if name.endswith(suffix):
             return suffix
     raise CommandLineError(
-        f"cannot tell the format of {what} '{path}' from its name; use one of "
-        f"{', '.join(formats)}."
+        f"cannot tell the format of {what} '{path}' from its name; use one of {', '.join(formats)}."
     )
 
 
@@ -83,8 +83,10 @@ def _read_delimited(path, sep):
         values = frame.to_numpy(dtype=np.float64)
     except (ValueError, TypeError):
         numeric = frame.apply(pd.to_numeric, errors="coerce")
-        bad = numeric.isna().to_numpy() & frame.notna().to_numpy()
-        i, j = np.argwhere(bad)[0]
+        bad = np.argwhere(numeric.isna().to_numpy() & frame.notna().to_numpy())
+        if not len(bad):
+            raise CommandLineError(f"'{path}' does not hold a numeric table.") from None
+        i, j = bad[0]
         raise CommandLineError(
             f"row '{frame.index[i]}', column '{frame.columns[j]}' of '{path}' is not a number: "
             f"{frame.iat[i, j]!r}; every column after the index column must hold numbers "
@@ -179,7 +181,9 @@ def read_matrix(path, transpose=False):
     else:
         X, rows, cols = _read_h5ad(path)
     if X.ndim != 2:
-        raise CommandLineError(f"'{path}' holds an array of shape {X.shape}; a 2-D matrix is needed.")
+        raise CommandLineError(
+            f"'{path}' holds an array of shape {X.shape}; a 2-D matrix is needed."
+        )
     if transpose:
         X = X.T.tocsr() if sparse.issparse(X) else X.T
         rows, cols = cols, rows
@@ -204,6 +208,9 @@ def _write_table(path, values, row_names, col_names, sep, index_label):
 
 def write_results(path, model, sample_names=None, feature_names=None):
     """Write a fitted :class:`~sklearn_cogaps.CoGAPS` to ``.npz`` or to CSV/TSV tables.
+
+    The trace labels the first ``max_iter`` iterations as calibration, which is right for a
+    chain started by ``fit`` (not one continued with ``warm_start``).
 
     Parameters
     ----------
@@ -247,8 +254,16 @@ def write_results(path, model, sample_names=None, feature_names=None):
 
     sep = "," if kind == ".csv" else "\t"
     prefix = str(path)[: -len(kind)]
-    samples = sample_names if sample_names is not None else [f"sample_{i}" for i in range(model.patterns_.shape[0])]
-    features = feature_names if feature_names is not None else [f"feature_{j}" for j in range(model.components_.shape[1])]
+    samples = (
+        sample_names
+        if sample_names is not None
+        else [f"sample_{i}" for i in range(model.patterns_.shape[0])]
+    )
+    features = (
+        feature_names
+        if feature_names is not None
+        else [f"feature_{j}" for j in range(model.components_.shape[1])]
+    )
     written = []
     for name, values, rows, label in [
         ("patterns", model.patterns_, samples, "sample"),
@@ -266,7 +281,15 @@ def write_results(path, model, sample_names=None, feature_names=None):
         writer.writerow(["iteration", "phase", "chisq", "atoms_W", "atoms_H"])
         for i in range(n_iter):
             atoms = model.n_atoms_history_[i]
-            writer.writerow([i + 1, phase[i], repr(float(model.chisq_history_[i])), int(atoms[0]), int(atoms[1])])
+            writer.writerow(
+                [
+                    i + 1,
+                    phase[i],
+                    repr(float(model.chisq_history_[i])),
+                    int(atoms[0]),
+                    int(atoms[1]),
+                ]
+            )
     written.append(out)
     return written
 
@@ -281,7 +304,7 @@ def _positive(kind):
             value = kind(text)
         except ValueError:
             value = None
-        if value is None or not value > 0:
+        if value is None or not (value > 0 and math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"must be a positive {kind.__name__}, got {text!r}")
         return value
 
@@ -297,34 +320,85 @@ def build_parser():
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("input", nargs="?", help=f"data matrix ({INPUT_FORMATS}); omit for the built-in example")
-    parser.add_argument("-o", "--output", metavar="FILE", help=f"where to write the results ({OUTPUT_FORMATS})")
     parser.add_argument(
-        "-k", "--n-components", type=_positive(int), metavar="K",
+        "input", nargs="?", help=f"data matrix ({INPUT_FORMATS}); omit for the built-in example"
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help=f"where to write the results ({OUTPUT_FORMATS})"
+    )
+    parser.add_argument(
+        "-k",
+        "--n-components",
+        type=_positive(int),
+        metavar="K",
         help="number of patterns (CoGAPS's nPatterns; default 7, or 3 for the built-in example, "
         "which simulates as many patterns as it fits)",
     )
     parser.add_argument(
-        "-n", "--max-iter", type=_positive(int), default=1000, metavar="N",
-        help="iterations of each phase, calibration then sampling (CoGAPS's nIterations; default 1000)",
+        "-n",
+        "--max-iter",
+        type=_positive(int),
+        default=1000,
+        metavar="N",
+        help="iterations of each phase, calibration then sampling "
+        "(CoGAPS's nIterations; default 1000)",
     )
-    parser.add_argument("--alpha-w", type=_positive(float), default=0.01, metavar="A",
-                        help="sparsity of the patterns W (CoGAPS's alphaP; default 0.01)")
-    parser.add_argument("--alpha-h", type=_positive(float), default=0.01, metavar="A",
-                        help="sparsity of the amplitudes H (CoGAPS's alphaA; default 0.01)")
-    parser.add_argument("--max-gibbs-mass-w", type=_positive(float), default=100.0, metavar="M",
-                        help="largest Gibbs mass of an atom of W, in units of 1/lambda (default 100)")
-    parser.add_argument("--max-gibbs-mass-h", type=_positive(float), default=100.0, metavar="M",
-                        help="the same for H (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="random_state of the fit (and of the simulated data; default 0)")
-    parser.add_argument("--uncertainty", metavar="FILE",
-                        help="standard deviation of each entry, same format and shape as INPUT "
-                        "(default: CoGAPS's max(0.1 * X, 0.1))")
-    parser.add_argument("-t", "--transpose", action="store_true",
-                        help="INPUT (and the uncertainty) is genes x samples, as CoGAPS writes it: fit its transpose")
-    parser.add_argument("--threads", type=_positive(int), metavar="N",
-                        help="OpenMP threads (sets threadpoolctl's limit; default: OpenMP's own)")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="print the chain's progress")
+    parser.add_argument(
+        "--alpha-w",
+        type=_positive(float),
+        default=0.01,
+        metavar="A",
+        help="sparsity of the patterns W (CoGAPS's alphaP; default 0.01)",
+    )
+    parser.add_argument(
+        "--alpha-h",
+        type=_positive(float),
+        default=0.01,
+        metavar="A",
+        help="sparsity of the amplitudes H (CoGAPS's alphaA; default 0.01)",
+    )
+    parser.add_argument(
+        "--max-gibbs-mass-w",
+        type=_positive(float),
+        default=100.0,
+        metavar="M",
+        help="largest Gibbs mass of an atom of W, in units of 1/lambda (default 100)",
+    )
+    parser.add_argument(
+        "--max-gibbs-mass-h",
+        type=_positive(float),
+        default=100.0,
+        metavar="M",
+        help="the same for H (default 100)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random_state of the fit (and of the simulated data; default 0)",
+    )
+    parser.add_argument(
+        "--uncertainty",
+        metavar="FILE",
+        help="standard deviation of each entry, same format and shape as INPUT "
+        "(default: CoGAPS's max(0.1 * X, 0.1))",
+    )
+    parser.add_argument(
+        "-t",
+        "--transpose",
+        action="store_true",
+        help="INPUT (and the uncertainty) is genes x samples, as CoGAPS writes it: "
+        "fit its transpose",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive(int),
+        metavar="N",
+        help="OpenMP threads (sets threadpoolctl's limit; default: OpenMP's own)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="print the chain's progress"
+    )
     return parser
 
 
@@ -355,7 +429,9 @@ def _empty_model_chisq(X, uncertainty):
     from ._cogaps import default_uncertainty
 
     X = X.toarray() if sparse.issparse(X) else np.asarray(X, dtype=np.float64)
-    sigma = default_uncertainty(X) if uncertainty is None else np.asarray(uncertainty, dtype=np.float64)
+    sigma = (
+        default_uncertainty(X) if uncertainty is None else np.asarray(uncertainty, dtype=np.float64)
+    )
     if sigma.shape != X.shape:  # the estimator reports this one
         return float("nan")
     return float(np.sum((X / sigma) ** 2))
@@ -378,16 +454,22 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
     n_entries = X.shape[0] * X.shape[1]
     n_iter = model.n_iter_
     atoms = model.n_atoms_history_
-    sampling = atoms[model.max_iter:] if len(atoms) > model.max_iter else atoms
+    sampling = atoms[model.max_iter :] if len(atoms) > model.max_iter else atoms
     print("chi-square")
     print(f"  empty model (start)  {_empty_model_chisq(X, uncertainty):16,.1f}")
     print(f"  last iteration       {model.chisq_history_[-1]:16,.1f}")
-    print(f"  posterior mean       {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "
-          "many if the uncertainty is right)")
-    print(f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; mean over the sampling "
-          f"phase W {sampling[:, 0].mean():,.1f}, H {sampling[:, 1].mean():,.1f}")
-    print(f"time       {wall:.2f} s wall for {n_iter:,} iterations "
-          f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)")
+    print(
+        f"  posterior mean       {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "
+        "many if the uncertainty is right)"
+    )
+    print(
+        f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; mean over the sampling "
+        f"phase W {sampling[:, 0].mean():,.1f}, H {sampling[:, 1].mean():,.1f}"
+    )
+    print(
+        f"time       {wall:.2f} s wall for {n_iter:,} iterations "
+        f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
+    )
 
 
 def _run_example(args, make_model):
@@ -397,16 +479,26 @@ def _run_example(args, make_model):
     K = args.n_components or 3
     X, W, H = make_patterns(n_components=K, random_state=args.seed)
     model = make_model(K)
-    print(f"CoGAPS on simulated data: {X.shape[0]} samples x {X.shape[1]} features made of {K} "
-          f"patterns (sklearn_cogaps.datasets.make_patterns, random_state={args.seed})")
-    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns fitted\n")
+    print(
+        f"CoGAPS on simulated data: {X.shape[0]} samples x {X.shape[1]} features made of {K} "
+        f"patterns (sklearn_cogaps.datasets.make_patterns, random_state={args.seed})"
+    )
+    print(
+        f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns fitted\n"
+    )
     wall, n_threads = _fit(model, X, None, args.threads)
     order, corr_w = match_components(W, model.patterns_)
     corr_h = np.array([np.corrcoef(H[i], model.components_[order[i]])[0, 1] for i in range(K)])
-    print(f"{'true':>7} {'fitted':>7}  {'corr.':>6}  {'corr.':>6}   shape along the {X.shape[0]} samples")
+    print(
+        f"{'true':>7} {'fitted':>7}  {'corr.':>6}  {'corr.':>6}   "
+        f"shape along the {X.shape[0]} samples"
+    )
     print(f"{'pattern':>7} {'pattern':>7}  {'of W':>6}  {'of H':>6}   (upper: true, lower: fitted)")
     for i in range(K):
-        print(f"{i + 1:>7} {order[i] + 1:>7}  {corr_w[i]:6.4f}  {corr_h[i]:6.4f}   {_sparkline(W[:, i])}")
+        print(
+            f"{i + 1:>7} {order[i] + 1:>7}  {corr_w[i]:6.4f}  {corr_h[i]:6.4f}   "
+            f"{_sparkline(W[:, i])}"
+        )
         print(f"{'':34}{_sparkline(model.patterns_[:, order[i]])}")
     print()
     _print_summary(model, X, None, wall, n_threads)
@@ -423,14 +515,21 @@ def _run_file(args, make_model):
     K = args.n_components or 7
     model = make_model(K)
     how = f" (the transpose of the file's {X.shape[1]} x {X.shape[0]})" if args.transpose else ""
-    print(f"CoGAPS on {args.input}: {X.shape[0]} samples x {X.shape[1]} features{how}, {K} patterns")
+    print(
+        f"CoGAPS on {args.input}: {X.shape[0]} samples x {X.shape[1]} features{how}, {K} patterns"
+    )
     print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}\n")
     wall, n_threads = _fit(model, X, uncertainty, args.threads)
-    names = features if features is not None else np.array([f"feature {j}" for j in range(X.shape[1])])
+    names = (
+        features if features is not None else np.array([f"feature {j}" for j in range(X.shape[1])])
+    )
     print("features with the largest amplitudes in each pattern")
     for k in range(K):
         top = np.argsort(-model.components_[k], kind="stable")[:5]
-        print(f"  Pattern_{k + 1:<3} {_sparkline(model.patterns_[:, k], 24)}  " + ", ".join(names[top]))
+        print(
+            f"  Pattern_{k + 1:<3} {_sparkline(model.patterns_[:, k], 24)}  "
+            + ", ".join(names[top])
+        )
     print()
     _print_summary(model, X, uncertainty, wall, n_threads)
     return model, samples, features

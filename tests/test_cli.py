@@ -66,8 +66,16 @@ def test_builtin_example_recovers_the_patterns(tmp_path, capsys):
     out_file = tmp_path / "example.npz"
     status, out, _ = _run(capsys, ["--output", out_file])
     assert status == 0
-    for text in ("make_patterns", "corr.", "empty model (start)", "last iteration",
-                 "posterior mean", "atoms", "wall", "written"):
+    for text in (
+        "make_patterns",
+        "corr.",
+        "empty model (start)",
+        "last iteration",
+        "posterior mean",
+        "atoms",
+        "wall",
+        "written",
+    ):
         assert text in out
     X, W, H = make_patterns(n_components=3, random_state=0)
     with np.load(out_file) as r:
@@ -110,13 +118,16 @@ def test_csv_without_pandas_and_transposed_files(data, reference, tmp_path, caps
 
 
 @pytest.mark.parametrize("with_pandas", [True, False])
-def test_tables_without_a_header_cell_above_the_index(data, reference, tmp_path, capsys, monkeypatch,
-                                                      with_pandas):
+def test_tables_without_a_header_cell_above_the_index(
+    data, reference, tmp_path, capsys, monkeypatch, with_pandas
+):
     # R's write.table(sep="\t") writes one header cell fewer than the data rows, and quotes
     X, samples, features = data
     path = tmp_path / "from_r.tsv"
     lines = ["\t".join(f'"{f}"' for f in features)]
-    lines += ["\t".join([f'"{name}"', *(repr(float(v)) for v in row)]) for name, row in zip(samples, X)]
+    lines += [
+        "\t".join([f'"{name}"', *(repr(float(v)) for v in row)]) for name, row in zip(samples, X)
+    ]
     path.write_text("\n".join(lines) + "\n")
     if not with_pandas:
         monkeypatch.setitem(sys.modules, "pandas", None)
@@ -135,7 +146,9 @@ def test_h5ad_round_trip_or_a_clear_error(data, reference, tmp_path, capsys, mon
     if anndata is not None:
         import pandas as pd
 
-        adata = anndata.AnnData(X, obs=pd.DataFrame(index=samples), var=pd.DataFrame(index=features))
+        adata = anndata.AnnData(
+            X, obs=pd.DataFrame(index=samples), var=pd.DataFrame(index=features)
+        )
         adata.write_h5ad(path)
         status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
         assert status == 0, err
@@ -154,8 +167,19 @@ def test_uncertainty_file_threads_and_csv_output(data, tmp_path, capsys):
     np.save(tmp_path / "x.npy", X)
     np.save(tmp_path / "u.npy", U)
     expected = CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X, uncertainty=U)
-    status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--uncertainty", tmp_path / "u.npy",
-                                   "--threads", "1", "-o", tmp_path / "res.csv"])
+    status, _, err = _run(
+        capsys,
+        [
+            tmp_path / "x.npy",
+            *FAST,
+            "--uncertainty",
+            tmp_path / "u.npy",
+            "--threads",
+            "1",
+            "-o",
+            tmp_path / "res.csv",
+        ],
+    )
     assert status == 0, err
     import pandas  # a test requirement
 
@@ -166,12 +190,12 @@ def test_uncertainty_file_threads_and_csv_output(data, tmp_path, capsys):
     assert list(patterns.columns) == ["Pattern_1", "Pattern_2"]
     assert list(patterns.index) == [f"sample_{i}" for i in range(X.shape[0])]
     assert_array_equal(patterns.to_numpy(), expected.patterns_)
-    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(),
-                       expected.patterns_std_)
+    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.patterns_std_)
     amplitudes = read(tmp_path / "res_amplitudes.csv")
     assert_array_equal(amplitudes.to_numpy(), expected.components_.T)
-    assert_array_equal(read(tmp_path / "res_amplitudes_std.csv").to_numpy(),
-                       expected.components_std_.T)
+    assert_array_equal(
+        read(tmp_path / "res_amplitudes_std.csv").to_numpy(), expected.components_std_.T
+    )
     trace = read(tmp_path / "res_trace.csv")
     assert_array_equal(trace["chisq"].to_numpy(), expected.chisq_history_)
     assert_array_equal(trace[["atoms_W", "atoms_H"]].to_numpy(), expected.n_atoms_history_)
@@ -225,7 +249,11 @@ def test_bad_option_values_stop_the_parser(capsys):
 
 
 def test_python_dash_m_runs_the_command_line():
-    done = subprocess.run([sys.executable, "-m", "sklearn_cogaps", "--help"], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "sklearn_cogaps", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "usage: sklearn-cogaps" in done.stdout and "--n-components" in done.stdout
