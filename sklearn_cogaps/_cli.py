@@ -343,34 +343,25 @@ def build_parser():
         help="iterations of each phase, calibration then sampling "
         "(CoGAPS's nIterations; default 1000)",
     )
-    parser.add_argument(
-        "--alpha-w",
-        type=_positive(float),
-        default=0.01,
-        metavar="A",
-        help="sparsity of the patterns W (CoGAPS's alphaP; default 0.01)",
-    )
-    parser.add_argument(
-        "--alpha-h",
-        type=_positive(float),
-        default=0.01,
-        metavar="A",
-        help="sparsity of the amplitudes H (CoGAPS's alphaA; default 0.01)",
-    )
-    parser.add_argument(
-        "--max-gibbs-mass-w",
-        type=_positive(float),
-        default=100.0,
-        metavar="M",
-        help="largest Gibbs mass of an atom of W, in units of 1/lambda (default 100)",
-    )
-    parser.add_argument(
-        "--max-gibbs-mass-h",
-        type=_positive(float),
-        default=100.0,
-        metavar="M",
-        help="the same for H (default 100)",
-    )
+    # the per-matrix priors, with CoGAPS's names: W is its P, H its A
+    for flag, default, metavar, text in [
+        ("--alpha-w", 0.01, "A", "sparsity of the patterns W (CoGAPS's alphaP"),
+        ("--alpha-h", 0.01, "A", "sparsity of the amplitudes H (CoGAPS's alphaA"),
+        (
+            "--max-gibbs-mass-w",
+            100.0,
+            "M",
+            "largest Gibbs mass of an atom of W, in units of 1/lambda (CoGAPS's maxGibbsMassP",
+        ),
+        ("--max-gibbs-mass-h", 100.0, "M", "the same for H (CoGAPS's maxGibbsMassA"),
+    ]:
+        parser.add_argument(
+            flag,
+            type=_positive(float),
+            default=default,
+            metavar=metavar,
+            help=f"{text}; default {default:g})",
+        )
     parser.add_argument(
         "--seed",
         type=int,
