@@ -166,7 +166,8 @@ def main(argv=None):
             flush=True,
         )
     print(
-        "\nMprop/s: millions of proposals per CPU second, the proposal count estimated from the atom counts "
+        "\nms/iter, iter/s and Mprop/s are per CPU second. "
+        "Mprop/s: millions of proposals per CPU second, the proposal count estimated from the atom counts "
         "(each half-iteration makes Poisson(max(atoms, 10)) proposals)."
     )
     print(

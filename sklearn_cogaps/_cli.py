@@ -398,7 +398,7 @@ def _levels():
     try:
         blocks.encode(sys.stdout.encoding or "ascii")
     except (UnicodeEncodeError, LookupError):
-        return " .:-=+*#"
+        return "_.-=+*#@"
     return blocks
 
 

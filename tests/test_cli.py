@@ -248,12 +248,14 @@ def test_bad_option_values_stop_the_parser(capsys):
     assert "must be a positive int, got '0'" in capsys.readouterr().err
 
 
-def test_python_dash_m_runs_the_command_line():
+def test_python_dash_m_runs_the_command_line(tmp_path):
+    # away from the repository root, whose source folder lacks the compiled modules
     done = subprocess.run(
         [sys.executable, "-m", "sklearn_cogaps", "--help"],
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert "usage: sklearn-cogaps" in done.stdout and "--n-components" in done.stdout
