@@ -78,7 +78,10 @@ def _read_delimited(path, sep):
         import pandas as pd
     except ImportError:
         return _read_delimited_numpy(path, sep)
-    frame = pd.read_csv(path, sep=sep, index_col=0, float_precision="round_trip")
+    # exact decimal-to-binary conversion: the default from pandas 3 on (where the option
+    # is deprecated), an option before
+    exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+    frame = pd.read_csv(path, sep=sep, index_col=0, **exact)
     try:
         values = frame.to_numpy(dtype=np.float64)
     except (ValueError, TypeError):
