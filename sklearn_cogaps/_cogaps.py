@@ -13,9 +13,21 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import draw_seeds, effective_n_threads
-from ._cogaps_fast import GibbsSampler, chi_square, residual, sample_fixed_rows
+from ._cogaps_fast import (
+    GibbsSampler,
+    _sparse_orientation,
+    chi_square,
+    residual,
+    sample_fixed_rows,
+    sparse_chi_square,
+)
 
 __all__ = ["CoGAPS", "default_uncertainty"]
+
+# The sparse model's standard deviation of a zero, and relative one of a non-zero.
+SPARSE_SIGMA0 = 0.1
+# Rows of a sparse matrix made dense at a time by transform and score.
+_ROW_CHUNK = 2048
 
 
 def default_uncertainty(X):
@@ -71,6 +83,13 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         not depend on the number of threads.
     verbose : int, default=0
         Print a progress line about every tenth of each phase when positive.
+    sparse_optimization : bool, default=False
+        Use the sparse-data model of CoGAPS 3 (supplement, section 3): the uncertainty is
+        the default one, ``0.1`` for a zero and ``max(0.1 * x, 0.1)`` for a non-zero ``x``,
+        and every update works from the stored non-zeros and two small lookup tables
+        (``sum(H**2)`` and ``H H^T`` of the fixed matrix), so the dense ``W @ H`` is never
+        stored and memory grows with the number of non-zeros. A scipy.sparse ``X``
+        always uses this model. A user ``uncertainty`` cannot be combined with it.
     warm_start : bool, default=False
         When True and the estimator was fitted before on data of the same shape, ``fit``
         continues the same chain for ``max_iter`` more sampling iterations (no new
@@ -92,9 +111,9 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     chisq_ : float
         Chi-square ``sum(((X - patterns_ @ components_) / uncertainty) ** 2)`` of the
         posterior mean (CoGAPS's ``meanChiSq``).
-    chisq_history_ : ndarray of shape (n_iter_,)
+    chisq_history_ : ndarray of shape (n_iterations,)
         Chi-square of the chain's current state after every iteration, calibration first.
-    n_atoms_history_ : ndarray of shape (n_iter_, 2)
+    n_atoms_history_ : ndarray of shape (n_iterations, 2)
         Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
     lambda_W_, lambda_H_ : float
         Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
@@ -102,9 +121,9 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     n_iter_ : int
         Number of iterations run (calibration plus sampling).
     n_features_in_ : int
-        Number of features seen during :term:`fit`.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during :term:`fit`, when ``X`` has string feature names.
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of features seen during ``fit``, when ``X`` has string feature names.
 
     See Also
     --------
@@ -138,6 +157,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "sparse_optimization": ["boolean"],
         "warm_start": ["boolean"],
     }
 
@@ -152,6 +172,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         max_gibbs_mass_H=100.0,
         random_state=None,
         verbose=0,
+        sparse_optimization=False,
         warm_start=False,
     ):
         self.n_components = n_components
@@ -162,6 +183,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.max_gibbs_mass_H = max_gibbs_mass_H
         self.random_state = random_state
         self.verbose = verbose
+        self.sparse_optimization = sparse_optimization
         self.warm_start = warm_start
 
     @property
@@ -187,7 +209,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             ensure_non_negative=True,
         )
         if sparse.issparse(X):
-            X = X.toarray()
+            return X
         return np.ascontiguousarray(X)
 
     @staticmethod
@@ -236,23 +258,21 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             The fitted estimator.
         """
         X = self._validate_X(X, reset=True)
-        sigma = self._validate_uncertainty(uncertainty, X)
-        prec = 1.0 / (sigma * sigma)
         n_threads = effective_n_threads()
-        if self._continues_chain(X):
-            sampler, history, atoms = self._restore_sampler(X, prec, n_threads)
+        data = self._model_data(X, uncertainty)
+        if self._continues_chain(X, data):
+            sampler, history, atoms = self._restore_sampler(data, n_threads)
             iterations = [True] * self.max_iter
         else:
-            sampler = self._new_sampler(X, prec)
+            sampler = self._new_sampler(X, data)
             history = np.empty(0)
             atoms = np.empty((0, 2), dtype=np.int64)
             iterations = [False] * self.max_iter + [True] * self.max_iter
-        chisq = chi_square(sampler.R, prec, n_threads)
-        new_history, new_atoms = self._run_chain(sampler, prec, chisq, iterations, n_threads)
+        chisq = sampler.chi_square(n_threads)
+        new_history, new_atoms = self._run_chain(sampler, iterations, chisq, n_threads)
         self._set_posterior(
             sampler,
-            X,
-            prec,
+            data,
             np.concatenate([history, new_history]),
             np.concatenate([atoms, new_atoms]),
             n_threads,
@@ -260,32 +280,43 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._sampler_state = sampler.get_state()
         return self
 
-    def _continues_chain(self, X):
+    def _model_data(self, X, uncertainty):
+        """What the sampler works from: ``("dense", X, precision)`` or, for the sparse
+        model, ``("sparse", X as CSR, X.T as CSR)``."""
+        if self.sparse_optimization or sparse.issparse(X):
+            if uncertainty is not None:
+                raise ValueError(
+                    "The sparse-data model fixes the uncertainty (0.1 for zeros, "
+                    "max(0.1 * x, 0.1) otherwise); a user 'uncertainty' cannot be used with "
+                    "it. Pass dense X with sparse_optimization=False to use your own."
+                )
+            rows = sparse.csr_matrix(X, dtype=np.float64)
+            rows.eliminate_zeros()
+            rows.sort_indices()
+            cols = rows.T.tocsr()
+            cols.sort_indices()
+            return ("sparse", rows, cols)
+        sigma = self._validate_uncertainty(uncertainty, X)
+        return ("dense", X, 1.0 / (sigma * sigma))
+
+    def _continues_chain(self, X, data):
         state = getattr(self, "_sampler_state", None)
         return (
             self.warm_start
             and state is not None
+            and state["sparse"] == (data[0] == "sparse")
             and state["W"].shape == (X.shape[0], self.n_components)
             and state["Ht"].shape == (X.shape[1], self.n_components)
         )
 
     def _prior_rates(self, X):
-        nonzero = X[X > 0]
+        values = X.data if sparse.issparse(X) else X
+        nonzero = values[values > 0]
         data_mean = float(nonzero.mean()) if nonzero.size else 1.0
         root = np.sqrt(self.n_components / data_mean)
         return self.alpha_W * root, self.alpha_H * root
 
-    def _sampler_arguments(self):
-        return (
-            self.alpha_W,
-            self.alpha_H,
-            self.lambda_W_,
-            self.lambda_H_,
-            self.max_gibbs_mass_W,
-            self.max_gibbs_mass_H,
-        )
-
-    def _new_sampler(self, X, prec):
+    def _new_sampler(self, X, data):
         rng = check_random_state(self.random_state)
         seed = draw_seeds(rng)
         self._transform_seed = draw_seeds(rng)
@@ -293,17 +324,32 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         K = self.n_components
         W0 = np.zeros((X.shape[0], K))
         Ht0 = np.zeros((X.shape[1], K))
-        return GibbsSampler(X, prec, W0, Ht0, *self._sampler_arguments(), seed)
+        return self._make_sampler(data, W0, Ht0, seed=seed)
 
-    def _restore_sampler(self, X, prec, n_threads):
-        state = self._sampler_state
-        R = residual(X, state["W"], state["Ht"], n_threads)
-        sampler = GibbsSampler(
-            R, prec, state["W"], state["Ht"], *self._sampler_arguments(), 0, state=state
+    def _make_sampler(self, data, W, Ht, seed=0, state=None, n_threads=1):
+        kind, a, b = data
+        arguments = (
+            self.alpha_W,
+            self.alpha_H,
+            self.lambda_W_,
+            self.lambda_H_,
+            self.max_gibbs_mass_W,
+            self.max_gibbs_mass_H,
+            seed,
         )
+        if kind == "sparse":
+            return GibbsSampler(
+                None, None, W, Ht, *arguments, state=state, sparse_data=(a, b, SPARSE_SIGMA0)
+            )
+        R = a if state is None else residual(a, W, Ht, n_threads)
+        return GibbsSampler(R, b, W, Ht, *arguments, state=state)
+
+    def _restore_sampler(self, data, n_threads):
+        state = self._sampler_state
+        sampler = self._make_sampler(data, state["W"], state["Ht"], state=state, n_threads=n_threads)
         return sampler, self.chisq_history_, self.n_atoms_history_
 
-    def _run_chain(self, sampler, prec, chisq, iterations, n_threads):
+    def _run_chain(self, sampler, iterations, chisq, n_threads):
         """Run the chain, one Cython call per iteration (interruptible with Ctrl-C).
 
         ``iterations`` lists, for each iteration, whether it samples (True) or calibrates.
@@ -321,7 +367,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 # logL = -chisq / 2; re-computed exactly from time to time against drift
                 chisq -= 2.0 * dloglik
                 if (it + 1) % 100 == 0 or it + 1 in (n, total):
-                    chisq = chi_square(sampler.R, prec, n_threads)
+                    chisq = sampler.chi_square(n_threads)
                 if sampling:
                     sampler.accumulate()
                 history.append(chisq)
@@ -349,7 +395,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             flush=True,
         )
 
-    def _set_posterior(self, sampler, X, prec, history, atoms, n_threads):
+    def _set_posterior(self, sampler, data, history, atoms, n_threads):
         if sampler.n_accumulated == 0:
             # interrupted during calibration: the current state is the only sample
             sampler.accumulate()
@@ -358,7 +404,12 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.patterns_std_ = w_std
         self.components_ = np.ascontiguousarray(h_mean.T)
         self.components_std_ = np.ascontiguousarray(h_std.T)
-        self.chisq_ = chi_square(residual(X, w_mean, h_mean, n_threads), prec, n_threads)
+        kind, a, b = data
+        if kind == "sparse":
+            rows = _sparse_orientation(a, SPARSE_SIGMA0)
+            self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, SPARSE_SIGMA0, n_threads)
+        else:
+            self.chisq_ = chi_square(residual(a, w_mean, h_mean, n_threads), b, n_threads)
         self.chisq_history_ = history
         self.n_atoms_history_ = atoms
         self.n_iter_ = len(history)
@@ -372,13 +423,24 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             seeds[i] = int.from_bytes(digest, "little")
         return seeds
 
-    def _sample_patterns(self, X, uncertainty):
-        X = self._validate_X(X, reset=False)
-        sigma = self._validate_uncertainty(uncertainty, X)
-        prec = 1.0 / (sigma * sigma)
+    def _row_chunks(self, X, uncertainty):
+        """Dense row blocks of X with their uncertainty (sparse X is made dense a block at a
+        time; rows are independent, so blocks do not change the result)."""
+        if uncertainty is not None and sparse.issparse(uncertainty):
+            uncertainty = uncertainty.toarray()
+        if not sparse.issparse(X):
+            yield X, self._validate_uncertainty(uncertainty, X)
+            return
+        X = X.tocsr()
+        for start in range(0, X.shape[0], _ROW_CHUNK):
+            block = X[start : start + _ROW_CHUNK].toarray()
+            u = None if uncertainty is None else uncertainty[start : start + _ROW_CHUNK]
+            yield block, self._validate_uncertainty(u, block)
+
+    def _sample_patterns(self, X, sigma):
         mean, std = sample_fixed_rows(
             X,
-            np.ascontiguousarray(prec),
+            np.ascontiguousarray(1.0 / (sigma * sigma)),
             np.ascontiguousarray(self.components_.T),
             self.alpha_W,
             self.lambda_W_,
@@ -387,7 +449,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             self._row_seeds(X),
             effective_n_threads(),
         )
-        return X, sigma, mean, std
+        return mean, std
 
     def transform(self, X, *, uncertainty=None):
         """Sample the patterns of new samples with the amplitudes held fixed.
@@ -410,7 +472,10 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Posterior mean of the patterns of each sample.
         """
         check_is_fitted(self)
-        return self._sample_patterns(X, uncertainty)[2]
+        X = self._validate_X(X, reset=False)
+        self._check_uncertainty_shape(uncertainty, X)
+        blocks = [self._sample_patterns(x, sigma)[0] for x, sigma in self._row_chunks(X, uncertainty)]
+        return np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
 
     def inverse_transform(self, X):
         """Data reconstructed from patterns: ``X @ components_``.
@@ -456,7 +521,17 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Average over samples of ``sum_j log N(X_ij | (W H)_ij, uncertainty_ij**2)``.
         """
         check_is_fitted(self)
-        X, sigma, W, _ = self._sample_patterns(X, uncertainty)
-        z = (X - W @ self.components_) / sigma
-        loglik = -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2.0 * np.pi)
-        return float(loglik.sum(axis=1).mean())
+        X = self._validate_X(X, reset=False)
+        self._check_uncertainty_shape(uncertainty, X)
+        total = 0.0
+        for x, sigma in self._row_chunks(X, uncertainty):
+            W, _ = self._sample_patterns(x, sigma)
+            z = (x - W @ self.components_) / sigma
+            total += float(np.sum(-0.5 * z * z - np.log(sigma))) - 0.5 * np.log(2.0 * np.pi) * x.size
+        return total / X.shape[0]
+
+    def _check_uncertainty_shape(self, uncertainty, X):
+        if uncertainty is not None and np.shape(uncertainty) != X.shape:
+            raise ValueError(
+                f"'uncertainty' must have the shape of X {X.shape}; got {np.shape(uncertainty)}."
+            )

@@ -59,6 +59,17 @@ cdef struct Half:
     double lam           # rate of the exponential prior on an atom's mass
     double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
     double loglik_change # untempered log-likelihood change of the applied proposals
+    # sparse-data model (000_f0854..., section 3): no residual, no dense precision
+    bint sparse
+    const int64_t* indptr  # CSR of the data in this orientation
+    const int64_t* indices
+    const double* wx       # per stored entry: x / sigma^2
+    const double* wd       # per stored entry: 1 / sigma^2 - 1 / sigma0^2
+    const double* O        # n_cols x K, the fixed matrix in its natural layout
+    double* Z1             # K: sum_c O[c, k]^2 (lookup table, section 3.2)
+    double* Z2             # K x K: O^T O
+    double w0              # 1 / sigma0^2, the precision of every zero
+    Py_ssize_t work        # rough cost of evaluating one proposal
     # proposal queue (000_f0854..., section 2): marks of rows and atoms used by the batch
     int64_t* row_mark
     int64_t* atom_mark
@@ -92,6 +103,9 @@ cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t*
 cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
                                 double* s, double* smu) noexcept nogil:
     """s and smu of element (r, q) (000_f0854..., 1.2.1)."""
+    if h.sparse:
+        _sparse_stats(h, r, q, -1, s, smu)
+        return
     cdef const double* o = h.Ot + q * h.n_cols
     cdef const double* res = h.R + r * h.n_cols
     cdef const double* w = h.prec + r * h.n_cols
@@ -108,6 +122,9 @@ cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
 cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
                                  Py_ssize_t q_minus, double* s, double* smu) noexcept nogil:
     """s and smu for +delta at (r, q_plus) with -delta at (r, q_minus) (1.2.2, r1 = r2)."""
+    if h.sparse:
+        _sparse_stats(h, r, q_plus, q_minus, s, smu)
+        return
     cdef const double* o1 = h.Ot + q_plus * h.n_cols
     cdef const double* o2 = h.Ot + q_minus * h.n_cols
     cdef const double* res = h.R + r * h.n_cols
@@ -121,6 +138,61 @@ cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
         acc_m += t * res[c]
     s[0] = acc_s
     smu[0] = acc_m
+
+
+cdef void _sparse_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus, Py_ssize_t q_minus,
+                        double* s, double* smu) noexcept nogil:
+    """s and smu of the direction +e_{q_plus} (- e_{q_minus} when q_minus >= 0) in row r,
+    from the lookup tables and the stored entries of the row only (000_f0854..., 3.1).
+
+    With sigma = sigma0 on every zero, w = 1 / sigma^2 and d_c = O[c, q+] - O[c, q-]:
+        s   = w0 sum_c d_c^2 + sum_{c stored} (w_c - w0) d_c^2
+        smu = sum_c w_c d_c (x_c - ap_c)
+            = -w0 sum_k M[r, k] (Z2[q+, k] - Z2[q-, k])
+              + sum_{c stored} d_c (w_c x_c - (w_c - w0) ap_c),
+    where ap_c = sum_k M[r, k] O[c, k] is computed on the fly (the product is never
+    stored) and sum_c d_c^2 = Z1[q+] + Z1[q-] - 2 Z2[q+, q-].
+    """
+    cdef Py_ssize_t K = h.K, k, idx, c
+    cdef const double* m = h.M + r * K
+    cdef const double* o
+    cdef double zz = h.Z1[q_plus], zm = 0.0, d, ap, acc_s, acc_m
+    for k in range(K):
+        zm += m[k] * h.Z2[q_plus * K + k]
+    if q_minus >= 0:
+        zz += h.Z1[q_minus] - 2.0 * h.Z2[q_plus * K + q_minus]
+        for k in range(K):
+            zm -= m[k] * h.Z2[q_minus * K + k]
+    acc_s = h.w0 * zz
+    acc_m = -h.w0 * zm
+    for idx in range(h.indptr[r], h.indptr[r + 1]):
+        c = h.indices[idx]
+        o = h.O + c * K
+        d = o[q_plus] - o[q_minus] if q_minus >= 0 else o[q_plus]
+        ap = 0.0
+        for k in range(K):
+            ap += m[k] * o[k]
+        acc_s += d * d * h.wd[idx]
+        acc_m += d * (h.wx[idx] - h.wd[idx] * ap)
+    s[0] = acc_s
+    smu[0] = acc_m
+
+
+cdef void _lookup_tables(Half* h) noexcept nogil:
+    """Z1 = column sums of O^2 and Z2 = O^T O for the fixed matrix (section 3.2)."""
+    cdef Py_ssize_t K = h.K, c, k, l
+    cdef const double* o
+    for k in range(K * K):
+        h.Z2[k] = 0.0
+    for c in range(h.n_cols):
+        o = h.O + c * K
+        for k in range(K):
+            for l in range(k, K):
+                h.Z2[k * K + l] += o[k] * o[l]
+    for k in range(K):
+        h.Z1[k] = h.Z2[k * K + k]
+        for l in range(k + 1, K):
+            h.Z2[l * K + k] = h.Z2[k * K + l]
 
 
 cdef inline void _pair_stats(const Half* h, const Proposal* p, double* s, double* smu) noexcept nogil:
@@ -306,6 +378,8 @@ cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double del
     m[0] += delta
     if m[0] < 0.0:  # round-off after the last atom of a bin leaves
         m[0] = 0.0
+    if h.sparse:
+        return
     for c in range(h.n_cols):
         res[c] -= delta * o[c]
 
@@ -382,7 +456,7 @@ cdef enum:
     MAX_BATCH = 1024
     # Below this much work (proposals x row length) a batch is evaluated on one thread:
     # waking the team would cost more than it saves.
-    PARALLEL_MIN_WORK = 8192
+    PARALLEL_MIN_WORK = 32768
 
 
 cdef inline bint _between(uint64_t lo, uint64_t hi, bint wraps, uint64_t pos) noexcept nogil:
@@ -507,7 +581,7 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
         if _ensure_atom_marks(h) != 0:
             return -1
         nb = _fill_batch(h, master, batch, min(<int64_t>MAX_BATCH, n_prop - done))
-        threads = n_threads if nb * h.n_cols >= PARALLEL_MIN_WORK else 1
+        threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
         if threads > 1:
             for b in prange(nb, schedule='static', num_threads=threads):
                 _evaluate(h, &batch[b], tau)
@@ -655,6 +729,9 @@ cdef class GibbsSampler:
     cdef Rng rng
     cdef Proposal* batch
     cdef object W_arr, Ht_arr, R_arr, Rt_arr, prec_arr, prect_arr, Wt_arr, Htt_arr
+    cdef object sparse_rows, sparse_cols, tables
+    cdef readonly bint is_sparse
+    cdef double sigma0
     cdef object sum_w, sq_w, sum_h, sq_h
     cdef public Py_ssize_t n_accumulated
     cdef Py_ssize_t n, m, K
@@ -682,17 +759,12 @@ cdef class GibbsSampler:
 
     def __init__(self, R, prec, W, Ht, double alpha_w, double alpha_h, double lam_w,
                  double lam_h, double max_mass_w, double max_mass_h, uint64_t seed=0,
-                 state=None):
-        self.n, self.m = R.shape
-        self.K = W.shape[1]
-        self.R_arr = np.array(R, dtype=np.float64, order="C")
-        self.Rt_arr = np.empty((self.m, self.n), dtype=np.float64)
-        self.prec_arr = np.ascontiguousarray(prec, dtype=np.float64)
-        self.prect_arr = np.ascontiguousarray(self.prec_arr.T)
+                 state=None, sparse_data=None):
+        self.n, self.K = W.shape
+        self.m = Ht.shape[0]
+        self.is_sparse = sparse_data is not None
         self.W_arr = np.array(W, dtype=np.float64, order="C")
         self.Ht_arr = np.array(Ht, dtype=np.float64, order="C")
-        self.Wt_arr = np.empty((self.K, self.n), dtype=np.float64)
-        self.Htt_arr = np.empty((self.K, self.m), dtype=np.float64)
         self.lam_w = lam_w
         self.lam_h = lam_h
         self.reset_accumulators()
@@ -701,33 +773,51 @@ cdef class GibbsSampler:
         if (domain_init(&self.dom_w, <uint64_t>(self.n * self.K), 1024) != 0
                 or domain_init(&self.dom_h, <uint64_t>(self.m * self.K), 1024) != 0):
             raise MemoryError("could not allocate the atomic domains")
-        self._bind(&self.half_w, &self.dom_w, self.W_arr, self.Htt_arr, self.R_arr,
-                   self.prec_arr, alpha_w, lam_w, max_mass_w)
-        self._bind(&self.half_h, &self.dom_h, self.Ht_arr, self.Wt_arr, self.Rt_arr,
-                   self.prect_arr, alpha_h, lam_h, max_mass_h)
+        if self.is_sparse:
+            rows, cols, self.sigma0 = sparse_data
+            self.sparse_rows = _sparse_orientation(rows, self.sigma0)
+            self.sparse_cols = _sparse_orientation(cols, self.sigma0)
+            self.tables = [np.zeros(self.K), np.zeros((self.K, self.K)),
+                           np.zeros(self.K), np.zeros((self.K, self.K))]
+            self._bind(&self.half_w, &self.dom_w, self.W_arr, self.m, alpha_w, lam_w, max_mass_w)
+            self._bind(&self.half_h, &self.dom_h, self.Ht_arr, self.n, alpha_h, lam_h, max_mass_h)
+            self._bind_sparse(&self.half_w, self.sparse_rows, self.Ht_arr, self.tables[0],
+                              self.tables[1])
+            self._bind_sparse(&self.half_h, self.sparse_cols, self.W_arr, self.tables[2],
+                              self.tables[3])
+        else:
+            self.R_arr = np.array(R, dtype=np.float64, order="C")
+            self.Rt_arr = np.empty((self.m, self.n), dtype=np.float64)
+            self.prec_arr = np.ascontiguousarray(prec, dtype=np.float64)
+            self.prect_arr = np.ascontiguousarray(self.prec_arr.T)
+            self.Wt_arr = np.empty((self.K, self.n), dtype=np.float64)
+            self.Htt_arr = np.empty((self.K, self.m), dtype=np.float64)
+            self._bind(&self.half_w, &self.dom_w, self.W_arr, self.m, alpha_w, lam_w, max_mass_w)
+            self._bind(&self.half_h, &self.dom_h, self.Ht_arr, self.n, alpha_h, lam_h, max_mass_h)
+            self._bind_dense(&self.half_w, self.Htt_arr, self.R_arr, self.prec_arr)
+            self._bind_dense(&self.half_h, self.Wt_arr, self.Rt_arr, self.prect_arr)
         if state is None:
             rng_seed(&self.rng, seed)
         else:
             self._restore(state)
 
-    cdef void _bind(self, Half* h, AtomicDomain* dom, M, Ot, R, prec, double alpha,
+    cdef void _bind(self, Half* h, AtomicDomain* dom, M, Py_ssize_t n_cols, double alpha,
                     double lam, double max_mass) except *:
         cdef double[:, ::1] m_v = M
-        cdef double[:, ::1] o_v = Ot
-        cdef double[:, ::1] r_v = R
-        cdef double[:, ::1] p_v = prec
         h.dom = dom
         h.M = &m_v[0, 0]
-        h.Ot = &o_v[0, 0]
-        h.R = &r_v[0, 0]
-        h.prec = &p_v[0, 0]
         h.n_rows = m_v.shape[0]
-        h.n_cols = r_v.shape[1]
         h.K = m_v.shape[1]
+        h.n_cols = n_cols
         h.alpha = alpha
         h.lam = lam
         h.cap = max_mass / lam
         h.loglik_change = 0.0
+        h.sparse = False
+        h.Ot = NULL
+        h.R = NULL
+        h.prec = NULL
+        h.O = NULL
         free(h.row_mark)
         h.row_mark = <int64_t*>calloc(h.n_rows, sizeof(int64_t))
         h.atom_mark = NULL
@@ -735,8 +825,37 @@ cdef class GibbsSampler:
         h.batch_id = 0
         h.n_batches = 0
         h.n_queued = 0
+        h.work = h.n_cols
         if h.row_mark == NULL:
             raise MemoryError("could not allocate the proposal queue")
+
+    cdef void _bind_dense(self, Half* h, Ot, R, prec) except *:
+        cdef double[:, ::1] o_v = Ot
+        cdef double[:, ::1] r_v = R
+        cdef double[:, ::1] p_v = prec
+        h.Ot = &o_v[0, 0]
+        h.R = &r_v[0, 0]
+        h.prec = &p_v[0, 0]
+
+    cdef void _bind_sparse(self, Half* h, data, O, Z1, Z2) except *:
+        cdef const int64_t[::1] indptr = data[0]
+        cdef const int64_t[::1] indices = data[1]
+        cdef const double[::1] wx = data[2]
+        cdef const double[::1] wd = data[3]
+        cdef double[:, ::1] o_v = O
+        cdef double[::1] z1 = Z1
+        cdef double[:, ::1] z2 = Z2
+        h.sparse = True
+        h.indptr = &indptr[0]
+        h.indices = &indices[0] if indices.shape[0] else NULL
+        h.wx = &wx[0] if wx.shape[0] else NULL
+        h.wd = &wd[0] if wd.shape[0] else NULL
+        h.O = &o_v[0, 0]
+        h.Z1 = &z1[0]
+        h.Z2 = &z2[0, 0]
+        h.w0 = 1.0 / (self.sigma0 * self.sigma0)
+        # cost of one proposal: the stored entries of a row, K operations each
+        h.work = h.K * (indices.shape[0] // max(h.n_rows, 1) + h.K)
 
     def iterate(self, double tau, int n_threads=1):
         """One iteration: updates of the amplitudes Ht, then of the patterns W.
@@ -755,15 +874,30 @@ cdef class GibbsSampler:
         loglik_change : float
             Untempered change of the Gaussian log-likelihood over the iteration.
         """
-        cdef int64_t nh, nw
+        cdef int64_t nh = 0, nw = 0
+        self.half_h.loglik_change = 0.0
+        self.half_w.loglik_change = 0.0
+        if self.is_sparse:
+            with nogil:
+                _lookup_tables(&self.half_h)
+                nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
+                if nh >= 0:
+                    _lookup_tables(&self.half_w)
+                    nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
+        else:
+            nh, nw = self._dense_iteration(tau, n_threads)
+        if nh < 0 or nw < 0:
+            raise MemoryError("the atomic domain could not grow")
+        return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
+
+    cdef tuple _dense_iteration(self, double tau, int n_threads):
+        cdef int64_t nh = 0, nw = 0
         cdef double[:, ::1] R = self.R_arr
         cdef double[:, ::1] Rt = self.Rt_arr
         cdef double[:, ::1] W = self.W_arr
         cdef double[:, ::1] Ht = self.Ht_arr
         cdef double[:, ::1] Wt = self.Wt_arr
         cdef double[:, ::1] Htt = self.Htt_arr
-        self.half_h.loglik_change = 0.0
-        self.half_w.loglik_change = 0.0
         cdef int transpose_threads = n_threads if self.n * self.m >= PARALLEL_MIN_ENTRIES else 1
         with nogil:
             _transpose(&R[0, 0], self.n, self.m, &Rt[0, 0], transpose_threads)
@@ -773,9 +907,23 @@ cdef class GibbsSampler:
                 _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], transpose_threads)
                 _transpose(&Ht[0, 0], self.m, self.K, &Htt[0, 0], 1)
                 nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
-        if nh < 0 or nw < 0:
-            raise MemoryError("the atomic domain could not grow")
-        return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
+        return nh, nw
+
+    def chi_square(self, int n_threads=1):
+        """Chi-square of the chain's current state.
+
+        Parameters
+        ----------
+        n_threads : int, default=1
+
+        Returns
+        -------
+        chisq : float
+        """
+        if self.is_sparse:
+            return sparse_chi_square(self.sparse_rows, self.W_arr, self.Ht_arr, self.sigma0,
+                                     n_threads)
+        return chi_square(self.R_arr, self.prec_arr, n_threads)
 
     def reset_accumulators(self):
         """Forget the accumulated posterior sums."""
@@ -838,10 +986,6 @@ cdef class GibbsSampler:
         """Current amplitudes (a copy)."""
         return self.Ht_arr.copy()
 
-    @property
-    def R(self):
-        """Current residual X - W Ht^T (a copy)."""
-        return self.R_arr.copy()
 
     @property
     def queue_statistics(self):
@@ -862,6 +1006,7 @@ cdef class GibbsSampler:
         choice of an atom indexes, so a restored chain makes the same choices.
         """
         return {
+            "sparse": bool(self.is_sparse),
             "rng": self._rng_state(),
             "W": self.W_arr.copy(),
             "Ht": self.Ht_arr.copy(),
@@ -888,6 +1033,69 @@ cdef class GibbsSampler:
         self.sum_h[...] = sh
         self.sq_h[...] = qh
         self.n_accumulated = n_acc
+
+
+def _sparse_orientation(csr, double sigma0):
+    """Arrays of the sparse model for one orientation of the data (a CSR matrix): row
+    pointers, column indices, and per stored entry x / sigma^2 and 1 / sigma^2 - 1 / sigma0^2
+    with sigma = max(sigma0 x, sigma0), the default uncertainty."""
+    x = np.asarray(csr.data, dtype=np.float64)
+    sd = np.maximum(sigma0 * x, sigma0)
+    w = 1.0 / (sd * sd)
+    return (np.asarray(csr.indptr, dtype=np.int64), np.asarray(csr.indices, dtype=np.int64),
+            w * x, w - 1.0 / (sigma0 * sigma0))
+
+
+def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, double sigma0,
+                      int n_threads=1):
+    """Chi-square of W Ht^T against sparse data under the sparse model (section 3).
+
+    sum_ij w_ij (x_ij - ap_ij)^2 = w0 sum_i W_i^T (Ht^T Ht) W_i
+    + sum_{stored ij} [w_ij (x_ij - ap_ij)^2 - w0 ap_ij^2].
+
+    Parameters
+    ----------
+    data : tuple
+        The row orientation from ``_sparse_orientation``.
+    W : ndarray of shape (n_samples, n_components)
+    Ht : ndarray of shape (n_features, n_components)
+    sigma0 : float
+    n_threads : int, default=1
+
+    Returns
+    -------
+    chisq : float
+    """
+    cdef const int64_t[::1] indptr = data[0]
+    cdef const int64_t[::1] indices = data[1]
+    cdef const double[::1] wx = data[2]
+    cdef const double[::1] wd = data[3]
+    cdef Py_ssize_t n = W.shape[0], K = W.shape[1], i, k, l, idx, j
+    cdef double w0 = 1.0 / (sigma0 * sigma0), acc, ap, w, x, quad
+    Z2_arr = np.asarray(Ht).T @ np.asarray(Ht)
+    cdef const double[:, ::1] Z2 = np.ascontiguousarray(Z2_arr)
+    partial = np.zeros(n, dtype=np.float64)
+    cdef double[::1] part = partial
+    with nogil:
+        for i in prange(n, schedule='static', num_threads=n_threads):
+            quad = 0.0
+            for k in range(K):
+                for l in range(K):
+                    quad = quad + W[i, k] * Z2[k, l] * W[i, l]
+            acc = w0 * quad
+            for idx in range(indptr[i], indptr[i + 1]):
+                j = indices[idx]
+                ap = 0.0
+                for k in range(K):
+                    ap = ap + W[i, k] * Ht[j, k]
+                w = wd[idx] + w0
+                x = wx[idx] / w
+                acc = acc + w * (x - ap) * (x - ap) - w0 * ap * ap
+            part[i] = acc
+    cdef double total = 0.0
+    for i in range(n):
+        total += part[i]
+    return total
 
 
 cdef object _domain_atoms(AtomicDomain* d):
@@ -990,6 +1198,8 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
     h.loglik_change = 0.0
     h.row_mark = NULL
     h.atom_mark = NULL
+    h.sparse = False
+    h.work = m
     rng_seed(&rng, seed)
     for k in range(K):
         mean[k] = 0.0
