@@ -37,6 +37,8 @@ input formats: {INPUT_FORMATS}
   .csv/.tsv files have a header row (feature names) and an index column (sample names);
   .h5ad files (AnnData, cells x genes) need the anndata package.
   --uncertainty FILE has the same format, orientation and shape as INPUT.
+  Sparse inputs (.mtx, .h5ad with a sparse X) are fitted with the sparse-data
+  model (--sparse-optimization), or densely when --uncertainty is given.
 
 output formats: {OUTPUT_FORMATS}
   OUT.npz holds the arrays patterns (samples x K, each column of maximum 1),
@@ -385,6 +387,13 @@ def build_parser():
         "fit its transpose",
     )
     parser.add_argument(
+        "--sparse-optimization",
+        action="store_true",
+        help="CoGAPS's sparse-data model: uncertainty 0.1 for zeros and max(0.1 * x, 0.1) "
+        "otherwise, memory growing with the non-zeros (sparse .mtx and .h5ad inputs use it "
+        "unless --uncertainty is given)",
+    )
+    parser.add_argument(
         "--threads",
         type=_positive(int),
         metavar="N",
@@ -420,12 +429,14 @@ def _sparkline(values, width=48):
 
 
 def _empty_model_chisq(X, uncertainty):
+    """Chi-square of W H = 0, without making a sparse X dense."""
     from ._cogaps import default_uncertainty
 
-    X = X.toarray() if sparse.issparse(X) else np.asarray(X, dtype=np.float64)
-    sigma = (
-        default_uncertainty(X) if uncertainty is None else np.asarray(uncertainty, dtype=np.float64)
-    )
+    if sparse.issparse(X):  # zeros add nothing; the uncertainty is the default one
+        values = np.asarray(X.data, dtype=np.float64)
+        return float(np.sum((values / default_uncertainty(values)) ** 2))
+    X = np.asarray(X, dtype=np.float64)
+    sigma = default_uncertainty(X) if uncertainty is None else np.asarray(uncertainty, dtype=float)
     if sigma.shape != X.shape:  # the estimator reports this one
         return float("nan")
     return float(np.sum((X / sigma) ** 2))
@@ -503,15 +514,27 @@ def _run_file(args, make_model):
     X, samples, features = read_matrix(args.input, transpose=args.transpose)
     uncertainty = None
     if args.uncertainty:
+        if args.sparse_optimization:
+            raise CommandLineError(
+                "--uncertainty cannot be combined with --sparse-optimization: the sparse-data "
+                "model fixes the uncertainty (0.1 for zeros, max(0.1 * x, 0.1) otherwise)."
+            )
         uncertainty, _, _ = read_matrix(args.uncertainty, transpose=args.transpose)
         if sparse.issparse(uncertainty):
             uncertainty = uncertainty.toarray()
+        if sparse.issparse(X):  # the sparse-data model takes no uncertainty: fit densely
+            X = X.toarray()
     K = args.n_components or 7
     model = make_model(K)
     how = f" (the transpose of the file's {X.shape[1]} x {X.shape[0]})" if args.transpose else ""
     print(
         f"CoGAPS on {args.input}: {X.shape[0]} samples x {X.shape[1]} features{how}, {K} patterns"
     )
+    if args.sparse_optimization or sparse.issparse(X):
+        print("sparse-data model: uncertainty 0.1 for zeros, max(0.1 * x, 0.1) otherwise")
+    else:
+        source = f"from {args.uncertainty}" if args.uncertainty else "max(0.1 * x, 0.1)"
+        print(f"dense model, uncertainty {source}")
     print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}\n")
     wall, n_threads = _fit(model, X, uncertainty, args.threads)
     names = (
@@ -556,6 +579,7 @@ def main(argv=None):
             max_gibbs_mass_H=args.max_gibbs_mass_h,
             random_state=args.seed,
             verbose=args.verbose,
+            sparse_optimization=args.sparse_optimization,
         )
 
     try:

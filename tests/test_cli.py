@@ -87,8 +87,15 @@ def test_builtin_example_recovers_the_patterns(tmp_path, capsys):
     assert np.all(corr > 0.9), corr
 
 
+@pytest.fixture(scope="module")
+def reference_sparse(data):
+    """The same with the sparse-data model, which sparse files (.mtx) use."""
+    X = data[0]
+    return CoGAPS(n_components=2, max_iter=15, random_state=3, sparse_optimization=True).fit(X)
+
+
 @pytest.mark.parametrize("suffix", [".npy", ".csv", ".tsv", ".mtx", ".mtx.gz"])
-def test_each_input_format_round_trips(suffix, data, reference, tmp_path, capsys):
+def test_each_input_format_round_trips(suffix, data, reference, reference_sparse, tmp_path, capsys):
     X, samples, features = data
     path = tmp_path / f"data{suffix}"
     named = suffix in (".csv", ".tsv")
@@ -103,7 +110,34 @@ def test_each_input_format_round_trips(suffix, data, reference, tmp_path, capsys
     status, out, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
     assert status == 0, err
     assert f"{X.shape[0]} samples x {X.shape[1]} features" in out
-    _check_npz(tmp_path / "out.npz", reference, *((samples, features) if named else ()))
+    expected = reference_sparse if suffix.startswith(".mtx") else reference
+    assert ("sparse-data model" in out) == suffix.startswith(".mtx")
+    _check_npz(tmp_path / "out.npz", expected, *((samples, features) if named else ()))
+
+
+def test_sparse_model_option_and_sparse_files_with_an_uncertainty(
+    data, reference_sparse, tmp_path, capsys
+):
+    X = data[0]
+    np.save(tmp_path / "x.npy", X)
+    status, out, err = _run(
+        capsys, [tmp_path / "x.npy", *FAST, "--sparse-optimization", "-o", tmp_path / "s.npz"]
+    )
+    assert status == 0, err
+    assert "sparse-data model" in out
+    _check_npz(tmp_path / "s.npz", reference_sparse)
+    # a sparse file with a user uncertainty is fitted by the dense model with it
+    U = np.maximum(0.2 * X, 0.3)
+    sio.mmwrite(tmp_path / "x.mtx", sparse.coo_matrix(X), precision=17)
+    np.save(tmp_path / "u.npy", U)
+    status, out, err = _run(
+        capsys,
+        [tmp_path / "x.mtx", *FAST, "--uncertainty", tmp_path / "u.npy", "-o", tmp_path / "d.npz"],
+    )
+    assert status == 0, err
+    assert "dense model, uncertainty from" in out
+    expected = CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X, uncertainty=U)
+    _check_npz(tmp_path / "d.npz", expected)
 
 
 def test_csv_without_pandas_and_transposed_files(data, reference, tmp_path, capsys, monkeypatch):
@@ -227,6 +261,7 @@ def _bad_inputs(tmp_path, X):
         (["x.npy", "-o", "out.txt"], "cannot tell the format of the output"),
         (["x.npy", "-o", "no/such/folder/out.npz"], "does not exist"),
         (["--transpose"], "need an INPUT file"),
+        (["x.npy", "--uncertainty", "x.npy", "--sparse-optimization"], "cannot be combined"),
     ]
 
 
