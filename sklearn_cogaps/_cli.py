@@ -400,7 +400,11 @@ def build_parser():
         help="OpenMP threads (sets threadpoolctl's limit; default: OpenMP's own)",
     )
     parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="print the chain's progress"
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="print the chain's progress (-vv: tracebacks of errors too)",
     )
     return parser
 
@@ -599,6 +603,8 @@ def main(argv=None):
             written = write_results(args.output, model, samples, features)
             print("\nwritten: " + ", ".join(str(p) for p in written))
     except (ValueError, OSError) as exc:
+        if args.verbose > 1:  # -vv: the whole traceback, for a bug report
+            raise
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -11,7 +11,7 @@ from scipy import io as sio
 from scipy import sparse
 
 from sklearn_cogaps import CoGAPS, match_components
-from sklearn_cogaps._cli import main
+from sklearn_cogaps._cli import CommandLineError, main
 from sklearn_cogaps.datasets import make_patterns
 
 FAST = ["-k", "2", "--max-iter", "15", "--seed", "3"]
@@ -275,6 +275,11 @@ def test_errors_are_clear(data, tmp_path, capsys, monkeypatch, with_pandas):
         assert status == 2, argv
         assert err.startswith("sklearn-cogaps: error:") and message in err, (argv, err)
         assert "chi-square" not in out  # nothing was fitted
+
+
+def test_double_verbose_shows_the_traceback(tmp_path):
+    with pytest.raises(CommandLineError, match="no such file"):
+        main([str(tmp_path / "missing.npy"), "-vv"])
 
 
 def test_bad_option_values_stop_the_parser(capsys):
