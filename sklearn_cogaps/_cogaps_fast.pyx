@@ -106,17 +106,63 @@ cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
     if h.sparse:
         _sparse_stats(h, r, q, -1, s, smu)
         return
-    cdef const double* o = h.Ot + q * h.n_cols
-    cdef const double* res = h.R + r * h.n_cols
-    cdef const double* w = h.prec + r * h.n_cols
-    cdef double acc_s = 0.0, acc_m = 0.0, t
-    cdef Py_ssize_t c
-    for c in range(h.n_cols):
-        t = o[c] * w[c]
-        acc_s += t * o[c]
-        acc_m += t * res[c]
-    s[0] = acc_s
-    smu[0] = acc_m
+    _weighted_sums(h.Ot + q * h.n_cols, NULL, h.R + r * h.n_cols, h.prec + r * h.n_cols,
+                   h.n_cols, s, smu)
+
+
+cdef inline void _weighted_sums(const double* o1, const double* o2, const double* res,
+                                const double* w, Py_ssize_t n, double* s,
+                                double* smu) noexcept nogil:
+    """s = sum d^2 w and smu = sum d w res with d = o1 (- o2 when given).
+
+    Four interleaved partial sums keep the floating-point units busy (the order of the
+    additions is fixed, so the result does not depend on anything but the inputs)."""
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    cdef double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0
+    cdef double d0, d1, d2, d3
+    cdef Py_ssize_t c = 0
+    if o2 == NULL:
+        while c + 4 <= n:
+            d0 = o1[c] * w[c]
+            d1 = o1[c + 1] * w[c + 1]
+            d2 = o1[c + 2] * w[c + 2]
+            d3 = o1[c + 3] * w[c + 3]
+            s0 += d0 * o1[c]
+            s1 += d1 * o1[c + 1]
+            s2 += d2 * o1[c + 2]
+            s3 += d3 * o1[c + 3]
+            m0 += d0 * res[c]
+            m1 += d1 * res[c + 1]
+            m2 += d2 * res[c + 2]
+            m3 += d3 * res[c + 3]
+            c += 4
+        while c < n:
+            d0 = o1[c] * w[c]
+            s0 += d0 * o1[c]
+            m0 += d0 * res[c]
+            c += 1
+    else:
+        while c + 4 <= n:
+            d0 = o1[c] - o2[c]
+            d1 = o1[c + 1] - o2[c + 1]
+            d2 = o1[c + 2] - o2[c + 2]
+            d3 = o1[c + 3] - o2[c + 3]
+            s0 += d0 * d0 * w[c]
+            s1 += d1 * d1 * w[c + 1]
+            s2 += d2 * d2 * w[c + 2]
+            s3 += d3 * d3 * w[c + 3]
+            m0 += d0 * w[c] * res[c]
+            m1 += d1 * w[c + 1] * res[c + 1]
+            m2 += d2 * w[c + 2] * res[c + 2]
+            m3 += d3 * w[c + 3] * res[c + 3]
+            c += 4
+        while c < n:
+            d0 = o1[c] - o2[c]
+            s0 += d0 * d0 * w[c]
+            m0 += d0 * w[c] * res[c]
+            c += 1
+    s[0] = (s0 + s1) + (s2 + s3)
+    smu[0] = (m0 + m1) + (m2 + m3)
 
 
 cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
@@ -125,19 +171,8 @@ cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
     if h.sparse:
         _sparse_stats(h, r, q_plus, q_minus, s, smu)
         return
-    cdef const double* o1 = h.Ot + q_plus * h.n_cols
-    cdef const double* o2 = h.Ot + q_minus * h.n_cols
-    cdef const double* res = h.R + r * h.n_cols
-    cdef const double* w = h.prec + r * h.n_cols
-    cdef double acc_s = 0.0, acc_m = 0.0, d, t
-    cdef Py_ssize_t c
-    for c in range(h.n_cols):
-        d = o1[c] - o2[c]
-        t = d * w[c]
-        acc_s += t * d
-        acc_m += t * res[c]
-    s[0] = acc_s
-    smu[0] = acc_m
+    _weighted_sums(h.Ot + q_plus * h.n_cols, h.Ot + q_minus * h.n_cols, h.R + r * h.n_cols,
+                   h.prec + r * h.n_cols, h.n_cols, s, smu)
 
 
 cdef void _sparse_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus, Py_ssize_t q_minus,
@@ -456,7 +491,7 @@ cdef enum:
     MAX_BATCH = 1024
     # Below this much work (proposals x row length) a batch is evaluated on one thread:
     # waking the team would cost more than it saves.
-    PARALLEL_MIN_WORK = 32768
+    PARALLEL_MIN_WORK = 16384
 
 
 cdef inline bint _between(uint64_t lo, uint64_t hi, bint wraps, uint64_t pos) noexcept nogil:

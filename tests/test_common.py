@@ -6,6 +6,7 @@ from sklearn_cogaps import CoGAPS
 
 ESTIMATORS = [
     CoGAPS(n_components=2, max_iter=15, random_state=0),
+    CoGAPS(n_components=2, max_iter=15, random_state=0, sparse_optimization=True),
 ]
 
 
