@@ -2,12 +2,14 @@
 
 from ._base import match_components
 from ._cogaps import CoGAPS
+from ._cogaps import default_uncertainty
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CoGAPS",
+    "default_uncertainty",
     "effective_n_threads",
     "match_components",
     "openmp_enabled",

@@ -1,0 +1,610 @@
+"""The command line of sklearn_cogaps: ``sklearn-cogaps`` and ``python -m sklearn_cogaps``.
+
+Without an input file it runs the built-in example: CoGAPS on data simulated by
+:func:`sklearn_cogaps.datasets.make_patterns`, and prints each true pattern beside the fitted
+pattern matched to it, the chi-square, the atom counts and the time. With an input file it
+fits the user's matrix and writes the posterior means and standard deviations of both factor
+matrices and the chain's traces to a file that numpy or pandas read directly.
+"""
+
+import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+__all__ = ["main", "read_matrix", "write_results"]
+
+INPUT_FORMATS = ".npy, .csv, .tsv, .mtx (or .mtx.gz), .h5ad"
+OUTPUT_FORMATS = ".npz, .csv, .tsv"
+
+DESCRIPTION = """\
+Bayesian non-negative matrix factorisation with CoGAPS (atomic-domain Gibbs sampling).
+
+Without INPUT, runs the built-in example: simulated data with known patterns
+(sklearn_cogaps.datasets.make_patterns), fitted and compared with the truth.
+
+With INPUT (samples x features; use --transpose for a genes x samples file as CoGAPS
+reads and writes them), fits X ~ W H and, with --output, writes the results.
+"""
+
+EPILOG = f"""\
+input formats: {INPUT_FORMATS}
+  .csv/.tsv files have a header row (feature names) and an index column (sample names);
+  .h5ad files (AnnData, cells x genes) need the anndata package.
+  --uncertainty FILE has the same format, orientation and shape as INPUT.
+  Sparse inputs (.mtx, .h5ad with a sparse X) are fitted with the sparse-data
+  model (--sparse-optimization), or densely when --uncertainty is given.
+
+output formats: {OUTPUT_FORMATS}
+  OUT.npz holds the arrays patterns (samples x K, each column of maximum 1),
+  patterns_std, amplitudes (K x features, components_), amplitudes_std,
+  chisq_history, n_atoms_history (iterations x 2: atoms of W and of H), chisq
+  (of the posterior mean), lambda (the prior rates of W and H), pattern_names,
+  and sample_names / feature_names when the input has them:
+      r = numpy.load("OUT.npz"); r["patterns"]
+  OUT.csv (or OUT.tsv) writes five tables with the common prefix OUT:
+  OUT_patterns.csv and OUT_patterns_std.csv (one row per sample),
+  OUT_amplitudes.csv and OUT_amplitudes_std.csv (one row per feature, as
+  CoGAPS's Amean and Asd), OUT_trace.csv (one row per iteration: phase,
+  chi-square, atoms of W and of H); read them with
+      pandas.read_csv("OUT_patterns.csv", index_col=0)
+"""
+
+
+class CommandLineError(ValueError):
+    """A problem with the command line's input, reported without a traceback."""
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+
+
+def _kind(path, formats, what):
+    name = Path(path).name.lower()
+    for suffix in formats:
+        if name.endswith(suffix):
+            return suffix
+    raise CommandLineError(
+        f"cannot tell the format of {what} '{path}' from its name; use one of {', '.join(formats)}."
+    )
+
+
+def _read_delimited(path, sep):
+    """A table with a header row and an index column: values, row names, column names."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return _read_delimited_numpy(path, sep)
+    # exact decimal-to-binary conversion: the default from pandas 3 on (where the option
+    # is deprecated), an option before
+    exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+    frame = pd.read_csv(path, sep=sep, index_col=0, **exact)
+    try:
+        values = frame.to_numpy(dtype=np.float64)
+    except (ValueError, TypeError):
+        numeric = frame.apply(pd.to_numeric, errors="coerce")
+        bad = np.argwhere(numeric.isna().to_numpy() & frame.notna().to_numpy())
+        if not len(bad):
+            raise CommandLineError(f"'{path}' does not hold a numeric table.") from None
+        i, j = bad[0]
+        raise CommandLineError(
+            f"row '{frame.index[i]}', column '{frame.columns[j]}' of '{path}' is not a number: "
+            f"{frame.iat[i, j]!r}; every column after the index column must hold numbers "
+            "(the first row is the header)."
+        ) from None
+    return values, _names(frame.index), _names(frame.columns)
+
+
+def _read_delimited_numpy(path, sep):
+    """The same without pandas, with the csv module (empty cells and NA read as NaN)."""
+    with open(path, newline="") as f:
+        rows = [row for row in csv.reader(f, delimiter=sep) if row]
+    if len(rows) < 2:
+        raise CommandLineError(
+            f"'{path}' must have a header row and at least one data row; it has {len(rows)} row(s)."
+        )
+    header, body = rows[0], rows[1:]
+    if len(header) == len(body[0]) - 1:  # R's write.table: no header cell above the index
+        header = ["", *header]
+    n_cols = len(header) - 1
+    values = np.empty((len(body), n_cols))
+    for i, row in enumerate(body):
+        if len(row) - 1 != n_cols:
+            raise CommandLineError(
+                f"line {i + 2} of '{path}' has {len(row) - 1} values after its index; the "
+                f"header names {n_cols} columns."
+            )
+        for j, cell in enumerate(row[1:]):
+            cell = cell.strip()
+            try:
+                values[i, j] = np.nan if cell in ("", "NA", "NaN", "nan") else float(cell)
+            except ValueError:
+                raise CommandLineError(
+                    f"row '{row[0]}', column '{header[j + 1]}' of '{path}' is not a number: "
+                    f"{cell!r}; every column after the index column must hold numbers "
+                    "(the first row is the header)."
+                ) from None
+    return values, np.array([row[0] for row in body], dtype=str), np.array(header[1:], dtype=str)
+
+
+def _names(index):
+    return np.array([str(v) for v in index], dtype=str)
+
+
+def _read_h5ad(path):
+    try:
+        import anndata
+    except ImportError:
+        raise CommandLineError(
+            f"reading '{path}' needs the anndata package, which is not installed: "
+            "pip install anndata (or pip install 'sklearn_cogaps[single-cell]'), or save "
+            "the matrix as .npy, .csv or .mtx."
+        ) from None
+    adata = anndata.read_h5ad(path)
+    return adata.X, _names(adata.obs_names), _names(adata.var_names)
+
+
+def read_matrix(path, transpose=False):
+    """Read a data matrix and the names of its rows and columns.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.npy`` array, a ``.csv``/``.tsv`` table with a header row and an index column
+        (read with pandas when it is installed, else with the csv module), a MatrixMarket
+        ``.mtx`` or ``.mtx.gz`` file, or an AnnData ``.h5ad`` file (needs anndata).
+    transpose : bool, default=False
+        The file is genes × samples as CoGAPS writes it: return its transpose.
+
+    Returns
+    -------
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
+        The matrix, samples in rows.
+    sample_names : ndarray of str of shape (n_samples,) or None
+        Row names, when the format has them.
+    feature_names : ndarray of str of shape (n_features,) or None
+        Column names, when the format has them.
+    """
+    kind = _kind(path, (".npy", ".csv", ".tsv", ".mtx", ".mtx.gz", ".h5ad"), "the file")
+    if not Path(path).is_file():
+        raise CommandLineError(f"no such file: '{path}'.")
+    rows = cols = None
+    if kind == ".npy":
+        X = np.load(path, allow_pickle=False)
+    elif kind in (".csv", ".tsv"):
+        X, rows, cols = _read_delimited(path, "," if kind == ".csv" else "\t")
+    elif kind in (".mtx", ".mtx.gz"):
+        from scipy.io import mmread
+
+        X = mmread(path)
+        X = X.tocsr() if sparse.issparse(X) else np.asarray(X)
+    else:
+        X, rows, cols = _read_h5ad(path)
+    if X.ndim != 2:
+        raise CommandLineError(
+            f"'{path}' holds an array of shape {X.shape}; a 2-D matrix is needed."
+        )
+    if transpose:
+        X = X.T.tocsr() if sparse.issparse(X) else X.T
+        rows, cols = cols, rows
+    return X, rows, cols
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+
+
+def _pattern_names(k):
+    return np.array([f"Pattern_{i + 1}" for i in range(k)], dtype=str)
+
+
+def _write_table(path, values, row_names, col_names, sep, index_label):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f, delimiter=sep)
+        writer.writerow([index_label, *col_names])
+        for name, row in zip(row_names, values):
+            writer.writerow([name, *(repr(float(v)) for v in row)])
+
+
+def write_results(path, model, sample_names=None, feature_names=None):
+    """Write a fitted :class:`~sklearn_cogaps.CoGAPS` to ``.npz`` or to CSV/TSV tables.
+
+    The trace labels the first ``max_iter`` iterations as calibration, which is right for a
+    chain started by ``fit`` (not one continued with ``warm_start``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        ``OUT.npz`` writes one archive; ``OUT.csv`` or ``OUT.tsv`` writes the tables
+        ``OUT_patterns``, ``OUT_patterns_std``, ``OUT_amplitudes``, ``OUT_amplitudes_std``
+        (features in rows) and ``OUT_trace`` with that extension.
+    model : CoGAPS
+        A fitted estimator.
+    sample_names, feature_names : array-like of str, default=None
+        Names of the rows and columns of the fitted data.
+
+    Returns
+    -------
+    written : list of pathlib.Path
+        The files written.
+    """
+    path = Path(path)
+    kind = _kind(path, (".npz", ".csv", ".tsv"), "the output")
+    K = model.components_.shape[0]
+    patterns = _pattern_names(K)
+    n_iter = model.n_iter_
+    if kind == ".npz":
+        arrays = {
+            "patterns": model.patterns_,
+            "patterns_std": model.patterns_std_,
+            "amplitudes": model.components_,
+            "amplitudes_std": model.components_std_,
+            "chisq_history": model.chisq_history_,
+            "n_atoms_history": model.n_atoms_history_,
+            "chisq": np.float64(model.chisq_),
+            "lambda": np.array([model.lambda_W_, model.lambda_H_]),
+            "pattern_names": patterns,
+        }
+        if sample_names is not None:
+            arrays["sample_names"] = np.asarray(sample_names, dtype=str)
+        if feature_names is not None:
+            arrays["feature_names"] = np.asarray(feature_names, dtype=str)
+        np.savez_compressed(path, **arrays)
+        return [path]
+
+    sep = "," if kind == ".csv" else "\t"
+    prefix = str(path)[: -len(kind)]
+    samples = (
+        sample_names
+        if sample_names is not None
+        else [f"sample_{i}" for i in range(model.patterns_.shape[0])]
+    )
+    features = (
+        feature_names
+        if feature_names is not None
+        else [f"feature_{j}" for j in range(model.components_.shape[1])]
+    )
+    written = []
+    for name, values, rows, label in [
+        ("patterns", model.patterns_, samples, "sample"),
+        ("patterns_std", model.patterns_std_, samples, "sample"),
+        ("amplitudes", model.components_.T, features, "feature"),
+        ("amplitudes_std", model.components_std_.T, features, "feature"),
+    ]:
+        out = Path(f"{prefix}_{name}{kind}")
+        _write_table(out, values, rows, patterns, sep, label)
+        written.append(out)
+    phase = ["calibration" if i < model.max_iter else "sampling" for i in range(n_iter)]
+    out = Path(f"{prefix}_trace{kind}")
+    with open(out, "w", newline="") as f:
+        writer = csv.writer(f, delimiter=sep)
+        writer.writerow(["iteration", "phase", "chisq", "atoms_W", "atoms_H"])
+        for i in range(n_iter):
+            atoms = model.n_atoms_history_[i]
+            writer.writerow(
+                [
+                    i + 1,
+                    phase[i],
+                    repr(float(model.chisq_history_[i])),
+                    int(atoms[0]),
+                    int(atoms[1]),
+                ]
+            )
+    written.append(out)
+    return written
+
+
+# ---------------------------------------------------------------------------------------
+# The command line
+
+
+def _positive(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be a positive {kind.__name__}, got {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def build_parser():
+    """The argument parser of ``sklearn-cogaps``."""
+    parser = argparse.ArgumentParser(
+        prog="sklearn-cogaps",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "input", nargs="?", help=f"data matrix ({INPUT_FORMATS}); omit for the built-in example"
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help=f"where to write the results ({OUTPUT_FORMATS})"
+    )
+    parser.add_argument(
+        "-k",
+        "--n-components",
+        type=_positive(int),
+        metavar="K",
+        help="number of patterns (CoGAPS's nPatterns; default 7, or 3 for the built-in example, "
+        "which simulates as many patterns as it fits)",
+    )
+    parser.add_argument(
+        "-n",
+        "--max-iter",
+        type=_positive(int),
+        default=1000,
+        metavar="N",
+        help="iterations of each phase, calibration then sampling "
+        "(CoGAPS's nIterations; default 1000)",
+    )
+    # the per-matrix priors, with CoGAPS's names: W is its P, H its A
+    for flag, default, metavar, text in [
+        ("--alpha-w", 0.01, "A", "sparsity of the patterns W (CoGAPS's alphaP"),
+        ("--alpha-h", 0.01, "A", "sparsity of the amplitudes H (CoGAPS's alphaA"),
+        (
+            "--max-gibbs-mass-w",
+            100.0,
+            "M",
+            "largest Gibbs mass of an atom of W, in units of 1/lambda (CoGAPS's maxGibbsMassP",
+        ),
+        ("--max-gibbs-mass-h", 100.0, "M", "the same for H (CoGAPS's maxGibbsMassA"),
+    ]:
+        parser.add_argument(
+            flag,
+            type=_positive(float),
+            default=default,
+            metavar=metavar,
+            help=f"{text}; default {default:g})",
+        )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random_state of the fit (and of the simulated data; default 0)",
+    )
+    parser.add_argument(
+        "--uncertainty",
+        metavar="FILE",
+        help="standard deviation of each entry, same format and shape as INPUT "
+        "(default: CoGAPS's max(0.1 * X, 0.1))",
+    )
+    parser.add_argument(
+        "-t",
+        "--transpose",
+        action="store_true",
+        help="INPUT (and the uncertainty) is genes x samples, as CoGAPS writes it: "
+        "fit its transpose",
+    )
+    parser.add_argument(
+        "--sparse-optimization",
+        action="store_true",
+        help="CoGAPS's sparse-data model: uncertainty 0.1 for zeros and max(0.1 * x, 0.1) "
+        "otherwise, memory growing with the non-zeros (sparse .mtx and .h5ad inputs use it "
+        "unless --uncertainty is given)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive(int),
+        metavar="N",
+        help="OpenMP threads (sets threadpoolctl's limit; default: OpenMP's own)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="print the chain's progress (-vv: tracebacks of errors too)",
+    )
+    return parser
+
+
+def _levels():
+    blocks = "▁▂▃▄▅▆▇█"
+    try:
+        blocks.encode(sys.stdout.encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return "_.-=+*#@"
+    return blocks
+
+
+def _sparkline(values, width=48):
+    """A pattern as one line of characters, scaled to its own maximum."""
+    v = np.asarray(values, dtype=float)
+    if v.size > width:  # average into `width` cells
+        edges = np.linspace(0, v.size, width + 1).astype(int)
+        v = np.array([v[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
+    top = v.max()
+    levels = _levels()
+    if not top > 0:
+        return levels[0] * v.size
+    idx = np.clip(np.round(v / top * (len(levels) - 1)), 0, len(levels) - 1).astype(int)
+    return "".join(levels[i] for i in idx)
+
+
+def _empty_model_chisq(X, uncertainty):
+    """Chi-square of W H = 0, without making a sparse X dense."""
+    from ._cogaps import default_uncertainty
+
+    if sparse.issparse(X):  # zeros add nothing; the uncertainty is the default one
+        values = np.asarray(X.data, dtype=np.float64)
+        return float(np.sum((values / default_uncertainty(values)) ** 2))
+    X = np.asarray(X, dtype=np.float64)
+    sigma = default_uncertainty(X) if uncertainty is None else np.asarray(uncertainty, dtype=float)
+    if sigma.shape != X.shape:  # the estimator reports this one
+        return float("nan")
+    return float(np.sum((X / sigma) ** 2))
+
+
+def _fit(model, X, uncertainty, threads):
+    from threadpoolctl import threadpool_limits
+
+    from ._base import effective_n_threads
+
+    with threadpool_limits(limits=threads, user_api="openmp"):
+        n_threads = effective_n_threads()
+        start = time.perf_counter()
+        model.fit(X, uncertainty=uncertainty)
+        wall = time.perf_counter() - start
+    return wall, n_threads
+
+
+def _print_summary(model, X, uncertainty, wall, n_threads):
+    n_entries = X.shape[0] * X.shape[1]
+    n_iter = model.n_iter_
+    atoms = model.n_atoms_history_
+    sampling = atoms[model.max_iter :] if len(atoms) > model.max_iter else atoms
+    print("chi-square")
+    print(f"  empty model (start)  {_empty_model_chisq(X, uncertainty):16,.1f}")
+    print(f"  last iteration       {model.chisq_history_[-1]:16,.1f}")
+    print(
+        f"  posterior mean       {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "
+        "many if the uncertainty is right)"
+    )
+    print(
+        f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; mean over the sampling "
+        f"phase W {sampling[:, 0].mean():,.1f}, H {sampling[:, 1].mean():,.1f}"
+    )
+    print(
+        f"time       {wall:.2f} s wall for {n_iter:,} iterations "
+        f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
+    )
+
+
+def _run_example(args, make_model):
+    from ._base import match_components
+    from .datasets import make_patterns
+
+    K = args.n_components or 3
+    X, W, H = make_patterns(n_components=K, random_state=args.seed)
+    model = make_model(K)
+    print(
+        f"CoGAPS on simulated data: {X.shape[0]} samples x {X.shape[1]} features made of {K} "
+        f"patterns (sklearn_cogaps.datasets.make_patterns, random_state={args.seed})"
+    )
+    print(
+        f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns fitted\n"
+    )
+    wall, n_threads = _fit(model, X, None, args.threads)
+    order, corr_w = match_components(W, model.patterns_)
+    corr_h = np.array([np.corrcoef(H[i], model.components_[order[i]])[0, 1] for i in range(K)])
+    print(
+        f"{'true':>7} {'fitted':>7}  {'corr.':>6}  {'corr.':>6}   "
+        f"shape along the {X.shape[0]} samples"
+    )
+    print(f"{'pattern':>7} {'pattern':>7}  {'of W':>6}  {'of H':>6}   (upper: true, lower: fitted)")
+    for i in range(K):
+        print(
+            f"{i + 1:>7} {order[i] + 1:>7}  {corr_w[i]:6.4f}  {corr_h[i]:6.4f}   "
+            f"{_sparkline(W[:, i])}"
+        )
+        print(f"{'':34}{_sparkline(model.patterns_[:, order[i]])}")
+    print()
+    _print_summary(model, X, None, wall, n_threads)
+    return model, None, None
+
+
+def _run_file(args, make_model):
+    X, samples, features = read_matrix(args.input, transpose=args.transpose)
+    uncertainty = None
+    if args.uncertainty:
+        if args.sparse_optimization:
+            raise CommandLineError(
+                "--uncertainty cannot be combined with --sparse-optimization: the sparse-data "
+                "model fixes the uncertainty (0.1 for zeros, max(0.1 * x, 0.1) otherwise)."
+            )
+        uncertainty, _, _ = read_matrix(args.uncertainty, transpose=args.transpose)
+        if sparse.issparse(uncertainty):
+            uncertainty = uncertainty.toarray()
+        if sparse.issparse(X):  # the sparse-data model takes no uncertainty: fit densely
+            X = X.toarray()
+    K = args.n_components or 7
+    model = make_model(K)
+    how = f" (the transpose of the file's {X.shape[1]} x {X.shape[0]})" if args.transpose else ""
+    print(
+        f"CoGAPS on {args.input}: {X.shape[0]} samples x {X.shape[1]} features{how}, {K} patterns"
+    )
+    if args.sparse_optimization or sparse.issparse(X):
+        print("sparse-data model: uncertainty 0.1 for zeros, max(0.1 * x, 0.1) otherwise")
+    else:
+        source = f"from {args.uncertainty}" if args.uncertainty else "max(0.1 * x, 0.1)"
+        print(f"dense model, uncertainty {source}")
+    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}\n")
+    wall, n_threads = _fit(model, X, uncertainty, args.threads)
+    names = (
+        features if features is not None else np.array([f"feature {j}" for j in range(X.shape[1])])
+    )
+    print("features with the largest amplitudes in each pattern")
+    for k in range(K):
+        top = np.argsort(-model.components_[k], kind="stable")[:5]
+        print(
+            f"  Pattern_{k + 1:<3} {_sparkline(model.patterns_[:, k], 24)}  "
+            + ", ".join(names[top])
+        )
+    print()
+    _print_summary(model, X, uncertainty, wall, n_threads)
+    return model, samples, features
+
+
+def main(argv=None):
+    """Run the command line.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        The arguments (without the program name); None reads ``sys.argv``.
+
+    Returns
+    -------
+    status : int
+        0 on success, 2 when the input or the options are wrong (the message goes to stderr).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from ._cogaps import CoGAPS
+
+    def make_model(K):
+        return CoGAPS(
+            n_components=K,
+            max_iter=args.max_iter,
+            alpha_W=args.alpha_w,
+            alpha_H=args.alpha_h,
+            max_gibbs_mass_W=args.max_gibbs_mass_w,
+            max_gibbs_mass_H=args.max_gibbs_mass_h,
+            random_state=args.seed,
+            verbose=args.verbose,
+            sparse_optimization=args.sparse_optimization,
+        )
+
+    try:
+        if args.output is not None:
+            _kind(args.output, (".npz", ".csv", ".tsv"), "the output")
+            if not Path(args.output).resolve().parent.is_dir():
+                raise CommandLineError(f"the folder of the output '{args.output}' does not exist.")
+        if args.input is None:
+            if args.uncertainty or args.transpose:
+                raise CommandLineError("--uncertainty and --transpose need an INPUT file.")
+            model, samples, features = _run_example(args, make_model)
+        else:
+            model, samples, features = _run_file(args, make_model)
+            if args.output is None:
+                print("\nnothing written: add --output FILE.npz (or .csv) to keep the results.")
+        if args.output is not None:
+            written = write_results(args.output, model, samples, features)
+            print("\nwritten: " + ", ".join(str(p) for p in written))
+    except (ValueError, OSError) as exc:
+        if args.verbose > 1:  # -vv: the whole traceback, for a bug report
+            raise
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0

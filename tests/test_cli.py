@@ -1,0 +1,302 @@
+"""The command line: the built-in example, every input format, the outputs, the errors."""
+
+import gzip
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from scipy import io as sio
+from scipy import sparse
+
+from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps._cli import CommandLineError, main
+from sklearn_cogaps.datasets import make_patterns
+
+FAST = ["-k", "2", "--max-iter", "15", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, _, _ = make_patterns(n_samples=12, n_features=25, n_components=2, random_state=1)
+    samples = np.array([f"s{i}" for i in range(X.shape[0])])
+    features = np.array([f"gene{j}" for j in range(X.shape[1])])
+    return X, samples, features
+
+
+@pytest.fixture(scope="module")
+def reference(data):
+    """The fit that every input format must reproduce exactly."""
+    X = data[0]
+    return CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X)
+
+
+def _write_delimited(path, X, rows, cols, sep):
+    with open(path, "w") as f:
+        f.write(sep.join(["", *cols]) + "\n")
+        for name, row in zip(rows, X):
+            f.write(sep.join([name, *(repr(float(v)) for v in row)]) + "\n")
+
+
+def _run(capsys, argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _check_npz(path, model, samples=None, features=None):
+    with np.load(path) as r:  # no pickles needed
+        assert_array_equal(r["patterns"], model.patterns_)
+        assert_array_equal(r["patterns_std"], model.patterns_std_)
+        assert_array_equal(r["amplitudes"], model.components_)
+        assert_array_equal(r["amplitudes_std"], model.components_std_)
+        assert_array_equal(r["chisq_history"], model.chisq_history_)
+        assert_array_equal(r["n_atoms_history"], model.n_atoms_history_)
+        assert float(r["chisq"]) == model.chisq_
+        assert list(r["pattern_names"]) == ["Pattern_1", "Pattern_2"]
+        if samples is None:
+            assert "sample_names" not in r and "feature_names" not in r
+        else:
+            assert_array_equal(r["sample_names"], samples)
+            assert_array_equal(r["feature_names"], features)
+
+
+def test_builtin_example_recovers_the_patterns(tmp_path, capsys):
+    out_file = tmp_path / "example.npz"
+    status, out, _ = _run(capsys, ["--output", out_file])
+    assert status == 0
+    for text in (
+        "make_patterns",
+        "corr.",
+        "empty model (start)",
+        "last iteration",
+        "posterior mean",
+        "atoms",
+        "wall",
+        "written",
+    ):
+        assert text in out
+    X, W, H = make_patterns(n_components=3, random_state=0)
+    with np.load(out_file) as r:
+        _, corr = match_components(W, r["patterns"])
+        assert r["patterns"].shape == (X.shape[0], 3)
+        assert r["amplitudes"].shape == (3, X.shape[1])
+        assert r["chisq_history"].shape == (2000,)
+        assert float(r["chisq"]) < 2 * X.size < r["chisq_history"][0]
+    assert np.all(corr > 0.9), corr
+
+
+@pytest.fixture(scope="module")
+def reference_sparse(data):
+    """The same with the sparse-data model, which sparse files (.mtx) use."""
+    X = data[0]
+    return CoGAPS(n_components=2, max_iter=15, random_state=3, sparse_optimization=True).fit(X)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv", ".tsv", ".mtx", ".mtx.gz"])
+def test_each_input_format_round_trips(suffix, data, reference, reference_sparse, tmp_path, capsys):
+    X, samples, features = data
+    path = tmp_path / f"data{suffix}"
+    named = suffix in (".csv", ".tsv")
+    if suffix == ".npy":
+        np.save(path, X)
+    elif named:
+        _write_delimited(path, X, samples, features, "," if suffix == ".csv" else "\t")
+    else:
+        sio.mmwrite(tmp_path / "data.mtx", sparse.coo_matrix(X), precision=17)
+        if suffix == ".mtx.gz":
+            path.write_bytes(gzip.compress((tmp_path / "data.mtx").read_bytes()))
+    status, out, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+    assert f"{X.shape[0]} samples x {X.shape[1]} features" in out
+    expected = reference_sparse if suffix.startswith(".mtx") else reference
+    assert ("sparse-data model" in out) == suffix.startswith(".mtx")
+    _check_npz(tmp_path / "out.npz", expected, *((samples, features) if named else ()))
+
+
+def test_sparse_model_option_and_sparse_files_with_an_uncertainty(
+    data, reference_sparse, tmp_path, capsys
+):
+    X = data[0]
+    np.save(tmp_path / "x.npy", X)
+    status, out, err = _run(
+        capsys, [tmp_path / "x.npy", *FAST, "--sparse-optimization", "-o", tmp_path / "s.npz"]
+    )
+    assert status == 0, err
+    assert "sparse-data model" in out
+    _check_npz(tmp_path / "s.npz", reference_sparse)
+    # a sparse file with a user uncertainty is fitted by the dense model with it
+    U = np.maximum(0.2 * X, 0.3)
+    sio.mmwrite(tmp_path / "x.mtx", sparse.coo_matrix(X), precision=17)
+    np.save(tmp_path / "u.npy", U)
+    status, out, err = _run(
+        capsys,
+        [tmp_path / "x.mtx", *FAST, "--uncertainty", tmp_path / "u.npy", "-o", tmp_path / "d.npz"],
+    )
+    assert status == 0, err
+    assert "dense model, uncertainty from" in out
+    expected = CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X, uncertainty=U)
+    _check_npz(tmp_path / "d.npz", expected)
+
+
+def test_csv_without_pandas_and_transposed_files(data, reference, tmp_path, capsys, monkeypatch):
+    X, samples, features = data
+    path = tmp_path / "genes_by_samples.csv"
+    _write_delimited(path, X.T, features, samples, ",")  # CoGAPS's orientation
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now fails
+    status, out, err = _run(capsys, [path, "--transpose", *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+    assert "transpose" in out
+    _check_npz(tmp_path / "out.npz", reference, samples, features)
+
+
+@pytest.mark.parametrize("with_pandas", [True, False])
+def test_tables_without_a_header_cell_above_the_index(
+    data, reference, tmp_path, capsys, monkeypatch, with_pandas
+):
+    # R's write.table(sep="\t") writes one header cell fewer than the data rows, and quotes
+    X, samples, features = data
+    path = tmp_path / "from_r.tsv"
+    lines = ["\t".join(f'"{f}"' for f in features)]
+    lines += [
+        "\t".join([f'"{name}"', *(repr(float(v)) for v in row)]) for name, row in zip(samples, X)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+    _check_npz(tmp_path / "out.npz", reference, samples, features)
+
+
+def test_h5ad_round_trip_or_a_clear_error(data, reference, tmp_path, capsys, monkeypatch):
+    X, samples, features = data
+    path = tmp_path / "cells.h5ad"
+    try:
+        import anndata
+    except ImportError:
+        anndata = None
+    if anndata is not None:
+        import pandas as pd
+
+        adata = anndata.AnnData(
+            X, obs=pd.DataFrame(index=samples), var=pd.DataFrame(index=features)
+        )
+        adata.write_h5ad(path)
+        status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+        assert status == 0, err
+        _check_npz(tmp_path / "out.npz", reference, samples, features)
+    else:
+        path.write_bytes(b"not read")
+    monkeypatch.setitem(sys.modules, "anndata", None)
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2
+    assert "needs the anndata package" in err and "pip install anndata" in err
+
+
+def test_uncertainty_file_threads_and_csv_output(data, tmp_path, capsys):
+    X, samples, features = data
+    U = np.maximum(0.2 * X, 0.3)
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "u.npy", U)
+    expected = CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X, uncertainty=U)
+    status, _, err = _run(
+        capsys,
+        [
+            tmp_path / "x.npy",
+            *FAST,
+            "--uncertainty",
+            tmp_path / "u.npy",
+            "--threads",
+            "1",
+            "-o",
+            tmp_path / "res.csv",
+        ],
+    )
+    assert status == 0, err
+    import pandas  # a test requirement
+
+    def read(path):
+        exact = {} if pandas.__version__ >= "3" else {"float_precision": "round_trip"}
+        return pandas.read_csv(path, index_col=0, **exact)
+
+    patterns = read(tmp_path / "res_patterns.csv")
+    assert list(patterns.columns) == ["Pattern_1", "Pattern_2"]
+    assert list(patterns.index) == [f"sample_{i}" for i in range(X.shape[0])]
+    assert_array_equal(patterns.to_numpy(), expected.patterns_)
+    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.patterns_std_)
+    amplitudes = read(tmp_path / "res_amplitudes.csv")
+    assert_array_equal(amplitudes.to_numpy(), expected.components_.T)
+    assert_array_equal(
+        read(tmp_path / "res_amplitudes_std.csv").to_numpy(), expected.components_std_.T
+    )
+    trace = read(tmp_path / "res_trace.csv")
+    assert_array_equal(trace["chisq"].to_numpy(), expected.chisq_history_)
+    assert_array_equal(trace[["atoms_W", "atoms_H"]].to_numpy(), expected.n_atoms_history_)
+    assert (trace["phase"] == "calibration").sum() == 15 == (trace["phase"] == "sampling").sum()
+
+
+def test_verbose_prints_progress(data, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", data[0])
+    status, out, _ = _run(capsys, [tmp_path / "x.npy", *FAST, "-v"])
+    assert status == 0
+    assert "calibration" in out and "sampling" in out and "nothing written" in out
+
+
+def _bad_inputs(tmp_path, X):
+    np.save(tmp_path / "vector.npy", X[0])
+    np.save(tmp_path / "negative.npy", X - 1.0)
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "u_wrong.npy", np.ones((3, 3)))
+    (tmp_path / "text.csv").write_text(",a,b\nr1,1.0,oops\nr2,2.0,3.0\n")
+    (tmp_path / "data.xlsx").write_text("")
+    return [
+        (["data.xlsx"], "cannot tell the format"),
+        (["missing.npy"], "no such file"),
+        (["vector.npy"], "a 2-D matrix is needed"),
+        (["text.csv"], "oops"),
+        (["negative.npy"], "Negative values"),
+        (["x.npy", "--uncertainty", "u_wrong.npy"], "'uncertainty' must have the shape of X"),
+        (["x.npy", "-o", "out.txt"], "cannot tell the format of the output"),
+        (["x.npy", "-o", "no/such/folder/out.npz"], "does not exist"),
+        (["--transpose"], "need an INPUT file"),
+        (["x.npy", "--uncertainty", "x.npy", "--sparse-optimization"], "cannot be combined"),
+    ]
+
+
+@pytest.mark.parametrize("with_pandas", [True, False])
+def test_errors_are_clear(data, tmp_path, capsys, monkeypatch, with_pandas):
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    monkeypatch.chdir(tmp_path)
+    for argv, message in _bad_inputs(tmp_path, data[0]):
+        status, out, err = _run(capsys, [*argv, *FAST])
+        assert status == 2, argv
+        assert err.startswith("sklearn-cogaps: error:") and message in err, (argv, err)
+        assert "chi-square" not in out  # nothing was fitted
+
+
+def test_double_verbose_shows_the_traceback(tmp_path):
+    with pytest.raises(CommandLineError, match="no such file"):
+        main([str(tmp_path / "missing.npy"), "-vv"])
+
+
+def test_bad_option_values_stop_the_parser(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--max-iter", "0"])
+    assert info.value.code == 2
+    assert "must be a positive int, got '0'" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_command_line(tmp_path):
+    # away from the repository root, whose source folder lacks the compiled modules
+    done = subprocess.run(
+        [sys.executable, "-m", "sklearn_cogaps", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage: sklearn-cogaps" in done.stdout and "--n-components" in done.stdout
