@@ -1,11 +1,13 @@
 """Bayesian matrix factorisation and deconvolution estimators for scikit-learn."""
 
 from ._base import match_components
+from ._hpmf import HierarchicalPMF
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "HierarchicalPMF",
     "effective_n_threads",
     "match_components",
     "openmp_enabled",
