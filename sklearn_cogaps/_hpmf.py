@@ -40,8 +40,10 @@ _TRANSFORM_MAX_ITER = 5000
 # parallel region costs more than it saves, badly so on a loaded machine. Each major index
 # computes the same numbers whatever the thread count, so results do not change.
 _MIN_WORK_PER_THREAD = 2_000_000
+# VBEM iterations of init="vbem".
+_N_INIT_VBEM = 50
 # Monte Carlo samples for the estimate of the exact ELBO reported after every fit.
-_N_EVAL_SAMPLES = 8
+_N_EVAL_SAMPLES = 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,13 +101,21 @@ class _Side:
         self.mean = self.alpha / self.beta
         self.elog = np.ascontiguousarray(digamma(self.alpha) - np.log(self.beta))
 
-    def neg_kl(self):
-        """-KL(q || prior) summed: the prior terms of the ELBO (001_6bd102d6d256898f)."""
+    def neg_kl_rows(self):
+        """-KL(q(l_i) || prior) of each row: the prior terms of the ELBO (001_6bd102d6d256898f)."""
         a, b, al, be = self.a, self.b, self.alpha, self.beta
-        return float(np.sum(
+        return np.sum(
             (a - al) * self.elog - (b - be) * self.mean + a * np.log(b) - al * np.log(be)
-            - gammaln(a) + gammaln(al)
-        ))
+            - gammaln(a) + gammaln(al), axis=1,
+        )
+
+    def neg_kl(self):
+        """-KL(q || prior), summed over the rows."""
+        return float(np.sum(self.neg_kl_rows()))
+
+    def row_objective(self, xlogt_rows, other):
+        """The terms of the augmented ELBO that involve each row of this side."""
+        return xlogt_rows - self.mean @ other.mean.sum(axis=0) + self.neg_kl_rows()
 
     def update_prior(self, learn):
         """Empirical Bayes: the Gamma prior maximising the ELBO given q.
@@ -151,12 +161,18 @@ def _pass(compressed, major, minor, n_threads, kk=-1):
     the expected counts sum_j E[z_ijk] of the major side, sum_ij x ln t_ij, and the Newton
     curvature sum_j x pi (1 - pi) of component ``kk`` (if kk >= 0).
     """
+    z, xlogt, h = _pass_rows(compressed, major, minor, n_threads, kk)
+    return z, float(np.sum(xlogt)), h
+
+
+def _pass_rows(compressed, major, minor, n_threads, kk=-1):
+    """As :func:`_pass`, with sum_j x_ij ln t_ij for each major index i."""
     n, K = major.shape
     z = np.empty((n, K))
     xlogt = np.empty(n)
     h = np.empty(n if kk >= 0 else 0)
     _fast.expected_counts(*compressed, major, minor, z, xlogt, h, kk, n_threads)
-    return z, float(np.sum(xlogt)), h
+    return z, xlogt, h
 
 
 def _augmented_elbo(xlogt, counts, L, F):
@@ -217,8 +233,24 @@ def _vbem_step(counts, L, F, z_l, learn, n_threads):
     F.update_prior(learn)
 
 
+def _newton_log_step(value, g, d2, fallback):
+    """One Newton-Raphson step on theta = ln(value), given d/dvalue and d2/dvalue2.
+
+    d/dtheta = v g and d2/dtheta2 = v^2 d2 + v g. Newton steps in the log are scale-free
+    (from far below the optimum a step in the value itself only doubles it). Steps are
+    limited to a factor of 10; where the bound is not concave in theta the fixed point
+    ``fallback`` is taken instead.
+    """
+    gt = value * g
+    ht = value * value * d2 + gt
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        step = np.clip(-gt / ht, -np.log(10.0), np.log(10.0))
+        new = np.where(ht < 0, value * np.exp(step), fallback)
+    return np.where(np.isfinite(new) & (new > 0), new, fallback)
+
+
 def _newton_side(z, h, k, S, other_total):
-    """Newton steps on alpha_{.k} (all rows at once: the ELBO separates over rows) and beta_k.
+    """Newton step on each alpha_ik, k fixed (all rows at once: the ELBO separates over rows).
 
     Analytic derivatives of the augmented ELBO with q(z) at its optimum (doc/hpmf.rst):
     d/d alpha = psi'(alpha)(Z + a - alpha) - (B + b - beta) / beta,
@@ -233,11 +265,7 @@ def _newton_side(z, h, k, S, other_total):
     t2 = polygamma(2, al)
     g = t1 * (zk + a - al) - (other_total + b - be) / be
     d2 = t2 * (zk + a - al) - t1 + t1 * t1 * h
-    fixed = a + zk
-    with np.errstate(divide="ignore", invalid="ignore"):
-        new = np.where(d2 < 0, al - g / d2, fixed)
-    new = np.clip(np.nan_to_num(new, nan=fixed[0] if fixed.size else 1.0), al / 10, al * 10)
-    S.alpha[:, k] = np.maximum(new, _ALPHA_MIN)
+    S.alpha[:, k] = np.maximum(_newton_log_step(al, g, d2, a + zk), _ALPHA_MIN)
 
 
 def _newton_rate(z, h, k, S, other_total):
@@ -252,23 +280,42 @@ def _newton_rate(z, h, k, S, other_total):
     c = other_total + b
     g = np.sum(al * c / be**2 - (a + zk) / be)
     d2 = np.sum(-2.0 * al * c / be**3 + (a + zk + h) / be**2)
-    if d2 < 0 and np.isfinite(g / d2):
-        new = be - g / d2
-    else:
-        new = c * al.sum() / np.sum(a + zk)
-    S.beta[k] = float(np.clip(new, be / 10, be * 10))
+    fallback = c * al.sum() / np.sum(a + zk)
+    S.beta[k] = float(_newton_log_step(be, g, d2, fallback))
 
 
 def _newton_step(counts, L, F, learn, n_threads):
-    """One sweep of one-dimensional Newton-Raphson updates over every variational parameter."""
+    """One sweep of one-dimensional Newton-Raphson updates over every variational parameter.
+
+    For each side and component k: a Newton step on every alpha_ik (rows in parallel), then
+    on beta_k. Each step is checked against the augmented ELBO (per row for alpha, in total
+    for beta) and undone where it would lower the bound, so the sweep never decreases it;
+    the priors then take their empirical-Bayes values.
+    """
     K = L.alpha.shape[1]
-    for S, other, rows in ((L, F, True), (F, L, False)):
+    for S, other, compressed in ((L, F, counts.r), (F, L, counts.c)):
         for k in range(K):
-            for update in (_newton_side, _newton_rate):
-                compressed = counts.r if rows else counts.c
-                z, _, h = _pass(compressed, S.elog, other.elog, n_threads, k)
+            for update, by_row in ((_newton_side, True), (_newton_rate, False)):
+                z, xl, h = _pass_rows(compressed, S.elog, other.elog, n_threads, k)
+                before = S.row_objective(xl, other)
+                old_alpha, old_beta = S.alpha[:, k].copy(), S.beta[k]
                 update(z, h, k, S, float(other.mean[:, k].sum()))
                 S.refresh()
+                xl = _pass_rows(compressed, S.elog, other.elog, n_threads)[1]
+                after = S.row_objective(xl, other)
+                if by_row:
+                    worse = after < before
+                    if np.any(worse):
+                        # where Newton fails, try the coordinate-ascent value a + Z instead
+                        S.alpha[worse, k] = S.a[k] + z[worse, k]
+                        S.refresh()
+                        xl = _pass_rows(compressed, S.elog, other.elog, n_threads)[1]
+                        worse &= S.row_objective(xl, other) < before
+                        S.alpha[worse, k] = old_alpha[worse]
+                        S.refresh()
+                elif np.sum(after) < np.sum(before):
+                    S.beta[k] = old_beta
+                    S.refresh()
     L.update_prior(learn)
     F.update_prior(learn)
 
@@ -363,10 +410,13 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     tol : float, default=1e-6
         Stop when the relative change of the ELBO between iterations is at most ``tol``. For
         ``"pathwise"``, the change between the means of consecutive windows of 100 estimates.
-    init : {"random", "nmf"}, default="random"
+    init : {"auto", "random", "nmf", "vbem"}, default="auto"
         How the variational parameters start: ``"random"`` draws posterior means around the
         scale of the data; ``"nmf"`` starts from 50 iterations of scikit-learn's
-        Kullback-Leibler NMF. Ignored when ``warm_start`` continues a previous fit.
+        Kullback-Leibler NMF; ``"vbem"`` runs 50 VBEM iterations from ``"random"`` (the
+        paper's start for its Newton and gradient solvers). ``"auto"`` is ``"random"`` for
+        ``solver="vbem"`` and ``"vbem"`` otherwise. Ignored when ``warm_start`` continues a
+        previous fit.
     prior_shape : float, default=1.0
         Initial (or fixed) shape a of every Gamma prior.
     prior_rate : float or None, default=None
@@ -416,7 +466,7 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     augmented_lower_bound_ : float
         The ELBO of the augmented model (exact, deterministic) at the fitted q.
     exact_lower_bound_ : float
-        A Monte Carlo estimate (8 draws) of the ELBO of the original model at the fitted q;
+        A Monte Carlo estimate (16 draws) of the ELBO of the original model at the fitted q;
         at least ``augmented_lower_bound_`` up to Monte Carlo error.
     n_iter_ : int
         Number of iterations run.
@@ -456,7 +506,7 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         "solver": [StrOptions({"vbem", "newton", "pathwise"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "init": [StrOptions({"random", "nmf"})],
+        "init": [StrOptions({"auto", "random", "nmf", "vbem"})],
         "prior_shape": [Interval(Real, 0, None, closed="neither")],
         "prior_rate": [Interval(Real, 0, None, closed="neither"), None],
         "learn_prior": [StrOptions({"both", "rate", "none"})],
@@ -474,7 +524,7 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         solver="vbem",
         max_iter=1000,
         tol=1e-6,
-        init="random",
+        init="auto",
         prior_shape=1.0,
         prior_rate=None,
         learn_prior="both",
@@ -533,7 +583,19 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     # -- fitting -----------------------------------------------------------------------------
 
-    def _initialise(self, counts, rng):
+    def _initialise(self, counts, rng, n_threads):
+        init = self.init
+        if init == "auto":
+            init = "random" if self.solver == "vbem" else "vbem"
+        L, F = self._start(counts, rng, "nmf" if init == "nmf" else "random")
+        if init == "vbem":
+            # 001_6bd102d6d256898f: "To initialize all methods, run 50 epochs of VBEM."
+            for _ in range(_N_INIT_VBEM):
+                z_l = _pass(counts.r, L.elog, F.elog, n_threads)[0]
+                _vbem_step(counts, L, F, z_l, self.learn_prior, n_threads)
+        return L, F
+
+    def _start(self, counts, rng, init):
         n, p = counts.shape
         K = self.n_components
         a0 = float(self.prior_shape)
@@ -541,7 +603,7 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         b0 = float(self.prior_rate) if self.prior_rate is not None else a0 / scale
         a = np.full(K, a0)
         b = np.full(K, b0)
-        if self.init == "nmf":
+        if init == "nmf":
             from sklearn.decomposition import NMF
 
             X = sparse.csr_matrix((counts.r[2], counts.r[1], counts.r[0]), shape=(n, p))
@@ -600,27 +662,13 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         rng = check_random_state(self.random_state)
         n_threads = _threads_for(counts.nnz * self.n_components, effective_n_threads())
         state = self._warm_state(counts)
-        L, F = state if state is not None else self._initialise(counts, rng)
+        L, F = state if state is not None else self._initialise(counts, rng, n_threads)
         learn = self.learn_prior
         trace = []
         converged = False
         if self.solver == "pathwise":
-            params = [np.log(L.alpha), np.log(L.beta), np.log(F.alpha), np.log(F.beta)]
-            opt = _Adam([q.shape for q in params], self.learning_rate)
-            window = 100
-            n_iter = 0
-            trace.append(_exact_elbo_estimate(counts, L, F, rng, 1, n_threads))
-            for n_iter in range(1, self.max_iter + 1):
-                trace.append(_pathwise_step(counts, L, F, rng, opt, params,
-                                            self.n_mc_samples, learn, n_threads))
-                self._report(n_iter, trace[-1])
-                if n_iter >= 2 * window and n_iter % window == 0:
-                    new = np.mean(trace[-window:])
-                    old = np.mean(trace[-2 * window:-window])
-                    if abs(new - old) <= self.tol * abs(new):
-                        converged = True
-                        break
-            lower_bound = float(np.mean(trace[-min(window, len(trace) - 1):]))
+            trace, n_iter, converged, lower_bound = self._fit_pathwise(
+                counts, L, F, rng, n_threads)
         else:
             n_iter = 0
             while True:
@@ -660,6 +708,40 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.prior_loadings_shape_, self.prior_loadings_rate_ = L.a, L.b
         self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
         return self
+
+    def _fit_pathwise(self, counts, L, F, rng, n_threads):
+        """Adam on the Monte Carlo gradient of the exact ELBO, in (ln alpha, ln beta).
+
+        The fitted q is the exponential moving average (weight 1/50) of the iterates, which
+        removes most of Adam's step noise (Polyak-Ruppert averaging). Stops after
+        ``max_iter`` steps or when the means of two consecutive windows of 100 estimates
+        differ by at most ``tol`` relatively.
+        """
+        params = [np.log(L.alpha), np.log(L.beta), np.log(F.alpha), np.log(F.beta)]
+        average = [q.copy() for q in params]
+        opt = _Adam([q.shape for q in params], self.learning_rate)
+        window, decay = 100, 1.0 - 1.0 / 50.0
+        trace = [_exact_elbo_estimate(counts, L, F, rng, 1, n_threads)]
+        converged = False
+        n_iter = 0
+        for n_iter in range(1, self.max_iter + 1):
+            trace.append(_pathwise_step(counts, L, F, rng, opt, params,
+                                        self.n_mc_samples, self.learn_prior, n_threads))
+            for q, m in zip(params, average):
+                m *= decay
+                m += (1.0 - decay) * q
+            self._report(n_iter, trace[-1])
+            if n_iter >= 2 * window and n_iter % window == 0:
+                new = np.mean(trace[-window:])
+                old = np.mean(trace[-2 * window:-window])
+                if abs(new - old) <= self.tol * abs(new):
+                    converged = True
+                    break
+        for S, la, lb in ((L, average[0], average[1]), (F, average[2], average[3])):
+            S.alpha, S.beta = np.exp(la), np.exp(lb)
+            S.refresh()
+            S.update_prior(self.learn_prior)
+        return trace, n_iter, converged, float(np.mean(trace[-min(window, len(trace) - 1):]))
 
     def _report(self, it, value):
         if self.verbose and it % int(self.verbose) == 0:

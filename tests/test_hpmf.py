@@ -198,3 +198,24 @@ def test_score_in_pipeline_and_grid_search(example):
     grid = GridSearchCV(pipe, {"hierarchicalpmf__n_components": [1, 3]}, cv=2).fit(X)
     assert grid.best_params_["hierarchicalpmf__n_components"] == 3
     assert np.isfinite(grid.best_score_)
+
+
+def test_three_solvers_reach_the_same_elbo(example, vbem_fit):
+    X = sparse.csr_matrix(example[0])
+    newton = HierarchicalPMF(3, solver="newton", tol=1e-7, max_iter=150, random_state=0).fit(X)
+    pathwise = HierarchicalPMF(3, solver="pathwise", max_iter=1000, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        pathwise.fit(X)
+    # Newton climbs the same augmented bound as VBEM, never down
+    lb = newton.lower_bounds_
+    assert np.all(np.diff(lb) >= -1e-10 * np.abs(lb[1:]))
+    ref = vbem_fit.augmented_lower_bound_
+    for est in (newton, pathwise):
+        assert est.augmented_lower_bound_ == pytest.approx(ref, rel=0.01)
+    # the exact ELBO (Monte Carlo), which the pathwise solver maximises
+    exact = [est.exact_lower_bound_ for est in (vbem_fit, newton, pathwise)]
+    assert max(exact) - min(exact) < 0.01 * abs(max(exact)), exact
+    assert pathwise.lower_bound_ == pytest.approx(exact[2], rel=0.01)
+    for est in (newton, pathwise):
+        _, corr = match_components(example[2], est.components_.T)
+        assert np.all(corr > 0.95), corr
