@@ -54,17 +54,20 @@ class _Counts:
     """X stored twice, CSR for the row passes and CSC for the column passes, zeros dropped."""
 
     def __init__(self, X):
-        Xr = sparse.csr_matrix(X)
-        if Xr is X or (sparse.issparse(X) and Xr.data is X.data):
-            Xr = Xr.copy()
-        Xr.sum_duplicates()
-        Xr.eliminate_zeros()
+        Xr = X if sparse.issparse(X) and X.format == "csr" else sparse.csr_matrix(X)
+        # a canonical CSR matrix without stored zeros is used as it is, without a copy
+        if not Xr.has_canonical_format or not np.all(Xr.data != 0):
+            Xr = Xr.copy() if Xr is X or Xr.data is getattr(X, "data", None) else Xr
+            Xr.sum_duplicates()
+            Xr.eliminate_zeros()
         self.shape = Xr.shape
         index_dtype = np.int32 if max(Xr.nnz, *Xr.shape) < 2**31 - 1 else np.int64
         self.r = _compressed(Xr, index_dtype)
         self.c = _compressed(Xr.tocsc(), index_dtype)
         self.row_sums = np.asarray(Xr.sum(axis=1)).ravel()
-        self.log_factorial = float(gammaln(Xr.data + 1.0).sum())
+        # sum of ln Gamma(x + 1) in chunks: no temporary the size of X
+        self.log_factorial = float(sum(
+            gammaln(Xr.data[a:a + 2**20] + 1.0).sum() for a in range(0, Xr.nnz, 2**20)))
         self.nnz = Xr.nnz
 
     def row_log_factorials(self):
@@ -193,20 +196,20 @@ def _exact_elbo_estimate(counts, L, F, rng, n_samples, n_threads):
     """
     total = 0.0
     for _ in range(n_samples):
-        lL, _, lF, _ = _sample(L, F, rng, n_threads)
+        lL, _, lF, _ = _sample(L, F, rng, n_threads, want_grad=False)
         total += _pass(counts.r, lL, lF, n_threads)[1]
     return _augmented_elbo(total / n_samples, counts, L, F)
 
 
-def _sample(L, F, rng, n_threads):
+def _sample(L, F, rng, n_threads, want_grad=True):
     """Log samples of q(L) and q(F), and their derivatives in the shapes (one stream a row)."""
     out = []
     for side in (L, F):
         seeds = draw_seeds(rng, side.alpha.shape[0])
         log_sample = np.empty_like(side.alpha)
-        dlog = np.empty_like(side.alpha)
+        dlog = np.empty_like(side.alpha) if want_grad else np.empty((0, 0))
         _fast.sample_log_gamma(side.alpha, np.log(side.beta), seeds, log_sample, dlog,
-                               n_threads)
+                               want_grad, n_threads)
         out += [log_sample, dlog]
     return out
 
@@ -461,8 +464,8 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     lower_bound_ : float
         The final value of the bound the solver maximises (for ``"pathwise"``, the mean of
         the last 100 estimates).
-    lower_bounds_ : ndarray of shape (n_iter_ + 1,)
-        Its trace: at the start and after every iteration.
+    lower_bounds_ : ndarray of shape (n_iterations + 1,)
+        Its trace: at the start and after every iteration (``n_iter_ + 1`` values).
     augmented_lower_bound_ : float
         The ELBO of the augmented model (exact, deterministic) at the fitted q.
     exact_lower_bound_ : float
@@ -472,7 +475,7 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Number of iterations run.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of features seen during fit, when X has string column names.
 
     See Also

@@ -323,9 +323,9 @@ def dlog_gamma_dshape_array(const double[::1] eps, const double[::1] alpha):
 
 def sample_log_gamma(
     const double[:, ::1] alpha, const double[::1] log_rate, const uint64_t[::1] seeds,
-    double[:, ::1] log_sample, double[:, ::1] dlog_dalpha, int n_threads,
+    double[:, ::1] log_sample, double[:, ::1] dlog_dalpha, bint want_grad, int n_threads,
 ):
-    """Draw ln l_ik for l_ik ~ Gamma(alpha_ik, rate_k), and d ln l_ik / d alpha_ik.
+    """Draw ln l_ik for l_ik ~ Gamma(alpha_ik, rate_k), and d ln l_ik / d alpha_ik if asked.
 
     Row i draws from its own stream seeded by ``seeds[i]``. Shapes below one use
     Gamma(alpha) = Gamma(alpha + 1) U^(1/alpha) in log space, so tiny shapes never underflow.
@@ -333,17 +333,17 @@ def sample_log_gamma(
     cdef Py_ssize_t n = alpha.shape[0], K = alpha.shape[1]
     cdef Py_ssize_t i, k
     cdef Rng* r
-    cdef double g, lg, al
     with nogil, parallel(num_threads=n_threads):
         r = <Rng*> malloc(sizeof(Rng))
         for i in prange(n, schedule='static'):
-            _draw_row(r, seeds[i], i, K, alpha, log_rate, log_sample, dlog_dalpha)
+            _draw_row(r, seeds[i], i, K, alpha, log_rate, log_sample, dlog_dalpha, want_grad)
         free(r)
 
 
 cdef inline void _draw_row(
     Rng* r, uint64_t seed, Py_ssize_t i, Py_ssize_t K, const double[:, ::1] alpha,
     const double[::1] log_rate, double[:, ::1] log_sample, double[:, ::1] dlog_dalpha,
+    bint want_grad,
 ) noexcept nogil:
     cdef Py_ssize_t k
     cdef double g, lg, al
@@ -355,9 +355,11 @@ cdef inline void _draw_row(
             lg = log(g) + log(rng_uniform(r)) / al
             # d ln eps / d alpha of eps = g U^(1/alpha): chain through g's shape, plus
             # -ln(U) / alpha^2 = (ln g - ln eps) / alpha
-            dlog_dalpha[i, k] = dlog_gamma_dshape(g, al + 1.0) + (log(g) - lg) / al
+            if want_grad:
+                dlog_dalpha[i, k] = dlog_gamma_dshape(g, al + 1.0) + (log(g) - lg) / al
         else:
             g = rng_gamma(r, al)
             lg = log(g)
-            dlog_dalpha[i, k] = dlog_gamma_dshape(g, al)
+            if want_grad:
+                dlog_dalpha[i, k] = dlog_gamma_dshape(g, al)
         log_sample[i, k] = lg - log_rate[k]
