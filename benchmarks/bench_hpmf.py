@@ -4,7 +4,7 @@
     python benchmarks/bench_hpmf.py --quick    # make_sim() only
 
 Each (method, matrix) runs in its own process, on one thread, so that its peak memory
-(ru_maxrss) is its own. Printed per run: CPU seconds per iteration, total CPU seconds, the
+(VmHWM) is its own. Printed per run: CPU seconds per iteration, total CPU seconds, the
 number of iterations, the peak resident memory of the process (and its increase over the
 process after loading the data), and ``poisson_loglik`` of the fitted mean on the training
 counts. On make_sc every method runs 100 iterations (as the reference figures); a last row
@@ -14,7 +14,6 @@ installed are installed from PyPI first. Timings are noisy when the machine is s
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -113,17 +112,27 @@ METHODS = {"HierarchicalPMF": fit_ours, "NMF-KL (mu)": fit_nmf, "hpfrec": fit_hp
            "poismf": fit_poismf}
 
 
+def peak_mb():
+    """Peak resident memory of this process (VmHWM: unlike ru_maxrss, not inherited across
+    exec from the parent process)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def run_one(method, data, n_iter, tol):
     from counts_data import poisson_loglik
 
     X, K = load(data)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = peak_mb()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.process_time()
         L, F, iters = METHODS[method](X, K, n_iter, tol)
         cpu = time.process_time() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_mb()
     ll = poisson_loglik(X, np.asarray(L, dtype=float), np.asarray(F, dtype=float))
     print(json.dumps(dict(cpu=cpu, iters=int(iters), peak=peak, extra=peak - base, ll=ll)))
 

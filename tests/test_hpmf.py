@@ -87,6 +87,15 @@ def test_recovers_the_paper_example(example, vbem_fit):
     assert np.all((vbem_fit.prior_loadings_shape_ > 0.5) & (vbem_fit.prior_loadings_shape_ < 2))
 
 
+def test_nmf_start_reaches_the_same_optimum(example, vbem_fit):
+    X, _, f = example
+    est = HierarchicalPMF(3, init="nmf", tol=1e-8, max_iter=2000, random_state=0).fit(X)
+    _, corr = match_components(f, est.components_.T)
+    assert np.all(corr > 0.95), corr
+    assert est.lower_bound_ == pytest.approx(vbem_fit.lower_bound_, rel=1e-3)
+    assert np.all(np.diff(est.lower_bounds_) >= -1e-10 * np.abs(est.lower_bounds_[1:]))
+
+
 def test_transform_reproduces_the_fitted_loadings(example, vbem_fit):
     X, _, _ = example
     W = vbem_fit.transform(X)
@@ -118,8 +127,8 @@ def test_same_seed_same_result_for_any_thread_count(example, solver, monkeypatch
     # small problems run on one thread by default; force the parallel kernels here
     monkeypatch.setattr(_hpmf, "_MIN_WORK_PER_THREAD", 1)
     X = sparse.csr_matrix(example[0][:80, :100])
-    kw = dict(n_components=3, solver=solver, max_iter=5 if solver == "newton" else 30,
-              random_state=7)
+    kw = dict(n_components=3, solver=solver, max_iter=3 if solver == "newton" else 20,
+              init="random", random_state=7)
     with threadpool_limits(1, user_api="openmp"):
         one = HierarchicalPMF(**kw).fit(X)
     with threadpool_limits(2, user_api="openmp"):
