@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import HierarchicalPMF, _hpmf, match_components
-from sklearn_cogaps._hpmf_fast import dlog_gamma_dshape_array, special
+from sklearn_cogaps._hpmf_fast import dlog_gamma_dshape_array, sample_log_gamma, special
 
 
 def make_paper_example():
@@ -57,6 +57,24 @@ def test_gamma_reparameterisation_gradient_matches_quantile_derivative(alpha):
     fd = (np.log(stats.gamma.ppf(u, alpha + h)) - np.log(stats.gamma.ppf(u, alpha - h))) / (2 * h)
     got = dlog_gamma_dshape_array(eps, np.full(u.size, alpha))
     assert_allclose(got, fd, rtol=2e-4, atol=1e-8)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.4, 2.5, 30.0])
+def test_gamma_samples_and_their_gradients_are_unbiased(alpha):
+    # samples follow Gamma(alpha, rate); E[d eps / d alpha] = d E[eps] / d alpha and
+    # E[d eps^2 / d alpha] = d E[eps^2] / d alpha, also through the boosting of shapes < 1
+    n, rate = 40000, 2.0
+    log_eps = np.empty((n, 1))
+    dlog = np.empty((n, 1))
+    seeds = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(2654435761)
+    sample_log_gamma(np.full((n, 1), alpha), np.array([np.log(rate)]), seeds, log_eps, dlog,
+                     True, 1)
+    eps = np.exp(log_eps[:, 0])
+    assert stats.kstest(eps, stats.gamma(alpha, scale=1 / rate).cdf).pvalue > 1e-3
+    d1 = eps * dlog[:, 0]
+    d2 = 2 * eps**2 * dlog[:, 0]
+    assert abs(d1.mean() - 1 / rate) < 4 * d1.std() / np.sqrt(n)
+    assert abs(d2.mean() - (2 * alpha + 1) / rate**2) < 4 * d2.std() / np.sqrt(n)
 
 
 def test_vbem_elbo_never_decreases(vbem_fit):
