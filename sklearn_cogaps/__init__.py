@@ -3,6 +3,7 @@
 from ._base import match_components
 from ._cogaps import CoGAPS
 from ._cogaps import default_uncertainty
+from ._hpmf import HierarchicalPMF
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
 
 __version__ = "0.1.0"
@@ -10,6 +11,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CoGAPS",
     "default_uncertainty",
+    "HierarchicalPMF",
     "effective_n_threads",
     "match_components",
     "openmp_enabled",

@@ -1,0 +1,248 @@
+"""HierarchicalPMF: VBEM, Newton and pathwise solvers, transform, input handling."""
+
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import sparse, stats
+from scipy.special import polygamma
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps import HierarchicalPMF, _hpmf, match_components
+from sklearn_cogaps._hpmf_fast import dlog_gamma_dshape_array, sample_log_gamma, special
+
+
+def make_paper_example():
+    """The simulated example of Sarkar (2021): 200 x 300, K = 3, Gamma(1, 1) factors."""
+    rng = np.random.default_rng(1)
+    l = rng.gamma(1.0, 1.0, size=(200, 3))
+    f = rng.gamma(1.0, 1.0, size=(300, 3))
+    return rng.poisson(l @ f.T).astype(np.float64), l, f
+
+
+@pytest.fixture(scope="module")
+def example():
+    return make_paper_example()
+
+
+@pytest.fixture(scope="module")
+def vbem_fit(example):
+    X, _, _ = example
+    return HierarchicalPMF(3, tol=1e-9, max_iter=3000, random_state=0).fit(sparse.csr_matrix(X))
+
+
+@parametrize_with_checks([HierarchicalPMF(n_components=2, max_iter=30, random_state=0)])
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_polygamma_kernels_match_scipy(which):
+    x = np.concatenate([np.geomspace(1e-6, 1e5, 200), [0.5, 1.0, 5.999, 6.0, 6.001]])
+    assert_allclose(special(x, which), polygamma(which, x), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.7, 1.0, 3.0, 40.0, 900.0])
+def test_gamma_reparameterisation_gradient_matches_quantile_derivative(alpha):
+    # d ln(eps)/d alpha at a fixed CDF value u equals the derivative of ln(ppf(u; alpha))
+    u = np.array([1e-6, 0.01, 0.2, 0.5, 0.8, 0.99, 1 - 1e-7])
+    eps = stats.gamma.ppf(u, alpha)
+    h = 1e-6 * alpha
+    fd = (np.log(stats.gamma.ppf(u, alpha + h)) - np.log(stats.gamma.ppf(u, alpha - h))) / (2 * h)
+    got = dlog_gamma_dshape_array(eps, np.full(u.size, alpha))
+    assert_allclose(got, fd, rtol=2e-4, atol=1e-8)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.4, 2.5, 30.0])
+def test_gamma_samples_and_their_gradients_are_unbiased(alpha):
+    # samples follow Gamma(alpha, rate); E[d eps / d alpha] = d E[eps] / d alpha and
+    # E[d eps^2 / d alpha] = d E[eps^2] / d alpha, also through the boosting of shapes < 1
+    n, rate = 40000, 2.0
+    log_eps = np.empty((n, 1))
+    dlog = np.empty((n, 1))
+    seeds = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(2654435761)
+    sample_log_gamma(np.full((n, 1), alpha), np.array([np.log(rate)]), seeds, log_eps, dlog,
+                     True, 1)
+    eps = np.exp(log_eps[:, 0])
+    assert stats.kstest(eps, stats.gamma(alpha, scale=1 / rate).cdf).pvalue > 1e-3
+    d1 = eps * dlog[:, 0]
+    d2 = 2 * eps**2 * dlog[:, 0]
+    assert abs(d1.mean() - 1 / rate) < 4 * d1.std() / np.sqrt(n)
+    assert abs(d2.mean() - (2 * alpha + 1) / rate**2) < 4 * d2.std() / np.sqrt(n)
+
+
+def test_vbem_elbo_never_decreases(vbem_fit):
+    lb = vbem_fit.lower_bounds_
+    assert lb.size == vbem_fit.n_iter_ + 1
+    assert np.all(np.diff(lb) >= -1e-10 * np.abs(lb[1:]))
+    assert vbem_fit.lower_bound_ == lb[-1]
+    assert vbem_fit.lower_bound_ == pytest.approx(vbem_fit.augmented_lower_bound_)
+    # the exact ELBO is the tighter bound (up to Monte Carlo error)
+    assert vbem_fit.exact_lower_bound_ > vbem_fit.augmented_lower_bound_
+
+
+def test_recovers_the_paper_example(example, vbem_fit):
+    X, l, f = example
+    _, corr_f = match_components(f, vbem_fit.components_.T)
+    _, corr_l = match_components(l, vbem_fit.loadings_)
+    assert np.all(corr_f > 0.95), corr_f
+    assert np.all(corr_l > 0.95), corr_l
+    mean = vbem_fit.loadings_ @ vbem_fit.components_
+    assert np.corrcoef(mean.ravel(), (l @ f.T).ravel())[0, 1] > 0.98
+    # the fitted means explain the counts as well as the true means do
+    truth = np.corrcoef((l @ f.T).ravel(), X.ravel())[0, 1]
+    assert np.corrcoef(mean.ravel(), X.ravel())[0, 1] > truth - 0.01
+    # posterior means on the scale of the data: totals match
+    assert mean.sum() == pytest.approx(X.sum(), rel=0.02)
+    # the learned priors are close to the Gamma(1, 1) that generated the data (up to the
+    # scale exchange between L and F)
+    assert np.all((vbem_fit.prior_loadings_shape_ > 0.5) & (vbem_fit.prior_loadings_shape_ < 2))
+
+
+def test_nmf_start_reaches_the_same_optimum(example, vbem_fit):
+    X, _, f = example
+    est = HierarchicalPMF(3, init="nmf", tol=1e-8, max_iter=2000, random_state=0).fit(X)
+    _, corr = match_components(f, est.components_.T)
+    assert np.all(corr > 0.95), corr
+    assert est.lower_bound_ == pytest.approx(vbem_fit.lower_bound_, rel=1e-3)
+    assert np.all(np.diff(est.lower_bounds_) >= -1e-10 * np.abs(est.lower_bounds_[1:]))
+
+
+def test_transform_reproduces_the_fitted_loadings(example, vbem_fit):
+    X, _, _ = example
+    W = vbem_fit.transform(X)
+    assert_allclose(W, vbem_fit.loadings_, rtol=2e-2)
+    assert np.median(np.abs(W / vbem_fit.loadings_ - 1)) < 1e-3
+    # row by row: a subset gives the same rows
+    assert_array_equal(vbem_fit.transform(X[10:20]), W[10:20])
+    assert_allclose(vbem_fit.inverse_transform(W), W @ vbem_fit.components_)
+    assert vbem_fit.get_feature_names_out().tolist() == [
+        "hierarchicalpmf0", "hierarchicalpmf1", "hierarchicalpmf2"]
+
+
+def test_dense_and_sparse_input_give_the_same_fit(example):
+    X = example[0][:60, :80]
+    kw = dict(n_components=3, max_iter=40, random_state=3)
+    ref = HierarchicalPMF(**kw).fit(X)
+    csc64 = sparse.csc_matrix(X)
+    csc64.indices = csc64.indices.astype(np.int64)
+    csc64.indptr = csc64.indptr.astype(np.int64)
+    for Xs in (sparse.csr_matrix(X), csc64, sparse.csr_array(X.astype(np.int32))):
+        est = HierarchicalPMF(**kw).fit(Xs)
+        assert_allclose(est.components_, ref.components_, rtol=1e-12)
+        assert_allclose(est.lower_bounds_, ref.lower_bounds_, rtol=1e-12)
+        assert_allclose(est.transform(Xs), ref.transform(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["vbem", "newton", "pathwise"])
+def test_same_seed_same_result_for_any_thread_count(example, solver, monkeypatch):
+    # small problems run on one thread by default; force the parallel kernels here
+    monkeypatch.setattr(_hpmf, "_MIN_WORK_PER_THREAD", 1)
+    X = sparse.csr_matrix(example[0][:80, :100])
+    kw = dict(n_components=3, solver=solver, max_iter=3 if solver == "newton" else 20,
+              init="random", random_state=7)
+    with threadpool_limits(1, user_api="openmp"):
+        one = HierarchicalPMF(**kw).fit(X)
+    with threadpool_limits(2, user_api="openmp"):
+        two = HierarchicalPMF(**kw).fit(X)
+    again = HierarchicalPMF(**kw).fit(X)
+    for est in (two, again):
+        assert_array_equal(est.components_, one.components_)
+        assert_array_equal(est.loadings_shape_, one.loadings_shape_)
+        assert_array_equal(est.lower_bounds_, one.lower_bounds_)
+        assert est.exact_lower_bound_ == one.exact_lower_bound_
+    with threadpool_limits(1, user_api="openmp"):
+        W1 = one.transform(X)
+    assert_array_equal(W1, one.transform(X))
+
+
+def test_bad_input_gets_a_clear_error():
+    est = HierarchicalPMF(2)
+    with pytest.raises(ValueError, match="Negative values"):
+        est.fit(np.array([[1.0, -1.0], [2.0, 0.0]]))
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(np.array([[1.0, np.nan], [2.0, 0.0]]))
+    with pytest.raises(ValueError, match="only zeros"):
+        est.fit(sparse.csr_matrix((5, 4)))
+    with pytest.raises(ValueError, match="only zeros"):
+        est.fit(np.zeros((5, 4)))
+    with pytest.raises(ValueError, match="solver"):
+        HierarchicalPMF(solver="sgd").fit(np.ones((3, 3)))
+    with pytest.warns(UserWarning, match="non-integer"):
+        HierarchicalPMF(2, max_iter=5).fit(np.full((4, 3), 0.5))
+    fitted = HierarchicalPMF(2, max_iter=5, random_state=0).fit(np.ones((4, 3)))
+    with pytest.raises(ValueError, match="n_components=2 columns"):
+        fitted.inverse_transform(np.ones((2, 3)))
+
+
+def test_tiny_shapes_and_empty_rows_stay_finite():
+    rng = np.random.default_rng(0)
+    X = rng.poisson(0.05, size=(40, 30)).astype(float)
+    X[:5] = 0.0
+    X[:, :3] = 0.0
+    X[7, 9] = 500.0
+    est = HierarchicalPMF(4, prior_shape=1e-3, max_iter=200, random_state=0).fit(X)
+    for name in ("components_", "loadings_", "loadings_log_", "lower_bounds_"):
+        assert np.all(np.isfinite(getattr(est, name))), name
+    assert np.all(np.isfinite(est.transform(X)))
+    assert np.isfinite(est.score(X))
+
+
+def test_fixed_priors_are_kept(example):
+    X = example[0][:50, :60]
+    est = HierarchicalPMF(2, learn_prior="none", prior_shape=0.7, prior_rate=2.0,
+                          max_iter=50, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        est.fit(X)
+    assert_array_equal(est.prior_loadings_shape_, 0.7)
+    assert_array_equal(est.prior_components_rate_, 2.0)
+    rate_only = HierarchicalPMF(2, learn_prior="rate", prior_shape=0.7, max_iter=30,
+                                random_state=0).fit(X)
+    assert_array_equal(rate_only.prior_loadings_shape_, 0.7)
+    assert np.all(np.diff(rate_only.lower_bounds_) >= -1e-10 * np.abs(rate_only.lower_bound_))
+
+
+def test_warm_start_continues_and_pickles(example):
+    X = example[0][:50, :60]
+    est = HierarchicalPMF(2, max_iter=10, random_state=0, warm_start=True).fit(X)
+    first = est.lower_bound_
+    est.fit(X)
+    assert est.lower_bounds_[0] == pytest.approx(first)
+    assert est.lower_bound_ >= first
+    back = pickle.loads(pickle.dumps(est))
+    assert_array_equal(back.transform(X), est.transform(X))
+
+
+def test_score_in_pipeline_and_grid_search(example):
+    X = example[0][:60, :80]
+    pipe = make_pipeline(FunctionTransformer(), HierarchicalPMF(max_iter=100, random_state=0))
+    grid = GridSearchCV(pipe, {"hierarchicalpmf__n_components": [1, 3]}, cv=2).fit(X)
+    assert grid.best_params_["hierarchicalpmf__n_components"] == 3
+    assert np.isfinite(grid.best_score_)
+
+
+def test_three_solvers_reach_the_same_elbo(example, vbem_fit):
+    X = sparse.csr_matrix(example[0])
+    newton = HierarchicalPMF(3, solver="newton", tol=1e-7, max_iter=150, random_state=0).fit(X)
+    pathwise = HierarchicalPMF(3, solver="pathwise", max_iter=1000, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        pathwise.fit(X)
+    # Newton climbs the same augmented bound as VBEM, never down
+    lb = newton.lower_bounds_
+    assert np.all(np.diff(lb) >= -1e-10 * np.abs(lb[1:]))
+    ref = vbem_fit.augmented_lower_bound_
+    for est in (newton, pathwise):
+        assert est.augmented_lower_bound_ == pytest.approx(ref, rel=0.01)
+    # the exact ELBO (Monte Carlo), which the pathwise solver maximises
+    exact = [est.exact_lower_bound_ for est in (vbem_fit, newton, pathwise)]
+    assert max(exact) - min(exact) < 0.01 * abs(max(exact)), exact
+    assert pathwise.lower_bound_ == pytest.approx(exact[2], rel=0.01)
+    for est in (newton, pathwise):
+        _, corr = match_components(example[2], est.components_.T)
+        assert np.all(corr > 0.95), corr
