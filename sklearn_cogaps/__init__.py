@@ -2,6 +2,7 @@
 
 from ._base import match_components
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
+from ._wbpmf import WeightedBackgroundPMF
 
 __version__ = "0.1.0"
 
@@ -9,4 +10,5 @@ __all__ = [
     "effective_n_threads",
     "match_components",
     "openmp_enabled",
+    "WeightedBackgroundPMF",
 ]
