@@ -195,13 +195,13 @@ class WeightedBackgroundPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         ``KL(q_L,k || g_L,k)`` and ``KL(q_F,k || g_F,k)`` at the end of the fit.
     lower_bound_ : float
         The final ELBO (eq. 3.20, including ``-sum log X_ij!``).
-    lower_bounds_ : ndarray of shape (n_iter_,)
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
         The ELBO after each iteration.
     n_iter_ : int
         Number of iterations run.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features seen during fit, when ``X`` has string column names.
 
     See Also
