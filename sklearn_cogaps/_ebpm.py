@@ -218,38 +218,36 @@ def _qp_active_set(H, c, y0, max_iter=200):
     y = y0.copy()
     active = y <= 0.0
     y[active] = 0.0
+    stationary = False
     for _ in range(max_iter):
-        free = ~active
         grad = H @ y + c
-        p = np.zeros(m)
-        if free.any():
-            Hf = H[np.ix_(free, free)]
-            p[free] = np.linalg.solve(Hf, -grad[free])
-        if np.max(np.abs(p)) <= 1e-15 * max(1.0, np.max(np.abs(y))):
-            # Stationary on the working set: release the most negative multiplier.
-            lam = grad.copy()
-            lam[free] = 0.0
-            j = int(np.argmin(lam))
-            if lam[j] >= -1e-14 * max(1.0, np.max(np.abs(grad))):
-                return y
-            active[j] = False
-            continue
-        # Step to the first blocking bound.
-        neg = free & (p < 0)
-        alpha = 1.0
-        block = -1
-        if neg.any():
-            ratios = -y[neg] / p[neg]
-            idx = np.flatnonzero(neg)
-            r = int(np.argmin(ratios))
-            if ratios[r] < 1.0:
-                alpha = ratios[r]
-                block = idx[r]
-        y = y + alpha * p
-        y[y < 0] = 0.0
-        if block >= 0:
-            y[block] = 0.0
-            active[block] = True
+        if not stationary:
+            free = np.flatnonzero(~active)
+            p = np.zeros(m)
+            if free.size:
+                p[free] = np.linalg.solve(H[free[:, None], free], -grad[free])
+            # Step to the minimiser on the working set, or to the first blocking bound.
+            neg = free[p[free] < 0]
+            alpha, block = 1.0, -1
+            if neg.size:
+                ratios = -y[neg] / p[neg]
+                r = int(np.argmin(ratios))
+                if ratios[r] < 1.0:
+                    alpha, block = ratios[r], neg[r]
+            y = np.maximum(y + alpha * p, 0.0)
+            if block >= 0:
+                y[block] = 0.0
+                active[block] = True
+                continue
+            stationary = True  # a full step reaches the minimiser on the working set
+            grad = H @ y + c
+        # Stationary on the working set: release the most negative multiplier, if any.
+        lam = np.where(active, grad, 0.0)
+        j = int(np.argmin(lam))
+        if lam[j] >= -1e-14 * max(1.0, np.max(np.abs(grad))):
+            return y
+        active[j] = False
+        stationary = False
     return y
 
 
@@ -310,7 +308,10 @@ def mixsqp(L, x0=None, tol=1e-10, max_iter=500):
         y = _qp_active_set(H, g - H @ x, x)
         p = y - x
         slope = g @ p
-        if slope >= 0:
+        if slope >= -1e-15 * (1.0 + abs(fx)):
+            # The quadratic model predicts no decrease above round-off: x is optimal to
+            # machine precision (nearly collinear columns can leave a KKT residual above
+            # tol that no representable step reduces).
             break
         alpha = 1.0
         while alpha > 1e-12:
