@@ -25,7 +25,10 @@ Poisson "likelihood" is then ``(s lambda)^y exp(-s lambda) / Gamma(y + 1)``.
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import digamma, gammaln, logsumexp
+from scipy.special import digamma, gammaln
+
+from ._ebpm_fast import component_loglik, mixture_posterior
+from ._utils._openmp_helpers import effective_n_threads
 
 __all__ = [
     "DEFAULT_GAMMA_GRID",
@@ -94,33 +97,27 @@ class EBPMResult:
         )
 
 
+def _n_threads(n):
+    # Observations are independent: any thread count gives the same bits. Small problems
+    # run serially (waking threads costs more than they save).
+    return effective_n_threads() if n >= 20000 else 1
+
+
 def _component_loglik(y, s, shape, rate):
     """log NB marginal of each observation under each Gamma component, shape (n, n_mix).
 
     ``p(y | a, b, s) = Gamma(y + a) / (Gamma(a) Gamma(y + 1)) (b / (b + s))^a (s / (b + s))^y``.
     """
-    y = y[:, None]
-    s = s[:, None]
-    a = shape[None, :]
-    b = rate[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = gammaln(y + a) - gammaln(a) - gammaln(y + 1.0) - a * np.log1p(s / b)
-        # y log(s / (b + s)) = -y log1p(b / s); zero when y = 0 (also when s = 0).
-        out = out - np.where(y > 0, y * np.log1p(b / s), 0.0)
+    out = np.empty((y.size, shape.size))
+    component_loglik(
+        np.ascontiguousarray(y, dtype=np.float64),
+        np.ascontiguousarray(s, dtype=np.float64),
+        np.ascontiguousarray(shape, dtype=np.float64),
+        np.ascontiguousarray(rate, dtype=np.float64),
+        out,
+        _n_threads(y.size),
+    )
     return out
-
-
-def _spike_loglik(y):
-    """log p(y | lambda = 0): 0 where y = 0, -inf elsewhere."""
-    return np.where(y > 0, -np.inf, 0.0)
-
-
-def _log_joint(y, s, pi0, weights, shape, rate):
-    """log(prior weight) + log(component marginal), with the spike as column 0."""
-    with np.errstate(divide="ignore"):
-        lw = np.log(weights)[None, :] + _component_loglik(y, s, shape, rate)
-        l0 = np.log(pi0) + _spike_loglik(y)
-    return np.column_stack([l0, lw])
 
 
 def ebpm_posterior(y, s, pi0, weights, shape, rate):
@@ -150,23 +147,25 @@ def ebpm_posterior(y, s, pi0, weights, shape, rate):
     return mean, mean_log, float(np.sum(lp))
 
 
-def _posterior_rows(y, s, pi0, weights, shape, rate):
-    """Posterior mean, E[log] and log p(y_i) of each observation."""
-    y = np.asarray(y, dtype=np.float64)
-    s = np.asarray(s, dtype=np.float64)
-    lj = _log_joint(y, s, pi0, weights, shape, rate)
-    lp = logsumexp(lj, axis=1)
-    with np.errstate(invalid="ignore"):
-        post = np.exp(lj - lp[:, None])
-    post[~np.isfinite(lp)] = 0.0
-    pa = shape[None, :] + y[:, None]
-    pb = rate[None, :] + s[:, None]
-    pw = post[:, 1:]
-    mean = np.sum(pw * (pa / pb), axis=1)
-    # A component of zero posterior weight contributes nothing, however negative its E[log].
-    elog_c = digamma(pa) - np.log(pb)
-    mean_log = np.sum(np.where(pw > 0, pw * elog_c, 0.0), axis=1)
-    mean_log[post[:, 0] > 0] = -np.inf
+def _posterior_rows(y, s, pi0, weights, shape, rate, ll=None):
+    """Posterior mean, E[log] and log p(y_i) of each observation.
+
+    ``ll`` may pass the component log-likelihoods already computed.
+    """
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    s = np.ascontiguousarray(s, dtype=np.float64)
+    shape = np.ascontiguousarray(shape, dtype=np.float64)
+    rate = np.ascontiguousarray(rate, dtype=np.float64)
+    if ll is None:
+        ll = _component_loglik(y, s, shape, rate)
+    with np.errstate(divide="ignore"):
+        log_pi0 = float(np.log(pi0))
+        log_w = np.log(np.ascontiguousarray(weights, dtype=np.float64))
+    mean = np.empty(y.size)
+    mean_log = np.empty(y.size)
+    lp = np.empty(y.size)
+    mixture_posterior(y, s, log_pi0, log_w, shape, rate, ll, mean, mean_log, lp,
+                      _n_threads(y.size))
     return mean, mean_log, lp
 
 
@@ -202,8 +201,9 @@ def _expected_loglik_rows(y, s, mean, mean_log):
     return out
 
 
-def _result(y, s, pi0, weights, shape, rate):
-    mean, mean_log, ll = ebpm_posterior(y, s, pi0, weights, shape, rate)
+def _result(y, s, pi0, weights, shape, rate, ll=None):
+    mean, mean_log, lp = _posterior_rows(y, s, pi0, weights, shape, rate, ll)
+    ll = float(np.sum(lp))
     kl = ebpm_kl(y, s, mean, mean_log, ll)
     return EBPMResult(pi0, weights, shape, rate, mean, mean_log, ll, kl)
 
@@ -328,10 +328,10 @@ def mixsqp(L, x0=None, tol=1e-10, max_iter=500):
 
 
 def _fit_mixture(y, s, shape, rate, w_init, tol):
+    """Mixture weights by mix-SQP, and the component log-likelihoods."""
     ll = _component_loglik(y, s, shape, rate)
-    ll = ll - np.max(ll, axis=1, keepdims=True)
-    w, _ = mixsqp(np.exp(ll), x0=w_init, tol=tol)
-    return w
+    w, _ = mixsqp(np.exp(ll - np.max(ll, axis=1, keepdims=True)), x0=w_init, tol=tol)
+    return w, ll
 
 
 def ebpm_gamma_mixture(y, s, grid=None, weights_init=None, tol=1e-10):
@@ -361,8 +361,8 @@ def ebpm_gamma_mixture(y, s, grid=None, weights_init=None, tol=1e-10):
     """
     y, s = _check_ys(y, s)
     a = DEFAULT_GAMMA_GRID.copy() if grid is None else np.asarray(grid, dtype=np.float64)
-    w = _fit_mixture(y, s, a, a, weights_init, tol)
-    return _result(y, s, 0.0, w, a, a.copy())
+    w, ll = _fit_mixture(y, s, a, a, weights_init, tol)
+    return _result(y, s, 0.0, w, a, a.copy(), ll)
 
 
 def _exponential_grid(y, s, ratio):
@@ -410,8 +410,8 @@ def ebpm_exponential_mixture(y, s, scales=None, ratio=2.0, weights_init=None, to
     rate = 1.0 / scales
     if weights_init is not None and np.size(weights_init) != scales.size:
         weights_init = None
-    w = _fit_mixture(y, s, shape, rate, weights_init, tol)
-    return _result(y, s, 0.0, w, shape, rate)
+    w, ll = _fit_mixture(y, s, shape, rate, weights_init, tol)
+    return _result(y, s, 0.0, w, shape, rate, ll)
 
 
 def _point_gamma_objective(params, y, s, zero, fit_pi0):

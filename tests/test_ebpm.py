@@ -217,3 +217,14 @@ def test_invalid_inputs():
         ebpm_gamma(np.array([1.0]), np.zeros(1))
     with pytest.raises(ValueError, match="Unknown EBPM family"):
         ebpm(np.ones(2), np.ones(2), "lognormal")
+
+
+def test_compiled_digamma_matches_scipy():
+    from scipy.special import digamma as sp_digamma
+
+    from sklearn_cogaps._ebpm_fast import digamma
+
+    x = np.concatenate([[1e-16, 1e-8, 1e-3], np.geomspace(0.01, 1e6, 400), [9.999, 10.0, 10.001]])
+    out = np.empty_like(x)
+    digamma(x, out)
+    np.testing.assert_allclose(out, sp_digamma(x), rtol=2e-15, atol=2e-15)
