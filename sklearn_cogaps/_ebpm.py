@@ -100,7 +100,7 @@ class EBPMResult:
 def _n_threads(n):
     # Observations are independent: any thread count gives the same bits. Small problems
     # run serially (waking threads costs more than they save).
-    return effective_n_threads() if n >= 20000 else 1
+    return effective_n_threads() if n >= 5000 else 1
 
 
 def _component_loglik(y, s, shape, rate):
@@ -109,11 +109,13 @@ def _component_loglik(y, s, shape, rate):
     ``p(y | a, b, s) = Gamma(y + a) / (Gamma(a) Gamma(y + 1)) (b / (b + s))^a (s / (b + s))^y``.
     """
     out = np.empty((y.size, shape.size))
+    shape = np.ascontiguousarray(shape, dtype=np.float64)
     component_loglik(
         np.ascontiguousarray(y, dtype=np.float64),
         np.ascontiguousarray(s, dtype=np.float64),
-        np.ascontiguousarray(shape, dtype=np.float64),
+        shape,
         np.ascontiguousarray(rate, dtype=np.float64),
+        gammaln(shape),
         out,
         _n_threads(y.size),
     )

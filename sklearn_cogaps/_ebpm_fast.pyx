@@ -41,13 +41,14 @@ def component_loglik(
     const double[::1] s,
     const double[::1] shape,
     const double[::1] rate,
+    const double[::1] lgamma_shape,
     double[:, ::1] out,
     int n_threads,
 ):
     """log p(y_i | Gamma(shape_m, rate_m), s_i), the negative-binomial marginal, (n, m).
 
     ``lgamma(y + a) - lgamma(a) - lgamma(y + 1) - a log1p(s / b) - y log1p(b / s)``, the last
-    term 0 where ``y = 0``.
+    term 0 where ``y = 0``; ``lgamma_shape`` holds ``lgamma(a_m)``.
     """
     cdef intp_t n = y.shape[0], M = shape.shape[0], i, m
     cdef double yi, si, lgy, a, b, v
@@ -58,7 +59,7 @@ def component_loglik(
         for m in range(M):
             a = shape[m]
             b = rate[m]
-            v = _lgamma(yi + a) - _lgamma(a) - lgy - a * log1p(si / b)
+            v = _lgamma(yi + a) - lgamma_shape[m] - lgy - a * log1p(si / b)
             if yi > 0:
                 v = v - yi * log1p(b / si)
             out[i, m] = v

@@ -228,3 +228,15 @@ def test_compiled_digamma_matches_scipy():
     out = np.empty_like(x)
     digamma(x, out)
     np.testing.assert_allclose(out, sp_digamma(x), rtol=2e-15, atol=2e-15)
+
+
+def test_same_bits_for_any_number_of_threads():
+    from threadpoolctl import threadpool_limits
+
+    y, s = _data(n=6000, seed=10, zeros=False, integer=False)  # large enough to use threads
+    with threadpool_limits(1, user_api="openmp"):
+        one = ebpm_gamma_mixture(y, s)
+    two = ebpm_gamma_mixture(y, s)
+    np.testing.assert_array_equal(one.weights, two.weights)
+    np.testing.assert_array_equal(one.mean_log, two.mean_log)
+    assert one.log_likelihood == two.log_likelihood
