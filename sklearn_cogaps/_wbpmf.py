@@ -390,7 +390,8 @@ class WeightedBackgroundPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
                 Ef[:, k], Elogf[:, k], kl_F[k] = res.mean, res.mean_log, res.kl
                 gF = _store(gF, k, res, self.prior_factors, K)
                 # w_k (Algorithm 3.1, eq. 3.18).
-                w[k] = y_rows.sum() / (np.dot(l0, El[:, k]) * np.dot(f0, Ef[:, k]))
+                den = np.dot(l0, El[:, k]) * np.dot(f0, Ef[:, k])
+                w[k] = y_rows.sum() / den if den > 0 else 0.0
             # Background with the current w (eqs. 3.16-3.17).
             l0 = _safe_divide(x_rows, El @ (w * (f0 @ Ef)))
             f0 = _safe_divide(x_cols, Ef @ (w * (l0 @ El)))
@@ -409,6 +410,12 @@ class WeightedBackgroundPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
                 ConvergenceWarning,
             )
 
+        if np.any(w == 0):
+            warnings.warn(
+                f"Components {np.flatnonzero(w == 0).tolist()} collapsed (weight w_k = 0: they "
+                "explain no count); refit with fewer n_components or another initialisation.",
+                RuntimeWarning,
+            )
         self.w_ = w
         self.l0_ = l0
         self.f0_ = f0
