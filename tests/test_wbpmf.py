@@ -1,5 +1,6 @@
 """WeightedBackgroundPMF: ELBO, invariances, recovery, parity with the R implementation."""
 
+import os
 import pickle
 import warnings
 from pathlib import Path
@@ -16,7 +17,7 @@ from sklearn_cogaps import WeightedBackgroundPMF, match_components
 from sklearn_cogaps import _wbpmf
 from sklearn_cogaps.datasets import make_background_counts
 
-FIXTURE = Path("/work/shared/fixtures/ebpmf_wbg")
+FIXTURE = Path(os.environ.get("SKC_SHARED", "/work/shared")) / "fixtures" / "ebpmf_wbg"
 FAMILIES = ["gamma_mixture", "gamma", "point_gamma", "exponential_mixture"]
 
 
