@@ -79,7 +79,7 @@ def _solve(y, s, family, prior_k):
     return ebpm(y, s, family, prior_k)
 
 
-def _store(prior, k, res, family, n_components):
+def _store(prior, k, res, n_components):
     if prior is None:
         m = res.weights.size
         prior = (
@@ -383,12 +383,12 @@ class WeightedBackgroundPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
                 s = np.dot(f0, Ef[:, k]) * w[k] * l0
                 res = _solve(y_rows, s, self.prior_loadings, _prior_k(gL, k))
                 El[:, k], Elogl[:, k], kl_L[k] = res.mean, res.mean_log, res.kl
-                gL = _store(gL, k, res, self.prior_loadings, K)
+                gL = _store(gL, k, res, K)
                 # q_F,k and g_F,k with the new loadings (eq. 3.14).
                 s = np.dot(l0, El[:, k]) * w[k] * f0
                 res = _solve(y_cols, s, self.prior_factors, _prior_k(gF, k))
                 Ef[:, k], Elogf[:, k], kl_F[k] = res.mean, res.mean_log, res.kl
-                gF = _store(gF, k, res, self.prior_factors, K)
+                gF = _store(gF, k, res, K)
                 # w_k (Algorithm 3.1, eq. 3.18).
                 den = np.dot(l0, El[:, k]) * np.dot(f0, Ef[:, k])
                 w[k] = y_rows.sum() / den if den > 0 else 0.0
