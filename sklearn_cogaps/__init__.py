@@ -5,6 +5,7 @@ from ._cogaps import CoGAPS
 from ._cogaps import default_uncertainty
 from ._hpmf import HierarchicalPMF
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
+from ._wbpmf import WeightedBackgroundPMF
 
 __version__ = "0.1.0"
 
@@ -15,4 +16,5 @@ __all__ = [
     "effective_n_threads",
     "match_components",
     "openmp_enabled",
+    "WeightedBackgroundPMF",
 ]

@@ -3,7 +3,7 @@
 import numpy as np
 from sklearn.utils import check_random_state
 
-__all__ = ["make_patterns"]
+__all__ = ["make_patterns", "make_background_counts"]
 
 
 def make_patterns(
@@ -80,3 +80,87 @@ def make_patterns(
     sd = noise * np.maximum(mean, 1.0)
     X = np.clip(mean + sd * rng.standard_normal(mean.shape), 0.0, None)
     return X, W, H
+
+
+def make_background_counts(
+    n_samples=300,
+    n_features=200,
+    n_components=3,
+    *,
+    weight=0.05,
+    signal=20.0,
+    frac_samples=0.1,
+    frac_features=0.1,
+    baseline=1.0,
+    random_state=None,
+):
+    """Simulate counts from the weighted-background Poisson model, with sparse topics.
+
+    The design of the reference run of ``ebpmf_wbg``: ``l0_i ~ 0.35 Gamma(2, rate 2)``,
+    ``f0_j ~ Gamma(0.5, rate 0.5)``; the loadings and factors are 1 except on a random
+    ``frac_samples`` of the samples (``frac_features`` of the features) of each topic, where
+    they are ``signal``; all are multiplied by U(0.8, 1.2); ``w_k = weight``; then
+    ``X_ij ~ Poisson(l0_i f0_j sum_k w_k l_ik f_jk)``. With ``baseline`` below 1 the
+    loadings and factors outside the topics are ``baseline`` instead of 1.
+
+    Parameters
+    ----------
+    n_samples : int, default=300
+        Number of rows.
+    n_features : int, default=200
+        Number of columns.
+    n_components : int, default=3
+        Number of topics.
+    weight : float, default=0.05
+        The topic weight ``w_k`` (the same for every topic).
+    signal : float, default=20.0
+        Value of a loading or factor inside a topic.
+    frac_samples, frac_features : float, default=0.1
+        Fractions of rows and columns inside each topic.
+    baseline : float, default=1.0
+        Value of the loadings and factors outside the topics.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the simulation.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_samples, n_features)
+        The counts (float64).
+    L : ndarray of shape (n_samples, n_components)
+        The true loadings ``l_ik``.
+    F : ndarray of shape (n_features, n_components)
+        The true factors ``f_jk``.
+    l0 : ndarray of shape (n_samples,)
+        The true row scales.
+    f0 : ndarray of shape (n_features,)
+        The true column scales.
+
+    Examples
+    --------
+    >>> from sklearn_cogaps.datasets import make_background_counts
+    >>> X, L, F, l0, f0 = make_background_counts(50, 40, 2, random_state=0)
+    >>> X.shape, L.shape, F.shape
+    ((50, 40), (50, 2), (40, 2))
+    """
+    from scipy import sparse
+
+    if n_components < 1 or n_samples < 1 or n_features < 1:
+        raise ValueError(
+            "n_samples, n_features and n_components must be positive; got "
+            f"{n_samples}, {n_features}, {n_components}."
+        )
+    rng = check_random_state(random_state)
+    l0 = 0.35 * rng.gamma(2.0, 0.5, n_samples)
+    f0 = rng.gamma(0.5, 2.0, n_features)
+    L = np.full((n_samples, n_components), float(baseline))
+    F = np.full((n_features, n_components), float(baseline))
+    n_in_l = max(1, int(round(frac_samples * n_samples)))
+    n_in_f = max(1, int(round(frac_features * n_features)))
+    for k in range(n_components):
+        L[rng.choice(n_samples, n_in_l, replace=False), k] = signal
+        F[rng.choice(n_features, n_in_f, replace=False), k] = signal
+    L *= rng.uniform(0.8, 1.2, L.shape)
+    F *= rng.uniform(0.8, 1.2, F.shape)
+    mean = np.outer(l0, f0) * ((weight * L) @ F.T)
+    X = sparse.csr_matrix(rng.poisson(mean).astype(np.float64))
+    return X, L, F, l0, f0

@@ -1,0 +1,567 @@
+"""Empirical-Bayes Poisson matrix factorisation with a weighted background (EBPMF-WBG)."""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+from scipy.special import gammaln
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.decomposition import NMF
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
+
+from ._base import draw_seeds, effective_n_threads
+from ._ebpm import (
+    DEFAULT_GAMMA_GRID,
+    EBPM_FAMILIES,
+    _expected_loglik_rows,
+    _posterior_rows,
+    ebpm,
+    ebpm_exponential_mixture,
+)
+from ._wbpmf_fast import data_term, expected_counts
+
+__all__ = ["WeightedBackgroundPMF"]
+
+_N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
+# Below this many non-zeros per thread a sweep runs on fewer threads (it takes well under a
+# millisecond, less than waking the threads); the results are the same for any count.
+_MIN_NNZ_PER_THREAD = 50000
+_CLAMP = 1e-8  # initial factors are clamped below at this value (as ebpmf.alpha does)
+# Scales of the exponential-mixture prior in the model: the factors are normalised by the
+# background (mean about 1), so a fixed geometric grid 2^-20 .. 2^20 covers them.
+_EXP_SCALES = 2.0 ** np.arange(-20, 21)
+
+
+def _initial_prior(family, n_components):
+    """Starting priors, stacked over components: (pi0, weights, shape, rate)."""
+    if family == "gamma_mixture":
+        grid = DEFAULT_GAMMA_GRID
+        m = grid.size
+        return (
+            np.zeros(n_components),
+            np.full((n_components, m), 1.0 / m),
+            np.tile(grid, (n_components, 1)),
+            np.tile(grid, (n_components, 1)),
+        )
+    if family == "exponential_mixture":
+        m = _EXP_SCALES.size
+        return (
+            np.zeros(n_components),
+            np.full((n_components, m), 1.0 / m),
+            np.ones((n_components, m)),
+            np.tile(1.0 / _EXP_SCALES, (n_components, 1)),
+        )
+    # gamma / point_gamma: fitted from the moments at the first call.
+    return None
+
+
+def _prior_k(prior, k):
+    if prior is None:
+        return None
+    return (prior[0][k], prior[1][k], prior[2][k], prior[3][k])
+
+
+def _solve(y, s, family, prior_k):
+    if family == "exponential_mixture":
+        return ebpm_exponential_mixture(
+            y, s, scales=1.0 / prior_k[3], weights_init=prior_k[1]
+        )
+    return ebpm(y, s, family, prior_k)
+
+
+def _store(prior, k, res, n_components):
+    if prior is None:
+        m = res.weights.size
+        prior = (
+            np.zeros(n_components),
+            np.zeros((n_components, m)),
+            np.ones((n_components, m)),
+            np.ones((n_components, m)),
+        )
+    prior[0][k] = res.pi0
+    prior[1][k] = res.weights
+    prior[2][k] = res.shape
+    prior[3][k] = res.rate
+    return prior
+
+
+def _stabilised(logs):
+    """exp(logs - rowmax) and the row maxima (0 where a row is all -inf)."""
+    m = np.max(logs, axis=1)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return np.ascontiguousarray(np.exp(logs - m[:, None])), m
+
+
+class _Sweeper:
+    """The compiled sweeps over one CSR matrix."""
+
+    def __init__(self, X, n_threads):
+        self.indptr = np.asarray(X.indptr, dtype=np.intp)
+        self.indices = np.asarray(X.indices, dtype=np.intp)
+        self.data = np.asarray(X.data, dtype=np.float64)
+        self.n, self.p = X.shape
+        self.n_chunks = max(1, min(_N_CHUNKS, self.n))
+        self.n_threads = max(1, min(n_threads, self.data.size // _MIN_NNZ_PER_THREAD))
+
+    def expected_counts(self, lu, lv, k):
+        U, _ = _stabilised(lu)
+        V, _ = _stabilised(lv)
+        rows = np.empty(self.n)
+        cols = np.zeros((self.n_chunks, self.p))
+        expected_counts(
+            self.indptr, self.indices, self.data, U, V, lu, lv, k, rows, cols, self.n_threads
+        )
+        return rows, cols.sum(axis=0)
+
+    def data_term(self, lu, lv):
+        U, mu = _stabilised(lu)
+        V, mv = _stabilised(lv)
+        out = np.empty(self.n)
+        data_term(
+            self.indptr, self.indices, self.data, U, V, lu, lv, mu, mv, out, self.n_threads
+        )
+        return out
+
+
+class WeightedBackgroundPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Empirical-Bayes Poisson matrix factorisation with a weighted background (EBPMF-WBG).
+
+    The counts are modelled as ``X_ij = sum_k Z_ijk`` with ``Z_ijk ~ Poisson(w_k l_i0 f_j0
+    l_ik f_jk)``: a rank-one background (row scales ``l0``, column scales ``f0``) modulated
+    by ``K`` weighted topics whose loadings ``l_ik ~ g_L,k`` and factors ``f_jk ~ g_F,k``
+    have priors learned from the data by empirical Bayes Poisson means (EBPM) at every
+    iteration. Inference is mean-field variational Bayes (Algorithm 3.1 of the reference)
+    and touches only the non-zeros of ``X``.
+
+    Parameters
+    ----------
+    n_components : int, default=5
+        Number of topics ``K``.
+    prior_loadings : {"gamma_mixture", "gamma", "point_gamma", "exponential_mixture"}, \
+            default="gamma_mixture"
+        EBPM family of the priors ``g_L,k`` of the loadings. ``"gamma_mixture"`` is a
+        mixture of Gamma(a, a) on the fixed 34-value grid of the R package ebpmf.alpha with
+        weights fitted by mix-SQP; ``"exponential_mixture"`` a mixture of exponentials on the
+        geometric grid of scales ``2**-20, ..., 2**20``.
+    prior_factors : {"gamma_mixture", "gamma", "point_gamma", "exponential_mixture"}, \
+            default="gamma_mixture"
+        EBPM family of the priors ``g_F,k`` of the factors.
+    max_iter : int, default=100
+        Maximum number of iterations (also the number of sweeps of ``transform``).
+    tol : float, default=1e-8
+        Stop when the relative gain of the ELBO in one iteration falls below ``tol``
+        (``transform`` stops a row when its loadings change by less than ``tol``, relative).
+    init : {"nmf", "custom"}, default="nmf"
+        ``"nmf"``: start from scikit-learn's KL-NMF (multiplicative updates, 50 iterations);
+        ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the factors
+        are clamped below at 1e-8, ``l0`` and ``f0`` are the row means of ``W`` and of
+        ``H.T`` over the components, ``E[l_ik] = W_ik / l0_i``, ``E[f_jk] = H_kj / f0_j``,
+        ``w = 1`` and the mixture priors start from uniform weights.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the NMF initialisation (the iterations are deterministic).
+    verbose : int, default=0
+        Print the ELBO every ``verbose`` iterations (0: silent).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        The topics on the data scale: ``components_[k, j] = w_k f0_j E[f_jk]``, so that
+        ``transform(X) @ components_`` is the posterior mean of ``E[X]``.
+    w_ : ndarray of shape (n_components,)
+        Topic weights ``w_k``.
+    l0_ : ndarray of shape (n_samples,)
+        Row background scales of the training data.
+    f0_ : ndarray of shape (n_features,)
+        Column background scales.
+    loadings_mean_, loadings_mean_log_ : ndarray of shape (n_samples, n_components)
+        Posterior ``E[l_ik]`` and ``E[log l_ik]`` of the training rows.
+    factors_mean_, factors_mean_log_ : ndarray of shape (n_features, n_components)
+        Posterior ``E[f_jk]`` and ``E[log f_jk]``.
+    prior_loadings_, prior_factors_ : dict of ndarray
+        The fitted priors, each ``pi0 delta_0 + sum_m weights[k, m] Gamma(shape[k, m],
+        rate[k, m])`` for component ``k``: keys ``"pi0"`` (n_components,), ``"weights"``,
+        ``"shape"``, ``"rate"`` (n_components, n_mix).
+    kl_loadings_, kl_factors_ : ndarray of shape (n_components,)
+        ``KL(q_L,k || g_L,k)`` and ``KL(q_F,k || g_F,k)`` at the end of the fit.
+    lower_bound_ : float
+        The final ELBO (eq. 3.20, including ``-sum log X_ij!``).
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
+        The ELBO after each iteration.
+    n_iter_ : int
+        Number of iterations run.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit, when ``X`` has string column names.
+
+    See Also
+    --------
+    sklearn.decomposition.NMF : Maximum-likelihood Poisson NMF (``beta_loss="kullback-leibler"``).
+
+    References
+    ----------
+    Z. Wang, "Algorithm for PMF background model with weights" (EBPMF-WBG), with the R
+    packages ebpmf.alpha (``ebpmf_wbg``) and ebpm (the EBPM solvers), Stephens lab.
+
+    Y. Kim, P. Carbonetto, M. Stephens and M. Anitescu, "A fast algorithm for maximum
+    likelihood estimation of mixture proportions using sequential quadratic programming",
+    Journal of Computational and Graphical Statistics 29 (2020).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import WeightedBackgroundPMF
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.poisson(2.0, size=(30, 20))
+    >>> model = WeightedBackgroundPMF(n_components=2, max_iter=20, random_state=0).fit(X)
+    >>> model.transform(X).shape
+    (30, 2)
+    >>> bool(np.all(np.diff(model.lower_bounds_) > -1e-6 * abs(model.lower_bound_)))
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "prior_loadings": [StrOptions(set(EBPM_FAMILIES))],
+        "prior_factors": [StrOptions(set(EBPM_FAMILIES))],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "init": [StrOptions({"nmf", "custom"})],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_components=5,
+        *,
+        prior_loadings="gamma_mixture",
+        prior_factors="gamma_mixture",
+        max_iter=100,
+        tol=1e-8,
+        init="nmf",
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.prior_loadings = prior_loadings
+        self.prior_factors = prior_factors
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ helpers
+    def _validate_X(self, X, reset):
+        X = validate_data(
+            self,
+            X,
+            accept_sparse=("csr", "csc", "coo"),
+            dtype=[np.float64, np.float32],
+            ensure_non_negative=True,
+            reset=reset,
+        )
+        X = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        return X
+
+    def _initial_factors(self, X, W, H, rng):
+        n, p = X.shape
+        K = self.n_components
+        if self.init == "custom":
+            if W is None or H is None:
+                raise ValueError(
+                    "init='custom' needs the initial factors: call fit(X, W=..., H=...) "
+                    f"with W of shape {(n, K)} and H of shape {(K, p)}."
+                )
+            W = np.array(W, dtype=np.float64)
+            H = np.array(H, dtype=np.float64)
+            if W.shape != (n, K):
+                raise ValueError(f"W must have shape (n_samples, n_components) = {(n, K)}; got {W.shape}.")
+            if H.shape != (K, p):
+                raise ValueError(f"H must have shape (n_components, n_features) = {(K, p)}; got {H.shape}.")
+            if not (np.all(np.isfinite(W)) and np.all(np.isfinite(H))):
+                raise ValueError("W and H must be finite.")
+            if W.min() < 0 or H.min() < 0:
+                raise ValueError(
+                    f"W and H must be non-negative; got minima {W.min()} and {H.min()}."
+                )
+            return W, H.T.copy()
+        if W is not None or H is not None:
+            raise ValueError(f"W and H are used only with init='custom'; got init={self.init!r}.")
+        nmf = NMF(
+            n_components=K,
+            beta_loss="kullback-leibler",
+            solver="mu",
+            max_iter=50,
+            tol=0.0,
+            random_state=draw_seeds(rng) % (2**32),
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            W = nmf.fit_transform(X)
+        return W, nmf.components_.T.copy()
+
+    # ---------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, W=None, H=None):
+        """Fit the model to the counts ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative counts (non-integer values are accepted).
+        y : Ignored
+            Not used, present for API consistency.
+        W : array-like of shape (n_samples, n_components), default=None
+            Initial loadings, with ``init="custom"``.
+        H : array-like of shape (n_components, n_features), default=None
+            Initial factors, with ``init="custom"``.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X = self._validate_X(X, reset=True)
+        # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(X, W, H)
+
+    def _fit(self, X, W, H):
+        total = X.sum()
+        if not total > 0:
+            raise ValueError(
+                "X has no positive entry; the Poisson model needs at least one non-zero count."
+            )
+        rng = check_random_state(self.random_state)
+        n_threads = effective_n_threads()
+        n, p = X.shape
+        K = self.n_components
+        sweeper = _Sweeper(X, n_threads)
+        x_rows = np.asarray(X.sum(axis=1)).ravel()
+        x_cols = np.asarray(X.sum(axis=0)).ravel()
+        const = float(np.sum(gammaln(X.data + 1.0)))
+
+        # Initialisation (the scaled factors and background of the reference implementation).
+        L, F = self._initial_factors(X, W, H, rng)
+        L = np.maximum(L, _CLAMP)
+        F = np.maximum(F, _CLAMP)
+        l0 = L.mean(axis=1)
+        f0 = F.mean(axis=1)
+        El = L / l0[:, None]
+        Ef = F / f0[:, None]
+        Elogl = np.log(El)
+        Elogf = np.log(Ef)
+        w = np.ones(K)
+        gL = _initial_prior(self.prior_loadings, K)
+        gF = _initial_prior(self.prior_factors, K)
+        kl_L = np.zeros(K)
+        kl_F = np.zeros(K)
+
+        elbos = []
+        converged = False
+        for it in range(self.max_iter):
+            for k in range(K):
+                # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
+                lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
+                lv = np.ascontiguousarray(Elogf)
+                y_rows, y_cols = sweeper.expected_counts(lu, lv, k)
+                # q_L,k and g_L,k (eq. 3.13).
+                s = np.dot(f0, Ef[:, k]) * w[k] * l0
+                res = _solve(y_rows, s, self.prior_loadings, _prior_k(gL, k))
+                El[:, k], Elogl[:, k], kl_L[k] = res.mean, res.mean_log, res.kl
+                gL = _store(gL, k, res, K)
+                # q_F,k and g_F,k with the new loadings (eq. 3.14).
+                s = np.dot(l0, El[:, k]) * w[k] * f0
+                res = _solve(y_cols, s, self.prior_factors, _prior_k(gF, k))
+                Ef[:, k], Elogf[:, k], kl_F[k] = res.mean, res.mean_log, res.kl
+                gF = _store(gF, k, res, K)
+                # w_k (Algorithm 3.1, eq. 3.18).
+                den = np.dot(l0, El[:, k]) * np.dot(f0, Ef[:, k])
+                w[k] = y_rows.sum() / den if den > 0 else 0.0
+            # Background with the current w (eqs. 3.16-3.17).
+            l0 = _safe_divide(x_rows, El @ (w * (f0 @ Ef)))
+            f0 = _safe_divide(x_cols, Ef @ (w * (l0 @ El)))
+            elbo = self._elbo(sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf)
+            elbo -= kl_L.sum() + kl_F.sum()
+            elbos.append(elbo)
+            if self.verbose and (it + 1) % self.verbose == 0:
+                print(f"[WeightedBackgroundPMF] iteration {it + 1}: ELBO {elbo:.6f}")
+            if it > 0 and abs(elbo - elbos[-2]) <= self.tol * abs(elbos[-2]):
+                converged = True
+                break
+        if not converged and self.tol > 0:
+            warnings.warn(
+                f"WeightedBackgroundPMF stopped at max_iter={self.max_iter} before the relative "
+                f"ELBO gain fell below tol={self.tol}; increase max_iter.",
+                ConvergenceWarning,
+            )
+
+        if np.any(w == 0):
+            warnings.warn(
+                f"Components {np.flatnonzero(w == 0).tolist()} collapsed (weight w_k = 0: they "
+                "explain no count); refit with fewer n_components or another initialisation.",
+                RuntimeWarning,
+            )
+        self.w_ = w
+        self.l0_ = l0
+        self.f0_ = f0
+        self.loadings_mean_ = El
+        self.loadings_mean_log_ = Elogl
+        self.factors_mean_ = Ef
+        self.factors_mean_log_ = Elogf
+        keys = ("pi0", "weights", "shape", "rate")
+        self.prior_loadings_ = dict(zip(keys, gL))
+        self.prior_factors_ = dict(zip(keys, gF))
+        self.kl_loadings_ = kl_L
+        self.kl_factors_ = kl_F
+        self.lower_bounds_ = np.asarray(elbos)
+        self.lower_bound_ = float(elbos[-1])
+        self.n_iter_ = len(elbos)
+        self.components_ = (w[:, None] * (f0[:, None] * Ef).T).copy()
+        return self
+
+    @staticmethod
+    def _elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf):
+        """Per-row ELBO terms without the KLs and the log X! constant, plus the column part."""
+        lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
+        lv = np.ascontiguousarray(Elogf)
+        sparse_rows = sweeper.data_term(lu, lv)
+        # Dense part: -sum_ij l0_i f0_j Lambda_ij as a rank-K product (never n x p).
+        dense_rows = -l0 * (El @ (w * (f0 @ Ef)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bg_rows = np.where(x_rows > 0, x_rows * np.log(l0), 0.0)
+            bg_cols = float(np.sum(np.where(x_cols > 0, x_cols * np.log(f0), 0.0)))
+        return sparse_rows + dense_rows + bg_rows, bg_cols
+
+    def _elbo(self, sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf):
+        rows, cols = self._elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf)
+        return float(np.sum(rows)) + cols - const
+
+    # ---------------------------------------------------------------- transform
+    def _fit_rows(self, X):
+        """Fit l0 and q(l) of new rows with the feature side held fixed."""
+        n = X.shape[0]
+        K = self.n_components
+        sweeper = _Sweeper(X, effective_n_threads())
+        x_rows = np.asarray(X.sum(axis=1)).ravel()
+        w, f0, Ef, Elogf = self.w_, self.f0_, self.factors_mean_, self.factors_mean_log_
+        g = self.prior_loadings_
+        colw = w * (f0 @ Ef)  # w_k sum_j f0_j E[f_jk]
+        # Start every row at E[l_ik] = 1, E[log l_ik] = 0: the same for every row.
+        El = np.ones((n, K))
+        Elogl = np.zeros((n, K))
+        kl = np.zeros((n, K))
+        l0 = _safe_divide(x_rows, El @ colw)
+        active = np.ones(n, dtype=bool)
+        lv = np.ascontiguousarray(Elogf)
+        logw = np.log(w)[None, :]
+        for _ in range(self.max_iter):
+            old = l0[:, None] * El
+            El_new = El.copy()
+            Elogl_new = Elogl.copy()
+            kl_new = np.empty((n, K))
+            for k in range(K):
+                lu = np.ascontiguousarray(logw + Elogl_new)
+                y_rows, _ = sweeper.expected_counts(lu, lv, k)
+                s = colw[k] * l0
+                m, ml, lp = _posterior_rows(
+                    y_rows, s, g["pi0"][k], g["weights"][k], g["shape"][k], g["rate"][k]
+                )
+                El_new[:, k], Elogl_new[:, k] = m, ml
+                kl_new[:, k] = _expected_loglik_rows(y_rows, s, m, ml) - lp
+            l0_new = _safe_divide(x_rows, El_new @ colw)
+            El[active] = El_new[active]
+            Elogl[active] = Elogl_new[active]
+            kl[active] = kl_new[active]
+            l0[active] = l0_new[active]
+            new = l0[:, None] * El
+            change = np.max(np.abs(new - old), axis=1)
+            scale = np.max(np.abs(new), axis=1)
+            active &= ~(change <= self.tol * scale)
+            if not active.any():
+                break
+        return sweeper, x_rows, l0, El, Elogl, kl
+
+    def transform(self, X):
+        """Loadings of new rows on the data scale, with the features held fixed.
+
+        Each row's ``l0_i`` and ``q(l_i)`` are fitted under the learned priors ``g_L`` with
+        ``f0``, ``q_F`` and ``w`` fixed; rows are independent of each other.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative counts.
+
+        Returns
+        -------
+        L : ndarray of shape (n_samples, n_components)
+            ``l0_i E[l_ik]``, so that ``L @ components_`` is the fitted mean of ``X``.
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        _, _, l0, El, _, _ = self._fit_rows(X)
+        return l0[:, None] * El
+
+    def score(self, X, y=None):
+        """Average ELBO per sample of new rows, with the feature side held fixed.
+
+        The rows' ``l0`` and ``q(l)`` are fitted as in :meth:`transform`; the score is
+        ``sum_ij (-E[mu_ij] + X_ij log(l0_i f0_j B_ij) - log X_ij!) - sum_ik KL_ik`` divided by
+        ``n_samples``, where the KL terms are those of the rows' loadings under ``g_L``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative counts.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        score : float
+            ELBO per sample (higher is better).
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(X)
+        x_cols = np.asarray(X.sum(axis=0)).ravel()
+        const = float(np.sum(gammaln(X.data + 1.0)))
+        rows, cols = self._elbo_rows(
+            sweeper, x_rows, x_cols, self.w_, l0, self.f0_, El, self.factors_mean_,
+            Elogl, self.factors_mean_log_,
+        )
+        return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / X.shape[0]
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
+
+
+def _safe_divide(num, den):
+    """num / den with 0 where num is 0 (empty rows or columns)."""
+    out = np.zeros_like(num, dtype=np.float64)
+    pos = num > 0
+    out[pos] = num[pos] / den[pos]
+    return out

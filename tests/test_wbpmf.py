@@ -1,0 +1,218 @@
+"""WeightedBackgroundPMF: ELBO, invariances, recovery, parity with the R implementation."""
+
+import os
+import pickle
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import io, sparse
+from scipy.special import gammaln
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps import WeightedBackgroundPMF, match_components
+from sklearn_cogaps import _wbpmf
+from sklearn_cogaps.datasets import make_background_counts
+
+# ../shared beside the repository (SKC_SHARED overrides it)
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+FIXTURE = Path(os.environ.get("SKC_SHARED", SHARED)) / "fixtures" / "ebpmf_wbg"
+FAMILIES = ["gamma_mixture", "gamma", "point_gamma", "exponential_mixture"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_background_counts(200, 150, 3, weight=0.1, random_state=0)
+
+
+def _fit(X, **kw):
+    kw.setdefault("n_components", 3)
+    kw.setdefault("random_state", 0)
+    kw.setdefault("tol", 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return WeightedBackgroundPMF(**kw).fit(X)
+
+
+@parametrize_with_checks([WeightedBackgroundPMF(n_components=2, max_iter=5, tol=1e-4)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_elbo_never_decreases(data, family):
+    X = data[0]
+    model = _fit(X, prior_loadings=family, prior_factors=family, max_iter=25)
+    elbo = model.lower_bounds_
+    assert np.all(np.isfinite(elbo))
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:]))
+    assert model.lower_bound_ == elbo[-1]
+    assert np.all(model.kl_loadings_ >= -1e-6) and np.all(model.kl_factors_ >= -1e-6)
+
+
+def test_topics_are_recovered():
+    """Sparse topics are recovered on the data scale.
+
+    Only the products l0_i l_ik and f0_j f_jk are identified (a row's scale can move
+    between l0_i and its loadings), so the comparison is on that scale.
+    """
+    X, L, F, l0, f0 = make_background_counts(
+        200, 150, 3, weight=0.2, baseline=0.05, frac_samples=0.2, frac_features=0.2,
+        random_state=1,
+    )
+    model = _fit(X, max_iter=60)
+    _, corr_f = match_components(f0[:, None] * F, model.components_.T)
+    _, corr_l = match_components(l0[:, None] * L, model.transform(X))
+    assert np.all(corr_f > 0.9), corr_f
+    assert np.all(corr_l > 0.9), corr_l
+    # The topics are not the background: each matched topic loads on its own features.
+    order, _ = match_components(F, model.components_.T)
+    top = np.argsort(-model.components_[order], axis=1)[:, :10]
+    for k in range(3):
+        assert np.mean(F[top[k], k] > 1.0) >= 0.9
+
+
+def test_dense_and_sparse_agree(data):
+    X = data[0]
+    rng = np.random.RandomState(0)
+    W = rng.uniform(0.1, 1.0, (X.shape[0], 3))
+    H = rng.uniform(0.1, 1.0, (3, X.shape[1]))
+    kw = dict(n_components=3, init="custom", max_iter=8, tol=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = WeightedBackgroundPMF(**kw).fit(X, W=W, H=H)
+        b = WeightedBackgroundPMF(**kw).fit(X.toarray(), W=W, H=H)
+        c = WeightedBackgroundPMF(**kw).fit(X.tocsc(), W=W, H=H)
+    np.testing.assert_array_equal(a.lower_bounds_, b.lower_bounds_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.components_, c.components_)
+    np.testing.assert_allclose(a.transform(X), b.transform(X.toarray()), rtol=1e-12)
+
+
+def test_same_result_for_any_number_of_threads(data, monkeypatch):
+    monkeypatch.setattr(_wbpmf, "_MIN_NNZ_PER_THREAD", 1)  # use every thread, even here
+    X = data[0]
+    with threadpool_limits(1, user_api="openmp"):
+        one = _fit(X, max_iter=6)
+        t1 = one.transform(X)
+    two = _fit(X, max_iter=6)
+    np.testing.assert_array_equal(one.lower_bounds_, two.lower_bounds_)
+    np.testing.assert_array_equal(one.components_, two.components_)
+    np.testing.assert_array_equal(one.loadings_mean_log_, two.loadings_mean_log_)
+    np.testing.assert_array_equal(t1, two.transform(X))
+
+
+def test_same_seed_same_result(data):
+    X = data[0]
+    a, b = _fit(X, max_iter=5), _fit(X, max_iter=5)
+    np.testing.assert_array_equal(a.components_, b.components_)
+
+
+def test_elbo_is_the_r_elbo_at_the_r_solution():
+    """Our ELBO evaluated at the R run's final parameters equals the R run's final ELBO."""
+    X = io.mmread(FIXTURE / "X.mtx").tocsr().astype(np.float64)
+    ld = lambda name: np.loadtxt(FIXTURE / name, delimiter=",")  # noqa: E731
+    w, l0, f0 = ld("w.csv"), ld("l0.csv"), ld("f0.csv")
+    El, Ef, Elogl, Elogf = ld("El.csv"), ld("Ef.csv"), ld("Elogl.csv"), ld("Elogf.csv")
+    kl = ld("kl_per_k.csv")
+    sweeper = _wbpmf._Sweeper(X, 1)
+    x_rows = np.asarray(X.sum(axis=1)).ravel()
+    x_cols = np.asarray(X.sum(axis=0)).ravel()
+    const = np.sum(gammaln(X.data + 1.0))
+    elbo = WeightedBackgroundPMF()._elbo(
+        sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf
+    ) - kl.sum()
+    r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv", delimiter=",")
+    assert elbo == pytest.approx(r_trace[-1, 1], rel=1e-10)
+
+
+def test_parity_with_r_ebpmf_wbg():
+    """From the R run's initial factors, 100 iterations reach at least R's final ELBO - 0.01%."""
+    X = io.mmread(FIXTURE / "X.mtx").tocsr().astype(np.float64)
+    W = np.loadtxt(FIXTURE / "init_L.csv", delimiter=",")
+    H = np.loadtxt(FIXTURE / "init_F.csv", delimiter=",").T
+    grid = np.loadtxt(FIXTURE / "prior_grid_shape_eq_rate.csv")
+    np.testing.assert_array_equal(grid, _wbpmf.DEFAULT_GAMMA_GRID)
+    r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv", delimiter=",")
+    r_final = r_trace[-1, 1]
+    model = WeightedBackgroundPMF(5, init="custom", max_iter=100, tol=0.0)
+    model.fit(X, W=W, H=H)
+    assert model.n_iter_ == 100
+    assert model.lower_bound_ >= r_final - 1e-4 * abs(r_final)
+    assert np.all(np.diff(model.lower_bounds_) >= -1e-9 * abs(r_final))
+    # The first iteration starts from the same state: the ELBOs are close.
+    assert model.lower_bounds_[0] == pytest.approx(r_trace[0, 1], rel=1e-3)
+
+
+def test_transform_is_row_separable_and_fits_training_rows(data):
+    X = data[0]
+    model = _fit(X, max_iter=30)
+    T = model.transform(X)
+    assert T.shape == (X.shape[0], 3) and np.all(T >= 0)
+    # Rows are independent: a subset, reordered, gives the same rows.
+    idx = np.arange(X.shape[0])[::-3]
+    np.testing.assert_allclose(model.transform(X[idx]), T[idx], rtol=1e-12, atol=0)
+    # Close to the fitted training loadings.
+    train = model.l0_[:, None] * model.loadings_mean_
+    for k in range(3):
+        assert np.corrcoef(T[:, k], train[:, k])[0, 1] > 0.95
+    # X ~ transform(X) @ components_: row and column sums match those of X.
+    mean = T @ model.components_
+    np.testing.assert_allclose(mean.sum(axis=1), np.asarray(X.sum(axis=1)).ravel(), rtol=1e-6)
+
+
+def test_score_prefers_model_data(data):
+    X = data[0]
+    model = _fit(X, max_iter=30)
+    rng = np.random.RandomState(1)
+    shuffled = X.toarray()
+    for j in range(shuffled.shape[1]):
+        rng.shuffle(shuffled[:, j])  # keeps each column's counts, breaks the topics
+    s_train = model.score(X)
+    assert np.isfinite(s_train)
+    assert s_train > model.score(shuffled)
+
+
+def test_float32_pickle_and_read_only(data):
+    X = data[0]
+    model = _fit(X, max_iter=5)
+    X32 = X.astype(np.float32)
+    np.testing.assert_allclose(model.transform(X32), model.transform(X), rtol=1e-6)
+    clone = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(clone.transform(X), model.transform(X))
+    Xd = X.toarray()
+    Xd.setflags(write=False)
+    np.testing.assert_allclose(model.transform(Xd), model.transform(X))
+
+
+def test_convergence_warning_and_tol_stop(data):
+    X = data[0]
+    with pytest.warns(ConvergenceWarning, match="max_iter=2"):
+        WeightedBackgroundPMF(3, max_iter=2, random_state=0).fit(X)
+    model = WeightedBackgroundPMF(3, max_iter=500, tol=1e-3, random_state=0).fit(X)
+    assert 2 <= model.n_iter_ < 500
+    gain = np.diff(model.lower_bounds_[-2:])[0]
+    assert gain <= 1e-3 * abs(model.lower_bounds_[-2])
+
+
+def test_errors(data):
+    X = data[0]
+    with pytest.raises(ValueError, match="init='custom' needs"):
+        WeightedBackgroundPMF(3, init="custom").fit(X)
+    with pytest.raises(ValueError, match=r"W must have shape"):
+        WeightedBackgroundPMF(3, init="custom").fit(X, W=np.ones((5, 3)), H=np.ones((3, 150)))
+    with pytest.raises(ValueError, match=r"H must have shape"):
+        WeightedBackgroundPMF(3, init="custom").fit(X, W=np.ones((200, 3)), H=np.ones((2, 150)))
+    with pytest.raises(ValueError, match="non-negative"):
+        WeightedBackgroundPMF(3, init="custom").fit(
+            X, W=-np.ones((200, 3)), H=np.ones((3, 150))
+        )
+    with pytest.raises(ValueError, match="only with init='custom'"):
+        WeightedBackgroundPMF(3).fit(X, W=np.ones((200, 3)), H=np.ones((3, 150)))
+    with pytest.raises(ValueError, match="no positive entry"):
+        WeightedBackgroundPMF(3).fit(sparse.csr_matrix((10, 5)))
+    with pytest.raises(ValueError, match="prior_loadings"):
+        WeightedBackgroundPMF(3, prior_loadings="normal").fit(X)
