@@ -11,7 +11,6 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
-from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import HierarchicalPMF, _hpmf, match_components
@@ -35,11 +34,6 @@ def example():
 def vbem_fit(example):
     X, _, _ = example
     return HierarchicalPMF(3, tol=1e-9, max_iter=3000, random_state=0).fit(sparse.csr_matrix(X))
-
-
-@parametrize_with_checks([HierarchicalPMF(n_components=2, max_iter=30, random_state=0)])
-def test_sklearn_compatible_estimator(estimator, check):
-    check(estimator)
 
 
 @pytest.mark.parametrize("which", [0, 1, 2])

@@ -10,7 +10,6 @@ import pytest
 from scipy import io, sparse
 from scipy.special import gammaln
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import WeightedBackgroundPMF, match_components
@@ -35,11 +34,6 @@ def _fit(X, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return WeightedBackgroundPMF(**kw).fit(X)
-
-
-@parametrize_with_checks([WeightedBackgroundPMF(n_components=2, max_iter=5, tol=1e-4)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
