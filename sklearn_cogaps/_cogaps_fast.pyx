@@ -361,7 +361,8 @@ cdef void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil:
             return
         # moving mass x from (r1, q1) to (r2, q2): +x at 2, -x at 1 (1.3.3)
         x = h.dom.mass[p.atom1]
-        _swap_pair_stats(h, p, &s, &smu)
+        _pair_stats(h, p, &s, &smu)
+        smu = -smu  # +x at (r2, q2) and -x at (r1, q1)
         dl = x * smu - 0.5 * s * x * x
         if rng_uniform(&p.rng) < _exp_clipped(tau * dl):
             p.outcome = APPLY
@@ -381,19 +382,6 @@ cdef void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil:
         p.value = x
         p.dloglik = x * smu - 0.5 * s * x * x
         p.outcome = APPLY
-
-
-cdef inline void _swap_pair_stats(const Half* h, const Proposal* p, double* s,
-                                  double* smu) noexcept nogil:
-    """Pair statistics for +x at (r2, q2), -x at (r1, q1)."""
-    cdef double s1, m1, s2, m2
-    if p.r1 == p.r2:
-        _same_row_stats(h, p.r1, p.q2, p.q1, s, smu)
-        return
-    _element_stats(h, p.r1, p.q1, &s1, &m1)
-    _element_stats(h, p.r2, p.q2, &s2, &m2)
-    s[0] = s1 + s2
-    smu[0] = m2 - m1
 
 
 cdef inline double _exp_clipped(double v) noexcept nogil:
