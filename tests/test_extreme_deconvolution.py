@@ -1,0 +1,318 @@
+"""ExtremeDeconvolution: batch EM, minibatch EM, SGD, split-and-merge and the sklearn API."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps import ExtremeDeconvolution, effective_n_threads
+
+
+def _mixture(d=2, seed=0):
+    rng = np.random.RandomState(seed)
+    weights = np.array([0.5, 0.3, 0.2])
+    means = rng.uniform(-4, 4, size=(3, d))
+    A = rng.normal(size=(3, d, d)) * 0.5
+    covs = A @ np.swapaxes(A, 1, 2) + 0.2 * np.eye(d)
+    return weights, means, covs
+
+
+def _draw(model, n, seed=0, noise=(0.2, 2.0), full=True):
+    """Points of the mixture with heteroscedastic Gaussian noise (full or diagonal)."""
+    weights, means, covs = model
+    rng = np.random.RandomState(seed + 1)
+    d = means.shape[1]
+    z = rng.choice(len(weights), size=n, p=weights)
+    v = means[z] + np.einsum("nij,nj->ni", np.linalg.cholesky(covs)[z], rng.normal(size=(n, d)))
+    sd = rng.uniform(*noise, size=(n, d))
+    if full:
+        q, _ = np.linalg.qr(rng.normal(size=(n, d, d)))
+        S = np.einsum("nij,nj,nkj->nik", q, sd**2, q)
+    else:
+        S = sd**2
+    L = np.linalg.cholesky(S if full else S[:, :, None] * np.eye(d))
+    x = v + np.einsum("nij,nj->ni", L, rng.normal(size=(n, d)))
+    return x, S, v, z
+
+
+def _init(model):
+    weights, means, covs = model
+    return dict(weights_init=weights, means_init=means, precisions_init=np.linalg.inv(covs))
+
+
+# ---------------------------------------------------------------- the sklearn API
+
+
+@parametrize_with_checks(
+    [
+        ExtremeDeconvolution(n_components=1, max_iter=20, tol=1e-4, w=1e-3),
+        ExtremeDeconvolution(n_components=2, max_iter=20, tol=1e-4, w=1e-3, random_state=0),
+    ],
+    expected_failed_checks=lambda est: (
+        {
+            "check_sample_weight_equivalence_on_dense_data": (
+                "the k-means initialisation draws its centres from the rows, so repeated rows "
+                "and integer weights start EM from different mixtures (as KMeans itself)"
+            )
+        }
+        if est.n_components > 1
+        else {}
+    ),
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+# ---------------------------------------------------------------- batch EM
+
+
+def test_no_noise_equals_gaussian_mixture():
+    model = _mixture(d=3)
+    X, _, _, _ = _draw(model, 600)
+    gm = GaussianMixture(3, reg_covar=0.0, max_iter=5, tol=0.0, random_state=0, **_init(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gm.fit(X)
+        xd = ExtremeDeconvolution(3, max_iter=5, tol=0.0, **_init(model)).fit(X)
+    assert xd.n_iter_ == 5
+    assert_allclose(xd.weights_, gm.weights_, rtol=1e-10)
+    assert_allclose(xd.means_, gm.means_, rtol=1e-10, atol=1e-12)
+    assert_allclose(xd.covariances_, gm.covariances_, rtol=1e-9, atol=1e-12)
+    assert_allclose(xd.precisions_cholesky_, gm.precisions_cholesky_, rtol=1e-8, atol=1e-10)
+    assert_allclose(xd.score_samples(X), gm.score_samples(X), rtol=1e-12)
+    assert_allclose(xd.predict_proba(X), gm.predict_proba(X), atol=1e-12)
+    assert_allclose(xd.score(X), gm.score(X), rtol=1e-12)
+    assert_allclose(xd.bic(X), gm.bic(X), rtol=1e-12)
+    assert_allclose(xd.aic(X), gm.aic(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_em_never_decreases_the_likelihood(full):
+    model = _mixture(d=3, seed=1)
+    X, S, v, _ = _draw(model, 800, seed=1, full=full)
+    R = np.eye(3) + 0.3 * np.random.RandomState(2).normal(size=(800, 3, 3))
+    X = X - v + np.einsum("nij,nj->ni", R, v)  # x_i = R_i v_i + noise
+    X[::7, 1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(3, max_iter=60, tol=0.0, **_init(model)).fit(
+            X, X_cov=S, projection=R
+        )
+    steps = np.diff(xd.lower_bounds_)
+    assert steps.min() > -1e-10
+    assert xd.lower_bounds_[-1] - xd.lower_bounds_[0] > 0.01
+
+
+def test_recovers_covariances_that_a_plain_mixture_inflates():
+    model = _mixture(d=2, seed=3)
+    X, S, _, z = _draw(model, 4000, seed=3, noise=(0.5, 1.5))
+    xd = ExtremeDeconvolution(3, random_state=0, **_init(model)).fit(X, X_cov=S)
+    gm = GaussianMixture(3, random_state=0, **_init(model)).fit(X)
+    assert xd.converged_
+    for est in (xd, gm):
+        order = np.argsort(est.means_[:, 0])
+        est.order = order
+    true = model[2][np.argsort(model[1][:, 0])]
+    err_xd = np.abs(np.linalg.det(xd.covariances_[xd.order]) / np.linalg.det(true) - 1)
+    ratio_gm = np.linalg.det(gm.covariances_[gm.order]) / np.linalg.det(true)
+    assert np.all(err_xd < 0.3), err_xd
+    assert np.all(ratio_gm > 1.8), ratio_gm
+    assert_allclose(xd.means_[xd.order], model[1][np.argsort(model[1][:, 0])], atol=0.2)
+
+
+def test_missing_values_equal_an_explicit_projection():
+    """NaN-dropping equals a projection whose dropped row is zero, with x = 0 and unit noise:
+    that coordinate then adds the constant log N(0 | 0, 1) to every point and nothing else."""
+    model = _mixture(d=3, seed=4)
+    X, S, _, _ = _draw(model, 1500, seed=4)
+    rng = np.random.RandomState(5)
+    drop = rng.rand(1500) < 0.3
+    col = rng.randint(0, 3, size=1500)
+    X_nan = X.copy()
+    X_nan[drop, col[drop]] = np.nan
+    X_zero, S_unit = X.copy(), S.copy()
+    R = np.repeat(np.eye(3)[None], 1500, axis=0)
+    for i in np.flatnonzero(drop):
+        X_zero[i, col[i]] = 0.0
+        S_unit[i, col[i], :] = S_unit[i, :, col[i]] = 0.0
+        S_unit[i, col[i], col[i]] = 1.0
+        R[i, col[i], :] = 0.0
+    kw = dict(n_components=3, tol=1e-8, random_state=0, **_init(model))
+    a = ExtremeDeconvolution(**kw).fit(X_nan, X_cov=S)
+    b = ExtremeDeconvolution(**kw).fit(X_zero, X_cov=S_unit, projection=R)
+    assert a.n_iter_ == b.n_iter_
+    assert_allclose(a.means_, b.means_, rtol=1e-9, atol=1e-10)
+    assert_allclose(a.covariances_, b.covariances_, rtol=1e-9, atol=1e-10)
+    const = -0.5 * np.log(2 * np.pi) * drop
+    assert_allclose(
+        a.score_samples(X_nan, X_cov=S) + const,
+        b.score_samples(X_zero, X_cov=S_unit, projection=R),
+        rtol=1e-10,
+    )
+    # A shared rectangular projection gives the same scores for the points it describes.
+    rows = drop & (col == 1)
+    keep = [0, 2]
+    assert_allclose(
+        a.score_samples(X_nan[rows], X_cov=S[rows]),
+        a.score_samples(X[rows][:, keep], X_cov=S[rows][:, keep][:, :, keep],
+                        projection=np.eye(3)[keep]),  # fmt: skip
+        rtol=1e-10,
+    )
+
+
+def test_thread_count_does_not_change_the_result():
+    model = _mixture(d=3, seed=6)
+    X, S, _, _ = _draw(model, 3000, seed=6)
+    X[::5, 0] = np.nan
+    kw = dict(n_components=3, max_iter=10, tol=0.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with threadpool_limits(1, user_api="openmp"):
+            assert effective_n_threads() == 1
+            one = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+            p1 = one.predict_proba(X, X_cov=S)
+        with threadpool_limits(2, user_api="openmp"):
+            two = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+            p2 = two.predict_proba(X, X_cov=S)
+    assert_array_equal(one.means_, two.means_)
+    assert_array_equal(one.covariances_, two.covariances_)
+    assert_array_equal(one.lower_bounds_, two.lower_bounds_)
+    assert_array_equal(p1, p2)
+
+
+def test_float32_agrees_with_float64():
+    model = _mixture(d=3, seed=7)
+    X, S, _, _ = _draw(model, 2000, seed=7, full=False)
+    kw = dict(n_components=3, tol=1e-7, random_state=0, **_init(model))
+    a = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+    b = ExtremeDeconvolution(**kw).fit(X.astype(np.float32), X_cov=S.astype(np.float32))
+    assert b.means_.dtype == np.float32 and b.covariances_.dtype == np.float32
+    assert_allclose(b.means_, a.means_, atol=2e-3)
+    assert_allclose(b.covariances_, a.covariances_, atol=5e-3)
+    assert abs(b.lower_bound_ - a.lower_bound_) < 1e-4
+
+
+def test_sample_weight_equals_repeated_points():
+    model = _mixture(d=2, seed=8)
+    X, S, _, _ = _draw(model, 300, seed=8)
+    counts = np.random.RandomState(9).randint(0, 4, size=300)
+    kw = dict(n_components=3, max_iter=8, tol=0.0, **_init(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=S, sample_weight=counts)
+        b = ExtremeDeconvolution(**kw).fit(np.repeat(X, counts, 0), X_cov=np.repeat(S, counts, 0))
+    assert_allclose(a.means_, b.means_, rtol=1e-9)
+    assert_allclose(a.covariances_, b.covariances_, rtol=1e-9)
+
+
+def test_regulariser_and_fixed_parameters():
+    rng = np.random.RandomState(10)
+    X = rng.normal(size=(50, 2)) * [1.0, 3.0]
+    w = 2.5
+    xd = ExtremeDeconvolution(1, w=w, tol=0.0, max_iter=3).fit(X)
+    centred = X - X.mean(0)
+    assert_allclose(xd.means_[0], X.mean(0), rtol=1e-12)
+    # Bovy et al.: V = (sum_i (x_i - m)(x_i - m)^T + w I) / (n + 1).
+    assert_allclose(xd.covariances_[0], (centred.T @ centred + w * np.eye(2)) / 51, rtol=1e-10)
+
+    model = _mixture(d=2, seed=11)
+    X, S, _, _ = _draw(model, 1000, seed=11)
+    init = _init(model)
+    init["means_init"] = init["means_init"] + 0.5
+    xd = ExtremeDeconvolution(
+        3, fixed_means=[True, False, False], fixed_weights=[False, True, False],
+        fixed_covariances=[False, False, True], **init,
+    ).fit(X, X_cov=S)  # fmt: skip
+    assert_array_equal(xd.means_[0], init["means_init"][0])
+    assert xd.weights_[1] == init["weights_init"][1]
+    assert_allclose(xd.weights_.sum(), 1.0)
+    assert_allclose(xd.covariances_[2], np.linalg.inv(init["precisions_init"][2]), rtol=1e-12)
+    assert not np.allclose(xd.means_[1], init["means_init"][1])
+    assert xd._n_parameters() == 1 + 2 * 2 + 3 * 2
+
+
+def test_deconvolve_is_the_gaussian_posterior():
+    rng = np.random.RandomState(12)
+    m, V = np.array([1.0, -1.0, 0.5]), np.diag([2.0, 1.0, 0.5])
+    R = rng.normal(size=(2, 3))
+    X = rng.normal(size=(5, 2))
+    S = np.repeat(np.diag([0.3, 0.7])[None], 5, axis=0)
+    xd = ExtremeDeconvolution(1, max_iter=0, weights_init=[1.0], means_init=m[None],
+                              precisions_init=np.linalg.inv(V)[None])  # fmt: skip
+    xd.fit(X, X_cov=S, projection=R)
+    mean, cov = xd.deconvolve(X, X_cov=S, projection=R)
+    T = R @ V @ R.T + S[0]
+    K = V @ R.T @ np.linalg.inv(T)
+    assert_allclose(mean, m + (X - R @ m) @ K.T, rtol=1e-10)
+    assert_allclose(cov, np.broadcast_to(V - K @ R @ V, (5, 3, 3)), rtol=1e-10, atol=1e-12)
+
+
+def test_sample_is_reproducible_and_follows_the_mixture():
+    model = _mixture(d=2, seed=13)
+    xd = ExtremeDeconvolution(3, max_iter=0, random_state=3, **_init(model))
+    xd.fit(_draw(model, 100, seed=13)[0])
+    a, la = xd.sample(20000)
+    b, lb = xd.sample(20000)
+    assert_array_equal(a, b)
+    assert_allclose(np.bincount(la) / 20000, model[0], atol=0.02)
+    assert_allclose(a[la == 0].mean(0), model[1][0], atol=0.05)
+
+
+def test_pickle_round_trip():
+    model = _mixture(d=2, seed=14)
+    X, S, _, _ = _draw(model, 300, seed=14)
+    xd = ExtremeDeconvolution(3, random_state=0).fit(X, X_cov=S)
+    again = pickle.loads(pickle.dumps(xd))
+    assert_array_equal(again.score_samples(X, X_cov=S), xd.score_samples(X, X_cov=S))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(X_cov=-np.ones((20, 2))), "non-negative"),
+        (dict(X_cov=np.ones((20, 3))), "X_cov must have shape"),
+        (dict(X_cov=np.repeat(np.array([[1.0, 2.0], [2.0, 1.0]])[None], 20, 0)), "positive semi"),
+        (dict(X_cov=np.repeat(np.array([[1.0, 0.5], [0.0, 1.0]])[None], 20, 0)), "symmetric"),
+        (dict(projection=np.ones((20, 3, 2))), "projection must have shape"),
+        (dict(projection=np.ones(5)), "projection must have shape"),
+        (dict(projection=np.full((2, 2), np.nan)), "projection must be finite"),
+    ],
+)
+def test_bad_input_raises_clear_errors(kwargs, match):
+    X = np.random.RandomState(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match=match):
+        ExtremeDeconvolution(2).fit(X, **kwargs)
+
+
+def test_bad_parameters_raise_clear_errors():
+    X = np.random.RandomState(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="means_init must be given"):
+        ExtremeDeconvolution(2, fixed_means=True).fit(X)
+    with pytest.raises(ValueError, match="precisions_init must hold"):
+        ExtremeDeconvolution(1, precisions_init=-np.eye(2)[None]).fit(X)
+    with pytest.raises(ValueError, match="weights_init must be"):
+        ExtremeDeconvolution(2, weights_init=[0.9, 0.9]).fit(X)
+    with pytest.raises(ValueError, match="fixed_means must be"):
+        ExtremeDeconvolution(2, fixed_means=[True, False, True]).fit(X)
+    xd = ExtremeDeconvolution(1).fit(X)
+    with pytest.raises(ValueError, match="expecting 2 features"):
+        xd.score(X[:, :1])
+    # A noise-free collapse names the component and suggests w.
+    with pytest.raises(ValueError, match="component 0 is not positive definite.*w > 0"):
+        ExtremeDeconvolution(1).fit(np.ones((20, 2)))
+    # A singular projection without noise: the failing point is named.
+    S = np.zeros((20, 2))
+    S[1:] = 1.0
+    R = np.repeat(np.eye(2)[None], 20, axis=0)
+    R[0, 1] = 0.0
+    with pytest.raises(ValueError, match="of point 0 under component 0"):
+        ExtremeDeconvolution(1).fit(X, X_cov=S, projection=R)
