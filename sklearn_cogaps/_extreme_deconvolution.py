@@ -11,7 +11,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, DensityMixin, _fit_context
 from sklearn.cluster import KMeans, kmeans_plusplus
@@ -79,6 +78,13 @@ class _Data:
 def _chunks(n):
     """Number of chunks of points for the per-chunk sums: a function of n only."""
     return int(min(max(1, n // 256), 256))
+
+
+def _threads(n, K, p, d, n_threads):
+    """Threads worth starting for a sweep of n points: one per ~2e5 flops of work at most
+    (starting threads costs more than small sweeps). The result never depends on it."""
+    work = n * K * (p * p + p * d + d * d)
+    return int(max(1, min(n_threads, work // 200_000)))
 
 
 def _component_error(i, j):
@@ -408,7 +414,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
                 except np.linalg.LinAlgError:
                     raise _component_error(None, j) from None
                 Ls.append(L)
-                Ws.append(solve_triangular(L, RV[j], lower=True))
+                Ws.append(np.linalg.solve(L, RV[j]))
             Lsh = np.ascontiguousarray(np.ravel(Ls), dtype=dtype)
             Wsh = np.ascontiguousarray(np.ravel(Ws), dtype=dtype)
         flat = [np.ascontiguousarray(np.ravel(a), dtype=dtype) for a in (RV, RVR, Rm)]
@@ -426,7 +432,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         args = self._kernel_params(data, *params)
         _xd_fast.estep_stats(
             data.X, data.noise_mode, data.Sdiag, data.Sfull, data.Rproj, data.sample_weight,
-            *args, q, s1, A, ll, fail, n_threads,
+            *args, q, s1, A, ll, fail, _threads(data.n, K, data.X.shape[1], d, n_threads),
         )  # fmt: skip
         if np.any(fail >= 0):
             code = int(fail[fail >= 0][0])
@@ -447,7 +453,8 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         args = self._kernel_params(data, *params)
         _xd_fast.log_prob(
             data.X, data.noise_mode, data.Sdiag, data.Sfull, data.Rproj,
-            *args, logp, mean, cov, fail, effective_n_threads(),
+            *args, logp, mean, cov, fail,
+            _threads(data.n, K, data.X.shape[1], d, effective_n_threads()),
         )  # fmt: skip
         if np.any(fail >= 0):
             i = int(np.flatnonzero(fail >= 0)[0])
@@ -633,8 +640,9 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
         covs = 0.5 * (covs + np.swapaxes(covs, 1, 2))
         chol = np.linalg.cholesky(covs)
-        eye = np.eye(means.shape[1])
-        prec_chol = np.stack([solve_triangular(c, eye, lower=True).T for c in chol])
+        # numpy rather than scipy.linalg: these are tiny, and scipy's LAPACK wrappers are slow
+        # to start while the OpenMP threads of the kernels are still spinning.
+        prec_chol = np.swapaxes(np.linalg.inv(chol), 1, 2)
         self.weights_ = weights.astype(dtype)
         self.means_ = means.astype(dtype)
         self.covariances_ = covs.astype(dtype)
@@ -648,7 +656,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         total = 0.0
         for j in np.flatnonzero(~fixed_cov):
             L = np.linalg.cholesky(covs[j])
-            Linv = solve_triangular(L, np.eye(len(L)), lower=True)
+            Linv = np.linalg.inv(L)
             total += -np.log(np.diag(L)).sum() - 0.5 * self.w * np.sum(Linv**2)
         return total
 
@@ -1189,7 +1197,7 @@ class _AdamState:
         gL = np.empty((K, d, d))
         eye = np.eye(d)
         for j in range(K):
-            Vinv = cho_solve((L[j], True), eye)
+            Vinv = np.linalg.inv(L[j] @ L[j].T)
             gm[j] = Vinv @ s1[j]
             gV = 0.5 * Vinv @ A[j] @ Vinv
             if w > 0:

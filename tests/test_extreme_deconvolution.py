@@ -171,7 +171,8 @@ def test_missing_values_equal_an_explicit_projection():
 
 def test_thread_count_does_not_change_the_result():
     model = _mixture(d=3, seed=6)
-    X, S, _, _ = _draw(model, 3000, seed=6)
+    # Large enough for the kernels to start two threads (they use one for small sweeps).
+    X, S, _, _ = _draw(model, 20000, seed=6)
     X[::5, 0] = np.nan
     kw = dict(n_components=3, max_iter=10, tol=0.0, random_state=0)
     with warnings.catch_warnings():
@@ -316,3 +317,56 @@ def test_bad_parameters_raise_clear_errors():
     R[0, 1] = 0.0
     with pytest.raises(ValueError, match="of point 0 under component 0"):
         ExtremeDeconvolution(1).fit(X, X_cov=S, projection=R)
+
+
+# ---------------------------------------------------------------- stochastic methods
+
+
+@pytest.fixture(scope="module")
+def large():
+    """100,000 points in 2-d with diagonal heteroscedastic noise, and the batch-EM optimum."""
+    model = _mixture(d=2, seed=20)
+    X, S, _, _ = _draw(model, 100_000, seed=20, full=False)
+    em = ExtremeDeconvolution(3, tol=1e-5, **_init(model)).fit(X, X_cov=S)
+    return X, S, em
+
+
+@pytest.mark.parametrize("method", ["minibatch_em", "sgd"])
+def test_stochastic_methods_reach_the_batch_optimum(large, method):
+    X, S, em = large
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(3, method=method, max_iter=3, batch_size=1000, random_state=0)
+        xd.fit(X, X_cov=S)
+    assert xd.n_iter_ == 3 and len(xd.lower_bounds_) == 3
+    assert abs(xd.lower_bound_ - xd.score(X, X_cov=S)) < 1e-10
+    assert em.lower_bound_ - xd.lower_bound_ < 0.05
+
+
+def test_partial_fit_streams_to_the_batch_optimum(large):
+    X, S, em = large
+    xd = ExtremeDeconvolution(3, random_state=0)
+    for epoch in range(2):
+        for start in range(0, 100_000, 2000):
+            xd.partial_fit(X[start : start + 2000], X_cov=S[start : start + 2000])
+    assert xd.n_iter_ == 100
+    assert em.lower_bound_ - xd.score(X, X_cov=S) < 0.05
+
+
+@pytest.mark.parametrize("method", ["minibatch_em", "sgd"])
+def test_stochastic_float32_agrees_with_float64(method):
+    model = _mixture(d=3, seed=21)
+    X, S, _, _ = _draw(model, 5000, seed=21)
+    # Means far from the origin relative to the spread: the case the stable update is for.
+    X = X + 1000.0
+    init = _init(model)
+    init["means_init"] = init["means_init"] + 1000.0
+    kw = dict(n_components=3, method=method, max_iter=3, batch_size=500, random_state=0, **init)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+        b = ExtremeDeconvolution(**kw).fit(X.astype(np.float32), X_cov=S.astype(np.float32))
+    assert b.covariances_.dtype == np.float32
+    assert np.all(np.linalg.eigvalsh(b.covariances_.astype(float)) > 0)
+    assert_allclose(b.covariances_, a.covariances_, rtol=0.02, atol=0.02)
+    assert abs(a.lower_bound_ - b.lower_bound_) < 1e-3
