@@ -370,3 +370,38 @@ def test_stochastic_float32_agrees_with_float64(method):
     assert np.all(np.linalg.eigvalsh(b.covariances_.astype(float)) > 0)
     assert_allclose(b.covariances_, a.covariances_, rtol=0.02, atol=0.02)
     assert abs(a.lower_bound_ - b.lower_bound_) < 1e-3
+
+
+# ---------------------------------------------------------------- split and merge, warm start
+
+
+def test_split_merge_escapes_a_local_optimum():
+    rng = np.random.RandomState(0)
+    centres = np.array([[-6.0, 0.0], [0.0, 0.0], [6.0, 0.0]])
+    v = np.vstack([rng.normal(size=(400, 2)) * 0.7 + c for c in centres])
+    S = rng.uniform(0.1, 0.5, size=(1200, 2))
+    X = v + rng.normal(size=v.shape) * np.sqrt(S)
+    # Two components start on the left cluster, one spans the other two.
+    covs = np.array([np.eye(2) * 0.5, np.eye(2) * 0.5, np.diag([10.0, 0.5])])
+    init = dict(weights_init=[1 / 6, 1 / 6, 2 / 3], means_init=[[-6.5, 0], [-5.5, 0], [3, 0]],
+                precisions_init=np.linalg.inv(covs))  # fmt: skip
+    stuck = ExtremeDeconvolution(3, **init).fit(X, X_cov=S)
+    xd = ExtremeDeconvolution(3, split_merge=2, **init).fit(X, X_cov=S)
+    assert xd.lower_bound_ > stuck.lower_bound_ + 0.3
+    assert_allclose(np.sort(xd.means_[:, 0]), centres[:, 0], atol=0.15)
+    assert xd.n_iter_ > stuck.n_iter_
+    assert np.all(np.diff(xd.lower_bounds_[: stuck.n_iter_]) > -1e-10)
+
+
+def test_warm_start_continues_from_the_previous_fit():
+    model = _mixture(d=2, seed=30)
+    X, S, _, _ = _draw(model, 1000, seed=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(3, max_iter=5, tol=0.0, warm_start=True, random_state=0)
+        xd.fit(X, X_cov=S)
+        first = xd.lower_bounds_[-1]
+        xd.fit(X, X_cov=S)
+        ten = ExtremeDeconvolution(3, max_iter=10, tol=0.0, random_state=0).fit(X, X_cov=S)
+    assert xd.lower_bounds_[0] >= first - 1e-12
+    assert_allclose(xd.means_, ten.means_, rtol=1e-12)
