@@ -80,6 +80,33 @@ def _chunks(n):
     return int(min(max(1, n // 256), 256))
 
 
+def _check_noise_block(S, missing, offset):
+    """Check full noise covariances (finite, symmetric, PSD) on their observed coordinates."""
+    S = np.where(missing[:, :, None] | missing[:, None, :], 0.0, S.astype(np.float64))
+    if not np.all(np.isfinite(S)):
+        bad = np.flatnonzero(~np.isfinite(S).all(axis=(1, 2)))[0]
+        raise ValueError(
+            f"X_cov must be finite where X is observed; the covariance of point "
+            f"{offset + bad} has non-finite entries."
+        )
+    asym = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2))
+    scale = np.abs(S).max(axis=(1, 2))
+    if np.any(asym > 1e-8 * scale + 1e-300):
+        bad = int(np.argmax(asym > 1e-8 * scale + 1e-300))
+        raise ValueError(
+            f"X_cov must hold symmetric covariance matrices; the one of point "
+            f"{offset + bad} is not symmetric (largest asymmetry {asym[bad]:.3g})."
+        )
+    eig = np.linalg.eigvalsh(S)
+    neg = eig[:, 0] < -1e-10 * np.maximum(eig[:, -1], 0.0) - 1e-300
+    if np.any(neg):
+        bad = int(np.flatnonzero(neg)[0])
+        raise ValueError(
+            f"X_cov must be positive semi-definite; the covariance of point {offset + bad} "
+            f"has eigenvalue {eig[bad, 0]:.3g}. Pass valid noise covariances."
+        )
+
+
 def _threads(n, K, p, d, n_threads):
     """Threads worth starting for a sweep of n points: one per ~2e5 flops of work at most
     (starting threads costs more than small sweeps). The result never depends on it."""
@@ -311,7 +338,9 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         Sfull = np.zeros((0, 0, 0), dtype=dtype)
         noise_mode = 0
         if X_cov is not None:
-            S = np.asarray(X_cov, dtype=np.float64)
+            S = np.asarray(X_cov)
+            if S.dtype.kind not in "fiu":
+                S = S.astype(np.float64)
             if S.shape == (n, p):
                 S = np.where(missing, 0.0, S)
                 if not np.all(np.isfinite(S)) or np.any(S < 0):
@@ -323,30 +352,12 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
                     )
                 Sdiag, noise_mode = np.ascontiguousarray(S, dtype=dtype), 1
             elif S.shape == (n, p, p):
-                S = np.where(missing[:, :, None] | missing[:, None, :], 0.0, S)
-                if not np.all(np.isfinite(S)):
-                    bad = np.flatnonzero(~np.isfinite(S).all(axis=(1, 2)))[0]
-                    raise ValueError(
-                        f"X_cov must be finite where X is observed; the covariance of point "
-                        f"{bad} has non-finite entries."
-                    )
-                asym = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2))
-                scale = np.abs(S).max(axis=(1, 2))
-                if np.any(asym > 1e-8 * np.maximum(scale, 1e-300) + 1e-300):
-                    bad = int(np.argmax(asym > 1e-8 * scale))
-                    raise ValueError(
-                        f"X_cov must hold symmetric covariance matrices; the one of point "
-                        f"{bad} is not symmetric (largest asymmetry {asym[bad]:.3g})."
-                    )
-                eig = np.linalg.eigvalsh(S)
-                neg = eig[:, 0] < -1e-10 * np.maximum(eig[:, -1], 0.0) - 1e-300
-                if np.any(neg):
-                    bad = int(np.flatnonzero(neg)[0])
-                    raise ValueError(
-                        f"X_cov must be positive semi-definite; the covariance of point {bad} "
-                        f"has eigenvalue {eig[bad, 0]:.3g}. Pass valid noise covariances."
-                    )
+                # The kernels read only the observed rows and columns, so the array is passed
+                # as it is (no copy when its dtype and layout fit) and checked by blocks.
                 Sfull, noise_mode = np.ascontiguousarray(S, dtype=dtype), 2
+                for start in range(0, n, 1 << 15):
+                    _check_noise_block(Sfull[start : start + (1 << 15)],
+                                       missing[start : start + (1 << 15)], start)  # fmt: skip
             else:
                 raise ValueError(
                     f"X_cov must have shape (n_samples, n_features) = {(n, p)} for variances "

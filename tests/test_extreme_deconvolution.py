@@ -405,3 +405,20 @@ def test_warm_start_continues_from_the_previous_fit():
         ten = ExtremeDeconvolution(3, max_iter=10, tol=0.0, random_state=0).fit(X, X_cov=S)
     assert xd.lower_bounds_[0] >= first - 1e-12
     assert_allclose(xd.means_, ten.means_, rtol=1e-12)
+
+
+def test_noise_of_missing_coordinates_is_ignored():
+    model = _mixture(d=2, seed=31)
+    X, S, _, _ = _draw(model, 400, seed=31)
+    X[::3, 1] = np.nan
+    S_nan = S.copy()
+    S_nan[::3, 1, :] = np.nan
+    S_nan[::3, :, 1] = np.nan
+    kw = dict(n_components=3, max_iter=5, tol=0.0, **_init(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+        b = ExtremeDeconvolution(**kw).fit(X, X_cov=S_nan)
+    assert_array_equal(a.covariances_, b.covariances_)
+    with pytest.raises(ValueError, match="point 1 has non-finite"):
+        ExtremeDeconvolution(3).fit(X, X_cov=np.where(np.arange(400)[:, None, None] == 1, np.nan, S))
