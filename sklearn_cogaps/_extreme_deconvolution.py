@@ -146,7 +146,8 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         log-likelihood with Adam on softmax weights and Cholesky factors with log-diagonal.
     tol : float, default=1e-6
         Convergence threshold on the gain of the mean log-likelihood per point (per iteration
-        for ``"em"``, per pass over the data for the stochastic methods).
+        for ``"em"``, per pass over the data for the stochastic methods, whose per-epoch means
+        are noisy: they usually run all ``max_iter`` epochs, without a warning).
     max_iter : int, default=100
         Maximum number of EM iterations (``"em"``) or of passes over the data (epochs).
     n_init : int, default=1
@@ -632,7 +633,9 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
                 result = self._fit_stochastic(data, params, fixed, n_threads, rng)
             if best is None or result["objective"] > best["objective"]:
                 best = result
-        if not best["converged"] and self.max_iter > 0:
+        # The stochastic methods run the epochs asked for; only batch EM has a convergence
+        # promise to break.
+        if not best["converged"] and self.max_iter > 0 and self.method == "em":
             warnings.warn(
                 f"ExtremeDeconvolution ({self.method}) did not converge in max_iter = "
                 f"{self.max_iter} iterations (tol = {self.tol}); increase max_iter or tol.",
