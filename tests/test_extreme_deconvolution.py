@@ -422,3 +422,27 @@ def test_noise_of_missing_coordinates_is_ignored():
     assert_array_equal(a.covariances_, b.covariances_)
     with pytest.raises(ValueError, match="point 1 has non-finite"):
         ExtremeDeconvolution(3).fit(X, X_cov=np.where(np.arange(400)[:, None, None] == 1, np.nan, S))
+
+
+def test_fast_paths_agree_with_the_general_kernel():
+    """Diagonal noise == the same noise as full matrices; a shared projection == the same
+    projection given per point; no noise == the per-point path with explicit zero noise."""
+    model = _mixture(d=3, seed=32)
+    X, var, _, _ = _draw(model, 600, seed=32, full=False)
+    X[::4, 2] = np.nan
+    R = np.random.RandomState(33).normal(size=(3, 3)) + 2 * np.eye(3)
+    kw = dict(n_components=3, max_iter=4, tol=0.0, **_init(model))
+    full = var[:, :, None] * np.eye(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=var, projection=R)
+        b = ExtremeDeconvolution(**kw).fit(X, X_cov=full, projection=np.repeat(R[None], 600, 0))
+        c = ExtremeDeconvolution(**kw).fit(X)
+        e = ExtremeDeconvolution(**kw).fit(X, X_cov=np.zeros_like(full),
+                                           projection=np.repeat(np.eye(3)[None], 600, 0))  # fmt: skip
+    assert_allclose(a.covariances_, b.covariances_, rtol=1e-10, atol=1e-12)
+    assert_allclose(a.score_samples(X, X_cov=var, projection=R),
+                    b.score_samples(X, X_cov=full, projection=np.repeat(R[None], 600, 0)),
+                    rtol=1e-11)  # fmt: skip
+    assert_allclose(c.covariances_, e.covariances_, rtol=1e-10, atol=1e-12)
+    assert_allclose(c.lower_bounds_, e.lower_bounds_, rtol=1e-12)
