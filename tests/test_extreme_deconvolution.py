@@ -446,3 +446,14 @@ def test_fast_paths_agree_with_the_general_kernel():
                     rtol=1e-11)  # fmt: skip
     assert_allclose(c.covariances_, e.covariances_, rtol=1e-10, atol=1e-12)
     assert_allclose(c.lower_bounds_, e.lower_bounds_, rtol=1e-12)
+
+
+def test_n_init_keeps_the_best_start():
+    model = _mixture(d=2, seed=34)
+    X, S, _, _ = _draw(model, 500, seed=34)
+    runs = [ExtremeDeconvolution(3, init_params="random", tol=1e-4, random_state=s).fit(X, X_cov=S)
+            for s in range(3)]  # fmt: skip
+    best = ExtremeDeconvolution(3, init_params="random", tol=1e-4, n_init=3, random_state=0)
+    best.fit(X, X_cov=S)
+    assert best.lower_bound_ >= runs[0].lower_bound_ - 1e-12
+    assert np.isfinite(best.lower_bound_) and best.converged_
