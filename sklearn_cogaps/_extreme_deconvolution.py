@@ -674,17 +674,19 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
             total += -np.log(np.diag(L)).sum() - 0.5 * self.w * np.sum(Linv**2)
         return total
 
-    def _m_step(self, stats, params, fixed):
+    def _m_step(self, stats, params, fixed, warned):
         """Bovy et al. (2011) M-step from the statistics centred on the current means."""
         q, s1, A, _ = stats
         weights, means, covs = params
         fixed_w, fixed_m, fixed_c = fixed
         K, d = means.shape
         alive = q > 10 * np.finfo(float).eps * max(q.sum(), 1e-300)
-        if not np.all(alive):
+        dead = tuple(np.flatnonzero(~alive & ~(fixed_m & fixed_c)))
+        if dead and dead not in warned:
+            warned.add(dead)  # once per collapse, not at every iteration
             warnings.warn(
-                f"Components {np.flatnonzero(~alive).tolist()} have no responsibility left; "
-                f"their parameters are kept.",
+                f"Components {list(dead)} have no responsibility left; their parameters are "
+                f"kept. Fewer components, or other initial parameters, may fit better.",
                 RuntimeWarning,
             )
         qa = np.where(alive, q, 1.0)
@@ -709,10 +711,10 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         total = float(data.sample_weight.sum())
         stats = self._estep(data, params, n_threads)
         obj = (stats[3] + self._penalty(params[2], fixed[2])) / total
-        history, converged, n_iter = [], False, 0
+        history, converged, n_iter, warned = [], False, 0, set()
         roundoff = 1e-10 if data.X.dtype == np.float64 else 1e-5
         for it in range(1, max_iter + 1):
-            new = self._m_step(stats, params, fixed)
+            new = self._m_step(stats, params, fixed, warned)
             new_stats = self._estep(data, new, n_threads)
             new_obj = (new_stats[3] + self._penalty(new[2], fixed[2])) / total
             change = new_obj - obj

@@ -457,3 +457,18 @@ def test_n_init_keeps_the_best_start():
     best.fit(X, X_cov=S)
     assert best.lower_bound_ >= runs[0].lower_bound_ - 1e-12
     assert np.isfinite(best.lower_bound_) and best.converged_
+
+
+def test_minibatch_em_with_projections_and_missing_values():
+    model = _mixture(d=3, seed=35)
+    X, S, v, _ = _draw(model, 6000, seed=35)
+    R = np.eye(3) + 0.3 * np.random.RandomState(36).normal(size=(6000, 3, 3))
+    X = X - v + np.einsum("nij,nj->ni", R, v)
+    X[::5, 0] = np.nan
+    em = ExtremeDeconvolution(3, tol=1e-5, **_init(model)).fit(X, X_cov=S, projection=R)
+    xd = ExtremeDeconvolution(3, method="minibatch_em", max_iter=4, batch_size=500,
+                              random_state=0, **_init(model))  # fmt: skip
+    xd.fit(X, X_cov=S, projection=R)
+    assert em.lower_bound_ - xd.lower_bound_ < 0.05
+    mean, cov = xd.deconvolve(X[:5], X_cov=S[:5], projection=R[:5])
+    assert mean.shape == (5, 3) and np.all(np.linalg.eigvalsh(cov) > 0)
