@@ -4,6 +4,7 @@ from ._base import match_components
 from ._cogaps import CoGAPS
 from ._cogaps import default_uncertainty
 from ._hpmf import HierarchicalPMF
+from ._extreme_deconvolution import ExtremeDeconvolution
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
 from ._wbpmf import WeightedBackgroundPMF
 
@@ -13,6 +14,7 @@ __all__ = [
     "CoGAPS",
     "default_uncertainty",
     "HierarchicalPMF",
+    "ExtremeDeconvolution",
     "effective_n_threads",
     "match_components",
     "openmp_enabled",

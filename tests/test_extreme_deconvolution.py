@@ -1,0 +1,451 @@
+"""ExtremeDeconvolution: batch EM, minibatch EM, SGD, split-and-merge and the sklearn API."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps import ExtremeDeconvolution, effective_n_threads
+
+
+def _mixture(d=2, seed=0):
+    rng = np.random.RandomState(seed)
+    weights = np.array([0.5, 0.3, 0.2])
+    means = rng.uniform(-4, 4, size=(3, d))
+    A = rng.normal(size=(3, d, d)) * 0.5
+    covs = A @ np.swapaxes(A, 1, 2) + 0.2 * np.eye(d)
+    return weights, means, covs
+
+
+def _draw(model, n, seed=0, noise=(0.2, 2.0), full=True):
+    """Points of the mixture with heteroscedastic Gaussian noise (full or diagonal)."""
+    weights, means, covs = model
+    rng = np.random.RandomState(seed + 1)
+    d = means.shape[1]
+    z = rng.choice(len(weights), size=n, p=weights)
+    v = means[z] + np.einsum("nij,nj->ni", np.linalg.cholesky(covs)[z], rng.normal(size=(n, d)))
+    sd = rng.uniform(*noise, size=(n, d))
+    if full:
+        q, _ = np.linalg.qr(rng.normal(size=(n, d, d)))
+        S = np.einsum("nij,nj,nkj->nik", q, sd**2, q)
+    else:
+        S = sd**2
+    L = np.linalg.cholesky(S if full else S[:, :, None] * np.eye(d))
+    x = v + np.einsum("nij,nj->ni", L, rng.normal(size=(n, d)))
+    return x, S, v, z
+
+
+def _init(model):
+    weights, means, covs = model
+    return dict(weights_init=weights, means_init=means, precisions_init=np.linalg.inv(covs))
+
+
+# ---------------------------------------------------------------- the sklearn API
+
+
+# ---------------------------------------------------------------- batch EM
+
+
+def test_no_noise_equals_gaussian_mixture():
+    model = _mixture(d=3)
+    X, _, _, _ = _draw(model, 600)
+    gm = GaussianMixture(3, reg_covar=0.0, max_iter=5, tol=0.0, random_state=0, **_init(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gm.fit(X)
+        xd = ExtremeDeconvolution(3, max_iter=5, tol=0.0, **_init(model)).fit(X)
+    assert xd.n_iter_ == 5
+    assert_allclose(xd.weights_, gm.weights_, rtol=1e-10)
+    assert_allclose(xd.means_, gm.means_, rtol=1e-10, atol=1e-12)
+    assert_allclose(xd.covariances_, gm.covariances_, rtol=1e-9, atol=1e-12)
+    assert_allclose(xd.precisions_cholesky_, gm.precisions_cholesky_, rtol=1e-8, atol=1e-10)
+    assert_allclose(xd.score_samples(X), gm.score_samples(X), rtol=1e-12)
+    assert_allclose(xd.predict_proba(X), gm.predict_proba(X), atol=1e-12)
+    assert_allclose(xd.score(X), gm.score(X), rtol=1e-12)
+    assert_allclose(xd.bic(X), gm.bic(X), rtol=1e-12)
+    assert_allclose(xd.aic(X), gm.aic(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_em_never_decreases_the_likelihood(full):
+    model = _mixture(d=3, seed=1)
+    X, S, v, _ = _draw(model, 800, seed=1, full=full)
+    R = np.eye(3) + 0.3 * np.random.RandomState(2).normal(size=(800, 3, 3))
+    X = X - v + np.einsum("nij,nj->ni", R, v)  # x_i = R_i v_i + noise
+    X[::7, 1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(3, max_iter=60, tol=0.0, **_init(model)).fit(
+            X, X_cov=S, projection=R
+        )
+    steps = np.diff(xd.lower_bounds_)
+    assert steps.min() > -1e-10
+    assert xd.lower_bounds_[-1] - xd.lower_bounds_[0] > 0.01
+
+
+def test_recovers_covariances_that_a_plain_mixture_inflates():
+    model = _mixture(d=2, seed=3)
+    X, S, _, z = _draw(model, 4000, seed=3, noise=(0.5, 1.5))
+    xd = ExtremeDeconvolution(3, random_state=0, **_init(model)).fit(X, X_cov=S)
+    gm = GaussianMixture(3, random_state=0, **_init(model)).fit(X)
+    assert xd.converged_
+    for est in (xd, gm):
+        order = np.argsort(est.means_[:, 0])
+        est.order = order
+    true = model[2][np.argsort(model[1][:, 0])]
+    err_xd = np.abs(np.linalg.det(xd.covariances_[xd.order]) / np.linalg.det(true) - 1)
+    ratio_gm = np.linalg.det(gm.covariances_[gm.order]) / np.linalg.det(true)
+    assert np.all(err_xd < 0.3), err_xd
+    assert np.all(ratio_gm > 1.8), ratio_gm
+    assert_allclose(xd.means_[xd.order], model[1][np.argsort(model[1][:, 0])], atol=0.2)
+
+
+def test_missing_values_equal_an_explicit_projection():
+    """NaN-dropping equals a projection whose dropped row is zero, with x = 0 and unit noise:
+    that coordinate then adds the constant log N(0 | 0, 1) to every point and nothing else."""
+    model = _mixture(d=3, seed=4)
+    X, S, _, _ = _draw(model, 1500, seed=4)
+    rng = np.random.RandomState(5)
+    drop = rng.rand(1500) < 0.3
+    col = rng.randint(0, 3, size=1500)
+    X_nan = X.copy()
+    X_nan[drop, col[drop]] = np.nan
+    X_zero, S_unit = X.copy(), S.copy()
+    R = np.repeat(np.eye(3)[None], 1500, axis=0)
+    for i in np.flatnonzero(drop):
+        X_zero[i, col[i]] = 0.0
+        S_unit[i, col[i], :] = S_unit[i, :, col[i]] = 0.0
+        S_unit[i, col[i], col[i]] = 1.0
+        R[i, col[i], :] = 0.0
+    kw = dict(n_components=3, tol=1e-8, random_state=0, **_init(model))
+    a = ExtremeDeconvolution(**kw).fit(X_nan, X_cov=S)
+    b = ExtremeDeconvolution(**kw).fit(X_zero, X_cov=S_unit, projection=R)
+    assert a.n_iter_ == b.n_iter_
+    assert_allclose(a.means_, b.means_, rtol=1e-9, atol=1e-10)
+    assert_allclose(a.covariances_, b.covariances_, rtol=1e-9, atol=1e-10)
+    const = -0.5 * np.log(2 * np.pi) * drop
+    assert_allclose(
+        a.score_samples(X_nan, X_cov=S) + const,
+        b.score_samples(X_zero, X_cov=S_unit, projection=R),
+        rtol=1e-10,
+    )
+    # A shared rectangular projection gives the same scores for the points it describes.
+    rows = drop & (col == 1)
+    keep = [0, 2]
+    assert_allclose(
+        a.score_samples(X_nan[rows], X_cov=S[rows]),
+        a.score_samples(X[rows][:, keep], X_cov=S[rows][:, keep][:, :, keep],
+                        projection=np.eye(3)[keep]),  # fmt: skip
+        rtol=1e-10,
+    )
+
+
+def test_thread_count_does_not_change_the_result():
+    model = _mixture(d=3, seed=6)
+    # Large enough for the kernels to start two threads (they use one for small sweeps).
+    X, S, _, _ = _draw(model, 20000, seed=6)
+    X[::5, 0] = np.nan
+    kw = dict(n_components=3, max_iter=10, tol=0.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with threadpool_limits(1, user_api="openmp"):
+            assert effective_n_threads() == 1
+            one = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+            p1 = one.predict_proba(X, X_cov=S)
+        with threadpool_limits(2, user_api="openmp"):
+            two = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+            p2 = two.predict_proba(X, X_cov=S)
+    assert_array_equal(one.means_, two.means_)
+    assert_array_equal(one.covariances_, two.covariances_)
+    assert_array_equal(one.lower_bounds_, two.lower_bounds_)
+    assert_array_equal(p1, p2)
+
+
+def test_float32_agrees_with_float64():
+    model = _mixture(d=3, seed=7)
+    X, S, _, _ = _draw(model, 2000, seed=7, full=False)
+    kw = dict(n_components=3, tol=1e-7, random_state=0, **_init(model))
+    a = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+    b = ExtremeDeconvolution(**kw).fit(X.astype(np.float32), X_cov=S.astype(np.float32))
+    assert b.means_.dtype == np.float32 and b.covariances_.dtype == np.float32
+    assert_allclose(b.means_, a.means_, atol=2e-3)
+    assert_allclose(b.covariances_, a.covariances_, atol=5e-3)
+    assert abs(b.lower_bound_ - a.lower_bound_) < 1e-4
+
+
+def test_sample_weight_equals_repeated_points():
+    model = _mixture(d=2, seed=8)
+    X, S, _, _ = _draw(model, 300, seed=8)
+    counts = np.random.RandomState(9).randint(0, 4, size=300)
+    kw = dict(n_components=3, max_iter=8, tol=0.0, **_init(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=S, sample_weight=counts)
+        b = ExtremeDeconvolution(**kw).fit(np.repeat(X, counts, 0), X_cov=np.repeat(S, counts, 0))
+    assert_allclose(a.means_, b.means_, rtol=1e-9)
+    assert_allclose(a.covariances_, b.covariances_, rtol=1e-9)
+
+
+def test_regulariser_and_fixed_parameters():
+    rng = np.random.RandomState(10)
+    X = rng.normal(size=(50, 2)) * [1.0, 3.0]
+    w = 2.5
+    xd = ExtremeDeconvolution(1, w=w, tol=1e-12, max_iter=5).fit(X)
+    centred = X - X.mean(0)
+    assert_allclose(xd.means_[0], X.mean(0), rtol=1e-12)
+    # Bovy et al.: V = (sum_i (x_i - m)(x_i - m)^T + w I) / (n + 1).
+    assert_allclose(xd.covariances_[0], (centred.T @ centred + w * np.eye(2)) / 51, rtol=1e-10)
+
+    model = _mixture(d=2, seed=11)
+    X, S, _, _ = _draw(model, 1000, seed=11)
+    init = _init(model)
+    init["means_init"] = init["means_init"] + 0.5
+    xd = ExtremeDeconvolution(
+        3, fixed_means=[True, False, False], fixed_weights=[False, True, False],
+        fixed_covariances=[False, False, True], tol=1e-4, **init,
+    ).fit(X, X_cov=S)  # fmt: skip
+    assert_array_equal(xd.means_[0], init["means_init"][0])
+    assert xd.weights_[1] == init["weights_init"][1]
+    assert_allclose(xd.weights_.sum(), 1.0)
+    assert_allclose(xd.covariances_[2], np.linalg.inv(init["precisions_init"][2]), rtol=1e-12)
+    assert not np.allclose(xd.means_[1], init["means_init"][1])
+    assert xd._n_parameters() == 1 + 2 * 2 + 3 * 2
+
+
+def test_deconvolve_is_the_gaussian_posterior():
+    rng = np.random.RandomState(12)
+    m, V = np.array([1.0, -1.0, 0.5]), np.diag([2.0, 1.0, 0.5])
+    R = rng.normal(size=(2, 3))
+    X = rng.normal(size=(5, 2))
+    S = np.repeat(np.diag([0.3, 0.7])[None], 5, axis=0)
+    xd = ExtremeDeconvolution(1, max_iter=0, weights_init=[1.0], means_init=m[None],
+                              precisions_init=np.linalg.inv(V)[None])  # fmt: skip
+    xd.fit(X, X_cov=S, projection=R)
+    mean, cov = xd.deconvolve(X, X_cov=S, projection=R)
+    T = R @ V @ R.T + S[0]
+    K = V @ R.T @ np.linalg.inv(T)
+    assert_allclose(mean, m + (X - R @ m) @ K.T, rtol=1e-10)
+    assert_allclose(cov, np.broadcast_to(V - K @ R @ V, (5, 3, 3)), rtol=1e-10, atol=1e-12)
+
+
+def test_sample_is_reproducible_and_follows_the_mixture():
+    model = _mixture(d=2, seed=13)
+    xd = ExtremeDeconvolution(3, max_iter=0, random_state=3, **_init(model))
+    xd.fit(_draw(model, 100, seed=13)[0])
+    a, la = xd.sample(20000)
+    b, lb = xd.sample(20000)
+    assert_array_equal(a, b)
+    assert_allclose(np.bincount(la) / 20000, model[0], atol=0.02)
+    assert_allclose(a[la == 0].mean(0), model[1][0], atol=0.05)
+
+
+def test_pickle_round_trip():
+    model = _mixture(d=2, seed=14)
+    X, S, _, _ = _draw(model, 300, seed=14)
+    xd = ExtremeDeconvolution(3, tol=1e-4, random_state=0).fit(X, X_cov=S)
+    again = pickle.loads(pickle.dumps(xd))
+    assert_array_equal(again.score_samples(X, X_cov=S), xd.score_samples(X, X_cov=S))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(X_cov=-np.ones((20, 2))), "non-negative"),
+        (dict(X_cov=np.ones((20, 3))), "X_cov must have shape"),
+        (dict(X_cov=np.repeat(np.array([[1.0, 2.0], [2.0, 1.0]])[None], 20, 0)), "positive semi"),
+        (dict(X_cov=np.repeat(np.array([[1.0, 0.5], [0.0, 1.0]])[None], 20, 0)), "symmetric"),
+        (dict(projection=np.ones((20, 3, 2))), "projection must have shape"),
+        (dict(projection=np.ones(5)), "projection must have shape"),
+        (dict(projection=np.full((2, 2), np.nan)), "projection must be finite"),
+    ],
+)
+def test_bad_input_raises_clear_errors(kwargs, match):
+    X = np.random.RandomState(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match=match):
+        ExtremeDeconvolution(2).fit(X, **kwargs)
+
+
+def test_bad_parameters_raise_clear_errors():
+    X = np.random.RandomState(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="means_init must be given"):
+        ExtremeDeconvolution(2, fixed_means=True).fit(X)
+    with pytest.raises(ValueError, match="precisions_init must hold"):
+        ExtremeDeconvolution(1, precisions_init=-np.eye(2)[None]).fit(X)
+    with pytest.raises(ValueError, match="weights_init must be"):
+        ExtremeDeconvolution(2, weights_init=[0.9, 0.9]).fit(X)
+    with pytest.raises(ValueError, match="fixed_means must be"):
+        ExtremeDeconvolution(2, fixed_means=[True, False, True]).fit(X)
+    xd = ExtremeDeconvolution(1).fit(X)
+    with pytest.raises(ValueError, match="expecting 2 features"):
+        xd.score(X[:, :1])
+    # A noise-free collapse names the component and suggests w.
+    with pytest.raises(ValueError, match="component 0 is not positive definite.*w > 0"):
+        ExtremeDeconvolution(1).fit(np.ones((20, 2)))
+    # A singular projection without noise: the failing point is named.
+    S = np.zeros((20, 2))
+    S[1:] = 1.0
+    R = np.repeat(np.eye(2)[None], 20, axis=0)
+    R[0, 1] = 0.0
+    with pytest.raises(ValueError, match="of point 0 under component 0"):
+        ExtremeDeconvolution(1).fit(X, X_cov=S, projection=R)
+
+
+# ---------------------------------------------------------------- stochastic methods
+
+
+@pytest.fixture(scope="module")
+def large():
+    """100,000 points in 2-d with diagonal heteroscedastic noise, and the batch-EM optimum."""
+    model = _mixture(d=2, seed=20)
+    X, S, _, _ = _draw(model, 100_000, seed=20, full=False)
+    em = ExtremeDeconvolution(3, tol=1e-5, **_init(model)).fit(X, X_cov=S)
+    return X, S, em
+
+
+@pytest.mark.parametrize("method", ["minibatch_em", "sgd"])
+def test_stochastic_methods_reach_the_batch_optimum(large, method):
+    X, S, em = large
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(3, method=method, max_iter=3, batch_size=1000, random_state=0)
+        xd.fit(X, X_cov=S)
+    assert xd.n_iter_ == 3 and len(xd.lower_bounds_) == 3
+    assert abs(xd.lower_bound_ - xd.score(X, X_cov=S)) < 1e-10
+    assert em.lower_bound_ - xd.lower_bound_ < 0.05
+
+
+def test_partial_fit_streams_to_the_batch_optimum(large):
+    X, S, em = large
+    xd = ExtremeDeconvolution(3, random_state=0)
+    for epoch in range(2):
+        for start in range(0, 100_000, 2000):
+            xd.partial_fit(X[start : start + 2000], X_cov=S[start : start + 2000])
+    assert xd.n_iter_ == 100
+    assert em.lower_bound_ - xd.score(X, X_cov=S) < 0.05
+
+
+@pytest.mark.parametrize("method", ["minibatch_em", "sgd"])
+def test_stochastic_float32_agrees_with_float64(method):
+    model = _mixture(d=3, seed=21)
+    X, S, _, _ = _draw(model, 5000, seed=21)
+    # Means far from the origin relative to the spread: the case the stable update is for.
+    X = X + 1000.0
+    init = _init(model)
+    init["means_init"] = init["means_init"] + 1000.0
+    kw = dict(n_components=3, method=method, max_iter=3, batch_size=500, random_state=0, **init)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+        b = ExtremeDeconvolution(**kw).fit(X.astype(np.float32), X_cov=S.astype(np.float32))
+    assert b.covariances_.dtype == np.float32
+    assert np.all(np.linalg.eigvalsh(b.covariances_.astype(float)) > 0)
+    assert_allclose(b.covariances_, a.covariances_, rtol=0.02, atol=0.02)
+    assert abs(a.lower_bound_ - b.lower_bound_) < 1e-3
+
+
+# ---------------------------------------------------------------- split and merge, warm start
+
+
+def test_split_merge_escapes_a_local_optimum():
+    rng = np.random.RandomState(0)
+    centres = np.array([[-6.0, 0.0], [0.0, 0.0], [6.0, 0.0]])
+    v = np.vstack([rng.normal(size=(400, 2)) * 0.7 + c for c in centres])
+    S = rng.uniform(0.1, 0.5, size=(1200, 2))
+    X = v + rng.normal(size=v.shape) * np.sqrt(S)
+    # Two components start on the left cluster, one spans the other two.
+    covs = np.array([np.eye(2) * 0.5, np.eye(2) * 0.5, np.diag([10.0, 0.5])])
+    init = dict(weights_init=[1 / 6, 1 / 6, 2 / 3], means_init=[[-6.5, 0], [-5.5, 0], [3, 0]],
+                precisions_init=np.linalg.inv(covs))  # fmt: skip
+    stuck = ExtremeDeconvolution(3, **init).fit(X, X_cov=S)
+    xd = ExtremeDeconvolution(3, split_merge=2, **init).fit(X, X_cov=S)
+    assert xd.lower_bound_ > stuck.lower_bound_ + 0.3
+    assert_allclose(np.sort(xd.means_[:, 0]), centres[:, 0], atol=0.15)
+    assert xd.n_iter_ > stuck.n_iter_
+    assert np.all(np.diff(xd.lower_bounds_[: stuck.n_iter_]) > -1e-10)
+
+
+def test_warm_start_continues_from_the_previous_fit():
+    model = _mixture(d=2, seed=30)
+    X, S, _, _ = _draw(model, 1000, seed=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(3, max_iter=5, tol=0.0, warm_start=True, random_state=0)
+        xd.fit(X, X_cov=S)
+        first = xd.lower_bounds_[-1]
+        xd.fit(X, X_cov=S)
+        ten = ExtremeDeconvolution(3, max_iter=10, tol=0.0, random_state=0).fit(X, X_cov=S)
+    assert xd.lower_bounds_[0] >= first - 1e-12
+    assert_allclose(xd.means_, ten.means_, rtol=1e-12)
+
+
+def test_noise_of_missing_coordinates_is_ignored():
+    model = _mixture(d=2, seed=31)
+    X, S, _, _ = _draw(model, 400, seed=31)
+    X[::3, 1] = np.nan
+    S_nan = S.copy()
+    S_nan[::3, 1, :] = np.nan
+    S_nan[::3, :, 1] = np.nan
+    kw = dict(n_components=3, max_iter=5, tol=0.0, **_init(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
+        b = ExtremeDeconvolution(**kw).fit(X, X_cov=S_nan)
+    assert_array_equal(a.covariances_, b.covariances_)
+    with pytest.raises(ValueError, match="point 1 has non-finite"):
+        ExtremeDeconvolution(3).fit(X, X_cov=np.where(np.arange(400)[:, None, None] == 1, np.nan, S))
+
+
+def test_fast_paths_agree_with_the_general_kernel():
+    """Diagonal noise == the same noise as full matrices; a shared projection == the same
+    projection given per point; no noise == the per-point path with explicit zero noise."""
+    model = _mixture(d=3, seed=32)
+    X, var, _, _ = _draw(model, 600, seed=32, full=False)
+    X[::4, 2] = np.nan
+    R = np.random.RandomState(33).normal(size=(3, 3)) + 2 * np.eye(3)
+    kw = dict(n_components=3, max_iter=4, tol=0.0, **_init(model))
+    full = var[:, :, None] * np.eye(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=var, projection=R)
+        b = ExtremeDeconvolution(**kw).fit(X, X_cov=full, projection=np.repeat(R[None], 600, 0))
+        c = ExtremeDeconvolution(**kw).fit(X)
+        e = ExtremeDeconvolution(**kw).fit(X, X_cov=np.zeros_like(full),
+                                           projection=np.repeat(np.eye(3)[None], 600, 0))  # fmt: skip
+    assert_allclose(a.covariances_, b.covariances_, rtol=1e-10, atol=1e-12)
+    assert_allclose(a.score_samples(X, X_cov=var, projection=R),
+                    b.score_samples(X, X_cov=full, projection=np.repeat(R[None], 600, 0)),
+                    rtol=1e-11)  # fmt: skip
+    assert_allclose(c.covariances_, e.covariances_, rtol=1e-10, atol=1e-12)
+    assert_allclose(c.lower_bounds_, e.lower_bounds_, rtol=1e-12)
+
+
+def test_n_init_keeps_the_best_start():
+    model = _mixture(d=2, seed=34)
+    X, S, _, _ = _draw(model, 500, seed=34)
+    runs = [ExtremeDeconvolution(3, init_params="random", tol=1e-4, random_state=s).fit(X, X_cov=S)
+            for s in range(3)]  # fmt: skip
+    best = ExtremeDeconvolution(3, init_params="random", tol=1e-4, n_init=3, random_state=0)
+    best.fit(X, X_cov=S)
+    assert best.lower_bound_ >= runs[0].lower_bound_ - 1e-12
+    assert np.isfinite(best.lower_bound_) and best.converged_
+
+
+def test_minibatch_em_with_projections_and_missing_values():
+    model = _mixture(d=3, seed=35)
+    X, S, v, _ = _draw(model, 6000, seed=35)
+    R = np.eye(3) + 0.3 * np.random.RandomState(36).normal(size=(6000, 3, 3))
+    X = X - v + np.einsum("nij,nj->ni", R, v)
+    X[::5, 0] = np.nan
+    em = ExtremeDeconvolution(3, tol=1e-5, **_init(model)).fit(X, X_cov=S, projection=R)
+    xd = ExtremeDeconvolution(3, method="minibatch_em", max_iter=4, batch_size=500,
+                              random_state=0, **_init(model))  # fmt: skip
+    xd.fit(X, X_cov=S, projection=R)
+    assert em.lower_bound_ - xd.lower_bound_ < 0.05
+    mean, cov = xd.deconvolve(X[:5], X_cov=S[:5], projection=R[:5])
+    assert mean.shape == (5, 3) and np.all(np.linalg.eigvalsh(cov) > 0)
