@@ -3,7 +3,7 @@
 The matrices come from ``shared/bench/cogaps_data.py`` (genes x samples, as CoGAPS reads
 them; we fit their transpose). Each configuration runs in a fresh Python process with one
 OpenMP thread (``OMP_NUM_THREADS=1`` and ``threadpool_limits(1)``), so that its peak memory
-(``ru_maxrss``) is its own. Times are CPU seconds of the whole fit (``time.process_time``)
+(VmHWM) is its own. Times are CPU seconds of the whole fit (``time.process_time``)
 and wall seconds; the C++ figures are CPU seconds for the whole run on one thread, measured
 on this kind of machine (the C++ CoGAPS is not installable here from any registry, so it
 cannot be run side by side). The machine is shared: timings are noisy.
@@ -17,7 +17,6 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -54,6 +53,7 @@ def worker(name, data_path, seed):
     """Fit one configuration in this process and print a JSON line of measurements."""
     import numpy as np
     from threadpoolctl import threadpool_limits
+    from _memory import peak_rss_mb
 
     from sklearn_cogaps import CoGAPS, effective_n_threads, match_components
 
@@ -61,14 +61,14 @@ def worker(name, data_path, seed):
     D = data.make(name)
     X = np.ascontiguousarray(D.T)
     K, n_iter, *_ = CONFIGS[name]
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    rss_before = peak_rss_mb()
     model = CoGAPS(n_components=K, max_iter=n_iter, random_state=seed)
     with threadpool_limits(limits=1, user_api="openmp"):
         threads = effective_n_threads()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         model.fit(X)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    rss_after = peak_rss_mb()
     atoms = model.n_atoms_history_.astype(float)
     # Each half-iteration makes Poisson(max(n_atoms, 10)) proposals, n_atoms counted at its
     # start: the expected number of proposals from the recorded atom counts.

@@ -2,7 +2,7 @@
 
 Every matrix comes from ../shared/bench/cogaps_data.py (genes x samples; we fit its
 transpose). Each measurement runs in a fresh Python process so that peak memory
-(ru_maxrss) and CPU time belong to that fit alone; the data are written to disk first
+(VmHWM) and CPU time belong to that fit alone; the data are written to disk first
 (dense .npy, or sparse .npz for the sparse path) so the fit's process holds only what a
 user would.
 
@@ -16,7 +16,6 @@ on this kind of machine (CPU seconds, one thread) and are quoted by the project'
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _memory import peak_rss_mb
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent.parent / "shared" / "bench"
@@ -75,12 +75,12 @@ def run_one(args):
 
     from sklearn_cogaps import CoGAPS
 
-    if args.file.endswith(".npz"):
+    if args.run.endswith(".npz"):
         from scipy import sparse
 
-        X = sparse.load_npz(args.file)
+        X = sparse.load_npz(args.run)
     else:
-        X = np.load(args.file)
+        X = np.load(args.run)
     model = CoGAPS(n_components=args.k, max_iter=args.iters, random_state=0)
     with threadpool_limits(args.threads, user_api="openmp"):
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -94,7 +94,7 @@ def run_one(args):
                 "wall": wall,
                 "iters": int(model.n_iter_),
                 "proposals": float(np.maximum(atoms, 20).sum()),
-                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "peak_mb": peak_rss_mb(),
                 "chisq": float(model.chisq_),
             }
         )

@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _memory import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(os.environ.get("SKLEARN_COGAPS_BENCH", ROOT.parent / "shared" / "bench"))
@@ -112,27 +113,17 @@ METHODS = {"HierarchicalPMF": fit_ours, "NMF-KL (mu)": fit_nmf, "hpfrec": fit_hp
            "poismf": fit_poismf}
 
 
-def peak_mb():
-    """Peak resident memory of this process (VmHWM: unlike ru_maxrss, not inherited across
-    exec from the parent process)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def run_one(method, data, n_iter, tol):
     from counts_data import poisson_loglik
 
     X, K = load(data)
-    base = peak_mb()
+    base = peak_rss_mb()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.process_time()
         L, F, iters = METHODS[method](X, K, n_iter, tol)
         cpu = time.process_time() - t0
-    peak = peak_mb()
+    peak = peak_rss_mb()
     ll = poisson_loglik(X, np.asarray(L, dtype=float), np.asarray(F, dtype=float))
     print(json.dumps(dict(cpu=cpu, iters=int(iters), peak=peak, extra=peak - base, ll=ll)))
 

@@ -19,7 +19,6 @@ is its own. Timings on a shared machine are noisy.
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _memory import peak_rss_mb
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("SKC_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
@@ -38,7 +38,7 @@ R_FINAL_ELBO = -119793.4710996461
 
 
 def _rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return peak_rss_mb()
 
 
 def _data(name):

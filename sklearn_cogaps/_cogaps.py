@@ -16,7 +16,7 @@ from ._base import draw_seeds, effective_n_threads
 from ._cogaps_fast import (
     GibbsSampler,
     _sparse_orientation,
-    chi_square,
+    fit_chi_square,
     residual,
     sample_fixed_rows,
     sparse_chi_square,
@@ -44,6 +44,13 @@ def default_uncertainty(X):
         ``max(0.1 * X, 0.1)``.
     """
     return np.maximum(0.1 * np.asarray(X, dtype=np.float64), 0.1)
+
+
+def _precision(sigma):
+    """1 / sigma**2 in one new array (no temporaries: the data can be large)."""
+    prec = np.square(sigma)
+    np.reciprocal(prec, out=prec)
+    return prec
 
 
 class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -297,7 +304,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             cols.sort_indices()
             return ("sparse", rows, cols)
         sigma = self._validate_uncertainty(uncertainty, X)
-        return ("dense", X, 1.0 / (sigma * sigma))
+        return ("dense", X, _precision(sigma))
 
     def _continues_chain(self, X, data):
         state = getattr(self, "_sampler_state", None)
@@ -311,8 +318,9 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _prior_rates(self, X):
         values = X.data if sparse.issparse(X) else X
-        nonzero = values[values > 0]
-        data_mean = float(nonzero.mean()) if nonzero.size else 1.0
+        # X is non-negative: the sum over the non-zeros is the sum over all entries
+        n_nonzero = np.count_nonzero(values)
+        data_mean = float(values.sum()) / n_nonzero if n_nonzero else 1.0
         root = np.sqrt(self.n_components / data_mean)
         return self.alpha_W * root, self.alpha_H * root
 
@@ -409,7 +417,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             rows = _sparse_orientation(a, SPARSE_SIGMA0)
             self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, SPARSE_SIGMA0, n_threads)
         else:
-            self.chisq_ = chi_square(residual(a, w_mean, h_mean, n_threads), b, n_threads)
+            self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
         self.chisq_history_ = history
         self.n_atoms_history_ = atoms
         self.n_iter_ = len(history)
@@ -440,7 +448,7 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def _sample_patterns(self, X, sigma):
         mean, std = sample_fixed_rows(
             X,
-            np.ascontiguousarray(1.0 / (sigma * sigma)),
+            _precision(sigma),
             np.ascontiguousarray(self.components_.T),
             self.alpha_W,
             self.lambda_W_,

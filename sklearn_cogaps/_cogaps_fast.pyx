@@ -698,6 +698,42 @@ def residual(const double[:, ::1] X, const double[:, ::1] W, const double[:, ::1
     return out
 
 
+def fit_chi_square(const double[:, ::1] X, const double[:, ::1] prec,
+                   const double[:, ::1] W, const double[:, ::1] Ht, int n_threads=1):
+    """Chi-square of W Ht^T against X, row by row, without storing the product.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    prec : ndarray of shape (n_samples, n_features)
+        Precisions, 1 / sigma**2.
+    W : ndarray of shape (n_samples, n_components)
+    Ht : ndarray of shape (n_features, n_components)
+    n_threads : int, default=1
+
+    Returns
+    -------
+    chisq : float
+    """
+    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], K = W.shape[1], i, j, k
+    cdef double acc, r
+    partial = np.zeros(n, dtype=np.float64)
+    cdef double[::1] part = partial
+    with nogil:
+        for i in prange(n, schedule='static', num_threads=n_threads):
+            acc = 0.0
+            for j in range(m):
+                r = X[i, j]
+                for k in range(K):
+                    r = r - W[i, k] * Ht[j, k]
+                acc = acc + r * r * prec[i, j]
+            part[i] = acc
+    cdef double total = 0.0
+    for i in range(n):
+        total += part[i]
+    return total
+
+
 def chi_square(const double[:, ::1] R, const double[:, ::1] prec, int n_threads=1):
     """Sum of R**2 * prec, with per-row partial sums added in row order.
 
