@@ -9,24 +9,7 @@ from libc.math cimport exp, log, log1p, INFINITY
 
 ctypedef Py_ssize_t intp_t
 
-cdef extern from "math.h" nogil:
-    double lgamma_r(double x, int* sign)  # reentrant lgamma (glibc, POSIX)
-
-
-cdef inline double _lgamma(double x) noexcept nogil:
-    cdef int sign
-    return lgamma_r(x, &sign)
-
-
-cdef inline double _digamma(double x) noexcept nogil:
-    """psi(x) for x > 0: recurrence up to x >= 10, then the asymptotic series to x^-12."""
-    cdef double r = 0.0, f
-    while x < 10.0:
-        r = r - 1.0 / x
-        x = x + 1.0
-    f = 1.0 / (x * x)
-    return r + log(x) - 0.5 / x - f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (
-        1.0 / 240 - f * (1.0 / 132 - f * (691.0 / 32760))))))
+from ._utils._special cimport digamma as _digamma, lgamma as _lgamma
 
 
 def digamma(const double[::1] x, double[::1] out):

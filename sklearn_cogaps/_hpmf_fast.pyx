@@ -7,13 +7,14 @@
 # outputs, and scalar sums are returned per major index and added by the caller in a fixed
 # order, so the results are bit-identical for any number of threads.
 from cython.parallel cimport prange, parallel
-from libc.math cimport exp, log, sqrt, lgamma, fabs, cbrt
+from libc.math cimport exp, log, sqrt, fabs, cbrt
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint64_t
 
 import numpy as np
 
 from ._utils._rng cimport Rng, rng_seed, rng_uniform, rng_gamma
+from ._utils._special cimport digamma, trigamma, tetragamma, lgamma
 
 
 ctypedef fused idx_t:
@@ -26,39 +27,8 @@ cdef double TINY = 1e-250
 
 
 # ---------------------------------------------------------------------------------------------
-# Special functions (nogil). Recurrence up to x >= 10, then the asymptotic series.
+# Special functions (nogil, from _utils/_special.pxd), exposed for the tests.
 # ---------------------------------------------------------------------------------------------
-
-cdef inline double digamma(double x) noexcept nogil:
-    cdef double r = 0.0, f
-    while x < 10.0:
-        r -= 1.0 / x
-        x += 1.0
-    f = 1.0 / (x * x)
-    return r + log(x) - 0.5 / x - f * (1.0 / 12.0 - f * (1.0 / 120.0 - f * (
-        1.0 / 252.0 - f * (1.0 / 240.0 - f * (1.0 / 132.0)))))
-
-
-cdef inline double trigamma(double x) noexcept nogil:
-    cdef double r = 0.0, f
-    while x < 10.0:
-        r += 1.0 / (x * x)
-        x += 1.0
-    f = 1.0 / (x * x)
-    return r + 1.0 / x + 0.5 * f + (1.0 / x) * f * (1.0 / 6.0 - f * (1.0 / 30.0 - f * (
-        1.0 / 42.0 - f * (1.0 / 30.0 - f * (5.0 / 66.0)))))
-
-
-cdef inline double tetragamma(double x) noexcept nogil:
-    # psi''(x) = psi''(x + 1) - 2 / x^3; asymptotic series of -1/x^2 - 1/x^3 - ...
-    cdef double r = 0.0, f
-    while x < 10.0:
-        r -= 2.0 / (x * x * x)
-        x += 1.0
-    f = 1.0 / (x * x)
-    return r - f * (1.0 + 1.0 / x + f * (0.5 - f * (1.0 / 6.0 - f * (1.0 / 6.0 - f * (
-        3.0 / 10.0 - f * (5.0 / 6.0))))))
-
 
 def special(double[::1] x, int which):
     """digamma (0), trigamma (1) or tetragamma (2) of each x, as the kernels compute them."""
