@@ -5,7 +5,28 @@ from scipy.optimize import linear_sum_assignment
 
 from ._utils._openmp_helpers import effective_n_threads
 
-__all__ = ["draw_seeds", "effective_n_threads", "match_components"]
+__all__ = ["NonNegativeFactorisationMixin", "draw_seeds", "effective_n_threads", "match_components"]
+
+
+class NonNegativeFactorisationMixin:
+    """What the non-negative factorisation transformers share.
+
+    Their output features are the components (``X ≈ transform(X) @ components_``), they take
+    non-negative dense or sparse input, and they compute in float64. Put it left of
+    ``ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator``.
+    """
+
+    @property
+    def _n_features_out(self):
+        """Number of transformed output features."""
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
 
 
 def draw_seeds(rng, size=None):

@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._base import draw_seeds, effective_n_threads
+from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
 from ._cogaps_fast import (
     GibbsSampler,
     _sparse_orientation,
@@ -53,7 +53,9 @@ def _precision(sigma):
     return prec
 
 
-class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class CoGAPS(
+    NonNegativeFactorisationMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Coordinated Gene Activity in Pattern Sets: Bayesian NMF by atomic-domain Gibbs sampling.
 
     Factorises non-negative data ``X ≈ W @ H`` with ``W`` (n_samples, n_components) the
@@ -192,18 +194,6 @@ class CoGAPS(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.verbose = verbose
         self.sparse_optimization = sparse_optimization
         self.warm_start = warm_start
-
-    @property
-    def _n_features_out(self):
-        """Number of transformed output features."""
-        return self.components_.shape[0]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True
-        tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float64"]
-        return tags
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):

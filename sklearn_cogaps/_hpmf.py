@@ -22,7 +22,7 @@ from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._base import draw_seeds, effective_n_threads
+from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
 from . import _hpmf_fast as _fast
 
 __all__ = ["HierarchicalPMF"]
@@ -383,7 +383,9 @@ def _pathwise_step(counts, L, F, rng, opt, params, n_mc, learn, n_threads):
 # The estimator
 # ---------------------------------------------------------------------------------------------
 
-class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class HierarchicalPMF(
+    NonNegativeFactorisationMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Hierarchical Poisson matrix factorisation with empirical-Bayes Gamma priors.
 
     The model of Sarkar (2021) for counts X of shape (n_samples, n_features)::
@@ -550,17 +552,6 @@ class HierarchicalPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
-        tags.transformer_tags.preserves_dtype = ["float64"]
-        return tags
-
-    @property
-    def _n_features_out(self):
-        return self.components_.shape[0]
 
     # -- validation --------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from ._base import draw_seeds, effective_n_threads
+from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
 from ._ebpm import (
     DEFAULT_GAMMA_GRID,
     EBPM_FAMILIES,
@@ -133,7 +133,9 @@ class _Sweeper:
         return out
 
 
-class WeightedBackgroundPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class WeightedBackgroundPMF(
+    NonNegativeFactorisationMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
     """Empirical-Bayes Poisson matrix factorisation with a weighted background (EBPMF-WBG).
 
     The counts are modelled as ``X_ij = sum_k Z_ijk`` with ``Z_ijk ~ Poisson(w_k l_i0 f_j0
@@ -546,17 +548,6 @@ class WeightedBackgroundPMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             Elogl, self.factors_mean_log_,
         )
         return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / X.shape[0]
-
-    @property
-    def _n_features_out(self):
-        return self.components_.shape[0]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True
-        tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float64"]
-        return tags
 
 
 def _safe_divide(num, den):
