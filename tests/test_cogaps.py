@@ -60,14 +60,13 @@ def test_same_seed_same_result_and_different_seeds_differ(simulated, fitted):
 def test_result_does_not_depend_on_the_number_of_threads():
     X, _, _ = make_patterns(n_samples=60, n_features=5000, n_components=2, random_state=3)
     est = CoGAPS(n_components=2, max_iter=5, random_state=0)
-    with threadpool_limits(1, user_api="openmp"):
-        one = est.fit(X).components_.copy()
-        w_one = est.transform(X[:20])
-    with threadpool_limits(2, user_api="openmp"):
-        two = est.fit(X).components_.copy()
-        w_two = est.transform(X[:20])
-    assert_array_equal(one, two)
-    assert_array_equal(w_one, w_two)
+    results = {}
+    for n_threads in (1, 2, 4):
+        with threadpool_limits(n_threads, user_api="openmp"):
+            results[n_threads] = (est.fit(X).components_.copy(), est.transform(X[:20]))
+    for n_threads in (2, 4):
+        assert_array_equal(results[n_threads][0], results[1][0])
+        assert_array_equal(results[n_threads][1], results[1][1])
 
 
 def test_transform_of_training_rows_reproduces_the_fitted_patterns(simulated, fitted):
@@ -219,3 +218,26 @@ def test_queue_batches_are_larger_than_one_on_many_rows():
     # for 1000 rows, 9 for 50); atoms shared with queued moves and exchanges stop it sooner
     assert 8 < queued_h / batches_h < 60
     assert 2 < queued_w / batches_w < 20
+
+
+def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(simulated, monkeypatch):
+    from sklearn_cogaps import _cogaps
+
+    class InterruptedSampler(_cogaps.GibbsSampler):
+        calls = 0
+
+        def iterate(self, tau, n_threads=1):
+            InterruptedSampler.calls += 1
+            if InterruptedSampler.calls == 31:
+                raise KeyboardInterrupt
+            return super().iterate(tau, n_threads)
+
+    monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
+    X, _, _ = simulated
+    with pytest.warns(RuntimeWarning, match="Interrupted after 30 of 40 iterations"):
+        est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(X)
+    assert est.n_iter_ == 30 and est.chisq_history_.shape == (30,)
+    assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
+    # the chain can be continued from where it stopped
+    monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler.__mro__[1])
+    assert est.fit(X).n_iter_ == 50
