@@ -18,40 +18,29 @@ from ._rng cimport Rng, rng_below, rng_seed, splitmix64
 cdef uint64_t _U64_MAX = 0xFFFFFFFFFFFFFFFF
 
 
+cdef inline int _resize(void** field, size_t n, size_t item) noexcept nogil:
+    """realloc one per-atom array in place; -1 when out of memory (the old one is kept)."""
+    cdef void* p = realloc(field[0], n * item)
+    if p == NULL:
+        return -1
+    field[0] = p
+    return 0
+
+
 cdef int _grow(AtomicDomain* d, int64_t capacity) noexcept nogil:
     """Reallocate every per-atom array to ``capacity``; 0 on success, -1 when out of memory."""
-    cdef void* p
     cdef size_t n = <size_t>capacity
-    p = realloc(d.pos, n * sizeof(uint64_t))
-    if p == NULL: return -1
-    d.pos = <uint64_t*>p
-    p = realloc(d.mass, n * sizeof(double))
-    if p == NULL: return -1
-    d.mass = <double*>p
-    p = realloc(d.prev, n * sizeof(int64_t))
-    if p == NULL: return -1
-    d.prev = <int64_t*>p
-    p = realloc(d.next, n * sizeof(int64_t))
-    if p == NULL: return -1
-    d.next = <int64_t*>p
-    p = realloc(d.child_l, n * sizeof(int64_t))
-    if p == NULL: return -1
-    d.child_l = <int64_t*>p
-    p = realloc(d.child_r, n * sizeof(int64_t))
-    if p == NULL: return -1
-    d.child_r = <int64_t*>p
-    p = realloc(d.prio, n * sizeof(uint64_t))
-    if p == NULL: return -1
-    d.prio = <uint64_t*>p
-    p = realloc(d.slot, n * sizeof(int64_t))
-    if p == NULL: return -1
-    d.slot = <int64_t*>p
-    p = realloc(d.order, n * sizeof(int64_t))
-    if p == NULL: return -1
-    d.order = <int64_t*>p
-    p = realloc(d.free_ids, n * sizeof(int64_t))
-    if p == NULL: return -1
-    d.free_ids = <int64_t*>p
+    if (_resize(<void**>&d.pos, n, sizeof(uint64_t)) != 0
+            or _resize(<void**>&d.mass, n, sizeof(double)) != 0
+            or _resize(<void**>&d.prev, n, sizeof(int64_t)) != 0
+            or _resize(<void**>&d.next, n, sizeof(int64_t)) != 0
+            or _resize(<void**>&d.child_l, n, sizeof(int64_t)) != 0
+            or _resize(<void**>&d.child_r, n, sizeof(int64_t)) != 0
+            or _resize(<void**>&d.prio, n, sizeof(uint64_t)) != 0
+            or _resize(<void**>&d.slot, n, sizeof(int64_t)) != 0
+            or _resize(<void**>&d.order, n, sizeof(int64_t)) != 0
+            or _resize(<void**>&d.free_ids, n, sizeof(int64_t)) != 0):
+        return -1
     d.capacity = capacity
     return 0
 
