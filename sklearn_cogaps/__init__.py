@@ -3,6 +3,7 @@
 from ._base import match_components
 from ._cogaps import CoGAPS
 from ._cogaps import default_uncertainty
+from ._markers import pattern_markers, z_scores
 from ._hpmf import HierarchicalPMF
 from ._extreme_deconvolution import ExtremeDeconvolution
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
@@ -18,5 +19,7 @@ __all__ = [
     "effective_n_threads",
     "match_components",
     "openmp_enabled",
+    "pattern_markers",
+    "z_scores",
     "WeightedBackgroundPMF",
 ]

@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
+from ._markers import pattern_markers, z_scores
 from ._cogaps_fast import (
     GibbsSampler,
     _sparse_orientation,
@@ -474,6 +475,47 @@ class CoGAPS(
         self._check_uncertainty_shape(uncertainty, X)
         blocks = [self._sample_patterns(x, sigma)[0] for x, sigma in self._row_chunks(X, uncertainty)]
         return np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
+
+    def pattern_markers(self, threshold="all"):
+        """The features that mark each pattern (CoGAPS's ``patternMarkers``).
+
+        Parameters
+        ----------
+        threshold : {"all", "cut"}, default="all"
+            ``"all"`` gives each feature to the pattern where it ranks best; ``"cut"`` keeps,
+            for each pattern, the features in rank order up to the first one that ranks
+            better in another pattern. See :func:`sklearn_cogaps.pattern_markers`.
+
+        Returns
+        -------
+        markers : list of ndarray
+            For each pattern, its marker features, best first: their names when ``X`` had
+            feature names, else their indices.
+        ranks : ndarray of shape (n_features, n_components)
+            Rank of each feature for each pattern (1 = most specific).
+        scores : ndarray of shape (n_features, n_components)
+            Distance of each feature's normalised amplitude profile to each pattern.
+        """
+        check_is_fitted(self)
+        markers, ranks, scores = pattern_markers(self.components_.T, self.patterns_, threshold)
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:
+            markers = [names[m] for m in markers]
+        return markers, ranks, scores
+
+    def z_scores(self):
+        """Posterior mean over standard deviation of both factors (CoGAPS's ``calcZ``).
+
+        Returns
+        -------
+        patterns_z : ndarray of shape (n_samples, n_components)
+        components_z : ndarray of shape (n_components, n_features)
+            0 where the standard deviation is 0.
+        """
+        check_is_fitted(self)
+        return z_scores(self.patterns_, self.patterns_std_), z_scores(
+            self.components_, self.components_std_
+        )
 
     def inverse_transform(self, X):
         """Data reconstructed from patterns: ``X @ components_``.

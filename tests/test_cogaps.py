@@ -242,3 +242,33 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(simula
     # the chain can be continued from where it stopped
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler.__mro__[1])
     assert est.fit(X).n_iter_ == 50
+
+
+def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fitted):
+    X, W, H = simulated
+    order, _ = match_components(W, fitted.patterns_)
+    true_owner = np.argmax(H, axis=0)  # patterns have maximum 1, so amplitudes compare
+    markers, ranks, scores = fitted.pattern_markers("all")
+    assert sorted(np.concatenate(markers)) == list(range(X.shape[1]))  # a partition
+    agree = [np.mean(true_owner[markers[order[k]]] == k) for k in range(3)]
+    assert min(agree) > 0.9, agree
+    assert ranks.shape == scores.shape == (X.shape[1], 3)
+    cut, _, _ = fitted.pattern_markers("cut")
+    for k in range(3):
+        assert 0 < len(cut[k]) <= X.shape[1]
+        assert np.all(ranks[cut[k], k] <= ranks[cut[k]].min(axis=1))  # each ranks best here
+    with pytest.raises(ValueError, match="threshold must be"):
+        fitted.pattern_markers("some")
+
+
+def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulated):
+    pd = __import__("pandas")
+    X, _, _ = simulated
+    frame = pd.DataFrame(X, columns=[f"gene{j}" for j in range(X.shape[1])])
+    model = CoGAPS(n_components=3, max_iter=50, random_state=0).fit(frame)
+    markers, _, _ = model.pattern_markers()
+    assert all(str(name).startswith("gene") for name in markers[0])
+    z_w, z_h = model.z_scores()
+    sd = model.components_std_
+    assert_allclose(z_h[sd > 0], model.components_[sd > 0] / sd[sd > 0])
+    assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.patterns_.shape

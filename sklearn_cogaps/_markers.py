@@ -1,0 +1,82 @@
+"""Post-fit statistics of a CoGAPS fit that users of the R package rely on: pattern markers
+(its ``patternMarkers``) and z-scores of the posterior (its ``calcZ``)."""
+
+import numpy as np
+
+__all__ = ["pattern_markers", "z_scores"]
+
+
+def pattern_markers(amplitudes, patterns, threshold="all"):
+    """Rank the features by how specifically they follow each pattern.
+
+    As CoGAPS's ``patternMarkers``: the amplitudes are scaled by the maximum of their
+    pattern, each feature's amplitudes are divided by their largest one, and for pattern
+    ``k`` every feature is scored by the Euclidean distance of that profile to the one-hot
+    vector of ``k`` (0: the feature loads on pattern ``k`` only). Ranks are taken per
+    pattern (1 = closest; ties share the average rank).
+
+    Parameters
+    ----------
+    amplitudes : ndarray of shape (n_features, n_components)
+        Amplitudes of the features (``components_.T``; CoGAPS's ``Amean``).
+    patterns : ndarray of shape (n_samples, n_components)
+        Patterns (CoGAPS's ``Pmean``).
+    threshold : {"all", "cut"}, default="all"
+        ``"all"`` gives each feature to the pattern where it ranks best, so the markers
+        partition the features; ``"cut"`` keeps, for each pattern, the features in rank order
+        up to the first one that ranks better in another pattern.
+
+    Returns
+    -------
+    markers : list of ndarray of int
+        For each pattern, the indices of its marker features, best first.
+    ranks : ndarray of shape (n_features, n_components)
+        Rank of each feature for each pattern.
+    scores : ndarray of shape (n_features, n_components)
+        The distances the ranks come from.
+    """
+    from scipy.stats import rankdata
+
+    if threshold not in ("all", "cut"):
+        raise ValueError(f"threshold must be 'all' or 'cut'; got {threshold!r}.")
+    A = np.asarray(amplitudes, dtype=np.float64) * np.asarray(patterns).max(axis=0)
+    row_max = A.max(axis=1, keepdims=True)
+    profile = np.divide(A, row_max, out=np.zeros_like(A), where=row_max > 0)
+    K = A.shape[1]
+    scores = np.empty_like(profile)
+    for k in range(K):
+        target = np.zeros(K)
+        target[k] = 1.0
+        scores[:, k] = np.sqrt(np.sum((profile - target) ** 2, axis=1))
+    ranks = np.column_stack([rankdata(scores[:, k]) for k in range(K)])
+    best = ranks.min(axis=1)
+    markers = []
+    for k in range(K):
+        order = np.argsort(ranks[:, k], kind="stable")
+        if threshold == "all":
+            owner = np.argmin(ranks, axis=1)
+            markers.append(order[owner[order] == k])
+        else:
+            worse = np.flatnonzero(ranks[order, k] > best[order])
+            markers.append(order[: worse[0] if worse.size else order.size])
+    return markers, ranks, scores
+
+
+def z_scores(mean, std):
+    """Posterior mean over posterior standard deviation, as CoGAPS's ``calcZ``.
+
+    Parameters
+    ----------
+    mean, std : ndarray of the same shape
+        Posterior means and standard deviations, for example ``components_`` and
+        ``components_std_``.
+
+    Returns
+    -------
+    z : ndarray
+        ``mean / std``; 0 where the standard deviation is 0 (an element that kept one value,
+        in practice 0, in every sample).
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
+    return np.divide(mean, std, out=np.zeros_like(mean), where=std > 0)
