@@ -768,6 +768,34 @@ def chi_square(const double[:, ::1] R, const double[:, ::1] prec, int n_threads=
 # ---------------------------------------------------------------------------------------
 # The sampler of a fit.
 
+cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
+                     Py_ssize_t n_cols, Py_ssize_t K, double alpha, double lam,
+                     double max_mass) noexcept nogil:
+    """A dense half-iteration over ``M`` (n_rows x K) with no data bound yet and an empty
+    proposal queue (``row_mark`` unallocated: the sequential chain needs none)."""
+    h.dom = dom
+    h.M = M
+    h.n_rows = n_rows
+    h.n_cols = n_cols
+    h.K = K
+    h.alpha = alpha
+    h.lam = lam
+    h.cap = max_mass / lam
+    h.loglik_change = 0.0
+    h.sparse = False
+    h.Ot = NULL
+    h.R = NULL
+    h.prec = NULL
+    h.O = NULL
+    h.row_mark = NULL
+    h.atom_mark = NULL
+    h.atom_mark_size = 0
+    h.batch_id = 0
+    h.n_batches = 0
+    h.n_queued = 0
+    h.work = n_cols
+
+
 cdef class GibbsSampler:
     """State of one CoGAPS chain: both atomic domains, both matrices, the residual in both
     orientations and the master generator.
@@ -875,28 +903,9 @@ cdef class GibbsSampler:
     cdef void _bind(self, Half* h, AtomicDomain* dom, M, Py_ssize_t n_cols, double alpha,
                     double lam, double max_mass) except *:
         cdef double[:, ::1] m_v = M
-        h.dom = dom
-        h.M = &m_v[0, 0]
-        h.n_rows = m_v.shape[0]
-        h.K = m_v.shape[1]
-        h.n_cols = n_cols
-        h.alpha = alpha
-        h.lam = lam
-        h.cap = max_mass / lam
-        h.loglik_change = 0.0
-        h.sparse = False
-        h.Ot = NULL
-        h.R = NULL
-        h.prec = NULL
-        h.O = NULL
         free(h.row_mark)
+        _half_init(h, dom, &m_v[0, 0], m_v.shape[0], n_cols, m_v.shape[1], alpha, lam, max_mass)
         h.row_mark = <int64_t*>calloc(h.n_rows, sizeof(int64_t))
-        h.atom_mark = NULL
-        h.atom_mark_size = 0
-        h.batch_id = 0
-        h.n_batches = 0
-        h.n_queued = 0
-        h.work = h.n_cols
         if h.row_mark == NULL:
             raise MemoryError("could not allocate the proposal queue")
 
@@ -1255,22 +1264,10 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
         free(row); free(w); free(sq)
         return -1
     memcpy(row, x, m * sizeof(double))
-    h.dom = &dom
-    h.M = w
+    _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
     h.Ot = Htt
     h.R = row
     h.prec = prec
-    h.n_rows = 1
-    h.n_cols = m
-    h.K = K
-    h.alpha = alpha
-    h.lam = lam
-    h.cap = max_mass / lam
-    h.loglik_change = 0.0
-    h.row_mark = NULL
-    h.atom_mark = NULL
-    h.sparse = False
-    h.work = m
     rng_seed(&rng, seed)
     for k in range(K):
         mean[k] = 0.0
