@@ -451,3 +451,35 @@ def test_parallel_thresholds_are_validated():
         _set_parallel_thresholds(min_work=-1)
     previous = _set_parallel_thresholds()
     assert _set_parallel_thresholds(*previous) == previous
+
+
+def test_sparse_transform_uses_the_stored_entries_and_equals_the_dense_model():
+    X, _ = _data_with_true_zeros(seed=2)
+    est = CoGAPS(n_components=3, max_iter=100, random_state=0).fit(X)
+    dense = est.transform(X)
+    # explicit zeros, unsorted indices and a read-only CSR: the caller's matrix is unchanged
+    rows = sparse.csr_matrix(X)
+    rows.data[0] = 0.0
+    X_zeroed = rows.toarray()
+    order = np.arange(rows.indptr[1])[::-1]
+    rows.indices[: rows.indptr[1]] = rows.indices[order]
+    rows.data[: rows.indptr[1]] = rows.data[order]
+    rows.has_sorted_indices = False
+    for a in (rows.data, rows.indices, rows.indptr):
+        a.flags.writeable = False
+    before = (rows.data.copy(), rows.indices.copy(), rows.indptr.copy())
+    from_sparse = est.transform(rows)
+    for a, b in zip(before, (rows.data, rows.indices, rows.indptr)):
+        assert_array_equal(a, b)
+    # the same model and the same per-row seeds: equal up to rounding
+    assert_allclose(from_sparse[1:], dense[1:], rtol=0, atol=1e-9)
+    assert_allclose(from_sparse[:1], est.transform(X_zeroed[:1]), rtol=0, atol=1e-9)
+    # reproducible, and each row's result depends on that row alone
+    assert_array_equal(est.transform(rows), from_sparse)
+    assert_array_equal(est.transform(sparse.csr_matrix(X_zeroed[[7, 3, 12]])), from_sparse[[7, 3, 12]])
+    # an all-zero row under the sparse model: only its prior
+    empty = est.transform(sparse.csr_matrix((2, X.shape[1])))
+    assert empty.shape == (2, 3) and np.all(np.isfinite(empty)) and np.all(empty >= 0)
+    # a model fitted with sparse_optimization transforms dense rows the same way
+    est.set_params(sparse_optimization=True)
+    assert_array_equal(est.transform(X_zeroed[[7, 3, 12]]), from_sparse[[7, 3, 12]])
