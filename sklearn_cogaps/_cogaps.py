@@ -41,6 +41,24 @@ def default_uncertainty(X):
     return np.maximum(0.1 * np.asarray(X, dtype=np.float64), 0.1)
 
 
+def _canonical_csr(X):
+    """X as a float64 CSR matrix with sorted indices, no duplicates and no explicit zeros:
+    X itself when it already is one (it is then only read), else a new matrix. The caller's
+    matrix is never changed."""
+    if (
+        sparse.issparse(X)
+        and X.format == "csr"
+        and X.dtype == np.float64
+        and X.has_canonical_format
+        and np.count_nonzero(X.data) == X.data.size
+    ):
+        return X
+    rows = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+    rows.sum_duplicates()
+    rows.eliminate_zeros()
+    return rows
+
+
 def _precision(sigma):
     """1 / sigma**2 in one new array (no temporaries: the data can be large)."""
     prec = np.square(sigma)
@@ -98,8 +116,10 @@ class CoGAPS(
         When True and the estimator was fitted before on data of the same shape, ``fit``
         continues the same chain for ``max_iter`` more sampling iterations (no new
         calibration) and the posterior averages cover all sampling iterations so far. The
-        full sampler state (atoms and generator) is kept in the fitted estimator, so a
-        pickled and restored estimator continues exactly as the original would.
+        full sampler state (atoms, generator and sums) is kept in the fitted estimator
+        only when ``warm_start=True``, so a pickled and restored estimator continues
+        exactly as the original would; without it the pickle holds the fitted attributes
+        alone.
 
     Attributes
     ----------
@@ -303,7 +323,8 @@ class CoGAPS(
             n_threads,
             fixed,
         )
-        self._sampler_state = sampler.get_state()
+        # the full state (atoms, generator, sums) only when a later fit may continue it
+        self._sampler_state = sampler.get_state() if self.warm_start else None
         return self
 
     def _validate_fixed(self, X, fixed_components, fixed_patterns):
@@ -361,11 +382,16 @@ class CoGAPS(
                     "max(0.1 * x, 0.1) otherwise); a user 'uncertainty' cannot be used with "
                     "it. Pass dense X with sparse_optimization=False to use your own."
                 )
-            rows = sparse.csr_matrix(X, dtype=np.float64)
-            rows.eliminate_zeros()
-            rows.sort_indices()
-            cols = rows.T.tocsr()
-            cols.sort_indices()
+            # both orientations, sharing the caller's arrays where they are already
+            # canonical (they are only read): a CSC's transpose is a CSR of its columns
+            if sparse.issparse(X) and X.format == "csc":
+                cols = _canonical_csr(X.T)
+                rows = cols.T.tocsr()
+                rows.sort_indices()
+            else:
+                rows = _canonical_csr(X)
+                cols = rows.T.tocsr()
+                cols.sort_indices()
             return ("sparse", rows, cols)
         sigma = self._validate_uncertainty(uncertainty, X)
         return ("dense", X, _precision(sigma))
@@ -516,7 +542,7 @@ class CoGAPS(
         self.components_std_ = np.ascontiguousarray(h_std.T)
         kind, a, b = data
         if kind == "sparse":
-            rows = _sparse_orientation(a, SPARSE_SIGMA0)
+            rows = _sparse_orientation(a)
             self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, SPARSE_SIGMA0, n_threads)
         else:
             self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
@@ -547,18 +573,10 @@ class CoGAPS(
             row[cols] = 0.0
         return seeds
 
-    def _canonical_csr(self, X):
-        """A CSR copy of X with sorted indices and no explicit zeros (the caller's matrix is
-        never changed)."""
-        rows = sparse.csr_matrix(X, dtype=np.float64, copy=True)
-        rows.sum_duplicates()
-        rows.eliminate_zeros()
-        return rows
-
     def _sample_sparse_patterns(self, X):
         """Patterns of the rows of X under the sparse-data model: each proposal costs
         O(nnz of the row * K), and the rows are never made dense."""
-        rows = self._canonical_csr(X)
+        rows = _canonical_csr(X)
         mean, _ = sample_fixed_sparse_rows(
             rows,
             np.ascontiguousarray(self.components_.T),

@@ -11,7 +11,7 @@ import numpy as np
 
 from cython.parallel cimport prange
 from libc.math cimport sqrt, fmax
-from libc.stdint cimport uint64_t, int64_t
+from libc.stdint cimport uint64_t, int64_t, int32_t
 from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memcpy
 
@@ -114,8 +114,8 @@ cdef class GibbsSampler:
             raise MemoryError("could not allocate the atomic domains")
         if self.is_sparse:
             rows, cols, self.sigma0 = sparse_data
-            self.sparse_rows = _sparse_orientation(rows, self.sigma0)
-            self.sparse_cols = _sparse_orientation(cols, self.sigma0)
+            self.sparse_rows = _sparse_orientation(rows)
+            self.sparse_cols = _sparse_orientation(cols)
             self.tables = [np.zeros(self.K), np.zeros((self.K, self.K)),
                            np.zeros(self.K), np.zeros((self.K, self.K))]
             self._bind(&self.half_w, &self.dom_w, self.W_arr, self.m, alpha_w, lam_w, max_mass_w)
@@ -166,17 +166,16 @@ cdef class GibbsSampler:
 
     cdef void _bind_sparse(self, Half* h, data, O, Z1, Z2) except *:
         cdef const int64_t[::1] indptr = data[0]
-        cdef const int64_t[::1] indices = data[1]
-        cdef const double[::1] wx = data[2]
-        cdef const double[::1] wd = data[3]
+        cdef const int32_t[::1] indices = data[1]
+        cdef const double[::1] values = data[2]
         cdef double[:, ::1] o_v = O
         cdef double[::1] z1 = Z1
         cdef double[:, ::1] z2 = Z2
         h.sparse = True
         h.indptr = &indptr[0]
         h.indices = &indices[0] if indices.shape[0] else NULL
-        h.wx = &wx[0] if wx.shape[0] else NULL
-        h.wd = &wd[0] if wd.shape[0] else NULL
+        h.x = &values[0] if values.shape[0] else NULL
+        h.sigma0 = self.sigma0
         h.O = &o_v[0, 0]
         h.Z1 = &z1[0]
         h.Z2 = &z2[0, 0]
@@ -481,15 +480,13 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     W_mean, W_std : ndarrays of shape (n_rows, n_components)
         Posterior mean and standard deviation of each row's patterns.
     """
-    data = _sparse_orientation(csr, sigma0)
+    data = _sparse_orientation(csr)
     cdef const int64_t[::1] indptr = data[0]
-    cdef const int64_t[::1] indices = data[1]
-    cdef const double[::1] wx = data[2]
-    cdef const double[::1] wd = data[3]
+    cdef const int32_t[::1] indices = data[1]
+    cdef const double[::1] values = data[2]
     cdef Py_ssize_t n = indptr.shape[0] - 1, m = Ht.shape[0], K = Ht.shape[1], i
-    cdef const int64_t* ind_p = &indices[0] if indices.shape[0] else NULL
-    cdef const double* wx_p = &wx[0] if wx.shape[0] else NULL
-    cdef const double* wd_p = &wd[0] if wd.shape[0] else NULL
+    cdef const int32_t* ind_p = &indices[0] if indices.shape[0] else NULL
+    cdef const double* x_p = &values[0] if values.shape[0] else NULL
     # the lookup tables of the fixed amplitudes (section 3.2), made once for every row as
     # the fit makes them
     Z1_arr = np.zeros(K)
@@ -509,12 +506,11 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     cdef double[:, ::1] mean = mean_arr
     cdef double[:, ::1] std = std_arr
     cdef int[::1] status = status_arr
-    cdef double w0 = 1.0 / (sigma0 * sigma0)
     with nogil:
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
             status[i] = _sample_one_sparse_row(
-                ind_p, wx_p, wd_p, indptr[i], indptr[i + 1], &Ht[0, 0], &Z1[0], &Z2[0, 0],
-                w0, m, K, alpha, lam, max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
+                ind_p, x_p, indptr[i], indptr[i + 1], &Ht[0, 0], &Z1[0], &Z2[0, 0],
+                sigma0, m, K, alpha, lam, max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
     _check_rows(status_arr)
     return mean_arr, std_arr
 
@@ -551,9 +547,9 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
     return status
 
 
-cdef int _sample_one_sparse_row(const int64_t* indices, const double* wx, const double* wd,
-                                int64_t start, int64_t end, const double* Ht,
-                                const double* Z1, const double* Z2, double w0, Py_ssize_t m,
+cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t start,
+                                int64_t end, const double* Ht, const double* Z1,
+                                const double* Z2, double sigma0, Py_ssize_t m,
                                 Py_ssize_t K, double alpha, double lam, double max_mass,
                                 Py_ssize_t n_iter, uint64_t seed, double* mean,
                                 double* std) noexcept nogil:
@@ -572,13 +568,13 @@ cdef int _sample_one_sparse_row(const int64_t* indices, const double* wx, const 
     h.sparse = True
     h.indptr = indptr
     h.indices = indices + start if indices != NULL else NULL
-    h.wx = wx + start if wx != NULL else NULL
-    h.wd = wd + start if wd != NULL else NULL
+    h.x = x + start if x != NULL else NULL
     h.O = Ht
     # read only: the tables are made once for all rows
     h.Z1 = <double*>Z1
     h.Z2 = <double*>Z2
-    h.w0 = w0
+    h.sigma0 = sigma0
+    h.w0 = 1.0 / (sigma0 * sigma0)
     status = _row_chain(&h, n_iter, seed, mean, std)
     domain_free(&dom)
     free(w)
