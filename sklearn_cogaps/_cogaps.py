@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
-from ._cogaps_sampler import GibbsSampler, sample_fixed_rows
+from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
 
 __all__ = ["CoGAPS", "default_uncertainty"]
 
@@ -39,6 +39,24 @@ def default_uncertainty(X):
         ``max(0.1 * X, 0.1)``.
     """
     return np.maximum(0.1 * np.asarray(X, dtype=np.float64), 0.1)
+
+
+def _canonical_csr(X):
+    """X as a float64 CSR matrix with sorted indices, no duplicates and no explicit zeros:
+    X itself when it already is one (it is then only read), else a new matrix. The caller's
+    matrix is never changed."""
+    if (
+        sparse.issparse(X)
+        and X.format == "csr"
+        and X.dtype == np.float64
+        and X.has_canonical_format
+        and np.count_nonzero(X.data) == X.data.size
+    ):
+        return X
+    rows = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+    rows.sum_duplicates()
+    rows.eliminate_zeros()
+    return rows
 
 
 def _precision(sigma):
@@ -98,8 +116,10 @@ class CoGAPS(
         When True and the estimator was fitted before on data of the same shape, ``fit``
         continues the same chain for ``max_iter`` more sampling iterations (no new
         calibration) and the posterior averages cover all sampling iterations so far. The
-        full sampler state (atoms and generator) is kept in the fitted estimator, so a
-        pickled and restored estimator continues exactly as the original would.
+        full sampler state (atoms, generator and sums) is kept in the fitted estimator
+        only when ``warm_start=True``, so a pickled and restored estimator continues
+        exactly as the original would; without it the pickle holds the fitted attributes
+        alone.
 
     Attributes
     ----------
@@ -303,7 +323,8 @@ class CoGAPS(
             n_threads,
             fixed,
         )
-        self._sampler_state = sampler.get_state()
+        # the full state (atoms, generator, sums) only when a later fit may continue it
+        self._sampler_state = sampler.get_state() if self.warm_start else None
         return self
 
     def _validate_fixed(self, X, fixed_components, fixed_patterns):
@@ -361,11 +382,16 @@ class CoGAPS(
                     "max(0.1 * x, 0.1) otherwise); a user 'uncertainty' cannot be used with "
                     "it. Pass dense X with sparse_optimization=False to use your own."
                 )
-            rows = sparse.csr_matrix(X, dtype=np.float64)
-            rows.eliminate_zeros()
-            rows.sort_indices()
-            cols = rows.T.tocsr()
-            cols.sort_indices()
+            # both orientations, sharing the caller's arrays where they are already
+            # canonical (they are only read): a CSC's transpose is a CSR of its columns
+            if sparse.issparse(X) and X.format == "csc":
+                cols = _canonical_csr(X.T)
+                rows = cols.T.tocsr()
+                rows.sort_indices()
+            else:
+                rows = _canonical_csr(X)
+                cols = rows.T.tocsr()
+                cols.sort_indices()
             return ("sparse", rows, cols)
         sigma = self._validate_uncertainty(uncertainty, X)
         return ("dense", X, _precision(sigma))
@@ -516,7 +542,7 @@ class CoGAPS(
         self.components_std_ = np.ascontiguousarray(h_std.T)
         kind, a, b = data
         if kind == "sparse":
-            rows = _sparse_orientation(a, SPARSE_SIGMA0)
+            rows = _sparse_orientation(a)
             self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, SPARSE_SIGMA0, n_threads)
         else:
             self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
@@ -526,12 +552,43 @@ class CoGAPS(
 
     # ------------------------------------------------------------------ transform
     def _row_seeds(self, X):
+        """One seed per row, from ``random_state`` and the row's values as a dense float64
+        row, so a row gets the same chain whether it comes dense or sparse."""
         key = int(self._transform_seed).to_bytes(8, "little")
         seeds = np.empty(X.shape[0], dtype=np.uint64)
-        for i, row in enumerate(X):
-            digest = hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest()
-            seeds[i] = int.from_bytes(digest, "little")
+
+        def seed(row):
+            return int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest(), "little")
+
+        if not sparse.issparse(X):
+            for i, row in enumerate(X):
+                seeds[i] = seed(row)
+            return seeds
+        # a canonical CSR (sorted, summed duplicates), densified one row at a time
+        row = np.zeros(X.shape[1])
+        for i in range(X.shape[0]):
+            cols = X.indices[X.indptr[i] : X.indptr[i + 1]]
+            row[cols] = X.data[X.indptr[i] : X.indptr[i + 1]]
+            seeds[i] = seed(row)
+            row[cols] = 0.0
         return seeds
+
+    def _sample_sparse_patterns(self, X):
+        """Patterns of the rows of X under the sparse-data model: each proposal costs
+        O(nnz of the row * K), and the rows are never made dense."""
+        rows = _canonical_csr(X)
+        mean, _ = sample_fixed_sparse_rows(
+            rows,
+            np.ascontiguousarray(self.components_.T),
+            SPARSE_SIGMA0,
+            self.alpha_W,
+            self.lambda_W_,
+            self.max_gibbs_mass_W,
+            self.max_iter,
+            self._row_seeds(rows),
+            effective_n_threads(),
+        )
+        return mean
 
     def _row_chunks(self, X, uncertainty):
         """Dense row blocks of X with their uncertainty (sparse X is made dense a block at a
@@ -569,6 +626,12 @@ class CoGAPS(
         values, so the result for a row does not depend on the other rows or on the
         number of threads.
 
+        Sparse ``X`` (and any ``X`` when ``sparse_optimization=True``) without a user
+        ``uncertainty`` is sampled with the sparse-data model, from the stored entries
+        of each row: a proposal costs O(nnz of the row * n_components) and no row is made
+        dense. It is the dense model with the default uncertainty, so both give the same
+        patterns up to rounding.
+
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
@@ -584,6 +647,8 @@ class CoGAPS(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         self._check_uncertainty_shape(uncertainty, X)
+        if uncertainty is None and (self.sparse_optimization or sparse.issparse(X)):
+            return self._sample_sparse_patterns(X)
         blocks = [self._sample_patterns(x, sigma)[0] for x, sigma in self._row_chunks(X, uncertainty)]
         return np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
 
