@@ -820,6 +820,10 @@ cdef class GibbsSampler:
         Seed of the master generator (ignored when ``state`` is given).
     state : dict or None
         Atoms and generator state from :meth:`get_state`, to continue a chain.
+    fixed : {None, "W", "H"}, default=None
+        The matrix held fixed at its starting value (CoGAPS's ``whichMatrixFixed``): its
+        half-iterations are skipped, its domain stays empty, and neither matrix is
+        rescaled when samples are accumulated.
     """
     cdef AtomicDomain dom_w
     cdef AtomicDomain dom_h
@@ -830,6 +834,7 @@ cdef class GibbsSampler:
     cdef object W_arr, Ht_arr, R_arr, Rt_arr, prec_arr, prect_arr, Wt_arr, Htt_arr
     cdef object sparse_rows, sparse_cols, tables
     cdef readonly bint is_sparse
+    cdef readonly bint fixed_w, fixed_h
     cdef double sigma0
     cdef object sum_w, sq_w, sum_h, sq_h
     cdef public Py_ssize_t n_accumulated
@@ -858,7 +863,11 @@ cdef class GibbsSampler:
 
     def __init__(self, R, prec, W, Ht, double alpha_w, double alpha_h, double lam_w,
                  double lam_h, double max_mass_w, double max_mass_h, uint64_t seed=0,
-                 state=None, sparse_data=None):
+                 state=None, sparse_data=None, fixed=None):
+        if fixed not in (None, "W", "H"):
+            raise ValueError(f"fixed must be None, 'W' or 'H'; got {fixed!r}.")
+        self.fixed_w = fixed == "W"
+        self.fixed_h = fixed == "H"
         self.n, self.K = W.shape
         self.m = Ht.shape[0]
         self.is_sparse = sparse_data is not None
@@ -895,6 +904,13 @@ cdef class GibbsSampler:
             self._bind(&self.half_h, &self.dom_h, self.Ht_arr, self.n, alpha_h, lam_h, max_mass_h)
             self._bind_dense(&self.half_w, self.Htt_arr, self.R_arr, self.prec_arr)
             self._bind_dense(&self.half_h, self.Wt_arr, self.Rt_arr, self.prect_arr)
+            # a fixed matrix never changes: its transpose is made once, and the residual
+            # stays in the orientation of the free matrix
+            if self.fixed_h:
+                self.Htt_arr[...] = self.Ht_arr.T
+            elif self.fixed_w:
+                self.Wt_arr[...] = self.W_arr.T
+                self.Rt_arr[...] = self.R_arr.T
         if state is None:
             rng_seed(&self.rng, seed)
         else:
@@ -959,9 +975,10 @@ cdef class GibbsSampler:
         self.half_w.loglik_change = 0.0
         if self.is_sparse:
             with nogil:
-                _lookup_tables(&self.half_h)
-                nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
-                if nh >= 0:
+                if not self.fixed_h:
+                    _lookup_tables(&self.half_h)
+                    nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
+                if nh >= 0 and not self.fixed_w:
                     _lookup_tables(&self.half_w)
                     nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         else:
@@ -979,6 +996,14 @@ cdef class GibbsSampler:
         cdef double[:, ::1] Wt = self.Wt_arr
         cdef double[:, ::1] Htt = self.Htt_arr
         cdef int transpose_threads = n_threads if self.n * self.m >= PARALLEL_MIN_ENTRIES else 1
+        if self.fixed_h:
+            with nogil:
+                nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
+            return nh, nw
+        if self.fixed_w:
+            with nogil:
+                nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
+            return nh, nw
         with nogil:
             _transpose(&R[0, 0], self.n, self.m, &Rt[0, 0], transpose_threads)
             _transpose(&W[0, 0], self.n, self.K, &Wt[0, 0], 1)
@@ -1003,6 +1028,9 @@ cdef class GibbsSampler:
         if self.is_sparse:
             return sparse_chi_square(self.sparse_rows, self.W_arr, self.Ht_arr, self.sigma0,
                                      n_threads)
+        if self.fixed_w:
+            # the residual lives in the amplitudes' orientation
+            return chi_square(self.Rt_arr, self.prect_arr, n_threads)
         return chi_square(self.R_arr, self.prec_arr, n_threads)
 
     def reset_accumulators(self):
@@ -1015,7 +1043,10 @@ cdef class GibbsSampler:
 
     def accumulate(self):
         """Add the current sample to the posterior sums, each pattern (column of W)
-        scaled to maximum 1 and the amplitudes scaled by the same factor, as CoGAPS does."""
+        scaled to maximum 1 and the amplitudes scaled by the same factor, as CoGAPS does.
+
+        With a fixed matrix nothing is rescaled: the fixed matrix keeps its values and the
+        free one is accumulated as sampled (as in :func:`sample_fixed_rows`)."""
         cdef double[:, ::1] W = self.W_arr
         cdef double[:, ::1] Ht = self.Ht_arr
         cdef double[:, ::1] sw = self.sum_w
@@ -1024,12 +1055,14 @@ cdef class GibbsSampler:
         cdef double[:, ::1] qh = self.sq_h
         cdef Py_ssize_t i, j, k
         cdef double scale, v
+        cdef bint rescale = not (self.fixed_w or self.fixed_h)
         with nogil:
             for k in range(self.K):
                 scale = 0.0
-                for i in range(self.n):
-                    if W[i, k] > scale:
-                        scale = W[i, k]
+                if rescale:
+                    for i in range(self.n):
+                        if W[i, k] > scale:
+                            scale = W[i, k]
                 if scale <= 0.0:
                     scale = 1.0
                 for i in range(self.n):
@@ -1087,6 +1120,7 @@ cdef class GibbsSampler:
         """
         return {
             "sparse": bool(self.is_sparse),
+            "fixed": "W" if self.fixed_w else ("H" if self.fixed_h else None),
             "rng": self._rng_state(),
             "W": self.W_arr.copy(),
             "Ht": self.Ht_arr.copy(),
