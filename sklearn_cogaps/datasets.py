@@ -237,5 +237,14 @@ def make_single_cell(
     program = rng.randint(n_components, size=n_features)
     H = np.full((n_components, n_features), float(background))
     H[program, np.arange(n_features)] = rng.gamma(2.0, 2.0, n_features)
-    X = sparse.csr_matrix(rng.poisson(W @ H).astype(np.float64))
+    # row blocks: the dense mean of a large atlas is never held whole (the draws are the
+    # same as in one call, which fills its output in row order)
+    block = max(1, 2**22 // n_features)
+    X = sparse.vstack(
+        [
+            sparse.csr_matrix(rng.poisson(W[start : start + block] @ H).astype(np.float64))
+            for start in range(0, n_samples, block)
+        ],
+        format="csr",
+    )
     return X, W, H
