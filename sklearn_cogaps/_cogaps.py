@@ -9,10 +9,11 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
+from ._cogaps_distributed import fit_distributed
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
 from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
@@ -120,6 +121,31 @@ class CoGAPS(
         only when ``warm_start=True``, so a pickled and restored estimator continues
         exactly as the original would; without it the pickle holds the fitted attributes
         alone.
+    distributed : {"genome-wide", "single-cell"} or None, default=None
+        CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
+        (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
+        their patterns across subsets and refit every subset with the consensus held fixed;
+        see :ref:`cogaps-distributed`. The number of consensus patterns, ``n_components_``,
+        can differ from ``n_components``. None fits all of X in one chain.
+    n_sets : int, default=4
+        Number of random subsets in distributed mode (``nSets``).
+    cut : int, default=None
+        Number of clusters the tree of the subsets' patterns is cut into (``cut``); None
+        uses ``n_components``.
+    min_ns : int, default=None
+        Smallest cluster of patterns that gives a consensus pattern (``minNS``); None uses
+        ``ceil(n_sets / 2)``.
+    max_ns : int, default=None
+        Largest cluster kept whole; larger ones are split in two (``maxNS``). None uses
+        ``min_ns + n_sets``.
+    explicit_sets : list of array-like, default=None
+        The subsets of distributed mode, instead of random ones (``explicitSets``): lists
+        of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
+        ``"single-cell"``. They must partition the features or samples.
+    n_jobs : int, default=None
+        Number of joblib workers for the subsets of distributed mode; None means 1 unless
+        in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
+        The result does not depend on it.
 
     Attributes
     ----------
@@ -144,6 +170,21 @@ class CoGAPS(
         the mean over the non-zero entries.
     n_iter_ : int
         Number of iterations run (calibration plus sampling).
+    n_components_ : int
+        Number of consensus patterns of a distributed fit (the columns of ``patterns_``).
+        Set only in distributed mode, like the five attributes below.
+    subsets_ : list of ndarray
+        The feature (genome-wide) or sample (single-cell) indices of each subset.
+    subset_patterns_ : list of ndarray of shape (n_shared, n_components)
+        The shared factor of each subset's first-phase fit, before matching: its
+        ``patterns_`` (genome-wide) or ``components_.T`` (single-cell).
+    pattern_clusters_ : ndarray of shape (n_sets, n_components)
+        The consensus pattern each first-phase pattern was matched to; -1 when unmatched.
+    consensus_correlation_ : ndarray of shape (n_sets, n_components)
+        Correlation of each first-phase pattern with the mean of its cluster; NaN when
+        unmatched.
+    subset_chisq_ : ndarray of shape (n_sets,)
+        Chi-square of each subset's final fit; ``chisq_`` is their sum.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -183,6 +224,13 @@ class CoGAPS(
         "verbose": ["verbose"],
         "sparse_optimization": ["boolean"],
         "warm_start": ["boolean"],
+        "distributed": [StrOptions({"genome-wide", "single-cell"}), None],
+        "n_sets": [Interval(Integral, 1, None, closed="left")],
+        "cut": [Interval(Integral, 1, None, closed="left"), None],
+        "min_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "max_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "explicit_sets": ["array-like", None],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -198,6 +246,13 @@ class CoGAPS(
         verbose=0,
         sparse_optimization=False,
         warm_start=False,
+        distributed=None,
+        n_sets=4,
+        cut=None,
+        min_ns=None,
+        max_ns=None,
+        explicit_sets=None,
+        n_jobs=None,
     ):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -209,6 +264,13 @@ class CoGAPS(
         self.verbose = verbose
         self.sparse_optimization = sparse_optimization
         self.warm_start = warm_start
+        self.distributed = distributed
+        self.n_sets = n_sets
+        self.cut = cut
+        self.min_ns = min_ns
+        self.max_ns = max_ns
+        self.explicit_sets = explicit_sets
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
@@ -302,6 +364,18 @@ class CoGAPS(
         (True, 0.0)
         """
         X = self._validate_X(X, reset=True)
+        if self.distributed is not None:
+            if fixed_components is not None or fixed_patterns is not None:
+                raise ValueError(
+                    "A distributed fit holds its consensus fixed itself; fixed_components "
+                    "and fixed_patterns need distributed=None."
+                )
+            return fit_distributed(self, X, uncertainty)
+        if self.explicit_sets is not None:
+            raise ValueError(
+                "explicit_sets is used only in distributed mode; set distributed to "
+                "'genome-wide' or 'single-cell', or explicit_sets=None."
+            )
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
