@@ -15,14 +15,8 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
 from ._cogaps_distributed import fit_distributed
 from ._markers import pattern_markers, z_scores
-from ._cogaps_fast import (
-    GibbsSampler,
-    _sparse_orientation,
-    fit_chi_square,
-    residual,
-    sample_fixed_rows,
-    sparse_chi_square,
-)
+from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
+from ._cogaps_sampler import GibbsSampler, sample_fixed_rows
 
 __all__ = ["CoGAPS", "default_uncertainty"]
 

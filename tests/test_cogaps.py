@@ -215,7 +215,7 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
 
 
 def test_queue_batches_are_larger_than_one_on_many_rows():
-    from sklearn_cogaps._cogaps_fast import GibbsSampler
+    from sklearn_cogaps._cogaps_sampler import GibbsSampler
 
     X, _, _ = make_patterns(n_samples=50, n_features=1000, n_components=3, random_state=0)
     prec = 1.0 / np.maximum(0.1 * X, 0.1) ** 2
@@ -407,3 +407,47 @@ def test_warm_start_continues_a_fixed_fit_and_refuses_another_fixed_matrix(simul
         est.fit(X, fixed_patterns=W)
     # a new chain is one parameter away
     assert est.set_params(warm_start=False).fit(X, fixed_patterns=W).n_iter_ == 60
+
+
+@pytest.fixture
+def parallel_everywhere():
+    """Send every batch and every transpose to the parallel path, however small."""
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    previous = _set_parallel_thresholds(min_work=0, min_entries=0)
+    yield
+    _set_parallel_thresholds(*previous)
+
+
+@pytest.mark.parametrize("model", ["dense", "sparse", "fixed"])
+def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywhere):
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    X, W = _data_with_true_zeros(seed=1)
+    data = sparse.csr_matrix(X) if model == "sparse" else X
+    kwargs = {"fixed_patterns": W} if model == "fixed" else {}
+    est = CoGAPS(n_components=3, max_iter=15, random_state=0)
+    runs = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads, user_api="openmp"):
+            est.fit(data, **kwargs)
+            runs.append((est.patterns_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+    # and the thresholds only choose the path, never the chain
+    previous = _set_parallel_thresholds(min_work=10**12, min_entries=10**12)
+    try:
+        est.fit(data, **kwargs)
+    finally:
+        _set_parallel_thresholds(*previous)
+    runs.append((est.patterns_, est.components_, est.chisq_history_))
+    for run in runs[1:]:
+        for a, b in zip(runs[0], run):
+            assert_array_equal(a, b)
+
+
+def test_parallel_thresholds_are_validated():
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    with pytest.raises(ValueError, match="min_work must be a non-negative integer; got -1"):
+        _set_parallel_thresholds(min_work=-1)
+    previous = _set_parallel_thresholds()
+    assert _set_parallel_thresholds(*previous) == previous
