@@ -47,8 +47,8 @@ def _run(capsys, argv):
 
 def _check_npz(path, model, samples=None, features=None):
     with np.load(path) as r:  # no pickles needed
-        assert_array_equal(r["patterns"], model.patterns_)
-        assert_array_equal(r["patterns_std"], model.patterns_std_)
+        assert_array_equal(r["patterns"], model.loadings_)
+        assert_array_equal(r["patterns_std"], model.loadings_std_)
         assert_array_equal(r["amplitudes"], model.components_)
         assert_array_equal(r["amplitudes_std"], model.components_std_)
         assert_array_equal(r["chisq_history"], model.chisq_history_)
@@ -224,8 +224,8 @@ def test_uncertainty_file_threads_and_csv_output(data, tmp_path, capsys):
     patterns = read(tmp_path / "res_patterns.csv")
     assert list(patterns.columns) == ["Pattern_1", "Pattern_2"]
     assert list(patterns.index) == [f"sample_{i}" for i in range(X.shape[0])]
-    assert_array_equal(patterns.to_numpy(), expected.patterns_)
-    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.patterns_std_)
+    assert_array_equal(patterns.to_numpy(), expected.loadings_)
+    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.loadings_std_)
     amplitudes = read(tmp_path / "res_amplitudes.csv")
     assert_array_equal(amplitudes.to_numpy(), expected.components_.T)
     assert_array_equal(

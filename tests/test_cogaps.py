@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from threadpoolctl import threadpool_limits
 
-from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import make_patterns
 
 # CoGAPS's own example and its published result, in ../shared beside the repository
@@ -32,7 +32,7 @@ def fitted(simulated):
 
 def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
     X, W, H = simulated
-    _, corr = match_components(W, fitted.patterns_)
+    _, corr = match_components(W, fitted.loadings_)
     assert np.all(corr > 0.9), corr
     order, corr_h = match_components(H, fitted.components_, axis=0)
     assert np.all(corr_h > 0.9), corr_h
@@ -42,11 +42,11 @@ def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
     # the posterior mean fits about as well as the noise allows (chi-square ~ n entries)
     assert fitted.chisq_ < 2.0 * X.size
     # averaged samples of patterns scaled to maximum 1
-    assert np.all(fitted.patterns_.max(axis=0) <= 1.0 + 1e-12)
-    assert np.all(fitted.patterns_.max(axis=0) > 0.9)
+    assert np.all(fitted.loadings_.max(axis=0) <= 1.0 + 1e-12)
+    assert np.all(fitted.loadings_.max(axis=0) > 0.9)
     assert fitted.n_iter_ == 800
     assert fitted.n_atoms_history_.shape == (800, 2)
-    assert np.all(fitted.components_std_ >= 0) and np.all(fitted.patterns_std_ >= 0)
+    assert np.all(fitted.components_std_ >= 0) and np.all(fitted.loadings_std_ >= 0)
 
 
 def test_same_seed_same_result_and_different_seeds_differ(simulated, fitted):
@@ -74,8 +74,8 @@ def test_transform_of_training_rows_reproduces_the_fitted_patterns(simulated, fi
     X, _, _ = simulated
     W = fitted.transform(X)
     for k in range(3):
-        assert np.corrcoef(W[:, k], fitted.patterns_[:, k])[0, 1] > 0.97
-    rel = np.linalg.norm(W - fitted.patterns_) / np.linalg.norm(fitted.patterns_)
+        assert np.corrcoef(W[:, k], fitted.loadings_[:, k])[0, 1] > 0.97
+    rel = np.linalg.norm(W - fitted.loadings_) / np.linalg.norm(fitted.loadings_)
     assert rel < 0.15
     # row by row: each row's chain is seeded by its content, not its position
     assert_array_equal(fitted.transform(X[[5, 2]]), W[[5, 2]])
@@ -124,10 +124,10 @@ def test_sparse_path_gives_the_posterior_of_the_dense_path():
     X, W = _data_with_true_zeros()
     dense = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(X)
     sparse_fit = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(sparse.csr_matrix(X))
-    _, corr = match_components(dense.patterns_, sparse_fit.patterns_)
+    _, corr = match_components(dense.loadings_, sparse_fit.loadings_)
     assert np.all(corr > 0.99), corr
     assert abs(sparse_fit.chisq_ - dense.chisq_) <= 0.01 * dense.chisq_
-    _, corr_true = match_components(W, sparse_fit.patterns_)
+    _, corr_true = match_components(W, sparse_fit.loadings_)
     assert np.all(corr_true > 0.9), corr_true
     # transform and score accept sparse input, block by block
     assert_allclose(sparse_fit.transform(sparse.csr_matrix(X[:5])), sparse_fit.transform(X[:5]))
@@ -163,7 +163,7 @@ def test_bad_input_is_refused_with_a_clear_message(simulated, change, uncertaint
     "params, match",
     [
         ({"n_components": 0}, "n_components"),
-        ({"alpha_W": -1.0}, "alpha_W"),
+        ({"atom_density_W": -1.0}, "atom_density_W"),
         ({"max_iter": 0}, "max_iter"),
     ],
 )
@@ -186,7 +186,7 @@ def test_reproduces_the_published_gist_result():
     # Over random_state 0-9 the chi-square ranged 4469-4505 (9 of 10 at most 4500; the C++
     # CoGAPS gave 4466-4499 on two seeds); seed 1 gives 4483.
     model = CoGAPS(n_components=3, max_iter=5000, random_state=1).fit(D.to_numpy().T)
-    _, corr = match_components(published_P, model.patterns_)
+    _, corr = match_components(published_P, model.loadings_)
     assert np.all(corr >= 0.98), corr
     assert model.chisq_ <= 4500, model.chisq_
 
@@ -197,9 +197,10 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
     restored = pickle.loads(pickle.dumps(est))
     est.fit(X)
     restored.fit(X)
-    assert est.n_iter_ == restored.n_iter_ == 150
+    assert est.n_iter_ == restored.n_iter_ == 50  # this fit's iterations
+    assert est.chisq_history_.shape == (150,)  # the whole chain
     assert_array_equal(est.components_, restored.components_)
-    assert_array_equal(est.patterns_std_, restored.patterns_std_)
+    assert_array_equal(est.loadings_std_, restored.loadings_std_)
     assert_array_equal(est.chisq_history_, restored.chisq_history_)
     # without warm_start a second fit starts over
     cold = CoGAPS(n_components=3, max_iter=50, random_state=0).fit(X)
@@ -235,18 +236,18 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(simula
 
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
     X, _, _ = simulated
-    with pytest.warns(RuntimeWarning, match="Interrupted after 30 of 40 iterations"):
+    with pytest.warns(FitInterruptedWarning, match="interrupted after 30 of 40 iterations"):
         est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(X)
     assert est.n_iter_ == 30 and est.chisq_history_.shape == (30,)
     assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
-    # the chain can be continued from where it stopped
+    # the chain can be continued from where it stopped: 20 more iterations in this fit
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler.__mro__[1])
-    assert est.fit(X).n_iter_ == 50
+    assert est.fit(X).n_iter_ == 20 and est.chisq_history_.shape == (50,)
 
 
 def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fitted):
     X, W, H = simulated
-    order, _ = match_components(W, fitted.patterns_)
+    order, _ = match_components(W, fitted.loadings_)
     true_owner = np.argmax(H, axis=0)  # patterns have maximum 1, so amplitudes compare
     markers, ranks, scores = fitted.pattern_markers("all")
     assert sorted(np.concatenate(markers)) == list(range(X.shape[1]))  # a partition
@@ -271,4 +272,4 @@ def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulat
     z_w, z_h = model.z_scores()
     sd = model.components_std_
     assert_allclose(z_h[sd > 0], model.components_[sd > 0] / sd[sd > 0])
-    assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.patterns_.shape
+    assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.loadings_.shape
