@@ -173,6 +173,10 @@ class NonNegativeFactorisationMixin:
     ``ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator``.
     """
 
+    def __sklearn_is_fitted__(self):
+        # not n_features_in_, which validation sets before a fit can fail or be interrupted
+        return hasattr(self, "components_")
+
     def inverse_transform(self, X):
         """Data reconstructed from per-sample factors: ``X @ components_``.
 

@@ -328,6 +328,10 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         self.verbose = verbose
         self.verbose_interval = verbose_interval
 
+    def __sklearn_is_fitted__(self):
+        # not n_features_in_, which validation sets before a fit can fail or be interrupted
+        return hasattr(self, "means_")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
@@ -651,17 +655,15 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
             except KeyboardInterrupt:
                 interrupted = True
                 break
-            # Ctrl-C: keep the best complete run; the other initialisations are not run
+            # Ctrl-C: keep the best run so far; the other initialisations are not run
             interrupted = result["interrupted"]
-            if (not interrupted or result["n_iter"] > 0) and (
-                best is None or result["objective"] > best["objective"]
-            ):
+            if best is None or result["objective"] > best["objective"]:
                 best = result
             if interrupted:
                 break
         if interrupted:
             if best is None:
-                raise KeyboardInterrupt  # no iteration complete: the estimator is unchanged
+                raise KeyboardInterrupt  # during the initialisation: the estimator is unchanged
             Progress(self, self.max_iter).interrupted(best["n_iter"], stacklevel=4)
         # The stochastic methods run the epochs asked for; only batch EM has a convergence
         # promise to break.

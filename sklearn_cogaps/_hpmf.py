@@ -710,7 +710,7 @@ class HierarchicalPMF(
                     n_iter += 1
             except KeyboardInterrupt:
                 if saved is None:
-                    raise  # nothing complete: the estimator is left as it was
+                    raise  # nothing evaluated yet: the estimator is left as it was
                 (L, F), n_kept = _restore(saved[0]), saved[1]
                 trace, n_iter, interrupted = trace[:n_kept], n_kept - 1, True
                 progress.interrupted(n_iter, stacklevel=4)
