@@ -14,6 +14,7 @@ __all__ = [
     "check_ignored_y",
     "draw_seeds",
     "effective_n_threads",
+    "load_matrix",
     "match_components",
     "unwrap_anndata",
     "validate_input",
@@ -35,9 +36,8 @@ def unwrap_anndata(X):
     """The data matrix of an AnnData, and its variable names; other inputs pass through.
 
     An AnnData contributes its ``.X`` (samples are its observations, features its
-    variables). A backed AnnData is read from its file: a dense ``.X`` (an HDF5 dataset) as
-    a numpy array, a sparse one as a scipy CSR or CSC matrix, never densified. To use a
-    layer, pass it directly, for example ``fit(adata.layers["counts"])``.
+    variables), read by :func:`load_matrix`. To use a layer, pass it directly, for example
+    ``fit(adata.layers["counts"])``, or use :func:`sklearn_cogaps.anndata.fit_anndata`.
 
     Parameters
     ----------
@@ -60,13 +60,32 @@ def unwrap_anndata(X):
             f"The AnnData of shape {X.shape} has no .X; pass one of its layers instead, for "
             f"example adata.layers[{next(iter(X.layers.keys()), 'counts')!r}]."
         )
+    return load_matrix(matrix), names
+
+
+def load_matrix(matrix):
+    """A matrix of an AnnData (``.X`` or a layer), in memory: read from the file if backed.
+
+    Parameters
+    ----------
+    matrix : object
+        A numpy array, a scipy sparse matrix, an array view, or a backed matrix (an HDF5 or
+        zarr dataset, or anndata's backed CSR/CSC dataset).
+
+    Returns
+    -------
+    matrix : ndarray or scipy sparse matrix
+        The values; sparse storage stays sparse.
+    """
     if hasattr(matrix, "to_memory"):
         # a backed sparse matrix: read as a scipy matrix (anndata's backed CSR/CSC datasets)
-        matrix = matrix.to_memory()
-    elif not (isinstance(matrix, np.ndarray) or sparse.issparse(matrix)):
-        # a backed dense matrix (an h5py or zarr dataset), or an array view
-        matrix = np.asarray(matrix[()] if hasattr(matrix, "id") else matrix)
-    return matrix, names
+        return matrix.to_memory()
+    if isinstance(matrix, np.ndarray) or sparse.issparse(matrix):
+        return matrix
+    if type(matrix).__module__.split(".")[0] in ("h5py", "zarr"):
+        # a backed dense matrix: an HDF5 or zarr dataset, read whole
+        return np.asarray(matrix[...])
+    return np.asarray(matrix)
 
 
 def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):

@@ -38,7 +38,7 @@ _UNCERTAINTY_ADVICE = (
 
 
 def default_uncertainty(X):
-    """CoGAPS's default uncertainty: 10% of each value, at least 0.1.
+    """Compute CoGAPS's default uncertainty: 10% of each value, at least 0.1.
 
     Parameters
     ----------
@@ -90,18 +90,6 @@ class CoGAPS(
         values give sparser patterns.
     atom_density_H : float, default=0.01
         The same for the amplitudes ``H`` (CoGAPS's ``alphaA``).
-    alpha_W : float, default="deprecated"
-        Former name of ``atom_density_W``.
-
-        .. deprecated:: 0.2
-           ``alpha_W`` is deprecated and will be removed in 0.3: it reads as the
-           regularisation strength of :class:`~sklearn.decomposition.NMF`, the opposite of
-           its meaning here. Use ``atom_density_W``.
-    alpha_H : float, default="deprecated"
-        Former name of ``atom_density_H``.
-
-        .. deprecated:: 0.2
-           ``alpha_H`` is deprecated and will be removed in 0.3. Use ``atom_density_H``.
     max_gibbs_mass_W : float, default=100.0
         Largest mass a Gibbs draw may give an atom of ``W``, in units of the prior mean
         ``1 / lambda_W_`` (CoGAPS's ``maxGibbsMassP``).
@@ -126,6 +114,18 @@ class CoGAPS(
         calibration) and the posterior averages cover all sampling iterations so far. The
         full sampler state (atoms and generator) is kept in the fitted estimator, so a
         pickled and restored estimator continues exactly as the original would.
+    alpha_W : float, default="deprecated"
+        Former name of ``atom_density_W``.
+
+        .. deprecated:: 0.2
+           ``alpha_W`` is deprecated and will be removed in 0.3: it reads as the
+           regularisation strength of :class:`~sklearn.decomposition.NMF`, the opposite of
+           its meaning here. Use ``atom_density_W``.
+    alpha_H : float, default="deprecated"
+        Former name of ``atom_density_H``.
+
+        .. deprecated:: 0.2
+           ``alpha_H`` is deprecated and will be removed in 0.3. Use ``atom_density_H``.
 
     Attributes
     ----------
@@ -663,8 +663,9 @@ class CoGAPS(
         Returns
         -------
         patterns_z : ndarray of shape (n_samples, n_components)
+            ``loadings_ / loadings_std_``, 0 where the standard deviation is 0.
         components_z : ndarray of shape (n_components, n_features)
-            0 where the standard deviation is 0.
+            ``components_ / components_std_``, 0 where the standard deviation is 0.
         """
         check_is_fitted(self)
         return z_scores(self.loadings_, self.loadings_std_), z_scores(

@@ -954,6 +954,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
         return self._log_prob(data, params)[0]
 
+    @_observations_doc
     def score_samples(self, X, *, X_cov=None, projection=None):
         """Log-likelihood of each observation under the mixture convolved with its noise.
 

@@ -562,7 +562,7 @@ class WeightedBackgroundPMF(
         return sweeper, x_rows, l0, El, Elogl, kl
 
     def transform(self, X):
-        """Loadings of new rows on the data scale, with the features held fixed.
+        """Fit the loadings of new rows on the data scale, with the features held fixed.
 
         Each row's ``l0_i`` and ``q(l_i)`` are fitted under the learned priors ``g_L`` with
         ``f0``, ``q_F`` and ``w`` fixed; rows are independent of each other.

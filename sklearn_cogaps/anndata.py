@@ -64,10 +64,7 @@ def read_anndata_matrix(adata, layer=None):
                 f"adata has no layer {layer!r}; its layers are {sorted(adata.layers.keys())}."
             )
         M = adata.layers[layer]
-    if hasattr(M, "to_memory"):  # a sparse matrix of a backed file
-        M = M.to_memory()
-    elif not (sparse.issparse(M) or isinstance(M, np.ndarray)):
-        M = M[()] if hasattr(M, "shape") and hasattr(M, "dtype") else np.asarray(M)
+    M = load_matrix(M)  # a backed matrix is read from its file
     if sparse.issparse(M):
         return sparse.csr_matrix(M)
     return np.asarray(M)

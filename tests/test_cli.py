@@ -324,7 +324,7 @@ def test_ctrl_c_during_sampling_exits_130_with_partial_results(
 ):
     np.save(tmp_path / "x.npy", data[0])
     _interrupt_at(monkeypatch, 15 + 6)  # 15 calibration and 5 sampling iterations done
-    with pytest.warns(RuntimeWarning, match="Interrupted after 20 of 30"):
+    with pytest.warns(RuntimeWarning, match="interrupted after 20 of 30"):
         status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / f"r{suffix}"])
     assert status == 130
     assert "interrupted; the results are partial" in err
@@ -349,7 +349,7 @@ def test_ctrl_c_during_sampling_exits_130_with_partial_results(
 def test_ctrl_c_during_calibration_claims_no_sampling_mean(data, tmp_path, capsys, monkeypatch):
     np.save(tmp_path / "x.npy", data[0])
     _interrupt_at(monkeypatch, 7)
-    with pytest.warns(RuntimeWarning, match="Interrupted after 6 of 30"):
+    with pytest.warns(RuntimeWarning, match="interrupted after 6 of 30"):
         status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "r.npz"])
     assert status == 130
     assert "mean over the sampling phase" not in out
