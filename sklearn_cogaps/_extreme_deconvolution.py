@@ -225,7 +225,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         runs; after `partial_fit`, the number of its calls so far.
     lower_bound_ : float
         Mean log-likelihood per point of the fitted mixture on the training data.
-    lower_bounds_ : ndarray of shape (n_iter_,)
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
         Mean log-likelihood after each iteration (for the stochastic methods, the mean over the
         minibatches of each epoch; for `partial_fit`, that of each minibatch).
     n_features_in_ : int

@@ -488,7 +488,7 @@ class HierarchicalPMF(
     lower_bound_ : float
         The final value of the bound the solver maximises (for ``"pathwise"``, the mean of
         the last 100 estimates).
-    lower_bounds_ : ndarray of shape (n_iter_,)
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
         Its trace: the value after every iteration of the last fit.
     augmented_lower_bound_ : float
         The ELBO of the augmented model (exact, deterministic) at the fitted q.
