@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 from scipy import sparse
 
+from ._base import load_matrix
 from ._results import sample_factors, trace
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
