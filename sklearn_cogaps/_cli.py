@@ -59,7 +59,7 @@ output formats: {OUTPUT_FORMATS}
   --output-h5ad OUT.h5ad (with an .h5ad INPUT) copies INPUT and adds
   obsm['X_cogaps'] and obsm['X_cogaps_std'] (cells x K), varm['cogaps_components']
   and varm['cogaps_components_std'] (genes x K) and uns['cogaps'] (parameters,
-  chi-square trace, status); INPUT is read backed: only X (or --layer) is loaded.
+  chi-square trace, status). Of INPUT only X (or --layer) and the names are read.
 
 after Ctrl-C: a chain stopped early keeps the iterations done; its results are
   printed and written marked partial (complete = False in OUT.npz, status
@@ -160,20 +160,36 @@ def _import_anndata(path):
 
 
 def _read_h5ad(path, layer=None):
-    """``.X`` (or a layer) and the names of an .h5ad file, opened backed: nothing else of
-    the file (other layers, obsm, uns, ...) is read."""
-    anndata = _import_anndata(path)
-    from .anndata import read_anndata_matrix
+    """``X`` (or a layer) and the cell and gene names of an .h5ad file, read element by
+    element with anndata's reader: nothing else of the file (other layers, obsm, uns, the
+    annotation columns) is loaded."""
+    _import_anndata(path)
+    import h5py
 
-    adata = anndata.read_h5ad(path, backed="r")
     try:
-        try:
-            X = read_anndata_matrix(adata, layer)
-        except KeyError as exc:
-            raise CommandLineError(f"'{path}': {exc.args[0]}") from None
-        return X, _names(adata.obs_names), _names(adata.var_names)
-    finally:
-        adata.file.close()
+        from anndata.io import read_elem
+    except ImportError:  # anndata < 0.11
+        from anndata.experimental import read_elem
+
+    def index(group):
+        return _names(read_elem(group[group.attrs["_index"]]))
+
+    with h5py.File(path, "r") as f:
+        if layer is None:
+            if "X" not in f:
+                raise CommandLineError(f"'{path}' has no X; name a layer with --layer.")
+            element = f["X"]
+        else:
+            layers = f.get("layers", {})
+            if layer not in layers:
+                raise CommandLineError(
+                    f"'{path}' has no layer {layer!r}; its layers are {sorted(layers.keys())}."
+                )
+            element = layers[layer]
+        X = read_elem(element)
+        if sparse.issparse(X):
+            X = sparse.csr_matrix(X)
+        return X, index(f["obs"]), index(f["var"])
 
 
 def read_matrix(path, transpose=False, layer=None):

@@ -132,9 +132,9 @@ def plot_markers(
 
     The markers are those of :func:`~sklearn_cogaps.pattern_markers` (as CoGAPS's
     ``patternMarkers``), the best ``n_markers`` of each pattern, stacked pattern by pattern.
-    Without ``X`` each row shows a feature's amplitudes in the patterns; with ``X`` it shows
-    the feature's data across the samples (as R CoGAPS's ``plotPatternMarkers``). Each row is
-    scaled to its own maximum.
+    Without ``X`` each row shows a feature's amplitudes in the patterns, scaled to their
+    maximum; with ``X`` it shows the feature's data across the samples (as R CoGAPS's
+    ``plotPatternMarkers``), scaled from its minimum (0) to its maximum (1).
 
     Parameters
     ----------
@@ -218,10 +218,13 @@ def plot_markers(
             else [str(i) for i in range(X.shape[0])]
         )
         xlabel = "sample"
+        values = values - values.min(axis=1, keepdims=True)
+        scale_label = "from each feature's minimum to its maximum"
     else:
         values = A[rows]
         columns = [f"Pattern_{k + 1}" for k in range(A.shape[1])]
         xlabel = "pattern"
+        scale_label = "scaled to each feature's maximum"
     top = np.abs(values).max(axis=1, keepdims=True)
     values = np.divide(values, top, out=np.zeros_like(values), where=top > 0)
     names = (
@@ -238,7 +241,7 @@ def plot_markers(
         ax.axhline(edge, color="white", linewidth=1.5)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("marker features, by pattern")
-    ax.figure.colorbar(image, ax=ax, label="scaled to each feature's maximum")
+    ax.figure.colorbar(image, ax=ax, label=scale_label)
     return ax
 
 

@@ -453,3 +453,71 @@ def test_parallel_thresholds_are_validated():
         _set_parallel_thresholds(min_work=-1)
     previous = _set_parallel_thresholds()
     assert _set_parallel_thresholds(*previous) == previous
+
+
+def test_sparse_transform_uses_the_stored_entries_and_equals_the_dense_model():
+    X, _ = _data_with_true_zeros(seed=2)
+    est = CoGAPS(n_components=3, max_iter=100, random_state=0).fit(X)
+    dense = est.transform(X)
+    # explicit zeros, unsorted indices and a read-only CSR: the caller's matrix is unchanged
+    rows = sparse.csr_matrix(X)
+    rows.data[0] = 0.0
+    X_zeroed = rows.toarray()
+    order = np.arange(rows.indptr[1])[::-1]
+    rows.indices[: rows.indptr[1]] = rows.indices[order]
+    rows.data[: rows.indptr[1]] = rows.data[order]
+    rows.has_sorted_indices = False
+    for a in (rows.data, rows.indices, rows.indptr):
+        a.flags.writeable = False
+    before = (rows.data.copy(), rows.indices.copy(), rows.indptr.copy())
+    from_sparse = est.transform(rows)
+    for a, b in zip(before, (rows.data, rows.indices, rows.indptr)):
+        assert_array_equal(a, b)
+    # the same model and the same per-row seeds: equal up to rounding
+    assert_allclose(from_sparse[1:], dense[1:], rtol=0, atol=1e-9)
+    assert_allclose(from_sparse[:1], est.transform(X_zeroed[:1]), rtol=0, atol=1e-9)
+    # reproducible, and each row's result depends on that row alone
+    assert_array_equal(est.transform(rows), from_sparse)
+    assert_array_equal(est.transform(sparse.csr_matrix(X_zeroed[[7, 3, 12]])), from_sparse[[7, 3, 12]])
+    # an all-zero row under the sparse model: only its prior
+    empty = est.transform(sparse.csr_matrix((2, X.shape[1])))
+    assert empty.shape == (2, 3) and np.all(np.isfinite(empty)) and np.all(empty >= 0)
+    # a model fitted with sparse_optimization transforms dense rows the same way
+    est.set_params(sparse_optimization=True)
+    assert_array_equal(est.transform(X_zeroed[[7, 3, 12]]), from_sparse[[7, 3, 12]])
+
+
+def test_pickle_carries_the_sampler_state_only_with_warm_start(simulated):
+    X, _, _ = simulated
+    cold = CoGAPS(n_components=3, max_iter=30, random_state=0).fit(X)
+    warm = CoGAPS(n_components=3, max_iter=30, random_state=0, warm_start=True).fit(X)
+    assert_array_equal(cold.components_, warm.components_)
+    cold_size, warm_size = len(pickle.dumps(cold)), len(pickle.dumps(warm))
+    # the fitted attributes: two K x n_features and two n_samples x K matrices, two traces
+    attributes = sum(
+        getattr(cold, name).nbytes
+        for name in ("components_", "components_std_", "patterns_", "patterns_std_", "chisq_history_", "n_atoms_history_")
+    )
+    assert cold_size < attributes + 4000
+    assert warm_size > cold_size + 2 * cold.components_.nbytes  # sums and atoms of both matrices
+    # a state that was not kept gives a new chain, not an error
+    assert cold.set_params(warm_start=True).fit(X).n_iter_ == 60
+    assert cold.fit(X).n_iter_ == 90
+
+
+def test_sparse_model_reads_a_canonical_csr_in_place_and_never_changes_the_callers_matrix():
+    X, _ = _data_with_true_zeros()
+    canonical = sparse.csr_matrix(X)
+    messy = sparse.csr_matrix(X)
+    messy.data[:5] = 0.0  # explicit zeros
+    csc = sparse.csc_matrix(messy)
+    reference = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(sparse.csr_matrix(messy.toarray()))
+    for data in (canonical, messy, csc):
+        for a in (data.data, data.indices, data.indptr):
+            a.flags.writeable = False
+        before = [a.copy() for a in (data.data, data.indices, data.indptr)]
+        est = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(data)
+        for a, b in zip(before, (data.data, data.indices, data.indptr)):
+            assert_array_equal(a, b)
+        if data is not canonical:
+            assert_array_equal(est.components_, reference.components_)

@@ -111,7 +111,8 @@ def test_marker_heatmap_of_amplitudes_and_of_data(cogaps):
     )
     image = ax.images[0].get_array()
     assert image.shape == (n_rows, X.shape[0])
-    assert_allclose(image[0], X[:, rows[0]] / X[:, rows[0]].max())
+    column = X[:, rows[0]]
+    assert_allclose(image[0], (column - column.min()) / (column.max() - column.min()))
     assert [t.get_text() for t in ax.get_yticklabels()][0] == names[rows[0]]
     assert [t.get_text() for t in ax.get_xticklabels()] == samples
     assert len(ax.figure.axes) == 2  # the heatmap and its colour bar
