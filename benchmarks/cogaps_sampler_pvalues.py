@@ -47,7 +47,8 @@ def main():
         for model in ("dense", "sparse"):
             chains = queued_chains(X, prec, H, lam, 100, N_ITER, seed=seed, model=model)
             results.setdefault(f"queued, {model}", []).append(compare(chains, ref)[0])
-        print(f"seed {seed} done", file=sys.stderr, flush=True)
+        line = "  ".join(f"{name}: {ps[-1]:.3g}" for name, ps in results.items())
+        print(f"seed {seed}  {line}", file=sys.stderr, flush=True)
     print(f"{'comparison':<36} {'min p':>8} {'p<0.05':>7} {'KS uniform p':>13}")
     for name, ps in results.items():
         ps = np.array(ps)
