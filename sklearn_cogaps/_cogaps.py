@@ -9,13 +9,14 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
+from ._cogaps_distributed import clear_distributed_attributes, fit_distributed
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
-from ._cogaps_sampler import GibbsSampler, sample_fixed_rows
+from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
 
 __all__ = ["CoGAPS", "default_uncertainty"]
 
@@ -48,19 +49,22 @@ def default_uncertainty(X):
 
 
 def _canonical_csr(X):
-    """X as a CSR matrix with sorted indices, no duplicates and no stored zeros.
+    """X as a float64 CSR matrix with sorted indices, no duplicates and no stored zeros.
 
-    The caller's arrays are shared when they already have that form and copied otherwise,
-    so the caller's matrix is never modified (and may be read-only or memory-mapped).
+    The caller's arrays are shared when they already have that form (they are then only
+    read) and copied otherwise, so the caller's matrix is never modified and may be
+    read-only or memory-mapped.
     """
     if not sparse.issparse(X):
-        return sparse.csr_matrix(X)
+        return sparse.csr_matrix(X, dtype=np.float64)
     csr = X.tocsr()  # converts other formats (new arrays); a CSR matrix comes back as is
     # a new matrix object on the same arrays: the checks below cache flags on it, not on X
     view = sparse.csr_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)
-    if view.has_canonical_format and np.all(view.data != 0):
+    if view.dtype == np.float64 and view.has_canonical_format and np.all(view.data != 0):
         return view
-    if X.format == "csr":  # shares the caller's arrays
+    if view.dtype != np.float64:
+        view = view.astype(np.float64)  # a copy
+    elif X.format == "csr":  # shares the caller's arrays
         view = view.copy()
     view.sum_duplicates()
     view.eliminate_zeros()
@@ -142,8 +146,35 @@ class CoGAPS(
         When True and the estimator was fitted before on data of the same shape, ``fit``
         continues the same chain for ``max_iter`` more sampling iterations (no new
         calibration) and the posterior averages cover all sampling iterations so far. The
-        full sampler state (atoms and generator) is kept in the fitted estimator, so a
-        pickled and restored estimator continues exactly as the original would.
+        full sampler state (atoms, generator and sums) is kept in the fitted estimator
+        only when ``warm_start=True``, so a pickled and restored estimator continues
+        exactly as the original would; without it the pickle holds the fitted attributes
+        alone.
+    distributed : {"genome-wide", "single-cell"} or None, default=None
+        CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
+        (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
+        their patterns across subsets and refit every subset with the consensus held fixed;
+        see :ref:`cogaps-distributed`. The number of consensus patterns, ``n_components_``,
+        can differ from ``n_components``. None fits all of X in one chain.
+    n_sets : int, default=4
+        Number of random subsets in distributed mode (``nSets``).
+    cut : int, default=None
+        Number of clusters the tree of the subsets' patterns is cut into (``cut``); None
+        uses ``n_components``.
+    min_ns : int, default=None
+        Smallest cluster of patterns that gives a consensus pattern (``minNS``); None uses
+        ``ceil(n_sets / 2)``.
+    max_ns : int, default=None
+        Largest cluster kept whole; larger ones are split in two (``maxNS``). None uses
+        ``min_ns + n_sets``.
+    explicit_sets : list of array-like, default=None
+        The subsets of distributed mode, instead of random ones (``explicitSets``): lists
+        of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
+        ``"single-cell"``. They must partition the features or samples.
+    n_jobs : int, default=None
+        Number of joblib workers for the subsets of distributed mode; None means 1 unless
+        in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
+        The result does not depend on it.
 
     Attributes
     ----------
@@ -168,6 +199,21 @@ class CoGAPS(
         the mean over the non-zero entries.
     n_iter_ : int
         Number of iterations run (calibration plus sampling).
+    n_components_ : int
+        Number of consensus patterns of a distributed fit (the columns of ``patterns_``).
+        Set only in distributed mode, like the five attributes below.
+    subsets_ : list of ndarray
+        The feature (genome-wide) or sample (single-cell) indices of each subset.
+    subset_patterns_ : list of ndarray of shape (n_shared, n_components)
+        The shared factor of each subset's first-phase fit, before matching: its
+        ``patterns_`` (genome-wide) or ``components_.T`` (single-cell).
+    pattern_clusters_ : ndarray of shape (n_sets, n_components)
+        The consensus pattern each first-phase pattern was matched to; -1 when unmatched.
+    consensus_correlation_ : ndarray of shape (n_sets, n_components)
+        Correlation of each first-phase pattern with the mean of its cluster; NaN when
+        unmatched.
+    subset_chisq_ : ndarray of shape (n_sets,)
+        Chi-square of each subset's final fit; ``chisq_`` is their sum.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -207,6 +253,13 @@ class CoGAPS(
         "verbose": ["verbose"],
         "sparse_optimization": ["boolean"],
         "warm_start": ["boolean"],
+        "distributed": [StrOptions({"genome-wide", "single-cell"}), None],
+        "n_sets": [Interval(Integral, 1, None, closed="left")],
+        "cut": [Interval(Integral, 1, None, closed="left"), None],
+        "min_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "max_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "explicit_sets": ["array-like", None],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -222,6 +275,13 @@ class CoGAPS(
         verbose=0,
         sparse_optimization=False,
         warm_start=False,
+        distributed=None,
+        n_sets=4,
+        cut=None,
+        min_ns=None,
+        max_ns=None,
+        explicit_sets=None,
+        n_jobs=None,
     ):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -233,6 +293,13 @@ class CoGAPS(
         self.verbose = verbose
         self.sparse_optimization = sparse_optimization
         self.warm_start = warm_start
+        self.distributed = distributed
+        self.n_sets = n_sets
+        self.cut = cut
+        self.min_ns = min_ns
+        self.max_ns = max_ns
+        self.explicit_sets = explicit_sets
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
@@ -345,6 +412,19 @@ class CoGAPS(
         (True, 0.0)
         """
         X = self._validate_X(X, reset=True)
+        if self.distributed is not None:
+            if fixed_components is not None or fixed_patterns is not None:
+                raise ValueError(
+                    "A distributed fit holds its consensus fixed itself; fixed_components "
+                    "and fixed_patterns need distributed=None."
+                )
+            return fit_distributed(self, X, uncertainty)
+        if self.explicit_sets is not None:
+            raise ValueError(
+                "explicit_sets is used only in distributed mode; set distributed to "
+                "'genome-wide' or 'single-cell', or explicit_sets=None."
+            )
+        clear_distributed_attributes(self)
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
@@ -372,7 +452,8 @@ class CoGAPS(
             n_threads,
             fixed,
         )
-        self._sampler_state = sampler.get_state()
+        # the full state (atoms, generator, sums) only when a later fit may continue it
+        self._sampler_state = sampler.get_state() if self.warm_start else None
         self._check_finite_fit()
         return self
 
@@ -442,9 +523,16 @@ class CoGAPS(
                     "max(0.1 * x, 0.1) otherwise); a user 'uncertainty' cannot be used with "
                     "it. Pass dense X with sparse_optimization=False to use your own."
                 )
-            rows = _canonical_csr(X)
-            cols = rows.T.tocsr()
-            cols.sort_indices()
+            # both orientations, sharing the caller's arrays where they are already
+            # canonical (they are only read): a CSC's transpose is a CSR of its columns
+            if sparse.issparse(X) and X.format == "csc":
+                cols = _canonical_csr(X.T)
+                rows = cols.T.tocsr()
+                rows.sort_indices()
+            else:
+                rows = _canonical_csr(X)
+                cols = rows.T.tocsr()
+                cols.sort_indices()
             return ("sparse", rows, cols)
         sigma = self._validate_uncertainty(uncertainty, X)
         return ("dense", X, _precision(sigma))
@@ -596,7 +684,7 @@ class CoGAPS(
         self.components_std_ = np.ascontiguousarray(h_std.T)
         kind, a, b = data
         if kind == "sparse":
-            rows = _sparse_orientation(a, SPARSE_SIGMA0)
+            rows = _sparse_orientation(a)
             self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, SPARSE_SIGMA0, n_threads)
         else:
             self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
@@ -606,12 +694,43 @@ class CoGAPS(
 
     # ------------------------------------------------------------------ transform
     def _row_seeds(self, X):
+        """One seed per row, from ``random_state`` and the row's values as a dense float64
+        row, so a row gets the same chain whether it comes dense or sparse."""
         key = int(self._transform_seed).to_bytes(8, "little")
         seeds = np.empty(X.shape[0], dtype=np.uint64)
-        for i, row in enumerate(X):
-            digest = hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest()
-            seeds[i] = int.from_bytes(digest, "little")
+
+        def seed(row):
+            return int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest(), "little")
+
+        if not sparse.issparse(X):
+            for i, row in enumerate(X):
+                seeds[i] = seed(row)
+            return seeds
+        # a canonical CSR (sorted, summed duplicates), densified one row at a time
+        row = np.zeros(X.shape[1])
+        for i in range(X.shape[0]):
+            cols = X.indices[X.indptr[i] : X.indptr[i + 1]]
+            row[cols] = X.data[X.indptr[i] : X.indptr[i + 1]]
+            seeds[i] = seed(row)
+            row[cols] = 0.0
         return seeds
+
+    def _sample_sparse_patterns(self, X):
+        """Patterns of the rows of X under the sparse-data model: each proposal costs
+        O(nnz of the row * K), and the rows are never made dense."""
+        rows = _canonical_csr(X)
+        mean, _ = sample_fixed_sparse_rows(
+            rows,
+            np.ascontiguousarray(self.components_.T),
+            SPARSE_SIGMA0,
+            self.alpha_W,
+            self.lambda_W_,
+            self.max_gibbs_mass_W,
+            self.max_iter,
+            self._row_seeds(rows),
+            effective_n_threads(),
+        )
+        return mean
 
     def _row_chunks(self, X, uncertainty):
         """Dense row blocks of X with their uncertainty (sparse X is made dense a block at a
@@ -649,6 +768,12 @@ class CoGAPS(
         values, so the result for a row does not depend on the other rows or on the
         number of threads.
 
+        Sparse ``X`` (and any ``X`` when ``sparse_optimization=True``) without a user
+        ``uncertainty`` is sampled with the sparse-data model, from the stored entries
+        of each row: a proposal costs O(nnz of the row * n_components) and no row is made
+        dense. It is the dense model with the default uncertainty, so both give the same
+        patterns up to rounding.
+
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
@@ -664,6 +789,8 @@ class CoGAPS(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         self._check_uncertainty_shape(uncertainty, X)
+        if uncertainty is None and (self.sparse_optimization or sparse.issparse(X)):
+            return self._sample_sparse_patterns(X)
         blocks = [self._sample_patterns(x, sigma)[0] for x, sigma in self._row_chunks(X, uncertainty)]
         return np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
 
