@@ -10,18 +10,12 @@ from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
 from ._markers import pattern_markers, z_scores
-from ._cogaps_fast import (
-    GibbsSampler,
-    _sparse_orientation,
-    fit_chi_square,
-    residual,
-    sample_fixed_rows,
-    sparse_chi_square,
-)
+from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
+from ._cogaps_sampler import GibbsSampler, sample_fixed_rows
 
 __all__ = ["CoGAPS", "default_uncertainty"]
 
@@ -237,8 +231,15 @@ class CoGAPS(
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, *, uncertainty=None):
+    def fit(self, X, y=None, *, uncertainty=None, fixed_components=None, fixed_patterns=None):
         """Sample the posterior of the factorisation of X.
+
+        One of the two matrices can be held fixed (CoGAPS's ``fixedPatterns`` with
+        ``whichMatrixFixed``): the chain then samples only the other one, and the fixed
+        matrix comes back unchanged as the fitted attribute, with standard deviation 0.
+        Neither matrix is rescaled in that case (the free one is averaged as sampled), so
+        ``fit(X, fixed_components=H).patterns_`` estimates what ``transform(X)`` does for
+        an estimator with ``components_ = H``, in one chain over all the rows.
 
         Parameters
         ----------
@@ -249,20 +250,46 @@ class CoGAPS(
         uncertainty : array-like of shape (n_samples, n_features), default=None
             Standard deviation of each entry of X (CoGAPS's ``uncertainty.T``). None uses
             CoGAPS's default, ``max(0.1 * X, 0.1)``.
+        fixed_components : array-like of shape (n_components, n_features), default=None
+            Amplitudes ``H`` to hold fixed: only the patterns ``W`` are sampled. Non-negative
+            and finite.
+        fixed_patterns : array-like of shape (n_samples, n_components), default=None
+            Patterns ``W`` to hold fixed: only the amplitudes ``H`` are sampled. Cannot be
+            combined with ``fixed_components``.
 
         Returns
         -------
         self : object
             The fitted estimator.
+
+        Notes
+        -----
+        With ``warm_start=True``, a fit continues the previous chain only when it holds the
+        same matrix fixed at the same values as the previous fit (or none in both); a
+        different fixed matrix raises a ``ValueError`` (set ``warm_start=False`` to start
+        a new chain).
+
+        Examples
+        --------
+        Sample the patterns of data whose amplitudes are known:
+
+        >>> from sklearn_cogaps import CoGAPS
+        >>> from sklearn_cogaps.datasets import make_patterns
+        >>> X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
+        >>> model = CoGAPS(n_components=2, max_iter=200, random_state=0)
+        >>> model = model.fit(X, fixed_components=H)
+        >>> bool((model.components_ == H).all()), float(model.components_std_.max())
+        (True, 0.0)
         """
         X = self._validate_X(X, reset=True)
+        fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
-        if self._continues_chain(X, data):
+        if self._continues_chain(X, data, fixed):
             sampler, history, atoms = self._restore_sampler(data, n_threads)
             iterations = [True] * self.max_iter
         else:
-            sampler = self._new_sampler(X, data)
+            sampler = self._new_sampler(X, data, fixed)
             history = np.empty(0)
             atoms = np.empty((0, 2), dtype=np.int64)
             iterations = [False] * self.max_iter + [True] * self.max_iter
@@ -274,9 +301,55 @@ class CoGAPS(
             np.concatenate([history, new_history]),
             np.concatenate([atoms, new_atoms]),
             n_threads,
+            fixed,
         )
         self._sampler_state = sampler.get_state()
         return self
+
+    def _validate_fixed(self, X, fixed_components, fixed_patterns):
+        """``(which, matrix)`` with which in {None, "W", "H"} and the fixed matrix in the
+        sampler's orientation (W, or Ht = H^T), as a new float64 array."""
+        if fixed_components is not None and fixed_patterns is not None:
+            raise ValueError(
+                "Pass at most one of 'fixed_components' and 'fixed_patterns': holding both "
+                "matrices fixed leaves nothing to sample."
+            )
+        if fixed_components is None and fixed_patterns is None:
+            return None, None, None
+        K = self.n_components
+        if fixed_components is not None:
+            name, value, expected, which = (
+                "fixed_components", fixed_components, (K, X.shape[1]), "H")
+            meaning = "(n_components, n_features)"
+        else:
+            name, value, expected, which = (
+                "fixed_patterns", fixed_patterns, (X.shape[0], K), "W")
+            meaning = "(n_samples, n_components)"
+        M = check_array(
+            value,
+            accept_sparse=False,
+            dtype=np.float64,
+            ensure_all_finite=True,
+            ensure_min_samples=1,
+            ensure_min_features=1,
+            input_name=name,
+            copy=True,
+        )
+        if M.shape != expected:
+            raise ValueError(
+                f"'{name}' must have shape {meaning} = {expected} for this X and "
+                f"n_components={K}; got {M.shape}. Set n_components to the number of "
+                "components of the fixed matrix."
+            )
+        if np.any(M < 0):
+            raise ValueError(
+                f"'{name}' must be non-negative; its smallest entry is {M.min()}. CoGAPS's "
+                "matrices are sums of atoms of positive mass."
+            )
+        if which == "H":
+            return which, M, np.ascontiguousarray(M.T)
+        return which, M, M
+
 
     def _model_data(self, X, uncertainty):
         """What the sampler works from: ``("dense", X, precision)`` or, for the sparse
@@ -297,15 +370,31 @@ class CoGAPS(
         sigma = self._validate_uncertainty(uncertainty, X)
         return ("dense", X, _precision(sigma))
 
-    def _continues_chain(self, X, data):
+    def _continues_chain(self, X, data, fixed):
         state = getattr(self, "_sampler_state", None)
-        return (
+        same_chain = (
             self.warm_start
             and state is not None
             and state["sparse"] == (data[0] == "sparse")
             and state["W"].shape == (X.shape[0], self.n_components)
             and state["Ht"].shape == (X.shape[1], self.n_components)
         )
+        if not same_chain:
+            return False
+        which, _, matrix = fixed
+        previous = state.get("fixed")
+        if which != previous or (
+            which is not None
+            and not np.array_equal(matrix, state["W"] if which == "W" else state["Ht"])
+        ):
+            describe = {None: "no fixed matrix", "W": "fixed_patterns", "H": "fixed_components"}
+            raise ValueError(
+                f"warm_start=True continues the previous chain, which was fitted with "
+                f"{describe[previous]}; this fit has {describe[which]}"
+                f"{' with other values' if which == previous else ''}. Pass the same fixed "
+                "matrix as before, or set warm_start=False to start a new chain."
+            )
+        return True
 
     def _prior_rates(self, X):
         values = X.data if sparse.issparse(X) else X
@@ -315,17 +404,18 @@ class CoGAPS(
         root = np.sqrt(self.n_components / data_mean)
         return self.alpha_W * root, self.alpha_H * root
 
-    def _new_sampler(self, X, data):
+    def _new_sampler(self, X, data, fixed):
         rng = check_random_state(self.random_state)
         seed = draw_seeds(rng)
         self._transform_seed = draw_seeds(rng)
         self.lambda_W_, self.lambda_H_ = self._prior_rates(X)
         K = self.n_components
-        W0 = np.zeros((X.shape[0], K))
-        Ht0 = np.zeros((X.shape[1], K))
-        return self._make_sampler(data, W0, Ht0, seed=seed)
+        which, _, matrix = fixed
+        W0 = matrix if which == "W" else np.zeros((X.shape[0], K))
+        Ht0 = matrix if which == "H" else np.zeros((X.shape[1], K))
+        return self._make_sampler(data, W0, Ht0, seed=seed, fixed=which)
 
-    def _make_sampler(self, data, W, Ht, seed=0, state=None, n_threads=1):
+    def _make_sampler(self, data, W, Ht, seed=0, state=None, n_threads=1, fixed=None):
         kind, a, b = data
         arguments = (
             self.alpha_W,
@@ -338,14 +428,29 @@ class CoGAPS(
         )
         if kind == "sparse":
             return GibbsSampler(
-                None, None, W, Ht, *arguments, state=state, sparse_data=(a, b, SPARSE_SIGMA0)
+                None,
+                None,
+                W,
+                Ht,
+                *arguments,
+                state=state,
+                sparse_data=(a, b, SPARSE_SIGMA0),
+                fixed=fixed,
             )
+        # a fresh chain starts with one matrix zero: its residual is X itself
         R = a if state is None else residual(a, W, Ht, n_threads)
-        return GibbsSampler(R, b, W, Ht, *arguments, state=state)
+        return GibbsSampler(R, b, W, Ht, *arguments, state=state, fixed=fixed)
 
     def _restore_sampler(self, data, n_threads):
         state = self._sampler_state
-        sampler = self._make_sampler(data, state["W"], state["Ht"], state=state, n_threads=n_threads)
+        sampler = self._make_sampler(
+            data,
+            state["W"],
+            state["Ht"],
+            state=state,
+            n_threads=n_threads,
+            fixed=state.get("fixed"),
+        )
         return sampler, self.chisq_history_, self.n_atoms_history_
 
     def _run_chain(self, sampler, iterations, chisq, n_threads):
@@ -394,11 +499,17 @@ class CoGAPS(
             flush=True,
         )
 
-    def _set_posterior(self, sampler, data, history, atoms, n_threads):
+    def _set_posterior(self, sampler, data, history, atoms, n_threads, fixed):
         if sampler.n_accumulated == 0:
             # interrupted during calibration: the current state is the only sample
             sampler.accumulate()
         w_mean, w_std, h_mean, h_std = sampler.posterior()
+        # the fixed matrix comes back exactly as it was given, with standard deviation 0
+        which, _, matrix = fixed
+        if which == "W":
+            w_mean, w_std = matrix, np.zeros_like(matrix)
+        elif which == "H":
+            h_mean, h_std = matrix, np.zeros_like(matrix)
         self.patterns_ = w_mean
         self.patterns_std_ = w_std
         self.components_ = np.ascontiguousarray(h_mean.T)

@@ -15,8 +15,16 @@ from threadpoolctl import threadpool_limits
 from sklearn_cogaps import CoGAPS, match_components
 from sklearn_cogaps.datasets import make_patterns
 
-# CoGAPS's own example and its published result, in ../shared beside the repository
-GIST = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gist"
+# CoGAPS's own example and its published result, in shared/fixtures beside the repository
+# (found from any checkout below the directory that holds shared/)
+GIST = next(
+    (
+        parent / "shared" / "fixtures" / "gist"
+        for parent in Path(__file__).resolve().parents
+        if (parent / "shared" / "fixtures" / "gist").is_dir()
+    ),
+    Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gist",
+)
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +215,7 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
 
 
 def test_queue_batches_are_larger_than_one_on_many_rows():
-    from sklearn_cogaps._cogaps_fast import GibbsSampler
+    from sklearn_cogaps._cogaps_sampler import GibbsSampler
 
     X, _, _ = make_patterns(n_samples=50, n_features=1000, n_components=3, random_state=0)
     prec = 1.0 / np.maximum(0.1 * X, 0.1) ** 2
@@ -272,3 +280,174 @@ def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulat
     sd = model.components_std_
     assert_allclose(z_h[sd > 0], model.components_[sd > 0] / sd[sd > 0])
     assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.patterns_.shape
+
+
+# ---------------------------------------------------------------------------------------
+# Fixed-matrix fits (CoGAPS's fixedPatterns / whichMatrixFixed)
+
+
+def _gist():
+    import pandas as pd
+
+    D = pd.read_csv(GIST / "GIST_matrix.csv", index_col=0).to_numpy()
+    A = pd.read_csv(GIST / "GIST_result_Amean.csv", index_col=0).to_numpy()
+    return D.T, A.T
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse", "uncertainty"])
+def test_fixed_components_recover_the_patterns_and_come_back_unchanged(simulated, kind):
+    X, W, H = simulated
+    kwargs = {"uncertainty": np.maximum(0.1 * X, 0.2)} if kind == "uncertainty" else {}
+    data = sparse.csr_matrix(X) if kind == "sparse" else X
+    H_given = H.copy()
+    est = CoGAPS(n_components=3, max_iter=400, random_state=0).fit(
+        data, fixed_components=H_given, **kwargs
+    )
+    assert_array_equal(H_given, H)  # the caller's matrix is not touched
+    assert_array_equal(est.components_, H)
+    assert est.components_ is not H_given
+    assert_array_equal(est.components_std_, np.zeros_like(H))
+    # nothing is rescaled: the patterns are on the scale of the true ones
+    rel = np.linalg.norm(est.patterns_ - W) / np.linalg.norm(W)
+    assert rel < 0.06, rel
+    assert np.mean(est.patterns_std_ > 0) > 0.9
+    # the amplitudes' domain stays empty, the chi-square trace falls as usual
+    assert np.all(est.n_atoms_history_[:, 1] == 0) and est.n_atoms_history_[-1, 0] > 0
+    assert est.chisq_history_.shape == (800,) and est.chisq_history_[-1] < 0.05 * est.chisq_history_[0]
+    u = kwargs.get("uncertainty", np.maximum(0.1 * X, 0.1))
+    assert_allclose(est.chisq_, np.sum(((X - est.patterns_ @ H) / u) ** 2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_fixed_patterns_recover_the_amplitudes(kind):
+    X, W = _data_with_true_zeros()
+    _, _, H = make_patterns(n_samples=40, n_features=300, n_components=3, random_state=0)
+    data = sparse.csr_matrix(X) if kind == "sparse" else X
+    est = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(data, fixed_patterns=W)
+    assert_array_equal(est.patterns_, W)
+    assert_array_equal(est.patterns_std_, np.zeros_like(W))
+    assert np.all(est.n_atoms_history_[:, 0] == 0)
+    # relative error of the amplitudes, where the data constrain them
+    rel = np.linalg.norm(est.components_ - H) / np.linalg.norm(H)
+    assert rel < 0.1, rel
+    for k in range(3):
+        assert np.corrcoef(est.components_[k], H[k])[0, 1] > 0.98
+
+
+def test_dense_and_sparse_fixed_fits_sample_the_same_posterior():
+    X, W = _data_with_true_zeros()
+    est = CoGAPS(n_components=3, max_iter=150, random_state=0)
+    dense = est.fit(X, fixed_patterns=W).components_
+    from_sparse = est.fit(sparse.csr_matrix(X), fixed_patterns=W).components_
+    for k in range(3):
+        assert np.corrcoef(dense[k], from_sparse[k])[0, 1] > 0.99
+
+
+def test_fixed_published_amplitudes_on_gist_give_the_peer_chi_square_and_transform_patterns():
+    X, H = _gist()
+    est = CoGAPS(n_components=3, max_iter=2000, random_state=0).fit(X, fixed_components=H)
+    # the C++ CoGAPS's fixed-amplitude run reaches 3788.9; transform 3788.8
+    assert 3788.7 < est.chisq_ < 3789.0, est.chisq_
+    W_transform = est.transform(X)
+    for k in range(3):
+        assert np.corrcoef(est.patterns_[:, k], W_transform[:, k])[0, 1] > 0.9999
+    assert_allclose(est.patterns_, W_transform, atol=5e-3)
+
+
+@pytest.mark.parametrize("fixed", ["fixed_components", "fixed_patterns"])
+@pytest.mark.parametrize("sparse_optimization", [False, True])
+def test_fixed_fits_do_not_depend_on_the_number_of_threads(fixed, sparse_optimization):
+    X, W, H = make_patterns(n_samples=60, n_features=3000, n_components=2, random_state=3)
+    matrix = H if fixed == "fixed_components" else W
+    est = CoGAPS(n_components=2, max_iter=5, random_state=0, sparse_optimization=sparse_optimization)
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads, user_api="openmp"):
+            est.fit(X, **{fixed: matrix})
+            results.append((est.patterns_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+    for a, b in zip(*results):
+        assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"fixed_components": np.ones((2, 200))}, r"'fixed_components' must have shape .*\(3, 200\)"),
+        ({"fixed_components": np.ones((3, 199))}, r"'fixed_components' must have shape"),
+        ({"fixed_patterns": np.ones((30, 4))}, r"'fixed_patterns' must have shape .*\(30, 3\)"),
+        ({"fixed_patterns": -np.ones((30, 3))}, "'fixed_patterns' must be non-negative"),
+        ({"fixed_components": np.full((3, 200), np.nan)}, "fixed_components contains NaN"),
+        ({"fixed_patterns": np.full((30, 3), np.inf)}, "fixed_patterns contains infinity"),
+        (
+            {"fixed_patterns": np.ones((30, 3)), "fixed_components": np.ones((3, 200))},
+            "at most one of 'fixed_components' and 'fixed_patterns'",
+        ),
+    ],
+)
+def test_bad_fixed_matrices_are_refused_with_a_clear_message(simulated, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CoGAPS(n_components=3, max_iter=5).fit(simulated[0], **kwargs)
+
+
+def test_warm_start_continues_a_fixed_fit_and_refuses_another_fixed_matrix(simulated):
+    X, W, H = simulated
+    est = CoGAPS(n_components=3, max_iter=30, random_state=0, warm_start=True)
+    est.fit(X, fixed_components=H)
+    restored = pickle.loads(pickle.dumps(est))
+    est.fit(X, fixed_components=H)
+    restored.fit(X, fixed_components=H)
+    assert est.n_iter_ == restored.n_iter_ == 90
+    assert_array_equal(est.patterns_, restored.patterns_)
+    assert_array_equal(est.components_, H)
+    with pytest.raises(ValueError, match="fitted with fixed_components; this fit has no fixed"):
+        est.fit(X)
+    with pytest.raises(ValueError, match="fixed_components with other values"):
+        est.fit(X, fixed_components=2 * H)
+    with pytest.raises(ValueError, match="this fit has fixed_patterns"):
+        est.fit(X, fixed_patterns=W)
+    # a new chain is one parameter away
+    assert est.set_params(warm_start=False).fit(X, fixed_patterns=W).n_iter_ == 60
+
+
+@pytest.fixture
+def parallel_everywhere():
+    """Send every batch and every transpose to the parallel path, however small."""
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    previous = _set_parallel_thresholds(min_work=0, min_entries=0)
+    yield
+    _set_parallel_thresholds(*previous)
+
+
+@pytest.mark.parametrize("model", ["dense", "sparse", "fixed"])
+def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywhere):
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    X, W = _data_with_true_zeros(seed=1)
+    data = sparse.csr_matrix(X) if model == "sparse" else X
+    kwargs = {"fixed_patterns": W} if model == "fixed" else {}
+    est = CoGAPS(n_components=3, max_iter=15, random_state=0)
+    runs = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads, user_api="openmp"):
+            est.fit(data, **kwargs)
+            runs.append((est.patterns_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+    # and the thresholds only choose the path, never the chain
+    previous = _set_parallel_thresholds(min_work=10**12, min_entries=10**12)
+    try:
+        est.fit(data, **kwargs)
+    finally:
+        _set_parallel_thresholds(*previous)
+    runs.append((est.patterns_, est.components_, est.chisq_history_))
+    for run in runs[1:]:
+        for a, b in zip(runs[0], run):
+            assert_array_equal(a, b)
+
+
+def test_parallel_thresholds_are_validated():
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    with pytest.raises(ValueError, match="min_work must be a non-negative integer; got -1"):
+        _set_parallel_thresholds(min_work=-1)
+    previous = _set_parallel_thresholds()
+    assert _set_parallel_thresholds(*previous) == previous
