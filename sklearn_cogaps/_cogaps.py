@@ -9,18 +9,25 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
+from ._cogaps_distributed import fit_distributed
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
-from ._cogaps_sampler import GibbsSampler, sample_fixed_rows
+from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
 
 __all__ = ["CoGAPS", "default_uncertainty"]
 
 # The sparse model's standard deviation of a zero, and relative one of a non-zero.
 SPARSE_SIGMA0 = 0.1
+# Largest value of X and of an uncertainty, and smallest uncertainty: squares of scaled
+# residuals and precisions 1 / sigma**2 stay finite and normal within these bounds.
+_LARGEST_VALUE = 1e150
+_SMALLEST_SIGMA = 1e-150
+# Folds of each row's entries in score: each fold is predicted from the others.
+_SCORE_FOLDS = 5
 # Rows of a sparse matrix made dense at a time by transform and score.
 _ROW_CHUNK = 2048
 
@@ -39,6 +46,47 @@ def default_uncertainty(X):
         ``max(0.1 * X, 0.1)``.
     """
     return np.maximum(0.1 * np.asarray(X, dtype=np.float64), 0.1)
+
+
+def _canonical_csr(X):
+    """X as a float64 CSR matrix with sorted indices, no duplicates and no stored zeros.
+
+    The caller's arrays are shared when they already have that form (they are then only
+    read) and copied otherwise, so the caller's matrix is never modified and may be
+    read-only or memory-mapped.
+    """
+    if not sparse.issparse(X):
+        return sparse.csr_matrix(X, dtype=np.float64)
+    csr = X.tocsr()  # converts other formats (new arrays); a CSR matrix comes back as is
+    # a new matrix object on the same arrays: the checks below cache flags on it, not on X
+    view = sparse.csr_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)
+    if view.dtype == np.float64 and view.has_canonical_format and np.all(view.data != 0):
+        return view
+    if view.dtype != np.float64:
+        view = view.astype(np.float64)  # a copy
+    elif X.format == "csr":  # shares the caller's arrays
+        view = view.copy()
+    view.sum_duplicates()
+    view.eliminate_zeros()
+    return view
+
+
+def _entry_folds(seeds, n_features, n_folds):
+    """Fold of every entry of each row, a balanced random split seeded by the row's seed."""
+    folds = np.empty((len(seeds), n_features), dtype=np.intp)
+    base = np.arange(n_features) % n_folds
+    for i, seed in enumerate(seeds):
+        folds[i] = np.random.default_rng(int(seed)).permutation(base)
+    return folds
+
+
+def _fold_seeds(seeds, fold):
+    """Seeds of the chains of one fold, distinct from those of transform (splitmix64)."""
+    with np.errstate(over="ignore"):  # arithmetic modulo 2**64
+        z = seeds + np.uint64(0x9E3779B97F4A7C15) * np.uint64(fold + 1)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def _precision(sigma):
@@ -98,8 +146,35 @@ class CoGAPS(
         When True and the estimator was fitted before on data of the same shape, ``fit``
         continues the same chain for ``max_iter`` more sampling iterations (no new
         calibration) and the posterior averages cover all sampling iterations so far. The
-        full sampler state (atoms and generator) is kept in the fitted estimator, so a
-        pickled and restored estimator continues exactly as the original would.
+        full sampler state (atoms, generator and sums) is kept in the fitted estimator
+        only when ``warm_start=True``, so a pickled and restored estimator continues
+        exactly as the original would; without it the pickle holds the fitted attributes
+        alone.
+    distributed : {"genome-wide", "single-cell"} or None, default=None
+        CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
+        (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
+        their patterns across subsets and refit every subset with the consensus held fixed;
+        see :ref:`cogaps-distributed`. The number of consensus patterns, ``n_components_``,
+        can differ from ``n_components``. None fits all of X in one chain.
+    n_sets : int, default=4
+        Number of random subsets in distributed mode (``nSets``).
+    cut : int, default=None
+        Number of clusters the tree of the subsets' patterns is cut into (``cut``); None
+        uses ``n_components``.
+    min_ns : int, default=None
+        Smallest cluster of patterns that gives a consensus pattern (``minNS``); None uses
+        ``ceil(n_sets / 2)``.
+    max_ns : int, default=None
+        Largest cluster kept whole; larger ones are split in two (``maxNS``). None uses
+        ``min_ns + n_sets``.
+    explicit_sets : list of array-like, default=None
+        The subsets of distributed mode, instead of random ones (``explicitSets``): lists
+        of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
+        ``"single-cell"``. They must partition the features or samples.
+    n_jobs : int, default=None
+        Number of joblib workers for the subsets of distributed mode; None means 1 unless
+        in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
+        The result does not depend on it.
 
     Attributes
     ----------
@@ -124,6 +199,21 @@ class CoGAPS(
         the mean over the non-zero entries.
     n_iter_ : int
         Number of iterations run (calibration plus sampling).
+    n_components_ : int
+        Number of consensus patterns of a distributed fit (the columns of ``patterns_``).
+        Set only in distributed mode, like the five attributes below.
+    subsets_ : list of ndarray
+        The feature (genome-wide) or sample (single-cell) indices of each subset.
+    subset_patterns_ : list of ndarray of shape (n_shared, n_components)
+        The shared factor of each subset's first-phase fit, before matching: its
+        ``patterns_`` (genome-wide) or ``components_.T`` (single-cell).
+    pattern_clusters_ : ndarray of shape (n_sets, n_components)
+        The consensus pattern each first-phase pattern was matched to; -1 when unmatched.
+    consensus_correlation_ : ndarray of shape (n_sets, n_components)
+        Correlation of each first-phase pattern with the mean of its cluster; NaN when
+        unmatched.
+    subset_chisq_ : ndarray of shape (n_sets,)
+        Chi-square of each subset's final fit; ``chisq_`` is their sum.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -163,6 +253,13 @@ class CoGAPS(
         "verbose": ["verbose"],
         "sparse_optimization": ["boolean"],
         "warm_start": ["boolean"],
+        "distributed": [StrOptions({"genome-wide", "single-cell"}), None],
+        "n_sets": [Interval(Integral, 1, None, closed="left")],
+        "cut": [Interval(Integral, 1, None, closed="left"), None],
+        "min_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "max_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "explicit_sets": ["array-like", None],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -178,6 +275,13 @@ class CoGAPS(
         verbose=0,
         sparse_optimization=False,
         warm_start=False,
+        distributed=None,
+        n_sets=4,
+        cut=None,
+        min_ns=None,
+        max_ns=None,
+        explicit_sets=None,
+        n_jobs=None,
     ):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -189,6 +293,13 @@ class CoGAPS(
         self.verbose = verbose
         self.sparse_optimization = sparse_optimization
         self.warm_start = warm_start
+        self.distributed = distributed
+        self.n_sets = n_sets
+        self.cut = cut
+        self.min_ns = min_ns
+        self.max_ns = max_ns
+        self.explicit_sets = explicit_sets
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
@@ -200,6 +311,14 @@ class CoGAPS(
             dtype=np.float64,
             ensure_non_negative=True,
         )
+        values = X.data if sparse.issparse(X) else X
+        largest = values.max() if values.size else 0.0
+        if largest > _LARGEST_VALUE:
+            raise ValueError(
+                f"X holds values up to {largest:.3g}; CoGAPS squares residuals scaled by the "
+                f"uncertainty, which overflows for values above {_LARGEST_VALUE:g}. Rescale "
+                "X (and any uncertainty) by the same factor first, e.g. X / X.max()."
+            )
         if sparse.issparse(X):
             return X
         return np.ascontiguousarray(X)
@@ -221,11 +340,22 @@ class CoGAPS(
                 "'uncertainty' contains NaN or infinite values; every entry must be a finite "
                 "positive standard deviation."
             )
-        if np.any(u <= 0):
+        if u.size == 0:
+            return np.ascontiguousarray(u)
+        smallest, largest = u.min(), u.max()
+        if smallest <= 0:
             raise ValueError(
-                f"'uncertainty' must be positive everywhere; its smallest entry is {u.min()}. "
+                f"'uncertainty' must be positive everywhere; its smallest entry is {smallest}. "
                 "A zero standard deviation makes the likelihood infinite: floor it, for "
                 "example np.maximum(uncertainty, 0.1)."
+            )
+        if smallest < _SMALLEST_SIGMA or largest > _LARGEST_VALUE:
+            raise ValueError(
+                f"'uncertainty' spans [{smallest:.3g}, {largest:.3g}]; CoGAPS works with the "
+                f"precisions 1 / uncertainty**2, which are only representable for standard "
+                f"deviations in [{_SMALLEST_SIGMA:g}, {_LARGEST_VALUE:g}]. Rescale X and the "
+                "uncertainty by the same factor, or floor the uncertainty, e.g. "
+                "np.maximum(uncertainty, 1e-6 * X.max())."
             )
         return np.ascontiguousarray(u)
 
@@ -282,6 +412,18 @@ class CoGAPS(
         (True, 0.0)
         """
         X = self._validate_X(X, reset=True)
+        if self.distributed is not None:
+            if fixed_components is not None or fixed_patterns is not None:
+                raise ValueError(
+                    "A distributed fit holds its consensus fixed itself; fixed_components "
+                    "and fixed_patterns need distributed=None."
+                )
+            return fit_distributed(self, X, uncertainty)
+        if self.explicit_sets is not None:
+            raise ValueError(
+                "explicit_sets is used only in distributed mode; set distributed to "
+                "'genome-wide' or 'single-cell', or explicit_sets=None."
+            )
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
@@ -294,6 +436,12 @@ class CoGAPS(
             atoms = np.empty((0, 2), dtype=np.int64)
             iterations = [False] * self.max_iter + [True] * self.max_iter
         chisq = sampler.chi_square(n_threads)
+        if not np.isfinite(chisq):
+            raise ValueError(
+                f"The chi-square of X against the chain's start is {chisq}: the values of X "
+                "scaled by their uncertainty are too large to square. Rescale X or raise the "
+                "smallest uncertainties."
+            )
         new_history, new_atoms = self._run_chain(sampler, iterations, chisq, n_threads)
         self._set_posterior(
             sampler,
@@ -303,8 +451,21 @@ class CoGAPS(
             n_threads,
             fixed,
         )
-        self._sampler_state = sampler.get_state()
+        # the full state (atoms, generator, sums) only when a later fit may continue it
+        self._sampler_state = sampler.get_state() if self.warm_start else None
+        self._check_finite_fit()
         return self
+
+    def _check_finite_fit(self):
+        """Raise instead of leaving a NaN or an infinity in a fitted attribute."""
+        for name in ("components_", "components_std_", "patterns_", "patterns_std_", "chisq_"):
+            if not np.all(np.isfinite(getattr(self, name))):
+                raise ValueError(
+                    f"The fit produced non-finite values in {name!r} (chi-square "
+                    f"{self.chisq_}): the data or its uncertainty are too extreme for "
+                    "double precision. Rescale X so that its values and their ratios to the "
+                    "uncertainty stay well inside 1e-150..1e150."
+                )
 
     def _validate_fixed(self, X, fixed_components, fixed_patterns):
         """``(which, matrix)`` with which in {None, "W", "H"} and the fixed matrix in the
@@ -353,7 +514,7 @@ class CoGAPS(
 
     def _model_data(self, X, uncertainty):
         """What the sampler works from: ``("dense", X, precision)`` or, for the sparse
-        model, ``("sparse", X as CSR, X.T as CSR)``."""
+        model, ``("sparse", X as canonical CSR, X.T as CSR)``."""
         if self.sparse_optimization or sparse.issparse(X):
             if uncertainty is not None:
                 raise ValueError(
@@ -361,11 +522,16 @@ class CoGAPS(
                     "max(0.1 * x, 0.1) otherwise); a user 'uncertainty' cannot be used with "
                     "it. Pass dense X with sparse_optimization=False to use your own."
                 )
-            rows = sparse.csr_matrix(X, dtype=np.float64)
-            rows.eliminate_zeros()
-            rows.sort_indices()
-            cols = rows.T.tocsr()
-            cols.sort_indices()
+            # both orientations, sharing the caller's arrays where they are already
+            # canonical (they are only read): a CSC's transpose is a CSR of its columns
+            if sparse.issparse(X) and X.format == "csc":
+                cols = _canonical_csr(X.T)
+                rows = cols.T.tocsr()
+                rows.sort_indices()
+            else:
+                rows = _canonical_csr(X)
+                cols = rows.T.tocsr()
+                cols.sort_indices()
             return ("sparse", rows, cols)
         sigma = self._validate_uncertainty(uncertainty, X)
         return ("dense", X, _precision(sigma))
@@ -408,7 +574,8 @@ class CoGAPS(
         rng = check_random_state(self.random_state)
         seed = draw_seeds(rng)
         self._transform_seed = draw_seeds(rng)
-        self.lambda_W_, self.lambda_H_ = self._prior_rates(X)
+        # from the canonical data: duplicates of a sparse X are summed there
+        self.lambda_W_, self.lambda_H_ = self._prior_rates(data[1])
         K = self.n_components
         which, _, matrix = fixed
         W0 = matrix if which == "W" else np.zeros((X.shape[0], K))
@@ -516,7 +683,7 @@ class CoGAPS(
         self.components_std_ = np.ascontiguousarray(h_std.T)
         kind, a, b = data
         if kind == "sparse":
-            rows = _sparse_orientation(a, SPARSE_SIGMA0)
+            rows = _sparse_orientation(a)
             self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, SPARSE_SIGMA0, n_threads)
         else:
             self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
@@ -526,12 +693,43 @@ class CoGAPS(
 
     # ------------------------------------------------------------------ transform
     def _row_seeds(self, X):
+        """One seed per row, from ``random_state`` and the row's values as a dense float64
+        row, so a row gets the same chain whether it comes dense or sparse."""
         key = int(self._transform_seed).to_bytes(8, "little")
         seeds = np.empty(X.shape[0], dtype=np.uint64)
-        for i, row in enumerate(X):
-            digest = hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest()
-            seeds[i] = int.from_bytes(digest, "little")
+
+        def seed(row):
+            return int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest(), "little")
+
+        if not sparse.issparse(X):
+            for i, row in enumerate(X):
+                seeds[i] = seed(row)
+            return seeds
+        # a canonical CSR (sorted, summed duplicates), densified one row at a time
+        row = np.zeros(X.shape[1])
+        for i in range(X.shape[0]):
+            cols = X.indices[X.indptr[i] : X.indptr[i + 1]]
+            row[cols] = X.data[X.indptr[i] : X.indptr[i + 1]]
+            seeds[i] = seed(row)
+            row[cols] = 0.0
         return seeds
+
+    def _sample_sparse_patterns(self, X):
+        """Patterns of the rows of X under the sparse-data model: each proposal costs
+        O(nnz of the row * K), and the rows are never made dense."""
+        rows = _canonical_csr(X)
+        mean, _ = sample_fixed_sparse_rows(
+            rows,
+            np.ascontiguousarray(self.components_.T),
+            SPARSE_SIGMA0,
+            self.alpha_W,
+            self.lambda_W_,
+            self.max_gibbs_mass_W,
+            self.max_iter,
+            self._row_seeds(rows),
+            effective_n_threads(),
+        )
+        return mean
 
     def _row_chunks(self, X, uncertainty):
         """Dense row blocks of X with their uncertainty (sparse X is made dense a block at a
@@ -569,6 +767,12 @@ class CoGAPS(
         values, so the result for a row does not depend on the other rows or on the
         number of threads.
 
+        Sparse ``X`` (and any ``X`` when ``sparse_optimization=True``) without a user
+        ``uncertainty`` is sampled with the sparse-data model, from the stored entries
+        of each row: a proposal costs O(nnz of the row * n_components) and no row is made
+        dense. It is the dense model with the default uncertainty, so both give the same
+        patterns up to rounding.
+
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
@@ -584,6 +788,8 @@ class CoGAPS(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         self._check_uncertainty_shape(uncertainty, X)
+        if uncertainty is None and (self.sparse_optimization or sparse.issparse(X)):
+            return self._sample_sparse_patterns(X)
         blocks = [self._sample_patterns(x, sigma)[0] for x, sigma in self._row_chunks(X, uncertainty)]
         return np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
 
@@ -651,11 +857,19 @@ class CoGAPS(
         return W @ self.components_
 
     def score(self, X, y=None, *, uncertainty=None):
-        """Mean per-sample Gaussian log-likelihood of X under the fitted amplitudes.
+        """Held-out log-likelihood of X per sample, for choosing ``n_components``.
 
-        The patterns of each sample come from :meth:`transform`; the likelihood uses the
-        uncertainty as standard deviation. Higher is better, so ``GridSearchCV`` over
-        ``n_components`` works without a scorer.
+        Each row's entries are split into ``5`` folds at random, reproducibly (the split
+        and the chains are seeded from ``random_state`` and the row's values, so a row's
+        score does not depend on the other rows). For each fold, the row's patterns are
+        sampled as in :meth:`transform` (amplitudes fixed) from the other folds only, and
+        the entries of the fold are scored under the Gaussian likelihood of the posterior
+        mean prediction ``W @ components_``. Every entry is scored once, by a fit that did
+        not see it, so extra components that only fit noise lower the score: unlike the
+        likelihood of the entries the patterns were fitted to, this criterion has a
+        maximum near the number of patterns the data support, and ``GridSearchCV`` over
+        ``n_components`` works without a scorer. See "Choosing the number of patterns"
+        in the user guide.
 
         Parameters
         ----------
@@ -669,17 +883,46 @@ class CoGAPS(
         Returns
         -------
         score : float
-            Average over samples of ``sum_j log N(X_ij | (W H)_ij, uncertainty_ij**2)``.
+            Average over samples of ``sum_j log N(X_ij | (W^(-f(j)) H)_ij,
+            uncertainty_ij**2)``, where ``W^(-f)`` is the posterior mean of the row's
+            patterns given the entries outside fold ``f``.
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         self._check_uncertainty_shape(uncertainty, X)
+        if X.shape[0] == 0:
+            raise ValueError("score needs at least one sample; got X of shape (0, n_features).")
         total = 0.0
         for x, sigma in self._row_chunks(X, uncertainty):
-            W, _ = self._sample_patterns(x, sigma)
-            z = (x - W @ self.components_) / sigma
-            total += float(np.sum(-0.5 * z * z - np.log(sigma))) - 0.5 * np.log(2.0 * np.pi) * x.size
+            total += float(np.sum(self._held_out_loglik(x, sigma)))
         return total / X.shape[0]
+
+    def _held_out_loglik(self, x, sigma):
+        """Per-row sum of the held-out log-likelihoods of a dense block (see score)."""
+        seeds = self._row_seeds(x)
+        folds = _entry_folds(seeds, x.shape[1], _SCORE_FOLDS)
+        prec = _precision(sigma)
+        Ht = np.ascontiguousarray(self.components_.T)
+        n_threads = effective_n_threads()
+        loglik = np.zeros(x.shape[0])
+        for f in range(_SCORE_FOLDS):
+            held = folds == f
+            fit_prec = np.where(held, 0.0, prec)
+            W, _ = sample_fixed_rows(
+                x,
+                fit_prec,
+                Ht,
+                self.alpha_W,
+                self.lambda_W_,
+                self.max_gibbs_mass_W,
+                self.max_iter,
+                _fold_seeds(seeds, f),
+                n_threads,
+            )
+            z = (x - W @ self.components_) / sigma
+            terms = -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2.0 * np.pi)
+            loglik += np.sum(terms, axis=1, where=held)
+        return loglik
 
     def _check_uncertainty_shape(self, uncertainty, X):
         if uncertainty is not None and np.shape(uncertainty) != X.shape:

@@ -7,7 +7,8 @@ per-entry arrays of the sparse-data model (000_f0854fe1e49e50a3, section 3).
 import numpy as np
 
 from cython.parallel cimport prange
-from libc.stdint cimport int64_t
+from libc.math cimport fmax
+from libc.stdint cimport int64_t, int32_t
 
 
 cdef void _transpose(const double* src, Py_ssize_t n, Py_ssize_t m, double* dst,
@@ -121,15 +122,19 @@ def chi_square(const double[:, ::1] R, const double[:, ::1] prec, int n_threads=
     return total
 
 
-def _sparse_orientation(csr, double sigma0):
-    """Arrays of the sparse model for one orientation of the data (a CSR matrix): row
-    pointers, column indices, and per stored entry x / sigma^2 and 1 / sigma^2 - 1 / sigma0^2
-    with sigma = max(sigma0 x, sigma0), the default uncertainty."""
-    x = np.asarray(csr.data, dtype=np.float64)
-    sd = np.maximum(sigma0 * x, sigma0)
-    w = 1.0 / (sd * sd)
-    return (np.asarray(csr.indptr, dtype=np.int64), np.asarray(csr.indices, dtype=np.int64),
-            w * x, w - 1.0 / (sigma0 * sigma0))
+def _sparse_orientation(csr):
+    """The arrays of the sparse model for one orientation of the data, a canonical CSR
+    matrix (sorted indices, no duplicates, no explicit zeros): row pointers (int64), column
+    indices (int32) and the stored values (float64). Nothing is copied when the matrix
+    already holds these types; the weights of the entries are computed when needed.
+    """
+    if max(csr.shape) > np.iinfo(np.int32).max:
+        raise ValueError(
+            f"The sparse-data model indexes rows and columns with 32-bit integers; a matrix "
+            f"of shape {csr.shape} needs more. Split the data, or use dense input."
+        )
+    return (np.asarray(csr.indptr, dtype=np.int64), np.asarray(csr.indices, dtype=np.int32),
+            np.asarray(csr.data, dtype=np.float64))
 
 
 def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, double sigma0,
@@ -153,11 +158,10 @@ def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, dou
     chisq : float
     """
     cdef const int64_t[::1] indptr = data[0]
-    cdef const int64_t[::1] indices = data[1]
-    cdef const double[::1] wx = data[2]
-    cdef const double[::1] wd = data[3]
+    cdef const int32_t[::1] indices = data[1]
+    cdef const double[::1] values = data[2]
     cdef Py_ssize_t n = W.shape[0], K = W.shape[1], i, k, l, idx, j
-    cdef double w0 = 1.0 / (sigma0 * sigma0), acc, ap, w, x, quad
+    cdef double w0 = 1.0 / (sigma0 * sigma0), acc, ap, w, x, sd, quad
     Z2_arr = np.asarray(Ht).T @ np.asarray(Ht)
     cdef const double[:, ::1] Z2 = np.ascontiguousarray(Z2_arr)
     partial = np.zeros(n, dtype=np.float64)
@@ -174,12 +178,12 @@ def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, dou
                 ap = 0.0
                 for k in range(K):
                     ap = ap + W[i, k] * Ht[j, k]
-                w = wd[idx] + w0
-                x = wx[idx] / w
+                x = values[idx]
+                sd = fmax(sigma0 * x, sigma0)
+                w = 1.0 / (sd * sd)
                 acc = acc + w * (x - ap) * (x - ap) - w0 * ap * ap
             part[i] = acc
     cdef double total = 0.0
     for i in range(n):
         total += part[i]
     return total
-

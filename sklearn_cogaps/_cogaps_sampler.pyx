@@ -11,14 +11,14 @@ import numpy as np
 
 from cython.parallel cimport prange
 from libc.math cimport sqrt, fmax
-from libc.stdint cimport uint64_t, int64_t
+from libc.stdint cimport uint64_t, int64_t, int32_t
 from libc.stdlib cimport malloc, free, calloc
 from libc.string cimport memcpy
 
 from ._utils._rng cimport Rng, rng_seed
 from ._utils._atomic_domain cimport (AtomicDomain, domain_init, domain_free,
                                      domain_insert)
-from ._cogaps_stats cimport Half, Proposal, _lookup_tables
+from ._cogaps_stats cimport Half, Proposal, NOT_FINITE, _lookup_tables
 from ._cogaps_proposals cimport _half_init, _sequential_half
 from ._cogaps_queue cimport MAX_BATCH, parallel_min_entries, _queued_half
 from ._cogaps_chisq cimport _transpose
@@ -114,8 +114,8 @@ cdef class GibbsSampler:
             raise MemoryError("could not allocate the atomic domains")
         if self.is_sparse:
             rows, cols, self.sigma0 = sparse_data
-            self.sparse_rows = _sparse_orientation(rows, self.sigma0)
-            self.sparse_cols = _sparse_orientation(cols, self.sigma0)
+            self.sparse_rows = _sparse_orientation(rows)
+            self.sparse_cols = _sparse_orientation(cols)
             self.tables = [np.zeros(self.K), np.zeros((self.K, self.K)),
                            np.zeros(self.K), np.zeros((self.K, self.K))]
             self._bind(&self.half_w, &self.dom_w, self.W_arr, self.m, alpha_w, lam_w, max_mass_w)
@@ -166,17 +166,16 @@ cdef class GibbsSampler:
 
     cdef void _bind_sparse(self, Half* h, data, O, Z1, Z2) except *:
         cdef const int64_t[::1] indptr = data[0]
-        cdef const int64_t[::1] indices = data[1]
-        cdef const double[::1] wx = data[2]
-        cdef const double[::1] wd = data[3]
+        cdef const int32_t[::1] indices = data[1]
+        cdef const double[::1] values = data[2]
         cdef double[:, ::1] o_v = O
         cdef double[::1] z1 = Z1
         cdef double[:, ::1] z2 = Z2
         h.sparse = True
         h.indptr = &indptr[0]
         h.indices = &indices[0] if indices.shape[0] else NULL
-        h.wx = &wx[0] if wx.shape[0] else NULL
-        h.wd = &wd[0] if wd.shape[0] else NULL
+        h.x = &values[0] if values.shape[0] else NULL
+        h.sigma0 = self.sigma0
         h.O = &o_v[0, 0]
         h.Z1 = &z1[0]
         h.Z2 = &z2[0, 0]
@@ -214,8 +213,7 @@ cdef class GibbsSampler:
                     nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         else:
             nh, nw = self._dense_iteration(tau, n_threads)
-        if nh < 0 or nw < 0:
-            raise MemoryError("the atomic domain could not grow")
+        _raise_failure(min(nh, nw))
         return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
 
     cdef tuple _dense_iteration(self, double tau, int n_threads):
@@ -365,6 +363,10 @@ cdef class GibbsSampler:
         return np.array([self.rng.s0, self.rng.s1, self.rng.s2, self.rng.s3], dtype=np.uint64)
 
     cdef void _restore(self, state) except *:
+        _check_state(state, self.n, self.m, self.K,
+                     (int(self.dom_w.bin_length), int(self.dom_w.length)),
+                     (int(self.dom_h.bin_length), int(self.dom_h.length)),
+                     self.W_arr, self.Ht_arr, self.fixed_w, self.fixed_h)
         rng = np.asarray(state["rng"], dtype=np.uint64)
         self.rng.s0 = rng[0]
         self.rng.s1 = rng[1]
@@ -378,6 +380,69 @@ cdef class GibbsSampler:
         self.sum_h[...] = sh
         self.sq_h[...] = qh
         self.n_accumulated = n_acc
+
+
+def _check_state(state, n, m, K, domain_w, domain_h, W, Ht, fixed_w, fixed_h):
+    """Refuse a saved chain state (from :meth:`GibbsSampler.get_state`, possibly unpickled
+    from elsewhere) that does not describe a chain of these dimensions: the shapes, atom
+    positions inside their domains and distinct, masses finite and >= 0, the atoms of each
+    matrix element summing to that element, the posterior sums and the generator."""
+    def bad(what):
+        raise ValueError(
+            f"The saved CoGAPS chain state is invalid: {what}. It does not come from a fit of "
+            "this estimator on data of this shape; fit again with warm_start=False."
+        )
+
+    if not isinstance(state, dict):
+        bad(f"expected a dict, got {type(state).__name__}")
+    missing = {"rng", "W", "Ht", "atoms_w", "atoms_h", "sums"} - set(state)
+    if missing:
+        bad(f"missing entries {sorted(missing)}")
+    rng = np.asarray(state["rng"])
+    if rng.shape != (4,) or rng.dtype != np.uint64 or not rng.any():
+        bad(f"the generator state must be 4 uint64 words, not all zero; got {rng!r}")
+    tolerance = 1e-9
+    for name, M, (bin_length, length), fixed in (
+        ("W", W, domain_w, fixed_w),
+        ("Ht", Ht, domain_h, fixed_h),
+    ):
+        if not np.all(np.isfinite(M)) or np.any(M < 0):
+            bad(f"the saved {name} must be finite and non-negative")
+        atoms = state["atoms_w" if name == "W" else "atoms_h"]
+        if len(atoms) != 2:
+            bad(f"the atoms of {name} must be (positions, masses)")
+        pos = np.asarray(atoms[0])
+        mass = np.asarray(atoms[1])
+        if pos.dtype != np.uint64 or pos.ndim != 1 or mass.shape != pos.shape:
+            bad(f"the atoms of {name} must be a uint64 vector of positions and a vector of "
+                f"masses of the same length; got {pos.dtype} {pos.shape} and {mass.shape}")
+        if not np.all(np.isfinite(mass)) or np.any(mass < 0):
+            bad(f"the atom masses of {name} must be finite and >= 0")
+        if pos.size and (pos.max() >= np.uint64(length)):
+            bad(f"an atom of {name} lies outside its domain [0, {length})")
+        if np.unique(pos).size != pos.size:
+            bad(f"two atoms of {name} share a position")
+        if fixed and pos.size:
+            bad(f"{name} is held fixed, so its domain must be empty; it has {pos.size} atoms")
+        if not fixed:
+            # the atoms of each bin add up to the matrix element of the bin
+            bins = (pos // np.uint64(bin_length)).astype(np.int64)
+            sums = np.bincount(bins, weights=mass, minlength=M.size)
+            scale = max(1.0, float(np.abs(M).max(initial=0.0)))
+            if sums.shape != (M.size,) or not np.allclose(sums, M.ravel(), rtol=tolerance,
+                                                          atol=tolerance * scale):
+                bad(f"the atoms of {name} do not add up to the saved matrix")
+    sums = state["sums"]
+    if len(sums) != 5:
+        bad("the posterior sums must be (sum W, sum W^2, sum Ht, sum Ht^2, count)")
+    for value, shape, what in zip(sums[:4], [(n, K), (n, K), (m, K), (m, K)],
+                                  ["sum W", "sum W^2", "sum Ht", "sum Ht^2"]):
+        value = np.asarray(value)
+        if value.shape != shape or not np.all(np.isfinite(value)):
+            bad(f"{what} must be a finite array of shape {shape}; got shape {value.shape}")
+    count = sums[4]
+    if int(count) != count or count < 0:
+        bad(f"the number of accumulated samples must be a non-negative integer; got {count!r}")
 
 
 cdef object _domain_atoms(AtomicDomain* d):
@@ -405,6 +470,8 @@ cdef void _domain_load(AtomicDomain* d, positions, masses) except *:
 # Fixed-matrix mode: the amplitudes are fixed and each row of new data gets its own chain
 # for its patterns (CoGAPS's fixed-matrix mode). Rows are independent, so they run in
 # parallel; each row's generator is seeded from random_state and the row's own content.
+# A failing row marks its own status entry (never a variable shared by the threads), so
+# every failure reaches the caller whatever thread met it.
 
 def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
                       const double[:, ::1] Ht, double alpha, double lam, double max_mass,
@@ -436,17 +503,104 @@ def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
     cdef const double[:, ::1] Htt = Htt_arr
     mean_arr = np.zeros((n, K))
     std_arr = np.zeros((n, K))
+    status_arr = np.zeros(n, dtype=np.intc)
     cdef double[:, ::1] mean = mean_arr
     cdef double[:, ::1] std = std_arr
-    cdef int failed = 0
+    cdef int[::1] status = status_arr
     with nogil:
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
-            if _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha, lam,
-                               max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0]) != 0:
-                failed = 1
-    if failed:
-        raise MemoryError("could not allocate a row's atomic domain")
+            status[i] = _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha, lam,
+                                        max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
+    _check_rows(status_arr)
     return mean_arr, std_arr
+
+
+def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double alpha,
+                             double lam, double max_mass, Py_ssize_t n_iter,
+                             const uint64_t[::1] seeds, int n_threads=1):
+    """Sample the patterns of each row of a sparse X with the amplitudes Ht held fixed,
+    under the sparse-data model (000_f0854..., section 3): a proposal costs O(K^2 + nnz of
+    the row times K), from the row's stored entries and the lookup tables of Ht.
+
+    The model is the dense one with the default uncertainty ``max(sigma0 * x, sigma0)``,
+    so the chains are those of :func:`sample_fixed_rows` on the dense rows up to rounding.
+
+    Parameters
+    ----------
+    csr : scipy.sparse.csr_matrix of shape (n_rows, n_features)
+        Sorted indices, no explicit zeros.
+    Ht : ndarray of shape (n_features, n_components)
+        The fixed amplitudes.
+    sigma0 : float
+        Standard deviation of a zero, relative one of a non-zero.
+    alpha, lam, max_mass : float
+        Sparsity, prior rate and Gibbs mass cap of the patterns.
+    n_iter : int
+        Iterations of each phase (calibration, then sampling).
+    seeds : ndarray of uint64, shape (n_rows,)
+        One seed per row.
+    n_threads : int, default=1
+
+    Returns
+    -------
+    W_mean, W_std : ndarrays of shape (n_rows, n_components)
+        Posterior mean and standard deviation of each row's patterns.
+    """
+    data = _sparse_orientation(csr)
+    cdef const int64_t[::1] indptr = data[0]
+    cdef const int32_t[::1] indices = data[1]
+    cdef const double[::1] values = data[2]
+    cdef Py_ssize_t n = indptr.shape[0] - 1, m = Ht.shape[0], K = Ht.shape[1], i
+    cdef const int32_t* ind_p = &indices[0] if indices.shape[0] else NULL
+    cdef const double* x_p = &values[0] if values.shape[0] else NULL
+    # the lookup tables of the fixed amplitudes (section 3.2), made once for every row as
+    # the fit makes them
+    Z1_arr = np.zeros(K)
+    Z2_arr = np.zeros((K, K))
+    cdef double[::1] Z1 = Z1_arr
+    cdef double[:, ::1] Z2 = Z2_arr
+    cdef Half tables
+    tables.O = &Ht[0, 0]
+    tables.n_cols = m
+    tables.K = K
+    tables.Z1 = &Z1[0]
+    tables.Z2 = &Z2[0, 0]
+    _lookup_tables(&tables)
+    mean_arr = np.zeros((n, K))
+    std_arr = np.zeros((n, K))
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef double[:, ::1] mean = mean_arr
+    cdef double[:, ::1] std = std_arr
+    cdef int[::1] status = status_arr
+    with nogil:
+        for i in prange(n, schedule='dynamic', num_threads=n_threads):
+            status[i] = _sample_one_sparse_row(
+                ind_p, x_p, indptr[i], indptr[i + 1], &Ht[0, 0], &Z1[0], &Z2[0, 0],
+                sigma0, m, K, alpha, lam, max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
+    _check_rows(status_arr)
+    return mean_arr, std_arr
+
+
+def _raise_failure(int status, rows=""):
+    """Raise the error a (negative) half-iteration status stands for; nothing for >= 0."""
+    if status == NOT_FINITE:
+        raise ValueError(
+            f"The likelihood of a proposal{rows} is not finite: the data or the uncertainty "
+            "are too extreme for double precision (values near 1e300, or uncertainties near "
+            "1e-300). Rescale X (and the uncertainty) to a moderate range."
+        )
+    if status < 0:
+        raise MemoryError(f"could not allocate the atomic domain{rows}; free memory or "
+                          "transform fewer rows at a time.")
+
+
+def _check_rows(status):
+    """Raise for the rows whose chains failed: each row records its own status, so the
+    failure of any row reaches the caller whatever thread ran it."""
+    failed = np.flatnonzero(status)
+    if failed.size:
+        _raise_failure(int(np.asarray(status)[failed[0]]),
+                       f" of {failed.size} row(s) (first: row {failed[0]})")
 
 
 cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
@@ -455,28 +609,78 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
                          double* mean, double* std) noexcept nogil:
     cdef AtomicDomain dom
     cdef Half h
-    cdef Rng rng
-    cdef Py_ssize_t it, k
-    cdef int status = 0
-    cdef double tau
+    cdef int status
     cdef double* row = <double*>malloc(m * sizeof(double))
     cdef double* w = <double*>calloc(K, sizeof(double))
-    cdef double* sq = <double*>calloc(K, sizeof(double))
-    if row == NULL or w == NULL or sq == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
-        free(row); free(w); free(sq)
+    if row == NULL or w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
+        free(row); free(w)
         return -1
     memcpy(row, x, m * sizeof(double))
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
     h.Ot = Htt
     h.R = row
     h.prec = prec
+    status = _row_chain(&h, n_iter, seed, mean, std)
+    domain_free(&dom)
+    free(row); free(w)
+    return status
+
+
+cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t start,
+                                int64_t end, const double* Ht, const double* Z1,
+                                const double* Z2, double sigma0, Py_ssize_t m,
+                                Py_ssize_t K, double alpha, double lam, double max_mass,
+                                Py_ssize_t n_iter, uint64_t seed, double* mean,
+                                double* std) noexcept nogil:
+    cdef AtomicDomain dom
+    cdef Half h
+    cdef int status
+    # the row's stored entries, as a one-row CSR
+    cdef int64_t indptr[2]
+    cdef double* w = <double*>calloc(K, sizeof(double))
+    if w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
+        free(w)
+        return -1
+    indptr[0] = 0
+    indptr[1] = end - start
+    _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
+    h.sparse = True
+    h.indptr = indptr
+    h.indices = indices + start if indices != NULL else NULL
+    h.x = x + start if x != NULL else NULL
+    h.O = Ht
+    # read only: the tables are made once for all rows
+    h.Z1 = <double*>Z1
+    h.Z2 = <double*>Z2
+    h.sigma0 = sigma0
+    h.w0 = 1.0 / (sigma0 * sigma0)
+    status = _row_chain(&h, n_iter, seed, mean, std)
+    domain_free(&dom)
+    free(w)
+    return status
+
+
+cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
+                    double* std) noexcept nogil:
+    """One row's chain: ``n_iter`` calibration then ``n_iter`` sampling iterations of the
+    sequential chain, with the mean and standard deviation of the samples."""
+    cdef Rng rng
+    cdef Py_ssize_t it, k, K = h.K
+    cdef int status = 0
+    cdef int64_t done
+    cdef double tau
+    cdef double* w = h.M
+    cdef double* sq = <double*>calloc(K, sizeof(double))
+    if sq == NULL:
+        return -1
     rng_seed(&rng, seed)
     for k in range(K):
         mean[k] = 0.0
     for it in range(2 * n_iter):
         tau = 1.0 if it >= n_iter else fmin1(2.0 * (it + 1) / n_iter)
-        if _sequential_half(&h, &rng, tau) < 0:
-            status = -1
+        done = _sequential_half(h, &rng, tau)
+        if done < 0:
+            status = <int>done
             break
         if it >= n_iter:
             for k in range(K):
@@ -485,11 +689,9 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
     for k in range(K):
         mean[k] /= n_iter
         std[k] = sqrt(fmax(sq[k] / n_iter - mean[k] * mean[k], 0.0))
-    domain_free(&dom)
-    free(row); free(w); free(sq)
+    free(sq)
     return status
 
 
 cdef inline double fmin1(double v) noexcept nogil:
     return v if v < 1.0 else 1.0
-

@@ -16,7 +16,8 @@
 #     log-likelihood change = delta * smu - s * delta^2 / 2.
 # Both are multiplied by the annealing temperature during calibration (section 1.4).
 
-from libc.stdint cimport uint64_t, int64_t
+from libc.math cimport fmax
+from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from ._utils._rng cimport Rng
 from ._utils._atomic_domain cimport AtomicDomain
@@ -32,6 +33,11 @@ cdef enum:
     REJECT = 0
     APPLY = 1
     KILL = 2
+
+# Failures of a half-iteration, returned instead of a count and raised by the caller.
+cdef enum:
+    OUT_OF_MEMORY = -1
+    NOT_FINITE = -2      # a proposal's likelihood change is NaN or infinite
 
 
 cdef struct Half:
@@ -49,10 +55,10 @@ cdef struct Half:
     double loglik_change # untempered log-likelihood change of the applied proposals
     # sparse-data model (000_f0854..., section 3): no residual, no dense precision
     bint sparse
-    const int64_t* indptr  # CSR of the data in this orientation
-    const int64_t* indices
-    const double* wx       # per stored entry: x / sigma^2
-    const double* wd       # per stored entry: 1 / sigma^2 - 1 / sigma0^2
+    const int64_t* indptr  # CSR of the data in this orientation (32-bit column indices)
+    const int32_t* indices
+    const double* x        # the stored values; their weights are computed on the fly
+    double sigma0          # standard deviation of a zero, relative one of a non-zero
     const double* O        # n_cols x K, the fixed matrix in its natural layout
     double* Z1             # K: sum_c O[c, k]^2 (lookup table, section 3.2)
     double* Z2             # K x K: O^T O
@@ -135,7 +141,7 @@ cdef inline void _sparse_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus, P
     cdef Py_ssize_t K = h.K, k, idx, c
     cdef const double* m = h.M + r * K
     cdef const double* o
-    cdef double zz = h.Z1[q_plus], zm = 0.0, d, ap, acc_s, acc_m
+    cdef double zz = h.Z1[q_plus], zm = 0.0, d, ap, acc_s, acc_m, wx, wd
     for k in range(K):
         zm += m[k] * h.Z2[q_plus * K + k]
     if q_minus >= 0:
@@ -151,10 +157,23 @@ cdef inline void _sparse_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus, P
         ap = 0.0
         for k in range(K):
             ap += m[k] * o[k]
-        acc_s += d * d * h.wd[idx]
-        acc_m += d * (h.wx[idx] - h.wd[idx] * ap)
+        _entry_weights(h.x[idx], h.sigma0, h.w0, &wx, &wd)
+        acc_s += d * d * wd
+        acc_m += d * (wx - wd * ap)
     s[0] = acc_s
     smu[0] = acc_m
+
+
+cdef inline void _entry_weights(double x, double sigma0, double w0, double* wx,
+                                double* wd) noexcept nogil:
+    """The weights of a stored entry x of the sparse model: wx = x / sigma^2 and
+    wd = 1 / sigma^2 - w0, with sigma = max(sigma0 x, sigma0) (the default uncertainty) and
+    w0 = 1 / sigma0^2. Computed when needed rather than stored: two arrays of the size of
+    the data in each orientation would be most of the model's memory."""
+    cdef double sd = fmax(sigma0 * x, sigma0)
+    cdef double w = 1.0 / (sd * sd)
+    wx[0] = w * x
+    wd[0] = w - w0
 
 
 cdef inline void _lookup_tables(Half* h) noexcept nogil:

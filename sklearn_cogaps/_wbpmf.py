@@ -27,6 +27,7 @@ from ._ebpm import (
     _posterior_rows,
     ebpm,
     ebpm_exponential_mixture,
+    ebpm_gamma,
 )
 from ._wbpmf_fast import data_term, expected_counts
 
@@ -184,7 +185,8 @@ class WeightedBackgroundPMF(
     l0_ : ndarray of shape (n_samples,)
         Row background scales of the training data.
     f0_ : ndarray of shape (n_features,)
-        Column background scales.
+        Column background scales; a feature without counts in the training data gets its
+        empirical-Bayes posterior mean (positive), so that it may be non-zero in new rows.
     loadings_mean_, loadings_mean_log_ : ndarray of shape (n_samples, n_components)
         Posterior ``E[l_ik]`` and ``E[log l_ik]`` of the training rows.
     factors_mean_, factors_mean_log_ : ndarray of shape (n_features, n_components)
@@ -412,6 +414,7 @@ class WeightedBackgroundPMF(
                 ConvergenceWarning,
             )
 
+        f0, Ef, Elogf = _unseen_features(x_cols, w, l0, f0, El, Ef, Elogf, gF)
         if np.any(w == 0):
             warnings.warn(
                 f"Components {np.flatnonzero(w == 0).tolist()} collapsed (weight w_k = 0: they "
@@ -548,6 +551,41 @@ class WeightedBackgroundPMF(
             Elogl, self.factors_mean_log_,
         )
         return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / X.shape[0]
+
+
+def _unseen_features(x_cols, w, l0, f0, El, Ef, Elogf, gF):
+    """Positive background scales for the features without any count in the training data.
+
+    The background update (eq. 3.17) gives ``f0_j = 0`` to a feature whose column of ``X`` is
+    all zero: under the fitted model such a feature can never be non-zero, and a held-out row
+    with a count there would have likelihood 0. The column scales are instead given the
+    empirical-Bayes treatment that the model gives its factors: ``f0_j ~ Gamma(a, b)``
+    fitted by EBPM to all columns (``x_cols_j ~ Poisson(f0_j s_j)`` with exposure ``s_j =
+    sum_k w_k E[f_jk] sum_i l0_i E[l_ik]``), and an unseen feature gets its posterior mean
+    ``a / (b + s_j)``, which is positive. Seen features keep their maximum-likelihood
+    scale. The unseen features' ``q(f_jk)`` are the point masses at the posterior means of
+    a zero count under ``g_F,k`` with the new exposure: with no data, that posterior is
+    nearly the prior, whose ``E[log f]`` is dominated by its components near zero (the grid
+    reaches Gamma(1e-16, 1e-16)) and would make the bound on a held-out count there
+    meaningless.
+    """
+    unseen = x_cols <= 0
+    if not unseen.any() or unseen.all():
+        return f0, Ef, Elogf
+    colsum = l0 @ El  # sum_i l0_i E[l_ik]
+    s = Ef @ (w * colsum)
+    g0 = ebpm_gamma(x_cols, s)
+    f0 = f0.copy()
+    f0[unseen] = g0.shape[0] / (g0.rate[0] + s[unseen])
+    Ef, Elogf = Ef.copy(), Elogf.copy()
+    zeros = np.zeros(int(unseen.sum()))
+    for k in range(Ef.shape[1]):
+        m, _, _ = _posterior_rows(
+            zeros, w[k] * colsum[k] * f0[unseen], gF[0][k], gF[1][k], gF[2][k], gF[3][k]
+        )
+        with np.errstate(divide="ignore"):
+            Ef[unseen, k], Elogf[unseen, k] = m, np.log(m)
+    return f0, Ef, Elogf
 
 
 def _safe_divide(num, den):

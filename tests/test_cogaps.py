@@ -451,3 +451,146 @@ def test_parallel_thresholds_are_validated():
         _set_parallel_thresholds(min_work=-1)
     previous = _set_parallel_thresholds()
     assert _set_parallel_thresholds(*previous) == previous
+
+
+def test_sparse_transform_uses_the_stored_entries_and_equals_the_dense_model():
+    X, _ = _data_with_true_zeros(seed=2)
+    est = CoGAPS(n_components=3, max_iter=100, random_state=0).fit(X)
+    dense = est.transform(X)
+    # explicit zeros, unsorted indices and a read-only CSR: the caller's matrix is unchanged
+    rows = sparse.csr_matrix(X)
+    rows.data[0] = 0.0
+    X_zeroed = rows.toarray()
+    order = np.arange(rows.indptr[1])[::-1]
+    rows.indices[: rows.indptr[1]] = rows.indices[order]
+    rows.data[: rows.indptr[1]] = rows.data[order]
+    rows.has_sorted_indices = False
+    for a in (rows.data, rows.indices, rows.indptr):
+        a.flags.writeable = False
+    before = (rows.data.copy(), rows.indices.copy(), rows.indptr.copy())
+    from_sparse = est.transform(rows)
+    for a, b in zip(before, (rows.data, rows.indices, rows.indptr)):
+        assert_array_equal(a, b)
+    # the same model and the same per-row seeds: equal up to rounding
+    assert_allclose(from_sparse[1:], dense[1:], rtol=0, atol=1e-9)
+    assert_allclose(from_sparse[:1], est.transform(X_zeroed[:1]), rtol=0, atol=1e-9)
+    # reproducible, and each row's result depends on that row alone
+    assert_array_equal(est.transform(rows), from_sparse)
+    assert_array_equal(est.transform(sparse.csr_matrix(X_zeroed[[7, 3, 12]])), from_sparse[[7, 3, 12]])
+    # an all-zero row under the sparse model: only its prior
+    empty = est.transform(sparse.csr_matrix((2, X.shape[1])))
+    assert empty.shape == (2, 3) and np.all(np.isfinite(empty)) and np.all(empty >= 0)
+    # a model fitted with sparse_optimization transforms dense rows the same way
+    est.set_params(sparse_optimization=True)
+    assert_array_equal(est.transform(X_zeroed[[7, 3, 12]]), from_sparse[[7, 3, 12]])
+
+
+def test_pickle_carries_the_sampler_state_only_with_warm_start(simulated):
+    X, _, _ = simulated
+    cold = CoGAPS(n_components=3, max_iter=30, random_state=0).fit(X)
+    warm = CoGAPS(n_components=3, max_iter=30, random_state=0, warm_start=True).fit(X)
+    assert_array_equal(cold.components_, warm.components_)
+    cold_size, warm_size = len(pickle.dumps(cold)), len(pickle.dumps(warm))
+    # the fitted attributes: two K x n_features and two n_samples x K matrices, two traces
+    attributes = sum(
+        getattr(cold, name).nbytes
+        for name in ("components_", "components_std_", "patterns_", "patterns_std_", "chisq_history_", "n_atoms_history_")
+    )
+    assert cold_size < attributes + 4000
+    assert warm_size > cold_size + 2 * cold.components_.nbytes  # sums and atoms of both matrices
+    # a state that was not kept gives a new chain, not an error
+    assert cold.set_params(warm_start=True).fit(X).n_iter_ == 60
+    assert cold.fit(X).n_iter_ == 90
+
+
+def test_sparse_model_reads_a_canonical_csr_in_place_and_never_changes_the_callers_matrix():
+    X, _ = _data_with_true_zeros()
+    canonical = sparse.csr_matrix(X)
+    messy = sparse.csr_matrix(X)
+    messy.data[:5] = 0.0  # explicit zeros
+    csc = sparse.csc_matrix(messy)
+    reference = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(sparse.csr_matrix(messy.toarray()))
+    for data in (canonical, messy, csc):
+        for a in (data.data, data.indices, data.indptr):
+            a.flags.writeable = False
+        before = [a.copy() for a in (data.data, data.indices, data.indptr)]
+        est = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(data)
+        for a, b in zip(before, (data.data, data.indices, data.indptr)):
+            assert_array_equal(a, b)
+        if data is not canonical:
+            assert_array_equal(est.components_, reference.components_)
+
+
+def _corrupt(state, how):
+    state = dict(state)
+    pos, mass = state["atoms_w"]
+    if how == "negative mass":
+        mass = mass.copy()
+        mass[0] = -1.0
+    elif how == "outside the domain":
+        pos = pos.copy()
+        pos[0] = np.uint64(2**64 - 1)
+    elif how == "shared position":
+        pos = pos.copy()
+        pos[1] = pos[0]
+    elif how == "inconsistent bins":
+        state["W"] = state["W"] * 1.01
+    elif how == "nan sums":
+        sums = list(state["sums"])
+        sums[2] = np.full_like(sums[2], np.nan)
+        state["sums"] = tuple(sums)
+    elif how == "zero generator":
+        state["rng"] = np.zeros(4, dtype=np.uint64)
+    elif how == "missing":
+        del state["atoms_h"]
+    state["atoms_w"] = (pos, mass)
+    return state
+
+
+@pytest.mark.parametrize(
+    "how, match",
+    [
+        ("negative mass", "masses of W must be finite and >= 0"),
+        ("outside the domain", "an atom of W lies outside its domain"),
+        ("shared position", "two atoms of W share a position"),
+        ("inconsistent bins", "atoms of W do not add up to the saved matrix"),
+        ("nan sums", r"sum Ht must be a finite array of shape \(200, 3\)"),
+        ("zero generator", "generator state must be 4 uint64 words"),
+        ("missing", r"missing entries \['atoms_h'\]"),
+    ],
+)
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_a_corrupted_saved_state_is_refused_before_use(simulated, how, match, sparse_input):
+    X, _, _ = simulated
+    data = sparse.csr_matrix(X) if sparse_input else X
+    est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(data)
+    restored = pickle.loads(pickle.dumps(est))
+    restored._sampler_state = _corrupt(restored._sampler_state, how)
+    with pytest.raises(ValueError, match="saved CoGAPS chain state is invalid: .*" + match):
+        restored.fit(data)
+    # the intact state still continues
+    assert est.fit(data).n_iter_ == 60
+
+
+def test_every_failing_row_of_a_parallel_transform_is_reported():
+    from sklearn_cogaps._cogaps_sampler import _check_rows
+
+    _check_rows(np.zeros(5, dtype=np.intc))
+    with pytest.raises(MemoryError, match=r"2 row\(s\) \(first: row 1\)"):
+        _check_rows(np.array([0, -1, 0, -1, 0], dtype=np.intc))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, parallel_everywhere):
+    from sklearn_cogaps._cogaps_sampler import GibbsSampler, sample_fixed_rows
+
+    X = np.ones((20, 50))
+    X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
+    prec = np.full(X.shape, 10.0)
+    sampler = GibbsSampler(X.copy(), prec, np.zeros((20, 2)), np.zeros((50, 2)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
+    with pytest.raises(ValueError, match="likelihood of a proposal is not finite"):
+        for _ in range(20):
+            sampler.iterate(1.0, n_threads)
+    seeds = np.arange(20, dtype=np.uint64)
+    with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) is not finite"):
+        sample_fixed_rows(X, prec, np.ones((50, 2)), 0.01, 0.01, 100.0, 5, seeds, n_threads)
