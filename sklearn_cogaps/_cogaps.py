@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
-from ._cogaps_distributed import fit_distributed
+from ._cogaps_distributed import clear_distributed_attributes, fit_distributed
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
 from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
@@ -424,6 +424,7 @@ class CoGAPS(
                 "explicit_sets is used only in distributed mode; set distributed to "
                 "'genome-wide' or 'single-cell', or explicit_sets=None."
             )
+        clear_distributed_attributes(self)
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
