@@ -121,14 +121,18 @@ def worker_ours(name, data_path, gist_path, seed, threads):
     atoms = model.n_atoms_history_.astype(float)
     # Each half-iteration makes Poisson(max(n_atoms, 10)) proposals, n_atoms counted at its
     # start: the expected number of proposals from the recorded atom counts.
-    start = np.vstack([[0.0, 0.0], atoms[:-1]])
-    proposals = float(np.maximum(start, 10.0).sum())
+    start = np.maximum(np.vstack([[0.0, 0.0], atoms[:-1]]), 10.0)
+    proposals = float(start.sum())
+    # A proposal on W reads a row of n_features residuals and precisions, one on H a row of
+    # n_samples (a move or exchange between two rows reads two: a lower bound).
+    row_entries = float(start[:, 0].sum() * X.shape[1] + start[:, 1].sum() * X.shape[0])
     print(
         json.dumps(
             {
                 "cpu": cpu,
                 "wall": wall,
                 "proposals": proposals,
+                "row_entries": row_entries,
                 "chisq": float(model.chisq_),
                 "min_corr": _worst_correlation(P_true, model.patterns_),
             }
@@ -197,6 +201,28 @@ def run(python, which, name, args, threads):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def bandwidth():
+    """STREAM-like figures of this machine with numpy on one thread, in GB/s: the read rate
+    of ``a.sum()`` and the rate of ``np.add(a, b, out=c)`` (two reads and a write), on
+    arrays that fit in the caches (256 KB each) and on arrays that do not (128 MB each)."""
+    import numpy as np
+
+    rows = []
+    for label, n in (("in cache", 1 << 15), ("in memory", 1 << 24)):
+        a, b, c = np.ones(n), np.ones(n), np.empty(n)
+        reps = max(3, (1 << 26) // n)
+        best_read = best_add = float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            a.sum()
+            best_read = min(best_read, time.perf_counter() - t)
+            t = time.perf_counter()
+            np.add(a, b, out=c)
+            best_add = min(best_add, time.perf_counter() - t)
+        rows.append((label, 8 * n / best_read / 1e9, 24 * n / best_add / 1e9))
+    return rows
+
+
 def _median(runs, key):
     return statistics.median(r[key] for r in runs)
 
@@ -221,6 +247,9 @@ def main(argv=None):
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path of cogaps_data.py")
     parser.add_argument("--gist", type=Path, default=DEFAULT_GIST, help="folder of the GIST fixture")
+    parser.add_argument(
+        "--bandwidth", action="store_true", help="first measure this machine's memory bandwidth"
+    )
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -240,11 +269,16 @@ def main(argv=None):
         if probe.returncode != 0:
             parser.error(f"`import pycogaps` fails with --peer-python {peer}:\n{probe.stderr}")
 
+    if args.bandwidth:
+        print("numpy on one thread, best of repeats: read = a.sum(), add = np.add(a, b, out=c)")
+        for label, read, add in bandwidth():
+            print(f"  {label:<10} read {read:6.1f} GB/s   add {add:6.1f} GB/s")
+        print()
     source = "run side by side" if peer else "quoted (pass --peer-python to run it)"
     print(f"CoGAPS, ours vs the C++ CoGAPS ({source}); fresh process per run, median of {args.repeat}")
     print("time: CPU s of the fit on 1 thread, wall s on more; ratio = C++ / ours (above 1: ours faster)\n")
     header = (
-        f"{'config':<7} {'thr':>3} {'ours CPU':>8} {'ours wall':>9} {'Mprop/s':>7} {'chi2':>10} {'min r':>6} "
+        f"{'config':<7} {'thr':>3} {'ours CPU':>8} {'ours wall':>9} {'Mprop/s':>7} {'GB/s':>6} {'chi2':>10} {'min r':>6} "
         f"{'C++ CPU':>8} {'C++ wall':>8} {'chi2':>10} {'min r':>6} {'C++/ours':>8}"
     )
     print(header)
@@ -260,7 +294,8 @@ def main(argv=None):
             o_cpu, o_wall = _median(ours, "cpu"), _median(ours, "wall")
             line = (
                 f"{name:<7} {threads:>3} {o_cpu:8.2f} {o_wall:9.2f} "
-                f"{_median(ours, 'proposals') / o_cpu / 1e6 * threads:7.2f} "
+                f"{_median(ours, 'proposals') / o_cpu / 1e6:7.2f} "
+                f"{16 * _median(ours, 'row_entries') / o_cpu / 1e9:6.1f} "
                 f"{_median(ours, 'chisq'):10.1f} {_median(ours, 'min_corr'):6.3f} "
             )
             if theirs:
@@ -278,8 +313,10 @@ def main(argv=None):
             line += f"{c_time / o_time:8.2f}" if c_time else f"{'-':>8}"
             print(line, flush=True)
     print(
-        "\nMprop/s: millions of proposals per second of one thread (estimated from the atom counts: each "
-        "half-iteration makes Poisson(max(atoms, 10)) proposals). chi2: chi-square of the posterior means "
+        "\nMprop/s: millions of proposals per CPU second (estimated from the atom counts: each "
+        "half-iteration makes Poisson(max(atoms, 10)) proposals). GB/s: bytes of residual and precision "
+        "rows the proposals read per CPU second (16 per entry of a row, one row per proposal: a lower "
+        "bound), to compare with the memory bandwidth (--bandwidth). chi2: chi-square of the posterior means "
         "(the C++ CoGAPS accumulates it in single precision). min r: smallest correlation of a planted "
         "(for gist: published) pattern with its matched fitted pattern. q: quoted, not measured here."
     )
