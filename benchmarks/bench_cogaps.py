@@ -134,7 +134,7 @@ def worker_ours(name, data_path, gist_path, seed, threads):
                 "proposals": proposals,
                 "row_entries": row_entries,
                 "chisq": float(model.chisq_),
-                "min_corr": _worst_correlation(P_true, model.patterns_),
+                "min_corr": _worst_correlation(P_true, model.loadings_),
             }
         )
     )
