@@ -161,7 +161,7 @@ def rating_mae(X_true, X_pred):
     X_true : {array-like, sparse matrix} of shape (n_users, n_items)
         True ratings (stored entries, or non-NaN entries of a dense array).
     X_pred : {array-like, sparse matrix} of shape (n_users, n_items)
-        Predicted ratings at the same pairs, e.g. from :meth:`MaxMarginMF.predict`.
+        Predicted ratings at the same pairs, e.g. from :meth:`MaxMarginMF.predict_ratings`.
 
     Returns
     -------
@@ -231,7 +231,7 @@ def neg_nmae_scorer(estimator, X, y):
     score : float
         Minus the NMAE (higher is better).
     """
-    return -rating_nmae(y, estimator.predict(y, observed=X), estimator.levels_)
+    return -rating_nmae(y, estimator.predict_ratings(y, observed=X), estimator.levels_)
 
 
 def neg_mae_scorer(estimator, X, y):
@@ -253,7 +253,7 @@ def neg_mae_scorer(estimator, X, y):
     score : float
         Minus the MAE (higher is better).
     """
-    return -rating_mae(y, estimator.predict(y, observed=X))
+    return -rating_mae(y, estimator.predict_ratings(y, observed=X))
 
 
 def _row_seeds(R, base):
@@ -425,7 +425,7 @@ class MaxMarginMF(BaseEstimator):
     >>> X = sparse.random(40, 30, density=0.5, random_state=0, format="csr")
     >>> X.data = rng.integers(1, 6, X.nnz).astype(float)
     >>> model = MaxMarginMF(n_components=3, max_iter=20, burn_in=5, random_state=0).fit(X)
-    >>> model.predict_fitted(X).shape
+    >>> model.predict_ratings(X).shape
     (40, 30)
     """
 
@@ -532,14 +532,6 @@ class MaxMarginMF(BaseEstimator):
             raise ValueError(
                 f"X of shape {R.shape} has no observed rating (every entry is missing)."
             )
-        for axis, what in ((1, "users (rows)"), (0, "items (columns)")):
-            empty = np.flatnonzero(R.getnnz(axis=axis) == 0)
-            if empty.size:
-                raise ValueError(
-                    f"X has {empty.size} {what} without any rating (e.g. index "
-                    f"{int(empty[0])}): a missing value in a dense X, or no stored entry in a "
-                    "sparse matrix. Drop them before fitting."
-                )
 
     # -- priors and state --------------------------------------------------------------------
 
@@ -668,7 +660,8 @@ class MaxMarginMF(BaseEstimator):
         ----------
         X : {array-like, sparse matrix} of shape (n_users, n_items)
             Ratings: the stored entries of a sparse matrix (stored zeros are an error), or
-            the non-NaN entries of a dense array. Every user and every item needs a rating.
+            the non-NaN entries of a dense array. A user or item without any rating keeps
+            factors drawn from the prior.
         y : Ignored
             Not used, present for API consistency.
 
@@ -757,38 +750,6 @@ class MaxMarginMF(BaseEstimator):
         dense[rows, P.indices] = values
         return dense
 
-    def predict_fitted(self, X):
-        """Predicted ratings of the training users (weak generalisation).
-
-        The rows of X are the training users, in the order of the fit; its stored entries
-        (or non-NaN entries of a dense array; their values are ignored) are the (user, item)
-        pairs to rate, from the running means of the parameters:
-        1 + sum_r 1[U_i . V_j >= theta_ir], as a rating level.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_users, n_items)
-            The pairs to rate.
-
-        Returns
-        -------
-        ratings : scipy.sparse.csr_matrix or ndarray of shape (n_users, n_items)
-            Predicted ratings at the pairs of X: a CSR matrix for sparse X, else a dense
-            array with NaN at the other entries.
-        """
-        check_is_fitted(self)
-        X_checked = validate_data(self, X, accept_sparse=("csr", "csc", "coo"),
-                                  dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
-        if X_checked.shape[0] != self.user_factors_.shape[0]:
-            raise ValueError(
-                f"X must have one row per training user ({self.user_factors_.shape[0]}); got "
-                f"{X_checked.shape[0]}. Rate new users with predict(X, observed=...)."
-            )
-        P = _pattern_csr(X_checked)
-        rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
-        x = np.einsum("pk,pk->p", self.user_factors_[rows], self.item_factors_[P.indices])
-        return self._output(X_checked, P, self._ratings_from_scores(x, self.thresholds_[rows]))
-
     def _new_users(self, R):
         """Running means of the factors and thresholds of new users, V fixed (strong)."""
         check_is_fitted(self)
@@ -831,15 +792,23 @@ class MaxMarginMF(BaseEstimator):
                 count += 1
         return sum_u / count, sum_t / count
 
-    def predict(self, X, observed=None):
-        """Predicted ratings of users given some of their ratings (strong generalisation).
+    def predict_ratings(self, X, observed=None):
+        """Predicted ratings at the (user, item) pairs of X.
 
-        Each row of ``observed`` describes a user by its ratings; the user's factors and
-        thresholds are sampled with the item factors held at their running means (a chain
-        of ``max_iter`` iterations, averaged after ``burn_in``), from a random stream derived
-        from ``random_state`` and the row's ratings alone: a row gets the same predictions
-        whatever other rows are in the batch. For the training users themselves,
-        :meth:`predict_fitted` uses the fitted parameters instead.
+        Without ``observed``, the rows of X are the training users in the order of the fit
+        ("weak generalisation"): the ratings come from the running means of the fitted
+        parameters, 1 + sum_r 1[U_i . V_j >= theta_ir] mapped to the levels.
+
+        With ``observed``, the rows are new users described by their ratings ("strong
+        generalisation"): each user's factors and thresholds are sampled with the item
+        factors held at their running means (a chain of ``max_iter`` iterations, averaged
+        after ``burn_in``), from a random stream derived from ``random_state`` and the
+        row's ratings alone, so that a row gets the same predictions whatever other rows
+        are in the batch. For ``prior="ibp"`` a new user takes features among the fitted
+        ones, with prior probability m_k / (N + 1).
+
+        The method is not called ``predict`` because scikit-learn's ``predict`` returns one
+        value per row; this returns a rating per requested pair.
 
         Parameters
         ----------
@@ -847,8 +816,7 @@ class MaxMarginMF(BaseEstimator):
             The pairs to rate: the stored entries of a sparse matrix or the non-NaN entries
             of a dense array (their values are ignored).
         observed : {array-like, sparse matrix} of shape (n_users, n_items), default=None
-            The known ratings of the same users, with the levels of the fit. None uses X
-            itself: the users' own ratings are then predicted from themselves.
+            Known ratings of new users, one row per row of X, with the levels of the fit.
 
         Returns
         -------
@@ -859,8 +827,15 @@ class MaxMarginMF(BaseEstimator):
         check_is_fitted(self)
         X_checked = validate_data(self, X, accept_sparse=("csr", "csc", "coo"),
                                   dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        P = _pattern_csr(X_checked)
+        rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
         if observed is None:
-            R = _as_ratings_csr(X_checked)
+            if X_checked.shape[0] != self.user_factors_.shape[0]:
+                raise ValueError(
+                    f"X must have one row per training user ({self.user_factors_.shape[0]}); "
+                    f"got {X_checked.shape[0]}. Pass observed=... to rate new users."
+                )
+            U, theta = self.user_factors_, self.thresholds_
         else:
             R = self._validate_ratings(observed, reset=False, name="observed")
             if R.shape[0] != X_checked.shape[0]:
@@ -868,9 +843,7 @@ class MaxMarginMF(BaseEstimator):
                     f"observed must have the rows of X ({X_checked.shape[0]}); got "
                     f"{R.shape[0]}."
                 )
-        U, theta = self._new_users(R)
-        P = _pattern_csr(X_checked)
-        rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
+            U, theta = self._new_users(R)
         x = np.einsum("pk,pk->p", U[rows], self.item_factors_[P.indices])
         return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]))
 
@@ -879,7 +852,7 @@ class MaxMarginMF(BaseEstimator):
 
         Every user (row) with at least two ratings holds one of them out, chosen by a
         stream derived from ``random_state`` and the row's ratings; the user is rated from
-        the others as in :meth:`predict`, and the held-out ratings are scored. So
+        the others as in :meth:`predict_ratings`, and the held-out ratings are scored. So
         ``GridSearchCV(MaxMarginMF(), {"C": [...]})`` over the users scores ratings the
         fit never saw. To score chosen held-out ratings instead, use
         :func:`neg_nmae_scorer` with :func:`holdout_ratings`.
@@ -912,7 +885,7 @@ class MaxMarginMF(BaseEstimator):
         train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])),
                                   shape=R.shape)
         test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
-        return -rating_nmae(test, self.predict(test, observed=train), self.levels_)
+        return -rating_nmae(test, self.predict_ratings(test, observed=train), self.levels_)
 
 
 def _pattern_csr(X):
