@@ -276,3 +276,34 @@ def test_bad_parameters_raise(split):
         bad = test[:5].copy()
         bad.data[:] = 7.0
         m.predict_ratings(test[:5], observed=bad)
+
+
+# -- the Indian buffet process variant --------------------------------------------------------
+
+def test_ibp_variant_fits_binary_feature_data_and_its_feature_count_settles():
+    X = simulate(100, 70, k=3, density=0.5, seed=4, binary=True)
+    train, test = holdout_ratings(X, 3, random_state=0)
+    m = MaxMarginMF(1, prior="ibp", C=0.3, margin=3.0, alpha=1.0, max_iter=40, burn_in=20,
+                    random_state=0).fit(train)
+    best_constant = min(
+        rating_nmae(test, sparse.csr_matrix((np.full(test.nnz, float(c)), test.indices,
+                                             test.indptr), shape=test.shape))
+        for c in range(1, 6))
+    assert rating_nmae(test, m.predict_ratings(test)) < 0.4 * best_constant
+    assert rating_nmae(test, m.predict_ratings(test, observed=train)) < 0.6 * best_constant
+    late = m.n_features_trace_[20:]
+    assert late.max() <= 1.5 * late.min()
+    assert m.user_factors_.min() >= 0 and m.user_factors_.max() <= 1
+    assert m.n_components_ == m.item_factors_.shape[1] == m.components_.shape[0]
+
+
+def test_ibp_same_result_for_one_and_two_threads():
+    X = simulate(60, 40, k=2, density=0.5, seed=5, binary=True)
+    out = []
+    for n in (1, 2):
+        with threadpool_limits(n, user_api="openmp"):
+            m = MaxMarginMF(2, prior="ibp", C=0.3, margin=3.0, max_iter=5, burn_in=2,
+                            random_state=1).fit(X)
+            out.append((m.user_factors_, m.item_factors_, m.objective_))
+    for a, b in zip(*out):
+        assert_array_equal(a, b)
