@@ -4,6 +4,8 @@ from ._base import match_components
 from ._cogaps import CoGAPS
 from ._cogaps import default_uncertainty
 from ._markers import pattern_markers, z_scores
+from ._progress import FitInterruptedWarning
+from ._gene_sets import gene_set_statistic, marker_overrepresentation
 from ._hpmf import HierarchicalPMF
 from ._m3f import (
     MaxMarginMF,
@@ -31,6 +33,9 @@ __all__ = [
     "rating_nmae",
     "ExtremeDeconvolution",
     "effective_n_threads",
+    "FitInterruptedWarning",
+    "gene_set_statistic",
+    "marker_overrepresentation",
     "match_components",
     "openmp_enabled",
     "pattern_markers",
