@@ -22,7 +22,6 @@ ESTIMATORS = [
     ExtremeDeconvolution(n_components=1, max_iter=20, tol=1e-4, w=1e-3),
     ExtremeDeconvolution(n_components=2, max_iter=20, tol=1e-4, w=1e-3, random_state=0),
     MaxMarginMF(n_components=2, max_iter=4, burn_in=1, random_state=0),
-    MaxMarginMF(n_components=2, prior="ibp", max_iter=4, burn_in=1, random_state=0),
 ]
 
 
