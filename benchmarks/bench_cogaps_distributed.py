@@ -58,13 +58,13 @@ def recovery(workdir, model):
 
     W = np.load(workdir / "W.npy")
     H = np.load(workdir / "H.npy")
-    k = min(W.shape[1], model.patterns_.shape[1])
+    k = min(W.shape[1], model.loadings_.shape[1])
     # match the true programs to fitted ones (a distributed fit may have another count)
-    if model.patterns_.shape[1] >= W.shape[1]:
-        _, corr_w = match_components(W, model.patterns_)
+    if model.loadings_.shape[1] >= W.shape[1]:
+        _, corr_w = match_components(W, model.loadings_)
         _, corr_h = match_components(H, model.components_, axis=0)
     else:
-        _, corr_w = match_components(model.patterns_, W)
+        _, corr_w = match_components(model.loadings_, W)
         _, corr_h = match_components(model.components_, H, axis=0)
     return {"matched": int(k), "corr_W": corr_w.round(3).tolist(), "corr_H": corr_h.round(3).tolist()}
 

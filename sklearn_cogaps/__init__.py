@@ -4,6 +4,7 @@ from ._base import match_components
 from ._cogaps import CoGAPS
 from ._cogaps import default_uncertainty
 from ._markers import pattern_markers, z_scores
+from ._progress import FitInterruptedWarning
 from ._gene_sets import gene_set_statistic, marker_overrepresentation
 from ._hpmf import HierarchicalPMF
 from ._extreme_deconvolution import ExtremeDeconvolution
@@ -18,6 +19,7 @@ __all__ = [
     "HierarchicalPMF",
     "ExtremeDeconvolution",
     "effective_n_threads",
+    "FitInterruptedWarning",
     "gene_set_statistic",
     "marker_overrepresentation",
     "match_components",

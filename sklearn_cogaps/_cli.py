@@ -316,8 +316,8 @@ def write_results(path, model, sample_names=None, feature_names=None):
     status = chain_status(model)
     if kind == ".npz":
         arrays = {
-            "patterns": model.patterns_,
-            "patterns_std": model.patterns_std_,
+            "patterns": model.loadings_,
+            "patterns_std": model.loadings_std_,
             "amplitudes": model.components_,
             "amplitudes_std": model.components_std_,
             "chisq_history": model.chisq_history_,
@@ -341,7 +341,7 @@ def write_results(path, model, sample_names=None, feature_names=None):
     samples = (
         sample_names
         if sample_names is not None
-        else [f"sample_{i}" for i in range(model.patterns_.shape[0])]
+        else [f"sample_{i}" for i in range(model.loadings_.shape[0])]
     )
     features = (
         feature_names
@@ -350,8 +350,8 @@ def write_results(path, model, sample_names=None, feature_names=None):
     )
     written = []
     for name, values, rows, label in [
-        ("patterns", model.patterns_, samples, "sample"),
-        ("patterns_std", model.patterns_std_, samples, "sample"),
+        ("patterns", model.loadings_, samples, "sample"),
+        ("patterns_std", model.loadings_std_, samples, "sample"),
         ("amplitudes", model.components_.T, features, "feature"),
         ("amplitudes_std", model.components_std_.T, features, "feature"),
     ]:
@@ -664,7 +664,7 @@ def _run_example(args, make_model):
         f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns fitted\n"
     )
     wall, n_threads = _fit(model, X, None, args.threads)
-    order, corr_w = match_components(W, model.patterns_)
+    order, corr_w = match_components(W, model.loadings_)
     corr_h = np.array([np.corrcoef(H[i], model.components_[order[i]])[0, 1] for i in range(K)])
     print(
         f"{'true':>7} {'fitted':>7}  {'corr.':>6}  {'corr.':>6}   "
@@ -676,7 +676,7 @@ def _run_example(args, make_model):
             f"{i + 1:>7} {order[i] + 1:>7}  {corr_w[i]:6.4f}  {corr_h[i]:6.4f}   "
             f"{_sparkline(W[:, i])}"
         )
-        print(f"{'':34}{_sparkline(model.patterns_[:, order[i]])}")
+        print(f"{'':34}{_sparkline(model.loadings_[:, order[i]])}")
     print()
     _print_summary(model, X, None, wall, n_threads)
     return model, None, None
@@ -716,7 +716,7 @@ def _run_file(args, make_model):
     for k in range(K):
         top = np.argsort(-model.components_[k], kind="stable")[:5]
         print(
-            f"  Pattern_{k + 1:<3} {_sparkline(model.patterns_[:, k], 24)}  "
+            f"  Pattern_{k + 1:<3} {_sparkline(model.loadings_[:, k], 24)}  "
             + ", ".join(names[top])
         )
     print()
@@ -747,8 +747,8 @@ def main(argv=None):
         return CoGAPS(
             n_components=K,
             max_iter=args.max_iter,
-            alpha_W=args.alpha_w,
-            alpha_H=args.alpha_h,
+            atom_density_W=args.alpha_w,
+            atom_density_H=args.alpha_h,
             max_gibbs_mass_W=args.max_gibbs_mass_w,
             max_gibbs_mass_H=args.max_gibbs_mass_h,
             random_state=args.seed,

@@ -1,7 +1,6 @@
 """CoGAPS: Bayesian non-negative matrix factorisation by Gibbs sampling in the atomic domain."""
 
 import hashlib
-import time
 import warnings
 from numbers import Integral, Real
 
@@ -9,11 +8,19 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils import deprecated
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils.validation import check_array, check_is_fitted
 
-from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
+from ._base import (
+    NonNegativeFactorisationMixin,
+    check_ignored_y,
+    draw_seeds,
+    effective_n_threads,
+    validate_input,
+)
 from ._cogaps_distributed import clear_distributed_attributes, fit_distributed
+from ._progress import Progress
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
 from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
@@ -30,10 +37,15 @@ _SMALLEST_SIGMA = 1e-150
 _SCORE_FOLDS = 5
 # Rows of a sparse matrix made dense at a time by transform and score.
 _ROW_CHUNK = 2048
+# What to do instead of passing the uncertainty as the second positional argument.
+_UNCERTAINTY_ADVICE = (
+    "give the standard deviation of each entry of X, pass it by keyword: "
+    "fit(X, uncertainty=U)"
+)
 
 
 def default_uncertainty(X):
-    """CoGAPS's default uncertainty: 10% of each value, at least 0.1.
+    """Compute CoGAPS's default uncertainty: 10% of each value, at least 0.1.
 
     Parameters
     ----------
@@ -105,7 +117,7 @@ class CoGAPS(
     patterns and ``H`` (n_components, n_features) the amplitudes, both non-negative, under a
     Gaussian likelihood with a known standard deviation for every entry of ``X`` (the
     uncertainty). Each matrix is the image of an atomic domain: a set of point masses whose
-    number is controlled by ``alpha`` and whose masses have an exponential prior, which makes
+    number is controlled by ``atom_density_W`` and ``atom_density_H`` and whose masses have an exponential prior, which makes
     both matrices sparse. The chain runs ``max_iter`` calibration iterations with an
     annealing temperature, then ``max_iter`` sampling iterations whose samples are averaged.
 
@@ -120,11 +132,12 @@ class CoGAPS(
         Number of patterns (CoGAPS's ``nPatterns``).
     max_iter : int, default=1000
         Iterations of each phase, calibration then sampling (CoGAPS's ``nIterations``).
-    alpha_W : float, default=0.01
-        Sparsity of the patterns ``W`` (CoGAPS's ``alphaP``): the expected number of atoms
-        per matrix element at equilibrium of births and deaths.
-    alpha_H : float, default=0.01
-        Sparsity of the amplitudes ``H`` (CoGAPS's ``alphaA``).
+    atom_density_W : float, default=0.01
+        Rate of the Poisson prior on the number of atoms of the patterns ``W`` per matrix
+        element (CoGAPS's ``alphaP``): the expected number of atoms per element, so smaller
+        values give sparser patterns.
+    atom_density_H : float, default=0.01
+        The same for the amplitudes ``H`` (CoGAPS's ``alphaA``).
     max_gibbs_mass_W : float, default=100.0
         Largest mass a Gibbs draw may give an atom of ``W``, in units of the prior mean
         ``1 / lambda_W_`` (CoGAPS's ``maxGibbsMassP``).
@@ -134,7 +147,8 @@ class CoGAPS(
         Seed of the chain and of the per-row chains of :meth:`transform`. The result does
         not depend on the number of threads.
     verbose : int, default=0
-        Print a progress line about every tenth of each phase when positive.
+        0: silent; 1: a progress line (iteration, chi-square, phase, atoms, time elapsed
+        and left) about every tenth of the iterations; 2: a line after every iteration.
     sparse_optimization : bool, default=False
         Use the sparse-data model of CoGAPS 3 (supplement, section 3): the uncertainty is
         the default one, ``0.1`` for a zero and ``max(0.1 * x, 0.1)`` for a non-zero ``x``,
@@ -175,6 +189,18 @@ class CoGAPS(
         Number of joblib workers for the subsets of distributed mode; None means 1 unless
         in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
         The result does not depend on it.
+    alpha_W : float, default="deprecated"
+        Former name of ``atom_density_W``.
+
+        .. deprecated:: 0.2
+           ``alpha_W`` is deprecated and will be removed in 0.3: it reads as the
+           regularisation strength of :class:`~sklearn.decomposition.NMF`, the opposite of
+           its meaning here. Use ``atom_density_W``.
+    alpha_H : float, default="deprecated"
+        Former name of ``atom_density_H``.
+
+        .. deprecated:: 0.2
+           ``alpha_H`` is deprecated and will be removed in 0.3. Use ``atom_density_H``.
 
     Attributes
     ----------
@@ -182,13 +208,14 @@ class CoGAPS(
         Posterior mean of ``H`` over the sampling phase (CoGAPS's ``Amean.T``).
     components_std_ : ndarray of shape (n_components, n_features)
         Posterior standard deviation of ``H`` (``Asd.T``).
-    patterns_ : ndarray of shape (n_samples, n_components)
-        Posterior mean of ``W`` for the training samples (``Pmean``), columns of maximum 1.
-        :meth:`transform` re-samples ``W`` with ``H`` fixed; this is the chain's own mean.
-    patterns_std_ : ndarray of shape (n_samples, n_components)
+    loadings_ : ndarray of shape (n_samples, n_components)
+        Posterior mean of ``W`` for the training samples, the patterns (CoGAPS's
+        ``Pmean``), columns of maximum 1. :meth:`transform` re-samples ``W`` with ``H``
+        fixed; this is the chain's own mean.
+    loadings_std_ : ndarray of shape (n_samples, n_components)
         Posterior standard deviation of ``W`` (``Psd``).
     chisq_ : float
-        Chi-square ``sum(((X - patterns_ @ components_) / uncertainty) ** 2)`` of the
+        Chi-square ``sum(((X - loadings_ @ components_) / uncertainty) ** 2)`` of the
         posterior mean (CoGAPS's ``meanChiSq``).
     chisq_history_ : ndarray of shape (n_iterations,)
         Chi-square of the chain's current state after every iteration, calibration first.
@@ -198,15 +225,17 @@ class CoGAPS(
         Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
         the mean over the non-zero entries.
     n_iter_ : int
-        Number of iterations run (calibration plus sampling).
+        Number of iterations run by the last call to ``fit``, calibration plus sampling:
+        ``2 * max_iter`` for a new chain, ``max_iter`` (sampling only) when ``warm_start``
+        continues one, fewer after an interruption.
     n_components_ : int
-        Number of consensus patterns of a distributed fit (the columns of ``patterns_``).
+        Number of consensus patterns of a distributed fit (the columns of ``loadings_``).
         Set only in distributed mode, like the five attributes below.
     subsets_ : list of ndarray
         The feature (genome-wide) or sample (single-cell) indices of each subset.
     subset_patterns_ : list of ndarray of shape (n_shared, n_components)
         The shared factor of each subset's first-phase fit, before matching: its
-        ``patterns_`` (genome-wide) or ``components_.T`` (single-cell).
+        ``loadings_`` (genome-wide) or ``components_.T`` (single-cell).
     pattern_clusters_ : ndarray of shape (n_sets, n_components)
         The consensus pattern each first-phase pattern was matched to; -1 when unmatched.
     consensus_correlation_ : ndarray of shape (n_sets, n_components)
@@ -238,15 +267,17 @@ class CoGAPS(
     >>> from sklearn_cogaps.datasets import make_patterns
     >>> X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
     >>> model = CoGAPS(n_components=2, max_iter=200, random_state=0).fit(X)
-    >>> model.components_.shape, model.patterns_.shape
+    >>> model.components_.shape, model.loadings_.shape
     ((2, 60), (20, 2))
     """
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "alpha_W": [Interval(Real, 0, None, closed="neither")],
-        "alpha_H": [Interval(Real, 0, None, closed="neither")],
+        "atom_density_W": [Interval(Real, 0, None, closed="neither")],
+        "atom_density_H": [Interval(Real, 0, None, closed="neither")],
+        "alpha_W": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
+        "alpha_H": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
         "max_gibbs_mass_W": [Interval(Real, 0, None, closed="neither")],
         "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
@@ -267,8 +298,8 @@ class CoGAPS(
         n_components=7,
         *,
         max_iter=1000,
-        alpha_W=0.01,
-        alpha_H=0.01,
+        atom_density_W=0.01,
+        atom_density_H=0.01,
         max_gibbs_mass_W=100.0,
         max_gibbs_mass_H=100.0,
         random_state=None,
@@ -282,9 +313,13 @@ class CoGAPS(
         max_ns=None,
         explicit_sets=None,
         n_jobs=None,
+        alpha_W="deprecated",
+        alpha_H="deprecated",
     ):
         self.n_components = n_components
         self.max_iter = max_iter
+        self.atom_density_W = atom_density_W
+        self.atom_density_H = atom_density_H
         self.alpha_W = alpha_W
         self.alpha_H = alpha_H
         self.max_gibbs_mass_W = max_gibbs_mass_W
@@ -303,7 +338,7 @@ class CoGAPS(
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
-        X = validate_data(
+        X = validate_input(
             self,
             X,
             reset=reset,
@@ -368,15 +403,16 @@ class CoGAPS(
         ``whichMatrixFixed``): the chain then samples only the other one, and the fixed
         matrix comes back unchanged as the fitted attribute, with standard deviation 0.
         Neither matrix is rescaled in that case (the free one is averaged as sampled), so
-        ``fit(X, fixed_components=H).patterns_`` estimates what ``transform(X)`` does for
+        ``fit(X, fixed_components=H).loadings_`` estimates what ``transform(X)`` does for
         an estimator with ``components_ = H``, in one chain over all the rows.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative data (CoGAPS's ``D.T``).
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative data (CoGAPS's ``D.T``); an AnnData contributes its ``.X``.
         y : Ignored
-            Not used, present for API consistency by convention.
+            Not used, present for API consistency by convention. A second positional
+            array of the shape of X is refused: pass the uncertainty by keyword.
         uncertainty : array-like of shape (n_samples, n_features), default=None
             Standard deviation of each entry of X (CoGAPS's ``uncertainty.T``). None uses
             CoGAPS's default, ``max(0.1 * X, 0.1)``.
@@ -411,6 +447,8 @@ class CoGAPS(
         >>> bool((model.components_ == H).all()), float(model.components_std_.max())
         (True, 0.0)
         """
+        check_ignored_y(self, y, X, advice=_UNCERTAINTY_ADVICE)
+        self._atom_densities = self._resolve_atom_densities()
         X = self._validate_X(X, reset=True)
         if self.distributed is not None:
             if fixed_components is not None or fixed_patterns is not None:
@@ -454,12 +492,13 @@ class CoGAPS(
         )
         # the full state (atoms, generator, sums) only when a later fit may continue it
         self._sampler_state = sampler.get_state() if self.warm_start else None
+        self.n_iter_ = len(new_history)
         self._check_finite_fit()
         return self
 
     def _check_finite_fit(self):
         """Raise instead of leaving a NaN or an infinity in a fitted attribute."""
-        for name in ("components_", "components_std_", "patterns_", "patterns_std_", "chisq_"):
+        for name in ("components_", "components_std_", "loadings_", "loadings_std_", "chisq_"):
             if not np.all(np.isfinite(getattr(self, name))):
                 raise ValueError(
                     f"The fit produced non-finite values in {name!r} (chi-square "
@@ -467,6 +506,24 @@ class CoGAPS(
                     "double precision. Rescale X so that its values and their ratios to the "
                     "uncertainty stay well inside 1e-150..1e150."
                 )
+
+    def _resolve_atom_densities(self):
+        """``(atom_density_W, atom_density_H)``, from the deprecated names when they are set."""
+        densities = []
+        for old, new in (("alpha_W", "atom_density_W"), ("alpha_H", "atom_density_H")):
+            value = getattr(self, old)
+            if isinstance(value, str) and value == "deprecated":
+                densities.append(float(getattr(self, new)))
+                continue
+            warnings.warn(
+                f"'{old}' was renamed '{new}' in 0.2 and will be removed in 0.3: it is the "
+                f"expected number of atoms per matrix element, not a regularisation strength "
+                f"as in NMF. Use {new}={value!r}.",
+                FutureWarning,
+                stacklevel=4,
+            )
+            densities.append(float(value))
+        return tuple(densities)
 
     def _validate_fixed(self, X, fixed_components, fixed_patterns):
         """``(which, matrix)`` with which in {None, "W", "H"} and the fixed matrix in the
@@ -569,7 +626,7 @@ class CoGAPS(
         n_nonzero = np.count_nonzero(values)
         data_mean = float(values.sum()) / n_nonzero if n_nonzero else 1.0
         root = np.sqrt(self.n_components / data_mean)
-        return self.alpha_W * root, self.alpha_H * root
+        return self._atom_densities[0] * root, self._atom_densities[1] * root
 
     def _new_sampler(self, X, data, fixed):
         rng = check_random_state(self.random_state)
@@ -586,8 +643,7 @@ class CoGAPS(
     def _make_sampler(self, data, W, Ht, seed=0, state=None, n_threads=1, fixed=None):
         kind, a, b = data
         arguments = (
-            self.alpha_W,
-            self.alpha_H,
+            *self._atom_densities,
             self.lambda_W_,
             self.lambda_H_,
             self.max_gibbs_mass_W,
@@ -629,9 +685,8 @@ class CoGAPS(
         n = self.max_iter
         history = []
         atoms = []
-        report_every = max(1, n // 10)
-        start = time.perf_counter()
         total = len(iterations)
+        progress = Progress(self, total, objective="chi-square")
         try:
             for it, sampling in enumerate(iterations):
                 tau = 1.0 if sampling else min(1.0, 2.0 * (it + 1) / n)
@@ -644,28 +699,17 @@ class CoGAPS(
                     sampler.accumulate()
                 history.append(chisq)
                 atoms.append(sampler.n_atoms)
-                if self.verbose and ((it + 1) % report_every == 0 or it + 1 == total):
-                    self._report(it, total, sampling, chisq, sampler.n_atoms, start)
+                n_atoms = sampler.n_atoms
+                progress(
+                    it + 1,
+                    chisq,
+                    f"{'sampling' if sampling else 'calibration':>11}  atoms W {n_atoms[0]} "
+                    f"H {n_atoms[1]}",
+                )
         except KeyboardInterrupt:
-            warnings.warn(
-                f"Interrupted after {len(history)} of {total} iterations; the estimator "
-                "keeps the samples drawn so far.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+            # the samples of the complete iterations are kept (a sweep stops between rows)
+            progress.interrupted(len(history), stacklevel=4)
         return np.asarray(history, dtype=np.float64), np.asarray(atoms, dtype=np.int64).reshape(-1, 2)
-
-    def _report(self, it, total, sampling, chisq, n_atoms, start):
-        n = self.max_iter
-        phase = "sampling" if sampling else "calibration"
-        i = (it % n) + 1
-        elapsed = time.perf_counter() - start
-        left = elapsed / (it + 1) * (total - it - 1)
-        print(
-            f"{phase:>11} {i:>6}/{n}  chi-square {chisq:14.2f}  atoms W {n_atoms[0]:>7} "
-            f"H {n_atoms[1]:>7}  elapsed {elapsed:8.1f}s  left {left:8.1f}s",
-            flush=True,
-        )
 
     def _set_posterior(self, sampler, data, history, atoms, n_threads, fixed):
         if sampler.n_accumulated == 0:
@@ -678,8 +722,8 @@ class CoGAPS(
             w_mean, w_std = matrix, np.zeros_like(matrix)
         elif which == "H":
             h_mean, h_std = matrix, np.zeros_like(matrix)
-        self.patterns_ = w_mean
-        self.patterns_std_ = w_std
+        self.loadings_ = w_mean
+        self.loadings_std_ = w_std
         self.components_ = np.ascontiguousarray(h_mean.T)
         self.components_std_ = np.ascontiguousarray(h_std.T)
         kind, a, b = data
@@ -690,7 +734,6 @@ class CoGAPS(
             self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
         self.chisq_history_ = history
         self.n_atoms_history_ = atoms
-        self.n_iter_ = len(history)
 
     # ------------------------------------------------------------------ transform
     def _row_seeds(self, X):
@@ -723,7 +766,7 @@ class CoGAPS(
             rows,
             np.ascontiguousarray(self.components_.T),
             SPARSE_SIGMA0,
-            self.alpha_W,
+            self._atom_densities[0],
             self.lambda_W_,
             self.max_gibbs_mass_W,
             self.max_iter,
@@ -751,7 +794,7 @@ class CoGAPS(
             X,
             _precision(sigma),
             np.ascontiguousarray(self.components_.T),
-            self.alpha_W,
+            self._atom_densities[0],
             self.lambda_W_,
             self.max_gibbs_mass_W,
             self.max_iter,
@@ -776,7 +819,7 @@ class CoGAPS(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative data.
         uncertainty : array-like of shape (n_samples, n_features), default=None
             Standard deviation of each entry; None uses ``max(0.1 * X, 0.1)``.
@@ -815,7 +858,7 @@ class CoGAPS(
             Distance of each feature's normalised amplitude profile to each pattern.
         """
         check_is_fitted(self)
-        markers, ranks, scores = pattern_markers(self.components_.T, self.patterns_, threshold)
+        markers, ranks, scores = pattern_markers(self.components_.T, self.loadings_, threshold)
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             markers = [names[m] for m in markers]
@@ -827,35 +870,27 @@ class CoGAPS(
         Returns
         -------
         patterns_z : ndarray of shape (n_samples, n_components)
+            ``loadings_ / loadings_std_``, 0 where the standard deviation is 0.
         components_z : ndarray of shape (n_components, n_features)
-            0 where the standard deviation is 0.
+            ``components_ / components_std_``, 0 where the standard deviation is 0.
         """
         check_is_fitted(self)
-        return z_scores(self.patterns_, self.patterns_std_), z_scores(
+        return z_scores(self.loadings_, self.loadings_std_), z_scores(
             self.components_, self.components_std_
         )
 
-    def inverse_transform(self, X):
-        """Data reconstructed from patterns: ``X @ components_``.
+    # deprecated in 0.2, to be removed in 0.3
+    @deprecated("'patterns_' was renamed 'loadings_' in 0.2 and will be removed in 0.3.")
+    @property
+    def patterns_(self):
+        """Deprecated alias of ``loadings_``."""
+        return self.loadings_
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_components)
-            Patterns, as returned by :meth:`transform`.
-
-        Returns
-        -------
-        X_original : ndarray of shape (n_samples, n_features)
-            The posterior-mean reconstruction.
-        """
-        check_is_fitted(self)
-        W = np.asarray(X, dtype=np.float64)
-        if W.ndim != 2 or W.shape[1] != self.components_.shape[0]:
-            raise ValueError(
-                f"inverse_transform expects patterns of shape (n_samples, "
-                f"{self.components_.shape[0]}); got {W.shape}."
-            )
-        return W @ self.components_
+    @deprecated("'patterns_std_' was renamed 'loadings_std_' in 0.2 and will be removed in 0.3.")
+    @property
+    def patterns_std_(self):
+        """Deprecated alias of ``loadings_std_``."""
+        return self.loadings_std_
 
     def score(self, X, y=None, *, uncertainty=None):
         """Held-out log-likelihood of X per sample, for choosing ``n_components``.
@@ -874,10 +909,11 @@ class CoGAPS(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative data.
         y : Ignored
-            Not used, present for API consistency by convention.
+            Not used, present for API consistency by convention. A second positional
+            array of the shape of X is refused: pass the uncertainty by keyword.
         uncertainty : array-like of shape (n_samples, n_features), default=None
             Standard deviation of each entry; None uses ``max(0.1 * X, 0.1)``.
 
@@ -889,6 +925,7 @@ class CoGAPS(
             patterns given the entries outside fold ``f``.
         """
         check_is_fitted(self)
+        check_ignored_y(self, y, X, method="score", advice=_UNCERTAINTY_ADVICE.replace("fit", "score"))
         X = self._validate_X(X, reset=False)
         self._check_uncertainty_shape(uncertainty, X)
         if X.shape[0] == 0:
@@ -913,7 +950,7 @@ class CoGAPS(
                 x,
                 fit_prec,
                 Ht,
-                self.alpha_W,
+                self._atom_densities[0],
                 self.lambda_W_,
                 self.max_gibbs_mass_W,
                 self.max_iter,

@@ -209,8 +209,8 @@ def _fit_subset(estimator, X, uncertainty, fixed):
     kwargs = {} if fixed is None else {fixed[0]: fixed[1]}
     estimator.fit(X, uncertainty=uncertainty, **kwargs)
     return {
-        "patterns": estimator.patterns_,
-        "patterns_std": estimator.patterns_std_,
+        "patterns": estimator.loadings_,
+        "patterns_std": estimator.loadings_std_,
         "components": estimator.components_,
         "components_std": estimator.components_std_,
         "chisq": estimator.chisq_,
@@ -312,8 +312,8 @@ def fit_distributed(model, X, uncertainty=None):
         for idx, r in zip(subsets, second):
             free[:, idx] = r["components"]
             free_std[:, idx] = r["components_std"]
-        model.patterns_ = consensus
-        model.patterns_std_ = np.zeros_like(consensus)
+        model.loadings_ = consensus
+        model.loadings_std_ = np.zeros_like(consensus)
         model.components_ = free
         model.components_std_ = free_std
     else:
@@ -321,8 +321,8 @@ def fit_distributed(model, X, uncertainty=None):
         for idx, r in zip(subsets, second):
             free[idx] = r["patterns"]
             free_std[idx] = r["patterns_std"]
-        model.patterns_ = free
-        model.patterns_std_ = free_std
+        model.loadings_ = free
+        model.loadings_std_ = free_std
         model.components_ = np.ascontiguousarray(consensus.T)
         model.components_std_ = np.zeros_like(model.components_)
 
@@ -341,7 +341,7 @@ def fit_distributed(model, X, uncertainty=None):
     n_nonzero = np.count_nonzero(values)
     data_mean = float(values.sum()) / n_nonzero if n_nonzero else 1.0
     root = math.sqrt(K / data_mean)
-    model.lambda_W_, model.lambda_H_ = model.alpha_W * root, model.alpha_H * root
+    model.lambda_W_, model.lambda_H_ = (d * root for d in model._atom_densities)
     model._transform_seed = transform_seed
     model._sampler_state = None
     return model

@@ -231,7 +231,7 @@ def marker_overrepresentation(
     components : array-like of shape (n_components, n_features)
         Posterior mean amplitudes, ``CoGAPS.components_``.
     patterns : array-like of shape (n_samples, n_components)
-        Posterior mean patterns, ``CoGAPS.patterns_``.
+        Posterior mean patterns, ``CoGAPS.loadings_``.
     gene_sets : dict of str to list
         The gene sets: name -> members (feature names when ``feature_names`` is given, else
         column indices). Members that are not features are ignored. A list of sets is

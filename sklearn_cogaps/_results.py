@@ -7,8 +7,8 @@ from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["sample_factors", "trace"]
 
-# The per-sample factor of each factorisation estimator, newest name first.
-_SAMPLE_FACTOR_ATTRIBUTES = ("patterns_", "loadings_", "loadings_mean_")
+# The per-sample factor of the training data: the same name in every factorisation estimator.
+_SAMPLE_FACTOR_ATTRIBUTES = ("loadings_",)
 
 # The trace of each estimator: (attribute, label of the y axis, log scale), first match wins.
 _TRACES = (

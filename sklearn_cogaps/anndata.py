@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 from scipy import sparse
 
+from ._base import load_matrix
 from ._results import sample_factors, trace
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
@@ -64,10 +65,7 @@ def read_anndata_matrix(adata, layer=None):
                 f"adata has no layer {layer!r}; its layers are {sorted(adata.layers.keys())}."
             )
         M = adata.layers[layer]
-    if hasattr(M, "to_memory"):  # a sparse matrix of a backed file
-        M = M.to_memory()
-    elif not (sparse.issparse(M) or isinstance(M, np.ndarray)):
-        M = M[()] if hasattr(M, "shape") and hasattr(M, "dtype") else np.asarray(M)
+    M = load_matrix(M)  # a backed matrix is read from its file
     if sparse.issparse(M):
         return sparse.csr_matrix(M)
     return np.asarray(M)
@@ -124,7 +122,7 @@ def anndata_results(estimator, key):
     factors = sample_factors(estimator)
     obsm = {f"X_{key}": np.asarray(factors)}
     varm = {f"{key}_components": np.ascontiguousarray(np.asarray(estimator.components_).T)}
-    std = getattr(estimator, "patterns_std_", None)
+    std = getattr(estimator, "loadings_std_", None)
     if std is not None:
         obsm[f"X_{key}_std"] = np.asarray(std)
     std = getattr(estimator, "components_std_", None)

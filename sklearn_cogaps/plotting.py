@@ -38,8 +38,8 @@ def plot_patterns(
     Parameters
     ----------
     patterns : estimator or array-like of shape (n_samples, n_components)
-        A fitted factorisation estimator (its per-sample factor: ``patterns_`` of CoGAPS,
-        the loadings of the Poisson factorisations) or the array itself.
+        A fitted factorisation estimator (its per-sample factor ``loadings_``: the patterns
+        of CoGAPS, the loadings of the Poisson factorisations) or the array itself.
     x : array-like of shape (n_samples,), default=None
         Position of each sample on the horizontal axis, for example its time point; the
         samples are drawn in increasing ``x``. None places them at 0, 1, 2, ... in order.

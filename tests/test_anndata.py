@@ -42,8 +42,8 @@ def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
     model = CoGAPS(n_components=2, max_iter=30, random_state=0)
     assert fit_anndata(adata, model) is None
     expected = CoGAPS(n_components=2, max_iter=30, random_state=0).fit(expression)
-    assert_array_equal(adata.obsm["X_cogaps"], expected.patterns_)
-    assert_array_equal(adata.obsm["X_cogaps_std"], expected.patterns_std_)
+    assert_array_equal(adata.obsm["X_cogaps"], expected.loadings_)
+    assert_array_equal(adata.obsm["X_cogaps_std"], expected.loadings_std_)
     assert_array_equal(adata.varm["cogaps_components"], expected.components_.T)
     assert_array_equal(adata.varm["cogaps_components_std"], expected.components_std_.T)
     uns = adata.uns["cogaps"]
@@ -55,7 +55,7 @@ def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
     # the results survive a round trip through an .h5ad file
     adata.write_h5ad(tmp_path / "a.h5ad")
     back = anndata.read_h5ad(tmp_path / "a.h5ad")
-    assert_array_equal(back.obsm["X_cogaps"], expected.patterns_)
+    assert_array_equal(back.obsm["X_cogaps"], expected.loadings_)
     assert_array_equal(back.uns["cogaps"]["chisq_history"], expected.chisq_history_)
     assert back.uns["cogaps"]["params"]["sparse_optimization"] == np.False_
 
@@ -103,7 +103,7 @@ def test_results_of_a_fitted_estimator_without_refitting(expression):
     model = CoGAPS(n_components=2, max_iter=10, random_state=0).fit(expression)
     adata = _adata(expression)
     fit_anndata(adata, model, refit=False, key_added="mine")
-    assert_array_equal(adata.obsm["X_mine"], model.patterns_)
+    assert_array_equal(adata.obsm["X_mine"], model.loadings_)
     with pytest.raises(ValueError, match="fitted to 20 samples x 30 features; adata has 5"):
         fit_anndata(_adata(expression[:5]), model, refit=False)
 

@@ -47,8 +47,8 @@ def _run(capsys, argv):
 
 def _check_npz(path, model, samples=None, features=None):
     with np.load(path) as r:  # no pickles needed
-        assert_array_equal(r["patterns"], model.patterns_)
-        assert_array_equal(r["patterns_std"], model.patterns_std_)
+        assert_array_equal(r["patterns"], model.loadings_)
+        assert_array_equal(r["patterns_std"], model.loadings_std_)
         assert_array_equal(r["amplitudes"], model.components_)
         assert_array_equal(r["amplitudes_std"], model.components_std_)
         assert_array_equal(r["chisq_history"], model.chisq_history_)
@@ -224,8 +224,8 @@ def test_uncertainty_file_threads_and_csv_output(data, tmp_path, capsys):
     patterns = read(tmp_path / "res_patterns.csv")
     assert list(patterns.columns) == ["Pattern_1", "Pattern_2"]
     assert list(patterns.index) == [f"sample_{i}" for i in range(X.shape[0])]
-    assert_array_equal(patterns.to_numpy(), expected.patterns_)
-    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.patterns_std_)
+    assert_array_equal(patterns.to_numpy(), expected.loadings_)
+    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.loadings_std_)
     amplitudes = read(tmp_path / "res_amplitudes.csv")
     assert_array_equal(amplitudes.to_numpy(), expected.components_.T)
     assert_array_equal(
@@ -324,7 +324,7 @@ def test_ctrl_c_during_sampling_exits_130_with_partial_results(
 ):
     np.save(tmp_path / "x.npy", data[0])
     _interrupt_at(monkeypatch, 15 + 6)  # 15 calibration and 5 sampling iterations done
-    with pytest.warns(RuntimeWarning, match="Interrupted after 20 of 30"):
+    with pytest.warns(RuntimeWarning, match="interrupted after 20 of 30"):
         status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / f"r{suffix}"])
     assert status == 130
     assert "interrupted; the results are partial" in err
@@ -349,7 +349,7 @@ def test_ctrl_c_during_sampling_exits_130_with_partial_results(
 def test_ctrl_c_during_calibration_claims_no_sampling_mean(data, tmp_path, capsys, monkeypatch):
     np.save(tmp_path / "x.npy", data[0])
     _interrupt_at(monkeypatch, 7)
-    with pytest.warns(RuntimeWarning, match="Interrupted after 6 of 30"):
+    with pytest.warns(RuntimeWarning, match="interrupted after 6 of 30"):
         status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "r.npz"])
     assert status == 130
     assert "mean over the sampling phase" not in out
@@ -427,8 +427,8 @@ def test_h5ad_reads_only_the_layer_and_is_written_into_a_copy(
     _check_npz(tmp_path / "r.npz", reference, samples, features)
     monkeypatch.setattr(anndata.io, "read_elem", read_elem)
     result = anndata.read_h5ad(out)
-    assert_array_equal(result.obsm["X_cogaps"], reference.patterns_)
-    assert_array_equal(result.obsm["X_cogaps_std"], reference.patterns_std_)
+    assert_array_equal(result.obsm["X_cogaps"], reference.loadings_)
+    assert_array_equal(result.obsm["X_cogaps_std"], reference.loadings_std_)
     assert_array_equal(result.varm["cogaps_components"], reference.components_.T)
     assert_array_equal(result.varm["cogaps_components_std"], reference.components_std_.T)
     uns = result.uns["cogaps"]

@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from threadpoolctl import threadpool_limits
 
-from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import make_patterns
 
 # CoGAPS's own example and its published result, in shared/fixtures beside the repository
@@ -40,7 +40,7 @@ def fitted(simulated):
 
 def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
     X, W, H = simulated
-    _, corr = match_components(W, fitted.patterns_)
+    _, corr = match_components(W, fitted.loadings_)
     assert np.all(corr > 0.9), corr
     order, corr_h = match_components(H, fitted.components_, axis=0)
     assert np.all(corr_h > 0.9), corr_h
@@ -50,11 +50,11 @@ def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
     # the posterior mean fits about as well as the noise allows (chi-square ~ n entries)
     assert fitted.chisq_ < 2.0 * X.size
     # averaged samples of patterns scaled to maximum 1
-    assert np.all(fitted.patterns_.max(axis=0) <= 1.0 + 1e-12)
-    assert np.all(fitted.patterns_.max(axis=0) > 0.9)
+    assert np.all(fitted.loadings_.max(axis=0) <= 1.0 + 1e-12)
+    assert np.all(fitted.loadings_.max(axis=0) > 0.9)
     assert fitted.n_iter_ == 800
     assert fitted.n_atoms_history_.shape == (800, 2)
-    assert np.all(fitted.components_std_ >= 0) and np.all(fitted.patterns_std_ >= 0)
+    assert np.all(fitted.components_std_ >= 0) and np.all(fitted.loadings_std_ >= 0)
 
 
 def test_same_seed_same_result_and_different_seeds_differ(simulated, fitted):
@@ -82,8 +82,8 @@ def test_transform_of_training_rows_reproduces_the_fitted_patterns(simulated, fi
     X, _, _ = simulated
     W = fitted.transform(X)
     for k in range(3):
-        assert np.corrcoef(W[:, k], fitted.patterns_[:, k])[0, 1] > 0.97
-    rel = np.linalg.norm(W - fitted.patterns_) / np.linalg.norm(fitted.patterns_)
+        assert np.corrcoef(W[:, k], fitted.loadings_[:, k])[0, 1] > 0.97
+    rel = np.linalg.norm(W - fitted.loadings_) / np.linalg.norm(fitted.loadings_)
     assert rel < 0.15
     # row by row: each row's chain is seeded by its content, not its position
     assert_array_equal(fitted.transform(X[[5, 2]]), W[[5, 2]])
@@ -132,10 +132,10 @@ def test_sparse_path_gives_the_posterior_of_the_dense_path():
     X, W = _data_with_true_zeros()
     dense = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(X)
     sparse_fit = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(sparse.csr_matrix(X))
-    _, corr = match_components(dense.patterns_, sparse_fit.patterns_)
+    _, corr = match_components(dense.loadings_, sparse_fit.loadings_)
     assert np.all(corr > 0.99), corr
     assert abs(sparse_fit.chisq_ - dense.chisq_) <= 0.01 * dense.chisq_
-    _, corr_true = match_components(W, sparse_fit.patterns_)
+    _, corr_true = match_components(W, sparse_fit.loadings_)
     assert np.all(corr_true > 0.9), corr_true
     # transform and score accept sparse input, block by block
     assert_allclose(sparse_fit.transform(sparse.csr_matrix(X[:5])), sparse_fit.transform(X[:5]))
@@ -171,7 +171,7 @@ def test_bad_input_is_refused_with_a_clear_message(simulated, change, uncertaint
     "params, match",
     [
         ({"n_components": 0}, "n_components"),
-        ({"alpha_W": -1.0}, "alpha_W"),
+        ({"atom_density_W": -1.0}, "atom_density_W"),
         ({"max_iter": 0}, "max_iter"),
     ],
 )
@@ -194,7 +194,7 @@ def test_reproduces_the_published_gist_result():
     # Over random_state 0-9 the chi-square ranged 4469-4505 (9 of 10 at most 4500; the C++
     # CoGAPS gave 4466-4499 on two seeds); seed 1 gives 4483.
     model = CoGAPS(n_components=3, max_iter=5000, random_state=1).fit(D.to_numpy().T)
-    _, corr = match_components(published_P, model.patterns_)
+    _, corr = match_components(published_P, model.loadings_)
     assert np.all(corr >= 0.98), corr
     assert model.chisq_ <= 4500, model.chisq_
 
@@ -205,9 +205,10 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
     restored = pickle.loads(pickle.dumps(est))
     est.fit(X)
     restored.fit(X)
-    assert est.n_iter_ == restored.n_iter_ == 150
+    assert est.n_iter_ == restored.n_iter_ == 50  # this fit's iterations
+    assert est.chisq_history_.shape == (150,)  # the whole chain
     assert_array_equal(est.components_, restored.components_)
-    assert_array_equal(est.patterns_std_, restored.patterns_std_)
+    assert_array_equal(est.loadings_std_, restored.loadings_std_)
     assert_array_equal(est.chisq_history_, restored.chisq_history_)
     # without warm_start a second fit starts over
     cold = CoGAPS(n_components=3, max_iter=50, random_state=0).fit(X)
@@ -243,18 +244,18 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(simula
 
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
     X, _, _ = simulated
-    with pytest.warns(RuntimeWarning, match="Interrupted after 30 of 40 iterations"):
+    with pytest.warns(FitInterruptedWarning, match="interrupted after 30 of 40 iterations"):
         est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(X)
     assert est.n_iter_ == 30 and est.chisq_history_.shape == (30,)
     assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
-    # the chain can be continued from where it stopped
+    # the chain can be continued from where it stopped: 20 more iterations in this fit
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler.__mro__[1])
-    assert est.fit(X).n_iter_ == 50
+    assert est.fit(X).n_iter_ == 20 and est.chisq_history_.shape == (50,)
 
 
 def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fitted):
     X, W, H = simulated
-    order, _ = match_components(W, fitted.patterns_)
+    order, _ = match_components(W, fitted.loadings_)
     true_owner = np.argmax(H, axis=0)  # patterns have maximum 1, so amplitudes compare
     markers, ranks, scores = fitted.pattern_markers("all")
     assert sorted(np.concatenate(markers)) == list(range(X.shape[1]))  # a partition
@@ -279,7 +280,7 @@ def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulat
     z_w, z_h = model.z_scores()
     sd = model.components_std_
     assert_allclose(z_h[sd > 0], model.components_[sd > 0] / sd[sd > 0])
-    assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.patterns_.shape
+    assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.loadings_.shape
 
 
 # ---------------------------------------------------------------------------------------
@@ -308,14 +309,14 @@ def test_fixed_components_recover_the_patterns_and_come_back_unchanged(simulated
     assert est.components_ is not H_given
     assert_array_equal(est.components_std_, np.zeros_like(H))
     # nothing is rescaled: the patterns are on the scale of the true ones
-    rel = np.linalg.norm(est.patterns_ - W) / np.linalg.norm(W)
+    rel = np.linalg.norm(est.loadings_ - W) / np.linalg.norm(W)
     assert rel < 0.06, rel
-    assert np.mean(est.patterns_std_ > 0) > 0.9
+    assert np.mean(est.loadings_std_ > 0) > 0.9
     # the amplitudes' domain stays empty, the chi-square trace falls as usual
     assert np.all(est.n_atoms_history_[:, 1] == 0) and est.n_atoms_history_[-1, 0] > 0
     assert est.chisq_history_.shape == (800,) and est.chisq_history_[-1] < 0.05 * est.chisq_history_[0]
     u = kwargs.get("uncertainty", np.maximum(0.1 * X, 0.1))
-    assert_allclose(est.chisq_, np.sum(((X - est.patterns_ @ H) / u) ** 2), rtol=1e-10)
+    assert_allclose(est.chisq_, np.sum(((X - est.loadings_ @ H) / u) ** 2), rtol=1e-10)
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
@@ -324,8 +325,8 @@ def test_fixed_patterns_recover_the_amplitudes(kind):
     _, _, H = make_patterns(n_samples=40, n_features=300, n_components=3, random_state=0)
     data = sparse.csr_matrix(X) if kind == "sparse" else X
     est = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(data, fixed_patterns=W)
-    assert_array_equal(est.patterns_, W)
-    assert_array_equal(est.patterns_std_, np.zeros_like(W))
+    assert_array_equal(est.loadings_, W)
+    assert_array_equal(est.loadings_std_, np.zeros_like(W))
     assert np.all(est.n_atoms_history_[:, 0] == 0)
     # relative error of the amplitudes, where the data constrain them
     rel = np.linalg.norm(est.components_ - H) / np.linalg.norm(H)
@@ -350,8 +351,8 @@ def test_fixed_published_amplitudes_on_gist_give_the_peer_chi_square_and_transfo
     assert 3788.7 < est.chisq_ < 3789.0, est.chisq_
     W_transform = est.transform(X)
     for k in range(3):
-        assert np.corrcoef(est.patterns_[:, k], W_transform[:, k])[0, 1] > 0.9999
-    assert_allclose(est.patterns_, W_transform, atol=5e-3)
+        assert np.corrcoef(est.loadings_[:, k], W_transform[:, k])[0, 1] > 0.9999
+    assert_allclose(est.loadings_, W_transform, atol=5e-3)
 
 
 @pytest.mark.parametrize("fixed", ["fixed_components", "fixed_patterns"])
@@ -364,7 +365,7 @@ def test_fixed_fits_do_not_depend_on_the_number_of_threads(fixed, sparse_optimiz
     for n_threads in (1, 2):
         with threadpool_limits(n_threads, user_api="openmp"):
             est.fit(X, **{fixed: matrix})
-            results.append((est.patterns_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+            results.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
     for a, b in zip(*results):
         assert_array_equal(a, b)
 
@@ -396,8 +397,9 @@ def test_warm_start_continues_a_fixed_fit_and_refuses_another_fixed_matrix(simul
     restored = pickle.loads(pickle.dumps(est))
     est.fit(X, fixed_components=H)
     restored.fit(X, fixed_components=H)
-    assert est.n_iter_ == restored.n_iter_ == 90
-    assert_array_equal(est.patterns_, restored.patterns_)
+    assert est.n_iter_ == restored.n_iter_ == 30  # this fit's iterations
+    assert est.chisq_history_.shape == (90,)
+    assert_array_equal(est.loadings_, restored.loadings_)
     assert_array_equal(est.components_, H)
     with pytest.raises(ValueError, match="fitted with fixed_components; this fit has no fixed"):
         est.fit(X)
@@ -431,14 +433,14 @@ def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywh
     for n_threads in (1, 2):
         with threadpool_limits(n_threads, user_api="openmp"):
             est.fit(data, **kwargs)
-            runs.append((est.patterns_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+            runs.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
     # and the thresholds only choose the path, never the chain
     previous = _set_parallel_thresholds(min_work=10**12, min_entries=10**12)
     try:
         est.fit(data, **kwargs)
     finally:
         _set_parallel_thresholds(*previous)
-    runs.append((est.patterns_, est.components_, est.chisq_history_))
+    runs.append((est.loadings_, est.components_, est.chisq_history_))
     for run in runs[1:]:
         for a, b in zip(runs[0], run):
             assert_array_equal(a, b)
@@ -494,13 +496,20 @@ def test_pickle_carries_the_sampler_state_only_with_warm_start(simulated):
     # the fitted attributes: two K x n_features and two n_samples x K matrices, two traces
     attributes = sum(
         getattr(cold, name).nbytes
-        for name in ("components_", "components_std_", "patterns_", "patterns_std_", "chisq_history_", "n_atoms_history_")
+        for name in (
+            "components_",
+            "components_std_",
+            "loadings_",
+            "loadings_std_",
+            "chisq_history_",
+            "n_atoms_history_",
+        )
     )
     assert cold_size < attributes + 4000
     assert warm_size > cold_size + 2 * cold.components_.nbytes  # sums and atoms of both matrices
     # a state that was not kept gives a new chain, not an error
-    assert cold.set_params(warm_start=True).fit(X).n_iter_ == 60
-    assert cold.fit(X).n_iter_ == 90
+    assert cold.set_params(warm_start=True).fit(X).chisq_history_.shape == (60,)
+    assert cold.fit(X).chisq_history_.shape == (90,)
 
 
 def test_sparse_model_reads_a_canonical_csr_in_place_and_never_changes_the_callers_matrix():
@@ -569,7 +578,7 @@ def test_a_corrupted_saved_state_is_refused_before_use(simulated, how, match, sp
     with pytest.raises(ValueError, match="saved CoGAPS chain state is invalid: .*" + match):
         restored.fit(data)
     # the intact state still continues
-    assert est.fit(data).n_iter_ == 60
+    assert est.fit(data).chisq_history_.shape == (60,)
 
 
 def test_every_failing_row_of_a_parallel_transform_is_reported():

@@ -45,8 +45,8 @@ def test_recovers_the_planted_programs(cells, genome_wide, single_cell, mode):
     X, W, H = cells
     model = genome_wide if mode == "genome-wide" else single_cell
     assert model.n_components_ == 3
-    assert model.patterns_.shape == (400, 3) and model.components_.shape == (3, 300)
-    _, corr_w = match_components(W, model.patterns_)
+    assert model.loadings_.shape == (400, 3) and model.components_.shape == (3, 300)
+    _, corr_w = match_components(W, model.loadings_)
     _, corr_h = match_components(H, model.components_, axis=0)
     assert np.all(corr_w > 0.9), corr_w
     assert np.all(corr_h > 0.9), corr_h
@@ -58,7 +58,7 @@ def test_recovers_the_planted_programs(cells, genome_wide, single_cell, mode):
     assert np.median(matched) > 0.9, model.consensus_correlation_
     # the consensus is the fixed factor: columns of maximum 1, no spread
     shared, shared_std = (
-        (model.patterns_, model.patterns_std_)
+        (model.loadings_, model.loadings_std_)
         if mode == "genome-wide"
         else (model.components_.T, model.components_std_.T)
     )
@@ -66,7 +66,7 @@ def test_recovers_the_planted_programs(cells, genome_wide, single_cell, mode):
     assert np.all(shared_std == 0)
     # stitched in the original order: the chi-square of the stitched result is the sum
     assert_allclose(
-        _sparse_model_chisq(X, model.patterns_, model.components_), model.chisq_, rtol=1e-9
+        _sparse_model_chisq(X, model.loadings_, model.components_), model.chisq_, rtol=1e-9
     )
     assert_allclose(model.chisq_, model.subset_chisq_.sum())
     assert model.chisq_history_.shape == (600,) and model.n_iter_ == 600
@@ -115,7 +115,7 @@ def test_explicit_sets_and_feature_names(cells):
     assert [s.tolist() for s in model.subsets_] == [
         list(range(0, 300, 3)), list(range(1, 300, 3)), list(range(2, 300, 3))
     ]
-    _, corr = match_components(W, model.patterns_)
+    _, corr = match_components(W, model.loadings_)
     assert np.all(corr > 0.9), corr
     by_index = CoGAPS(
         distributed="genome-wide", explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)],
@@ -141,7 +141,7 @@ def _fit_small(X, **kwargs):
 
 
 def _same_fit(a, b):
-    for name in ("patterns_", "patterns_std_", "components_", "components_std_",
+    for name in ("loadings_", "loadings_std_", "components_", "components_std_",
                  "chisq_history_", "consensus_correlation_"):
         assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.chisq_ == b.chisq_

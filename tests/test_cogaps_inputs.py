@@ -135,7 +135,7 @@ def results(model, X, uncertainty=None):
     return {
         "components_": model.components_,
         "components_std_": model.components_std_,
-        "patterns_": model.patterns_,
+        "loadings_": model.loadings_,
         "chisq_": model.chisq_,
         "lambda_W_": model.lambda_W_,
         "transform": W,

@@ -20,7 +20,7 @@ from sklearn_cogaps.datasets import make_patterns
 def fitted():
     X, W, H = make_patterns(n_samples=30, n_features=300, n_components=3, random_state=1)
     model = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(X)
-    order, corr = match_components(W, model.patterns_)
+    order, corr = match_components(W, model.loadings_)
     assert np.all(corr > 0.9)
     # the features that load on the first true pattern only
     planted = np.flatnonzero((H[0] > 2.0) & (H[1] == 0) & (H[2] == 0))
@@ -96,7 +96,7 @@ def test_zero_standard_deviation_counts_as_machine_epsilon():
 def test_markers_over_represented_in_the_planted_set_only(fitted):
     model, k, planted, random_set = fitted
     sets = {"planted": planted, "random": random_set}
-    table = marker_overrepresentation(model.components_, model.patterns_, sets)
+    table = marker_overrepresentation(model.components_, model.loadings_, sets)
     assert set(table) == {
         "pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value", "p_adjusted"
     }

@@ -57,7 +57,7 @@ def test_patterns_one_line_per_pattern_in_time_order(cogaps):
     lines = ax.get_lines()
     assert len(lines) == 3
     assert_array_equal(lines[0].get_xdata(), np.sort(times))
-    assert_array_equal(lines[1].get_ydata(), model.patterns_[::-1, 1])
+    assert_array_equal(lines[1].get_ydata(), model.loadings_[::-1, 1])
     assert ax.get_xlabel() == "hours" and ax.get_ylabel() == "pattern value"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "Pattern_1",
@@ -70,11 +70,11 @@ def test_patterns_by_group_and_from_an_array(cogaps):
     X, model = cogaps
     groups = np.repeat(["ctrl", "drug"], X.shape[0] // 2)[::-1]  # "drug" appears first
     fig, ax = plt.subplots()
-    out = plot_patterns(model.patterns_[:, :2], groups=groups, pattern_names=["a", "b"], ax=ax)
+    out = plot_patterns(model.loadings_[:, :2], groups=groups, pattern_names=["a", "b"], ax=ax)
     assert out is ax and len(ax.get_lines()) == 2
     assert [t.get_text() for t in ax.get_xticklabels()] == ["drug", "ctrl"]
-    assert_allclose(ax.get_lines()[0].get_ydata(), [model.patterns_[:8, 0].mean(),
-                                                    model.patterns_[8:, 0].mean()])
+    assert_allclose(ax.get_lines()[0].get_ydata(), [model.loadings_[:8, 0].mean(),
+                                                    model.loadings_[8:, 0].mean()])
     assert ax.get_xlabel() == "group"
     with pytest.raises(ValueError, match="x or groups, not both"):
         plot_patterns(model, x=np.arange(16), groups=groups)
@@ -88,7 +88,7 @@ def test_patterns_by_group_and_from_an_array(cogaps):
 
 def test_marker_heatmap_of_amplitudes_and_of_data(cogaps):
     X, model = cogaps
-    markers, _, _ = pattern_markers(model.components_.T, model.patterns_)
+    markers, _, _ = pattern_markers(model.components_.T, model.loadings_)
     shown = [m[:4] for m in markers]
     n_rows = sum(len(m) for m in shown)
     ax = plot_markers(model, n_markers=4)
@@ -103,7 +103,7 @@ def test_marker_heatmap_of_amplitudes_and_of_data(cogaps):
     samples = [f"s{i}" for i in range(X.shape[0])]
     ax = plot_markers(
         amplitudes=model.components_.T,
-        patterns=model.patterns_,
+        patterns=model.loadings_,
         X=X,
         n_markers=4,
         feature_names=names,

@@ -58,7 +58,7 @@ print(f"{X.shape[0]} samples x {X.shape[1]} genes; time points {hours} h")
 model = CoGAPS(n_components=3, max_iter=2500, random_state=0).fit(X)
 print(f"chi-square of the posterior mean: {model.chisq_:.1f} ({X.size} entries)")
 
-order, corr = match_components(published.to_numpy(), model.patterns_)
+order, corr = match_components(published.to_numpy(), model.loadings_)
 print("correlation with the published patterns:", np.round(corr, 3))
 
 # %%
