@@ -74,7 +74,7 @@ def worker(name, data_path, seed):
     # start: the expected number of proposals from the recorded atom counts.
     start = np.vstack([[0.0, 0.0], atoms[:-1]])
     proposals = float(np.maximum(start, 10.0).sum())
-    _, corr = match_components(_planted_patterns(data, name), model.patterns_)
+    _, corr = match_components(_planted_patterns(data, name), model.loadings_)
     print(
         json.dumps(
             {

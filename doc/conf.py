@@ -1,5 +1,11 @@
 """Sphinx configuration of the sklearn_cogaps documentation."""
 
+import atexit
+import shutil
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
 import sklearn_cogaps
 
 project = "sklearn_cogaps"
@@ -12,11 +18,82 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
 ]
 autosummary_generate = True
+# the class pages list their methods with autodoc (templates/autosummary/class.rst), so
+# that every method shows its whole docstring: parameters, returns, examples
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-templates_path = []
-exclude_patterns = ["_build", "generated/*.examples"]
+templates_path = ["_templates"]
+exclude_patterns = [
+    "_build",
+    "generated/*.examples",
+    "examples/*",  # the gallery's sources; sphinx-gallery writes auto_examples/ from them
+    "auto_examples/*.ipynb",
+    "auto_examples/*.py",
+    "auto_examples/*.zip",
+    "auto_examples/*.json",
+    "auto_examples/*.md5",
+]
 html_theme = "alabaster"
 nitpicky = False
+
+
+def _skip_metadata_requests(app, what, name, obj, skip, options):
+    """Leave out scikit-learn's generated ``set_*_request`` methods (metadata routing):
+    they are the same for every estimator and documented by scikit-learn."""
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_metadata_requests)
+
+# ----------------------------------------------------------------------------------------
+# The examples gallery: doc/examples/plot_*.py, run at every build (a few seconds each).
+sphinx_gallery_conf = {
+    "examples_dirs": "examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "within_subsection_order": "FileNameSortKey",
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "download_all_examples": False,
+    "image_scrapers": ("matplotlib",),
+    "matplotlib_animations": False,
+    "remove_config_comments": True,
+    # the execution-times pages load their table scripts from a CDN: leave them out
+    "write_computation_times": False,
+}
+
+# ----------------------------------------------------------------------------------------
+# Formulas: MathJax served with the pages, never from the network. The MathJax 3 build that
+# renders to SVG with every TeX extension is one self-contained file, taken from the
+# sphinx-mathjax-offline package (a requirement of the doc extra) and published as
+# _static/mathjax/tex-svg-full.js.
+_MATHJAX_FILE = "tex-svg-full.js"
+
+
+def _local_mathjax():
+    try:
+        dist = metadata.distribution("sphinx-mathjax-offline")
+    except metadata.PackageNotFoundError:
+        raise RuntimeError(
+            "the documentation serves MathJax itself and takes it from the "
+            "sphinx-mathjax-offline package, which is not installed: "
+            'pip install "sklearn_cogaps[doc]" (or pip install sphinx-mathjax-offline).'
+        ) from None
+    for file in dist.files or ():
+        if file.name == _MATHJAX_FILE and "mathjax" in file.parts:
+            return Path(dist.locate_file(file))
+    raise RuntimeError(f"sphinx-mathjax-offline has no {_MATHJAX_FILE}; reinstall it.")
+
+
+_static = Path(tempfile.mkdtemp(prefix="sklearn_cogaps_doc_static_"))
+atexit.register(shutil.rmtree, _static, ignore_errors=True)
+(_static / "mathjax").mkdir()
+shutil.copyfile(_local_mathjax(), _static / "mathjax" / _MATHJAX_FILE)
+html_static_path = [str(_static)]
+mathjax_path = f"mathjax/{_MATHJAX_FILE}"

@@ -4,6 +4,8 @@ from ._base import match_components
 from ._cogaps import CoGAPS
 from ._cogaps import default_uncertainty
 from ._markers import pattern_markers, z_scores
+from ._progress import FitInterruptedWarning
+from ._gene_sets import gene_set_statistic, marker_overrepresentation
 from ._hpmf import HierarchicalPMF
 from ._extreme_deconvolution import ExtremeDeconvolution
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
@@ -17,6 +19,9 @@ __all__ = [
     "HierarchicalPMF",
     "ExtremeDeconvolution",
     "effective_n_threads",
+    "FitInterruptedWarning",
+    "gene_set_statistic",
+    "marker_overrepresentation",
     "match_components",
     "openmp_enabled",
     "pattern_markers",

@@ -1,11 +1,187 @@
-"""What the factorisation estimators share: seeding, thread counts, matching factors."""
+"""What the estimators share: input checks, seeding, thread counts, matching factors."""
+
+import warnings
 
 import numpy as np
+from scipy import sparse
 from scipy.optimize import linear_sum_assignment
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._utils._openmp_helpers import effective_n_threads
 
-__all__ = ["NonNegativeFactorisationMixin", "draw_seeds", "effective_n_threads", "match_components"]
+__all__ = [
+    "NonNegativeFactorisationMixin",
+    "check_ignored_y",
+    "draw_seeds",
+    "effective_n_threads",
+    "load_matrix",
+    "match_components",
+    "unwrap_anndata",
+    "validate_input",
+]
+
+
+def _is_anndata(obj):
+    """Whether ``obj`` looks like an ``anndata.AnnData`` (duck-typed: anndata is optional)."""
+    module = type(obj).__module__ or ""
+    return (
+        module.split(".")[0] == "anndata"
+        and hasattr(obj, "X")
+        and hasattr(obj, "var_names")
+        and hasattr(obj, "obs_names")
+    )
+
+
+def unwrap_anndata(X):
+    """The data matrix of an AnnData, and its variable names; other inputs pass through.
+
+    An AnnData contributes its ``.X`` (samples are its observations, features its
+    variables), read by :func:`load_matrix`. To use a layer, pass it directly, for example
+    ``fit(adata.layers["counts"])``, or use :func:`sklearn_cogaps.anndata.fit_anndata`.
+
+    Parameters
+    ----------
+    X : object
+        An ``anndata.AnnData`` or any other input.
+
+    Returns
+    -------
+    X : object
+        The data matrix of the AnnData, or the input itself.
+    feature_names : ndarray of str or None
+        The AnnData's ``var_names``, or None for other inputs.
+    """
+    if not _is_anndata(X):
+        return X, None
+    names = np.asarray(X.var_names, dtype=object)
+    matrix = X.X
+    if matrix is None:
+        raise ValueError(
+            f"The AnnData of shape {X.shape} has no .X; pass one of its layers instead, for "
+            f"example adata.layers[{next(iter(X.layers.keys()), 'counts')!r}]."
+        )
+    return load_matrix(matrix), names
+
+
+def load_matrix(matrix):
+    """A matrix of an AnnData (``.X`` or a layer), in memory: read from the file if backed.
+
+    Parameters
+    ----------
+    matrix : object
+        A numpy array, a scipy sparse matrix, an array view, or a backed matrix (an HDF5 or
+        zarr dataset, or anndata's backed CSR/CSC dataset).
+
+    Returns
+    -------
+    matrix : ndarray or scipy sparse matrix
+        The values; sparse storage stays sparse.
+    """
+    if hasattr(matrix, "to_memory"):
+        # a backed sparse matrix: read as a scipy matrix (anndata's backed CSR/CSC datasets)
+        return matrix.to_memory()
+    if isinstance(matrix, np.ndarray) or sparse.issparse(matrix):
+        return matrix
+    if type(matrix).__module__.split(".")[0] in ("h5py", "zarr"):
+        # a backed dense matrix: an HDF5 or zarr dataset, read whole
+        return np.asarray(matrix[...])
+    return np.asarray(matrix)
+
+
+def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
+    """``validate_data`` that also takes an AnnData, whose ``var_names`` are feature names.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator the data are validated for.
+    X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+        The input.
+    reset : bool
+        True in ``fit``: record ``n_features_in_`` (and ``feature_names_in_``); False
+        elsewhere: check them.
+    check : callable, default=validate_data
+        The validation function, ``validate_data`` or ``check_array`` (which then gets no
+        ``estimator`` and no ``reset``).
+    **kwargs : dict
+        Passed to ``check``.
+
+    Returns
+    -------
+    X : {ndarray, sparse matrix}
+        The validated data.
+    """
+    X, names = unwrap_anndata(X)
+    if check is check_array:
+        return check_array(X, **kwargs)
+    if names is None:
+        return validate_data(estimator, X, reset=reset, **kwargs)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="X does not have valid feature names")
+        X = validate_data(estimator, X, reset=reset, **kwargs)
+    if reset:
+        estimator.feature_names_in_ = names
+    else:
+        fitted = getattr(estimator, "feature_names_in_", None)
+        if fitted is not None and not np.array_equal(fitted, names):
+            raise ValueError(
+                f"The AnnData's var_names differ from the feature names seen in fit "
+                f"({len(fitted)} names, first {list(fitted[:3])}); got {len(names)} names, "
+                f"first {list(names[:3])}. Select the fitted variables, for example "
+                f"adata[:, {type(estimator).__name__.lower()}.feature_names_in_]."
+            )
+    return X
+
+
+def _shape(obj):
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        try:
+            shape = np.asarray(obj).shape
+        except (TypeError, ValueError):  # ragged sequences: not an array of X's shape
+            shape = (len(obj),) if hasattr(obj, "__len__") else ()
+    return tuple(shape)
+
+
+def check_ignored_y(estimator, y, X, *, method="fit", advice):
+    """Refuse a second positional argument that is not a ``y`` the estimator may ignore.
+
+    The estimators are unsupervised, so ``y`` is ignored, and scikit-learn's tools
+    (``Pipeline``, ``cross_validate``) pass a target along positionally: a 1-d ``y`` of length
+    n_samples, or 2-d targets (n_samples, n_targets) for a later step, are accepted and
+    ignored. Anything else in that place is a side input given without its keyword (as in
+    R's ``CoGAPS(data, uncertainty)`` or astroML's ``XDGMM.fit(X, Xerr)``): an array of the
+    shape of X, an array of three or more dimensions, a scalar, or an array whose length is
+    not n_samples. It raises an error that says which keyword to use.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator whose method was called.
+    y : object
+        The value received as ``y``.
+    X : {array-like, sparse matrix, AnnData}
+        The data of the same call.
+    method : str, default="fit"
+        The method's name, for the message.
+    advice : str
+        What to do instead, for the message (for example ``"pass the standard deviations by
+        keyword: fit(X, uncertainty=U)"``).
+    """
+    if y is None:
+        return
+    x_shape = _shape(X)
+    y_shape = _shape(y)
+    n = x_shape[0] if x_shape else None
+    if len(y_shape) == 1 and y_shape[0] == n:
+        return
+    if len(y_shape) == 2 and y_shape[0] == n and y_shape != x_shape:
+        return
+    raise ValueError(
+        f"{type(estimator).__name__}.{method} does not use y, and its second positional "
+        f"argument, of shape {y_shape}, is not a target of length n_samples = {n} that it "
+        f"could ignore (X has shape {x_shape}); it would be dropped silently. To {advice}."
+    )
 
 
 class NonNegativeFactorisationMixin:
@@ -15,6 +191,33 @@ class NonNegativeFactorisationMixin:
     non-negative dense or sparse input, and they compute in float64. Put it left of
     ``ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator``.
     """
+
+    def __sklearn_is_fitted__(self):
+        # not n_features_in_, which validation sets before a fit can fail or be interrupted
+        return hasattr(self, "components_")
+
+    def inverse_transform(self, X):
+        """Data reconstructed from per-sample factors: ``X @ components_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Per-sample factors, as returned by :meth:`transform`.
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+            The reconstruction of the data (the posterior mean of its expectation).
+        """
+        check_is_fitted(self)
+        W = check_array(X, dtype=np.float64)
+        if W.shape[1] != self.components_.shape[0]:
+            raise ValueError(
+                f"inverse_transform expects per-sample factors of shape (n_samples, "
+                f"n_components={self.components_.shape[0]}); got {W.shape}. Pass the output "
+                f"of transform."
+            )
+        return W @ self.components_
 
     @property
     def _n_features_out(self):

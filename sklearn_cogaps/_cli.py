@@ -45,14 +45,25 @@ output formats: {OUTPUT_FORMATS}
   patterns_std, amplitudes (K x features, components_), amplitudes_std,
   chisq_history, n_atoms_history (iterations x 2: atoms of W and of H), chisq
   (of the posterior mean), lambda (the prior rates of W and H), pattern_names,
-  and sample_names / feature_names when the input has them:
+  complete (False when the chain was interrupted), n_calibration and n_sampling
+  (iterations run in each phase), and sample_names / feature_names when the
+  input has them:
       r = numpy.load("OUT.npz"); r["patterns"]
   OUT.csv (or OUT.tsv) writes five tables with the common prefix OUT:
   OUT_patterns.csv and OUT_patterns_std.csv (one row per sample),
   OUT_amplitudes.csv and OUT_amplitudes_std.csv (one row per feature, as
   CoGAPS's Amean and Asd), OUT_trace.csv (one row per iteration: phase,
-  chi-square, atoms of W and of H); read them with
+  chi-square, atoms of W and of H) and OUT_status.csv (complete or partial,
+  the iterations of each phase, the chi-square); read them with
       pandas.read_csv("OUT_patterns.csv", index_col=0)
+  --output-h5ad OUT.h5ad (with an .h5ad INPUT) copies INPUT and adds
+  obsm['X_cogaps'] and obsm['X_cogaps_std'] (cells x K), varm['cogaps_components']
+  and varm['cogaps_components_std'] (genes x K) and uns['cogaps'] (parameters,
+  chi-square trace, status). Of INPUT only X (or --layer) and the names are read.
+
+after Ctrl-C: a chain stopped early keeps the iterations done; its results are
+  printed and written marked partial (complete = False in OUT.npz, status
+  "partial" in OUT_status.csv and uns['cogaps']), and the exit status is 130.
 """
 
 
@@ -136,20 +147,52 @@ def _names(index):
     return np.array([str(v) for v in index], dtype=str)
 
 
-def _read_h5ad(path):
+def _import_anndata(path):
     try:
         import anndata
     except ImportError:
         raise CommandLineError(
             f"reading '{path}' needs the anndata package, which is not installed: "
-            "pip install anndata (or pip install 'sklearn_cogaps[single-cell]'), or save "
+            "pip install anndata (or pip install 'sklearn_cogaps[anndata]'), or save "
             "the matrix as .npy, .csv or .mtx."
         ) from None
-    adata = anndata.read_h5ad(path)
-    return adata.X, _names(adata.obs_names), _names(adata.var_names)
+    return anndata
 
 
-def read_matrix(path, transpose=False):
+def _read_h5ad(path, layer=None):
+    """``X`` (or a layer) and the cell and gene names of an .h5ad file, read element by
+    element with anndata's reader: nothing else of the file (other layers, obsm, uns, the
+    annotation columns) is loaded."""
+    _import_anndata(path)
+    import h5py
+
+    try:
+        from anndata.io import read_elem
+    except ImportError:  # anndata < 0.11
+        from anndata.experimental import read_elem
+
+    def index(group):
+        return _names(read_elem(group[group.attrs["_index"]]))
+
+    with h5py.File(path, "r") as f:
+        if layer is None:
+            if "X" not in f:
+                raise CommandLineError(f"'{path}' has no X; name a layer with --layer.")
+            element = f["X"]
+        else:
+            layers = f.get("layers", {})
+            if layer not in layers:
+                raise CommandLineError(
+                    f"'{path}' has no layer {layer!r}; its layers are {sorted(layers.keys())}."
+                )
+            element = layers[layer]
+        X = read_elem(element)
+        if sparse.issparse(X):
+            X = sparse.csr_matrix(X)
+        return X, index(f["obs"]), index(f["var"])
+
+
+def read_matrix(path, transpose=False, layer=None):
     """Read a data matrix and the names of its rows and columns.
 
     Parameters
@@ -160,6 +203,8 @@ def read_matrix(path, transpose=False):
         ``.mtx`` or ``.mtx.gz`` file, or an AnnData ``.h5ad`` file (needs anndata).
     transpose : bool, default=False
         The file is genes × samples as CoGAPS writes it: return its transpose.
+    layer : str, default=None
+        For an ``.h5ad`` file, the layer to read instead of ``X``.
 
     Returns
     -------
@@ -173,6 +218,8 @@ def read_matrix(path, transpose=False):
     kind = _kind(path, (".npy", ".csv", ".tsv", ".mtx", ".mtx.gz", ".h5ad"), "the file")
     if not Path(path).is_file():
         raise CommandLineError(f"no such file: '{path}'.")
+    if layer is not None and kind != ".h5ad":
+        raise CommandLineError(f"--layer needs an .h5ad input; got '{path}'.")
     rows = cols = None
     if kind == ".npy":
         X = np.load(path, allow_pickle=False)
@@ -184,7 +231,7 @@ def read_matrix(path, transpose=False):
         X = mmread(path)
         X = X.tocsr() if sparse.issparse(X) else np.asarray(X)
     else:
-        X, rows, cols = _read_h5ad(path)
+        X, rows, cols = _read_h5ad(path, layer)
     if X.ndim != 2:
         raise CommandLineError(
             f"'{path}' holds an array of shape {X.shape}; a 2-D matrix is needed."
@@ -211,18 +258,46 @@ def _write_table(path, values, row_names, col_names, sep, index_label):
             writer.writerow([name, *(repr(float(v)) for v in row)])
 
 
+def chain_status(model):
+    """How far the chain of a CoGAPS fit started by ``fit`` went.
+
+    Parameters
+    ----------
+    model : CoGAPS
+        A fitted estimator (not continued with ``warm_start``).
+
+    Returns
+    -------
+    status : dict
+        ``complete`` (bool: both phases ran all ``max_iter`` iterations; False after an
+        interruption), ``calibration`` and ``sampling`` (iterations run in each phase) and
+        ``status`` (``"complete"`` or ``"partial"``).
+    """
+    n_iter, n = int(model.n_iter_), int(model.max_iter)
+    complete = n_iter >= 2 * n
+    return {
+        "status": "complete" if complete else "partial",
+        "complete": complete,
+        "calibration": min(n_iter, n),
+        "sampling": max(n_iter - n, 0),
+    }
+
+
 def write_results(path, model, sample_names=None, feature_names=None):
     """Write a fitted :class:`~sklearn_cogaps.CoGAPS` to ``.npz`` or to CSV/TSV tables.
 
     The trace labels the first ``max_iter`` iterations as calibration, which is right for a
-    chain started by ``fit`` (not one continued with ``warm_start``).
+    chain started by ``fit`` (not one continued with ``warm_start``). A chain that stopped
+    early (interrupted) is written as it is and marked partial: ``complete`` is False in the
+    ``.npz`` archive, ``status`` is ``partial`` in the ``OUT_status`` table.
 
     Parameters
     ----------
     path : str or path-like
         ``OUT.npz`` writes one archive; ``OUT.csv`` or ``OUT.tsv`` writes the tables
         ``OUT_patterns``, ``OUT_patterns_std``, ``OUT_amplitudes``, ``OUT_amplitudes_std``
-        (features in rows) and ``OUT_trace`` with that extension.
+        (features in rows), ``OUT_trace`` and ``OUT_status`` (whether the chain is complete,
+        the iterations of each phase, the chi-square) with that extension.
     model : CoGAPS
         A fitted estimator.
     sample_names, feature_names : array-like of str, default=None
@@ -238,10 +313,11 @@ def write_results(path, model, sample_names=None, feature_names=None):
     K = model.components_.shape[0]
     patterns = _pattern_names(K)
     n_iter = model.n_iter_
+    status = chain_status(model)
     if kind == ".npz":
         arrays = {
-            "patterns": model.patterns_,
-            "patterns_std": model.patterns_std_,
+            "patterns": model.loadings_,
+            "patterns_std": model.loadings_std_,
             "amplitudes": model.components_,
             "amplitudes_std": model.components_std_,
             "chisq_history": model.chisq_history_,
@@ -249,6 +325,9 @@ def write_results(path, model, sample_names=None, feature_names=None):
             "chisq": np.float64(model.chisq_),
             "lambda": np.array([model.lambda_W_, model.lambda_H_]),
             "pattern_names": patterns,
+            "complete": np.bool_(status["complete"]),
+            "n_calibration": np.int64(status["calibration"]),
+            "n_sampling": np.int64(status["sampling"]),
         }
         if sample_names is not None:
             arrays["sample_names"] = np.asarray(sample_names, dtype=str)
@@ -262,7 +341,7 @@ def write_results(path, model, sample_names=None, feature_names=None):
     samples = (
         sample_names
         if sample_names is not None
-        else [f"sample_{i}" for i in range(model.patterns_.shape[0])]
+        else [f"sample_{i}" for i in range(model.loadings_.shape[0])]
     )
     features = (
         feature_names
@@ -271,8 +350,8 @@ def write_results(path, model, sample_names=None, feature_names=None):
     )
     written = []
     for name, values, rows, label in [
-        ("patterns", model.patterns_, samples, "sample"),
-        ("patterns_std", model.patterns_std_, samples, "sample"),
+        ("patterns", model.loadings_, samples, "sample"),
+        ("patterns_std", model.loadings_std_, samples, "sample"),
         ("amplitudes", model.components_.T, features, "feature"),
         ("amplitudes_std", model.components_std_.T, features, "feature"),
     ]:
@@ -296,7 +375,70 @@ def write_results(path, model, sample_names=None, feature_names=None):
                 ]
             )
     written.append(out)
+    out = Path(f"{prefix}_status{kind}")
+    with open(out, "w", newline="") as f:
+        writer = csv.writer(f, delimiter=sep)
+        writer.writerow(["key", "value"])
+        writer.writerow(["status", status["status"]])
+        writer.writerow(["calibration_iterations", status["calibration"]])
+        writer.writerow(["sampling_iterations", status["sampling"]])
+        writer.writerow(["max_iter", model.max_iter])
+        writer.writerow(["chisq", repr(float(model.chisq_))])
+    written.append(out)
     return written
+
+
+def write_h5ad(path, source, model, layer=None):
+    """Copy an ``.h5ad`` file and add a CoGAPS fit of its matrix to the copy.
+
+    Only the results are written into the copy (with anndata's element writer), so the
+    matrix is never loaded: ``obsm["X_cogaps"]`` and ``obsm["X_cogaps_std"]`` (patterns
+    and their standard deviations, one row per cell), ``varm["cogaps_components"]`` and
+    ``varm["cogaps_components_std"]`` (amplitudes, one row per gene) and ``uns["cogaps"]``
+    (the parameters, the chi-square trace and whether the chain is complete).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The new ``.h5ad`` file.
+    source : str or path-like
+        The ``.h5ad`` file that was fitted (cells × genes, not transposed).
+    model : CoGAPS
+        The estimator fitted to ``source``'s ``X`` (or ``layer``).
+    layer : str, default=None
+        The layer that was fitted, recorded in ``uns["cogaps"]["layer"]``.
+
+    Returns
+    -------
+    written : list of pathlib.Path
+        The file written.
+    """
+    import shutil
+
+    import h5py
+
+    from .anndata import anndata_results
+
+    _import_anndata(source)  # a clear message when anndata is missing
+    try:
+        from anndata.io import write_elem
+    except ImportError:  # anndata < 0.11
+        from anndata.experimental import write_elem
+    path = Path(path)
+    if path.resolve() == Path(source).resolve():
+        raise CommandLineError(f"--output-h5ad '{path}' would overwrite the input; name a copy.")
+    obsm, varm, uns = anndata_results(model, "cogaps")
+    uns.update(chain_status(model))
+    uns["layer"] = "X" if layer is None else layer
+    shutil.copyfile(source, path)
+    with h5py.File(path, "r+") as f:
+        for group, items in (("obsm", obsm), ("varm", varm), ("uns", {"cogaps": uns})):
+            g = f.require_group(group)
+            for name, value in items.items():
+                if name in g:
+                    del g[name]
+                write_elem(g, name, value)
+    return [path]
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,6 +472,17 @@ def build_parser():
     )
     parser.add_argument(
         "-o", "--output", metavar="FILE", help=f"where to write the results ({OUTPUT_FORMATS})"
+    )
+    parser.add_argument(
+        "--output-h5ad",
+        metavar="FILE",
+        help="with an .h5ad INPUT: write a copy of it with the results added "
+        "(obsm['X_cogaps'], varm['cogaps_components'], uns['cogaps'])",
+    )
+    parser.add_argument(
+        "--layer",
+        metavar="NAME",
+        help="with an .h5ad INPUT: fit this layer instead of X",
     )
     parser.add_argument(
         "-k",
@@ -463,22 +616,37 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
     n_entries = X.shape[0] * X.shape[1]
     n_iter = model.n_iter_
     atoms = model.n_atoms_history_
-    sampling = atoms[model.max_iter :] if len(atoms) > model.max_iter else atoms
+    status = chain_status(model)
+    posterior = "posterior mean" if status["sampling"] else "current state"
     print("chi-square")
     print(f"  empty model (start)  {_empty_model_chisq(X, uncertainty):16,.1f}")
-    print(f"  last iteration       {model.chisq_history_[-1]:16,.1f}")
+    if n_iter:
+        print(f"  last iteration       {model.chisq_history_[-1]:16,.1f}")
     print(
-        f"  posterior mean       {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "
+        f"  {posterior:<20} {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "
         "many if the uncertainty is right)"
     )
-    print(
-        f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; mean over the sampling "
-        f"phase W {sampling[:, 0].mean():,.1f}, H {sampling[:, 1].mean():,.1f}"
-    )
+    if status["sampling"]:
+        sampling = atoms[model.max_iter :]
+        print(
+            f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; mean over the "
+            f"sampling phase W {sampling[:, 0].mean():,.1f}, H {sampling[:, 1].mean():,.1f}"
+        )
+    elif n_iter:
+        print(
+            f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; the sampling phase "
+            "never started: the results are the chain's last state, not a posterior mean"
+        )
     print(
         f"time       {wall:.2f} s wall for {n_iter:,} iterations "
         f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
     )
+    if not status["complete"]:
+        print(
+            f"INTERRUPTED after {status['calibration']:,} of {model.max_iter:,} calibration and "
+            f"{status['sampling']:,} of {model.max_iter:,} sampling iterations: the results "
+            "are partial"
+        )
 
 
 def _run_example(args, make_model):
@@ -496,7 +664,7 @@ def _run_example(args, make_model):
         f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns fitted\n"
     )
     wall, n_threads = _fit(model, X, None, args.threads)
-    order, corr_w = match_components(W, model.patterns_)
+    order, corr_w = match_components(W, model.loadings_)
     corr_h = np.array([np.corrcoef(H[i], model.components_[order[i]])[0, 1] for i in range(K)])
     print(
         f"{'true':>7} {'fitted':>7}  {'corr.':>6}  {'corr.':>6}   "
@@ -508,14 +676,14 @@ def _run_example(args, make_model):
             f"{i + 1:>7} {order[i] + 1:>7}  {corr_w[i]:6.4f}  {corr_h[i]:6.4f}   "
             f"{_sparkline(W[:, i])}"
         )
-        print(f"{'':34}{_sparkline(model.patterns_[:, order[i]])}")
+        print(f"{'':34}{_sparkline(model.loadings_[:, order[i]])}")
     print()
     _print_summary(model, X, None, wall, n_threads)
     return model, None, None
 
 
 def _run_file(args, make_model):
-    X, samples, features = read_matrix(args.input, transpose=args.transpose)
+    X, samples, features = read_matrix(args.input, transpose=args.transpose, layer=args.layer)
     uncertainty = None
     if args.uncertainty:
         if args.sparse_optimization:
@@ -548,7 +716,7 @@ def _run_file(args, make_model):
     for k in range(K):
         top = np.argsort(-model.components_[k], kind="stable")[:5]
         print(
-            f"  Pattern_{k + 1:<3} {_sparkline(model.patterns_[:, k], 24)}  "
+            f"  Pattern_{k + 1:<3} {_sparkline(model.loadings_[:, k], 24)}  "
             + ", ".join(names[top])
         )
     print()
@@ -567,7 +735,9 @@ def main(argv=None):
     Returns
     -------
     status : int
-        0 on success, 2 when the input or the options are wrong (the message goes to stderr).
+        0 on success, 2 when the input or the options are wrong (the message goes to
+        stderr), 130 (as a shell reports SIGINT) after Ctrl-C: when the chain was
+        interrupted, its partial results are still reported and written, marked partial.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -577,8 +747,8 @@ def main(argv=None):
         return CoGAPS(
             n_components=K,
             max_iter=args.max_iter,
-            alpha_W=args.alpha_w,
-            alpha_H=args.alpha_h,
+            atom_density_W=args.alpha_w,
+            atom_density_H=args.alpha_h,
             max_gibbs_mass_W=args.max_gibbs_mass_w,
             max_gibbs_mass_H=args.max_gibbs_mass_h,
             random_state=args.seed,
@@ -586,25 +756,50 @@ def main(argv=None):
             sparse_optimization=args.sparse_optimization,
         )
 
+    interrupted = "interrupted before the fit finished; nothing written."
     try:
         if args.output is not None:
             _kind(args.output, (".npz", ".csv", ".tsv"), "the output")
             if not Path(args.output).resolve().parent.is_dir():
                 raise CommandLineError(f"the folder of the output '{args.output}' does not exist.")
+        if args.output_h5ad is not None:
+            _kind(args.output_h5ad, (".h5ad",), "the output")
+            if args.input is None or not args.input.lower().endswith(".h5ad") or args.transpose:
+                raise CommandLineError(
+                    "--output-h5ad adds the results to a copy of an .h5ad INPUT (cells x genes, "
+                    "without --transpose)."
+                )
+            if not Path(args.output_h5ad).resolve().parent.is_dir():
+                raise CommandLineError(
+                    f"the folder of the output '{args.output_h5ad}' does not exist."
+                )
         if args.input is None:
-            if args.uncertainty or args.transpose:
-                raise CommandLineError("--uncertainty and --transpose need an INPUT file.")
+            if args.uncertainty or args.transpose or args.layer:
+                raise CommandLineError("--uncertainty, --transpose and --layer need an INPUT file.")
             model, samples, features = _run_example(args, make_model)
         else:
             model, samples, features = _run_file(args, make_model)
-            if args.output is None:
+            if args.output is None and args.output_h5ad is None:
                 print("\nnothing written: add --output FILE.npz (or .csv) to keep the results.")
+        interrupted = "interrupted while writing the results; the files may be incomplete."
+        written = []
         if args.output is not None:
-            written = write_results(args.output, model, samples, features)
-            print("\nwritten: " + ", ".join(str(p) for p in written))
+            written += write_results(args.output, model, samples, features)
+        if args.output_h5ad is not None:
+            written += write_h5ad(args.output_h5ad, args.input, model, args.layer)
+        complete = chain_status(model)["complete"]
+        if written:
+            mark = "" if complete else " (partial results, marked as such)"
+            print("\nwritten: " + ", ".join(str(p) for p in written) + mark)
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: {interrupted}", file=sys.stderr)
+        return 130
     except (ValueError, OSError) as exc:
         if args.verbose > 1:  # -vv: the whole traceback, for a bug report
             raise
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
+    if not complete:
+        print(f"{parser.prog}: interrupted; the results are partial.", file=sys.stderr)
+        return 130
     return 0

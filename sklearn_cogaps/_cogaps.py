@@ -1,7 +1,6 @@
 """CoGAPS: Bayesian non-negative matrix factorisation by Gibbs sampling in the atomic domain."""
 
 import hashlib
-import time
 import warnings
 from numbers import Integral, Real
 
@@ -9,30 +8,44 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils import deprecated
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils.validation import check_array, check_is_fitted
 
-from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
-from ._markers import pattern_markers, z_scores
-from ._cogaps_fast import (
-    GibbsSampler,
-    _sparse_orientation,
-    fit_chi_square,
-    residual,
-    sample_fixed_rows,
-    sparse_chi_square,
+from ._base import (
+    NonNegativeFactorisationMixin,
+    check_ignored_y,
+    draw_seeds,
+    effective_n_threads,
+    validate_input,
 )
+from ._cogaps_distributed import clear_distributed_attributes, fit_distributed
+from ._progress import Progress
+from ._markers import pattern_markers, z_scores
+from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
+from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
 
 __all__ = ["CoGAPS", "default_uncertainty"]
 
 # The sparse model's standard deviation of a zero, and relative one of a non-zero.
 SPARSE_SIGMA0 = 0.1
+# Largest value of X and of an uncertainty, and smallest uncertainty: squares of scaled
+# residuals and precisions 1 / sigma**2 stay finite and normal within these bounds.
+_LARGEST_VALUE = 1e150
+_SMALLEST_SIGMA = 1e-150
+# Folds of each row's entries in score: each fold is predicted from the others.
+_SCORE_FOLDS = 5
 # Rows of a sparse matrix made dense at a time by transform and score.
 _ROW_CHUNK = 2048
+# What to do instead of passing the uncertainty as the second positional argument.
+_UNCERTAINTY_ADVICE = (
+    "give the standard deviation of each entry of X, pass it by keyword: "
+    "fit(X, uncertainty=U)"
+)
 
 
 def default_uncertainty(X):
-    """CoGAPS's default uncertainty: 10% of each value, at least 0.1.
+    """Compute CoGAPS's default uncertainty: 10% of each value, at least 0.1.
 
     Parameters
     ----------
@@ -45,6 +58,47 @@ def default_uncertainty(X):
         ``max(0.1 * X, 0.1)``.
     """
     return np.maximum(0.1 * np.asarray(X, dtype=np.float64), 0.1)
+
+
+def _canonical_csr(X):
+    """X as a float64 CSR matrix with sorted indices, no duplicates and no stored zeros.
+
+    The caller's arrays are shared when they already have that form (they are then only
+    read) and copied otherwise, so the caller's matrix is never modified and may be
+    read-only or memory-mapped.
+    """
+    if not sparse.issparse(X):
+        return sparse.csr_matrix(X, dtype=np.float64)
+    csr = X.tocsr()  # converts other formats (new arrays); a CSR matrix comes back as is
+    # a new matrix object on the same arrays: the checks below cache flags on it, not on X
+    view = sparse.csr_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)
+    if view.dtype == np.float64 and view.has_canonical_format and np.all(view.data != 0):
+        return view
+    if view.dtype != np.float64:
+        view = view.astype(np.float64)  # a copy
+    elif X.format == "csr":  # shares the caller's arrays
+        view = view.copy()
+    view.sum_duplicates()
+    view.eliminate_zeros()
+    return view
+
+
+def _entry_folds(seeds, n_features, n_folds):
+    """Fold of every entry of each row, a balanced random split seeded by the row's seed."""
+    folds = np.empty((len(seeds), n_features), dtype=np.intp)
+    base = np.arange(n_features) % n_folds
+    for i, seed in enumerate(seeds):
+        folds[i] = np.random.default_rng(int(seed)).permutation(base)
+    return folds
+
+
+def _fold_seeds(seeds, fold):
+    """Seeds of the chains of one fold, distinct from those of transform (splitmix64)."""
+    with np.errstate(over="ignore"):  # arithmetic modulo 2**64
+        z = seeds + np.uint64(0x9E3779B97F4A7C15) * np.uint64(fold + 1)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def _precision(sigma):
@@ -63,7 +117,7 @@ class CoGAPS(
     patterns and ``H`` (n_components, n_features) the amplitudes, both non-negative, under a
     Gaussian likelihood with a known standard deviation for every entry of ``X`` (the
     uncertainty). Each matrix is the image of an atomic domain: a set of point masses whose
-    number is controlled by ``alpha`` and whose masses have an exponential prior, which makes
+    number is controlled by ``atom_density_W`` and ``atom_density_H`` and whose masses have an exponential prior, which makes
     both matrices sparse. The chain runs ``max_iter`` calibration iterations with an
     annealing temperature, then ``max_iter`` sampling iterations whose samples are averaged.
 
@@ -78,11 +132,12 @@ class CoGAPS(
         Number of patterns (CoGAPS's ``nPatterns``).
     max_iter : int, default=1000
         Iterations of each phase, calibration then sampling (CoGAPS's ``nIterations``).
-    alpha_W : float, default=0.01
-        Sparsity of the patterns ``W`` (CoGAPS's ``alphaP``): the expected number of atoms
-        per matrix element at equilibrium of births and deaths.
-    alpha_H : float, default=0.01
-        Sparsity of the amplitudes ``H`` (CoGAPS's ``alphaA``).
+    atom_density_W : float, default=0.01
+        Rate of the Poisson prior on the number of atoms of the patterns ``W`` per matrix
+        element (CoGAPS's ``alphaP``): the expected number of atoms per element, so smaller
+        values give sparser patterns.
+    atom_density_H : float, default=0.01
+        The same for the amplitudes ``H`` (CoGAPS's ``alphaA``).
     max_gibbs_mass_W : float, default=100.0
         Largest mass a Gibbs draw may give an atom of ``W``, in units of the prior mean
         ``1 / lambda_W_`` (CoGAPS's ``maxGibbsMassP``).
@@ -92,7 +147,8 @@ class CoGAPS(
         Seed of the chain and of the per-row chains of :meth:`transform`. The result does
         not depend on the number of threads.
     verbose : int, default=0
-        Print a progress line about every tenth of each phase when positive.
+        0: silent; 1: a progress line (iteration, chi-square, phase, atoms, time elapsed
+        and left) about every tenth of the iterations; 2: a line after every iteration.
     sparse_optimization : bool, default=False
         Use the sparse-data model of CoGAPS 3 (supplement, section 3): the uncertainty is
         the default one, ``0.1`` for a zero and ``max(0.1 * x, 0.1)`` for a non-zero ``x``,
@@ -104,8 +160,48 @@ class CoGAPS(
         When True and the estimator was fitted before on data of the same shape, ``fit``
         continues the same chain for ``max_iter`` more sampling iterations (no new
         calibration) and the posterior averages cover all sampling iterations so far. The
-        full sampler state (atoms and generator) is kept in the fitted estimator, so a
-        pickled and restored estimator continues exactly as the original would.
+        full sampler state (atoms, generator and sums) is kept in the fitted estimator
+        only when ``warm_start=True``, so a pickled and restored estimator continues
+        exactly as the original would; without it the pickle holds the fitted attributes
+        alone.
+    distributed : {"genome-wide", "single-cell"} or None, default=None
+        CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
+        (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
+        their patterns across subsets and refit every subset with the consensus held fixed;
+        see :ref:`cogaps-distributed`. The number of consensus patterns, ``n_components_``,
+        can differ from ``n_components``. None fits all of X in one chain.
+    n_sets : int, default=4
+        Number of random subsets in distributed mode (``nSets``).
+    cut : int, default=None
+        Number of clusters the tree of the subsets' patterns is cut into (``cut``); None
+        uses ``n_components``.
+    min_ns : int, default=None
+        Smallest cluster of patterns that gives a consensus pattern (``minNS``); None uses
+        ``ceil(n_sets / 2)``.
+    max_ns : int, default=None
+        Largest cluster kept whole; larger ones are split in two (``maxNS``). None uses
+        ``min_ns + n_sets``.
+    explicit_sets : list of array-like, default=None
+        The subsets of distributed mode, instead of random ones (``explicitSets``): lists
+        of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
+        ``"single-cell"``. They must partition the features or samples.
+    n_jobs : int, default=None
+        Number of joblib workers for the subsets of distributed mode; None means 1 unless
+        in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
+        The result does not depend on it.
+    alpha_W : float, default="deprecated"
+        Former name of ``atom_density_W``.
+
+        .. deprecated:: 0.2
+           ``alpha_W`` is deprecated and will be removed in 0.3: it reads as the
+           regularisation strength of :class:`~sklearn.decomposition.NMF`, the opposite of
+           its meaning here. Use ``atom_density_W``.
+    alpha_H : float, default="deprecated"
+        Former name of ``atom_density_H``.
+
+        .. deprecated:: 0.2
+           ``alpha_H`` is deprecated and will be removed in 0.3. Use ``atom_density_H``.
+
 
     Attributes
     ----------
@@ -113,13 +209,14 @@ class CoGAPS(
         Posterior mean of ``H`` over the sampling phase (CoGAPS's ``Amean.T``).
     components_std_ : ndarray of shape (n_components, n_features)
         Posterior standard deviation of ``H`` (``Asd.T``).
-    patterns_ : ndarray of shape (n_samples, n_components)
-        Posterior mean of ``W`` for the training samples (``Pmean``), columns of maximum 1.
-        :meth:`transform` re-samples ``W`` with ``H`` fixed; this is the chain's own mean.
-    patterns_std_ : ndarray of shape (n_samples, n_components)
+    loadings_ : ndarray of shape (n_samples, n_components)
+        Posterior mean of ``W`` for the training samples, the patterns (CoGAPS's
+        ``Pmean``), columns of maximum 1. :meth:`transform` re-samples ``W`` with ``H``
+        fixed; this is the chain's own mean.
+    loadings_std_ : ndarray of shape (n_samples, n_components)
         Posterior standard deviation of ``W`` (``Psd``).
     chisq_ : float
-        Chi-square ``sum(((X - patterns_ @ components_) / uncertainty) ** 2)`` of the
+        Chi-square ``sum(((X - loadings_ @ components_) / uncertainty) ** 2)`` of the
         posterior mean (CoGAPS's ``meanChiSq``).
     chisq_history_ : ndarray of shape (n_iterations,)
         Chi-square of the chain's current state after every iteration, calibration first.
@@ -129,7 +226,24 @@ class CoGAPS(
         Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
         the mean over the non-zero entries.
     n_iter_ : int
-        Number of iterations run (calibration plus sampling).
+        Number of iterations run by the last call to ``fit``, calibration plus sampling:
+        ``2 * max_iter`` for a new chain, ``max_iter`` (sampling only) when ``warm_start``
+        continues one, fewer after an interruption.
+    n_components_ : int
+        Number of consensus patterns of a distributed fit (the columns of ``loadings_``).
+        Set only in distributed mode, like the five attributes below.
+    subsets_ : list of ndarray
+        The feature (genome-wide) or sample (single-cell) indices of each subset.
+    subset_patterns_ : list of ndarray of shape (n_shared, n_components)
+        The shared factor of each subset's first-phase fit, before matching: its
+        ``loadings_`` (genome-wide) or ``components_.T`` (single-cell).
+    pattern_clusters_ : ndarray of shape (n_sets, n_components)
+        The consensus pattern each first-phase pattern was matched to; -1 when unmatched.
+    consensus_correlation_ : ndarray of shape (n_sets, n_components)
+        Correlation of each first-phase pattern with the mean of its cluster; NaN when
+        unmatched.
+    subset_chisq_ : ndarray of shape (n_sets,)
+        Chi-square of each subset's final fit; ``chisq_`` is their sum.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -154,21 +268,30 @@ class CoGAPS(
     >>> from sklearn_cogaps.datasets import make_patterns
     >>> X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
     >>> model = CoGAPS(n_components=2, max_iter=200, random_state=0).fit(X)
-    >>> model.components_.shape, model.patterns_.shape
+    >>> model.components_.shape, model.loadings_.shape
     ((2, 60), (20, 2))
     """
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "alpha_W": [Interval(Real, 0, None, closed="neither")],
-        "alpha_H": [Interval(Real, 0, None, closed="neither")],
+        "atom_density_W": [Interval(Real, 0, None, closed="neither")],
+        "atom_density_H": [Interval(Real, 0, None, closed="neither")],
+        "alpha_W": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
+        "alpha_H": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
         "max_gibbs_mass_W": [Interval(Real, 0, None, closed="neither")],
         "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "sparse_optimization": ["boolean"],
         "warm_start": ["boolean"],
+        "distributed": [StrOptions({"genome-wide", "single-cell"}), None],
+        "n_sets": [Interval(Integral, 1, None, closed="left")],
+        "cut": [Interval(Integral, 1, None, closed="left"), None],
+        "min_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "max_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "explicit_sets": ["array-like", None],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -176,17 +299,28 @@ class CoGAPS(
         n_components=7,
         *,
         max_iter=1000,
-        alpha_W=0.01,
-        alpha_H=0.01,
+        atom_density_W=0.01,
+        atom_density_H=0.01,
         max_gibbs_mass_W=100.0,
         max_gibbs_mass_H=100.0,
         random_state=None,
         verbose=0,
         sparse_optimization=False,
         warm_start=False,
+        distributed=None,
+        n_sets=4,
+        cut=None,
+        min_ns=None,
+        max_ns=None,
+        explicit_sets=None,
+        n_jobs=None,
+        alpha_W="deprecated",
+        alpha_H="deprecated",
     ):
         self.n_components = n_components
         self.max_iter = max_iter
+        self.atom_density_W = atom_density_W
+        self.atom_density_H = atom_density_H
         self.alpha_W = alpha_W
         self.alpha_H = alpha_H
         self.max_gibbs_mass_W = max_gibbs_mass_W
@@ -195,10 +329,17 @@ class CoGAPS(
         self.verbose = verbose
         self.sparse_optimization = sparse_optimization
         self.warm_start = warm_start
+        self.distributed = distributed
+        self.n_sets = n_sets
+        self.cut = cut
+        self.min_ns = min_ns
+        self.max_ns = max_ns
+        self.explicit_sets = explicit_sets
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
-        X = validate_data(
+        X = validate_input(
             self,
             X,
             reset=reset,
@@ -206,6 +347,14 @@ class CoGAPS(
             dtype=np.float64,
             ensure_non_negative=True,
         )
+        values = X.data if sparse.issparse(X) else X
+        largest = values.max() if values.size else 0.0
+        if largest > _LARGEST_VALUE:
+            raise ValueError(
+                f"X holds values up to {largest:.3g}; CoGAPS squares residuals scaled by the "
+                f"uncertainty, which overflows for values above {_LARGEST_VALUE:g}. Rescale "
+                "X (and any uncertainty) by the same factor first, e.g. X / X.max()."
+            )
         if sparse.issparse(X):
             return X
         return np.ascontiguousarray(X)
@@ -227,46 +376,112 @@ class CoGAPS(
                 "'uncertainty' contains NaN or infinite values; every entry must be a finite "
                 "positive standard deviation."
             )
-        if np.any(u <= 0):
+        if u.size == 0:
+            return np.ascontiguousarray(u)
+        smallest, largest = u.min(), u.max()
+        if smallest <= 0:
             raise ValueError(
-                f"'uncertainty' must be positive everywhere; its smallest entry is {u.min()}. "
+                f"'uncertainty' must be positive everywhere; its smallest entry is {smallest}. "
                 "A zero standard deviation makes the likelihood infinite: floor it, for "
                 "example np.maximum(uncertainty, 0.1)."
+            )
+        if smallest < _SMALLEST_SIGMA or largest > _LARGEST_VALUE:
+            raise ValueError(
+                f"'uncertainty' spans [{smallest:.3g}, {largest:.3g}]; CoGAPS works with the "
+                f"precisions 1 / uncertainty**2, which are only representable for standard "
+                f"deviations in [{_SMALLEST_SIGMA:g}, {_LARGEST_VALUE:g}]. Rescale X and the "
+                "uncertainty by the same factor, or floor the uncertainty, e.g. "
+                "np.maximum(uncertainty, 1e-6 * X.max())."
             )
         return np.ascontiguousarray(u)
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, *, uncertainty=None):
+    def fit(self, X, y=None, *, uncertainty=None, fixed_components=None, fixed_patterns=None):
         """Sample the posterior of the factorisation of X.
+
+        One of the two matrices can be held fixed (CoGAPS's ``fixedPatterns`` with
+        ``whichMatrixFixed``): the chain then samples only the other one, and the fixed
+        matrix comes back unchanged as the fitted attribute, with standard deviation 0.
+        Neither matrix is rescaled in that case (the free one is averaged as sampled), so
+        ``fit(X, fixed_components=H).loadings_`` estimates what ``transform(X)`` does for
+        an estimator with ``components_ = H``, in one chain over all the rows.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative data (CoGAPS's ``D.T``).
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative data (CoGAPS's ``D.T``); an AnnData contributes its ``.X``.
         y : Ignored
-            Not used, present for API consistency by convention.
+            Not used, present for API consistency by convention. A second positional
+            array of the shape of X is refused: pass the uncertainty by keyword.
         uncertainty : array-like of shape (n_samples, n_features), default=None
             Standard deviation of each entry of X (CoGAPS's ``uncertainty.T``). None uses
             CoGAPS's default, ``max(0.1 * X, 0.1)``.
+        fixed_components : array-like of shape (n_components, n_features), default=None
+            Amplitudes ``H`` to hold fixed: only the patterns ``W`` are sampled. Non-negative
+            and finite.
+        fixed_patterns : array-like of shape (n_samples, n_components), default=None
+            Patterns ``W`` to hold fixed: only the amplitudes ``H`` are sampled. Cannot be
+            combined with ``fixed_components``.
 
         Returns
         -------
         self : object
             The fitted estimator.
+
+        Notes
+        -----
+        With ``warm_start=True``, a fit continues the previous chain only when it holds the
+        same matrix fixed at the same values as the previous fit (or none in both); a
+        different fixed matrix raises a ``ValueError`` (set ``warm_start=False`` to start
+        a new chain).
+
+        Examples
+        --------
+        Sample the patterns of data whose amplitudes are known:
+
+        >>> from sklearn_cogaps import CoGAPS
+        >>> from sklearn_cogaps.datasets import make_patterns
+        >>> X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
+        >>> model = CoGAPS(n_components=2, max_iter=200, random_state=0)
+        >>> model = model.fit(X, fixed_components=H)
+        >>> bool((model.components_ == H).all()), float(model.components_std_.max())
+        (True, 0.0)
         """
+        check_ignored_y(self, y, X, advice=_UNCERTAINTY_ADVICE)
+        self._atom_densities = self._resolve_atom_densities()
         X = self._validate_X(X, reset=True)
+        if self.distributed is not None:
+            if fixed_components is not None or fixed_patterns is not None:
+                raise ValueError(
+                    "A distributed fit holds its consensus fixed itself; fixed_components "
+                    "and fixed_patterns need distributed=None."
+                )
+            return fit_distributed(self, X, uncertainty)
+        if self.explicit_sets is not None:
+            raise ValueError(
+                "explicit_sets is used only in distributed mode; set distributed to "
+                "'genome-wide' or 'single-cell', or explicit_sets=None."
+            )
+        clear_distributed_attributes(self)
+        fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
-        if self._continues_chain(X, data):
+        if self._continues_chain(X, data, fixed):
             sampler, history, atoms = self._restore_sampler(data, n_threads)
             iterations = [True] * self.max_iter
         else:
-            sampler = self._new_sampler(X, data)
+            sampler = self._new_sampler(X, data, fixed)
             history = np.empty(0)
             atoms = np.empty((0, 2), dtype=np.int64)
             iterations = [False] * self.max_iter + [True] * self.max_iter
         chisq = sampler.chi_square(n_threads)
+        if not np.isfinite(chisq):
+            raise ValueError(
+                f"The chi-square of X against the chain's start is {chisq}: the values of X "
+                "scaled by their uncertainty are too large to square. Rescale X or raise the "
+                "smallest uncertainties."
+            )
         new_history, new_atoms = self._run_chain(sampler, iterations, chisq, n_threads)
         self._set_posterior(
             sampler,
@@ -274,13 +489,91 @@ class CoGAPS(
             np.concatenate([history, new_history]),
             np.concatenate([atoms, new_atoms]),
             n_threads,
+            fixed,
         )
-        self._sampler_state = sampler.get_state()
+        # the full state (atoms, generator, sums) only when a later fit may continue it
+        self._sampler_state = sampler.get_state() if self.warm_start else None
+        self.n_iter_ = len(new_history)
+        self._check_finite_fit()
         return self
+
+    def _check_finite_fit(self):
+        """Raise instead of leaving a NaN or an infinity in a fitted attribute."""
+        for name in ("components_", "components_std_", "loadings_", "loadings_std_", "chisq_"):
+            if not np.all(np.isfinite(getattr(self, name))):
+                raise ValueError(
+                    f"The fit produced non-finite values in {name!r} (chi-square "
+                    f"{self.chisq_}): the data or its uncertainty are too extreme for "
+                    "double precision. Rescale X so that its values and their ratios to the "
+                    "uncertainty stay well inside 1e-150..1e150."
+                )
+
+    def _resolve_atom_densities(self):
+        """``(atom_density_W, atom_density_H)``, from the deprecated names when they are set."""
+        densities = []
+        for old, new in (("alpha_W", "atom_density_W"), ("alpha_H", "atom_density_H")):
+            value = getattr(self, old)
+            if isinstance(value, str) and value == "deprecated":
+                densities.append(float(getattr(self, new)))
+                continue
+            warnings.warn(
+                f"'{old}' was renamed '{new}' in 0.2 and will be removed in 0.3: it is the "
+                f"expected number of atoms per matrix element, not a regularisation strength "
+                f"as in NMF. Use {new}={value!r}.",
+                FutureWarning,
+                stacklevel=4,
+            )
+            densities.append(float(value))
+        return tuple(densities)
+
+    def _validate_fixed(self, X, fixed_components, fixed_patterns):
+        """``(which, matrix)`` with which in {None, "W", "H"} and the fixed matrix in the
+        sampler's orientation (W, or Ht = H^T), as a new float64 array."""
+        if fixed_components is not None and fixed_patterns is not None:
+            raise ValueError(
+                "Pass at most one of 'fixed_components' and 'fixed_patterns': holding both "
+                "matrices fixed leaves nothing to sample."
+            )
+        if fixed_components is None and fixed_patterns is None:
+            return None, None, None
+        K = self.n_components
+        if fixed_components is not None:
+            name, value, expected, which = (
+                "fixed_components", fixed_components, (K, X.shape[1]), "H")
+            meaning = "(n_components, n_features)"
+        else:
+            name, value, expected, which = (
+                "fixed_patterns", fixed_patterns, (X.shape[0], K), "W")
+            meaning = "(n_samples, n_components)"
+        M = check_array(
+            value,
+            accept_sparse=False,
+            dtype=np.float64,
+            ensure_all_finite=True,
+            ensure_min_samples=1,
+            ensure_min_features=1,
+            input_name=name,
+            copy=True,
+        )
+        if M.shape != expected:
+            raise ValueError(
+                f"'{name}' must have shape {meaning} = {expected} for this X and "
+                f"n_components={K}; got {M.shape}. Set n_components to the number of "
+                "components of the fixed matrix."
+            )
+        if np.any(M < 0):
+            raise ValueError(
+                f"'{name}' must be non-negative; its smallest entry is {M.min()}. CoGAPS's "
+                "matrices are sums of atoms of positive mass."
+            )
+        if which == "H":
+            return which, M, np.ascontiguousarray(M.T)
+        return which, M, M
+
 
     def _model_data(self, X, uncertainty):
         """What the sampler works from: ``("dense", X, precision)`` or, for the sparse
-        model, ``("sparse", X as CSR, X.T as CSR)``."""
+        model, ``("sparse", X as canonical CSR, X.T as CSR)``."""
         if self.sparse_optimization or sparse.issparse(X):
             if uncertainty is not None:
                 raise ValueError(
@@ -288,24 +581,45 @@ class CoGAPS(
                     "max(0.1 * x, 0.1) otherwise); a user 'uncertainty' cannot be used with "
                     "it. Pass dense X with sparse_optimization=False to use your own."
                 )
-            rows = sparse.csr_matrix(X, dtype=np.float64)
-            rows.eliminate_zeros()
-            rows.sort_indices()
-            cols = rows.T.tocsr()
-            cols.sort_indices()
+            # both orientations, sharing the caller's arrays where they are already
+            # canonical (they are only read): a CSC's transpose is a CSR of its columns
+            if sparse.issparse(X) and X.format == "csc":
+                cols = _canonical_csr(X.T)
+                rows = cols.T.tocsr()
+                rows.sort_indices()
+            else:
+                rows = _canonical_csr(X)
+                cols = rows.T.tocsr()
+                cols.sort_indices()
             return ("sparse", rows, cols)
         sigma = self._validate_uncertainty(uncertainty, X)
         return ("dense", X, _precision(sigma))
 
-    def _continues_chain(self, X, data):
+    def _continues_chain(self, X, data, fixed):
         state = getattr(self, "_sampler_state", None)
-        return (
+        same_chain = (
             self.warm_start
             and state is not None
             and state["sparse"] == (data[0] == "sparse")
             and state["W"].shape == (X.shape[0], self.n_components)
             and state["Ht"].shape == (X.shape[1], self.n_components)
         )
+        if not same_chain:
+            return False
+        which, _, matrix = fixed
+        previous = state.get("fixed")
+        if which != previous or (
+            which is not None
+            and not np.array_equal(matrix, state["W"] if which == "W" else state["Ht"])
+        ):
+            describe = {None: "no fixed matrix", "W": "fixed_patterns", "H": "fixed_components"}
+            raise ValueError(
+                f"warm_start=True continues the previous chain, which was fitted with "
+                f"{describe[previous]}; this fit has {describe[which]}"
+                f"{' with other values' if which == previous else ''}. Pass the same fixed "
+                "matrix as before, or set warm_start=False to start a new chain."
+            )
+        return True
 
     def _prior_rates(self, X):
         values = X.data if sparse.issparse(X) else X
@@ -313,23 +627,24 @@ class CoGAPS(
         n_nonzero = np.count_nonzero(values)
         data_mean = float(values.sum()) / n_nonzero if n_nonzero else 1.0
         root = np.sqrt(self.n_components / data_mean)
-        return self.alpha_W * root, self.alpha_H * root
+        return self._atom_densities[0] * root, self._atom_densities[1] * root
 
-    def _new_sampler(self, X, data):
+    def _new_sampler(self, X, data, fixed):
         rng = check_random_state(self.random_state)
         seed = draw_seeds(rng)
         self._transform_seed = draw_seeds(rng)
-        self.lambda_W_, self.lambda_H_ = self._prior_rates(X)
+        # from the canonical data: duplicates of a sparse X are summed there
+        self.lambda_W_, self.lambda_H_ = self._prior_rates(data[1])
         K = self.n_components
-        W0 = np.zeros((X.shape[0], K))
-        Ht0 = np.zeros((X.shape[1], K))
-        return self._make_sampler(data, W0, Ht0, seed=seed)
+        which, _, matrix = fixed
+        W0 = matrix if which == "W" else np.zeros((X.shape[0], K))
+        Ht0 = matrix if which == "H" else np.zeros((X.shape[1], K))
+        return self._make_sampler(data, W0, Ht0, seed=seed, fixed=which)
 
-    def _make_sampler(self, data, W, Ht, seed=0, state=None, n_threads=1):
+    def _make_sampler(self, data, W, Ht, seed=0, state=None, n_threads=1, fixed=None):
         kind, a, b = data
         arguments = (
-            self.alpha_W,
-            self.alpha_H,
+            *self._atom_densities,
             self.lambda_W_,
             self.lambda_H_,
             self.max_gibbs_mass_W,
@@ -338,14 +653,29 @@ class CoGAPS(
         )
         if kind == "sparse":
             return GibbsSampler(
-                None, None, W, Ht, *arguments, state=state, sparse_data=(a, b, SPARSE_SIGMA0)
+                None,
+                None,
+                W,
+                Ht,
+                *arguments,
+                state=state,
+                sparse_data=(a, b, SPARSE_SIGMA0),
+                fixed=fixed,
             )
+        # a fresh chain starts with one matrix zero: its residual is X itself
         R = a if state is None else residual(a, W, Ht, n_threads)
-        return GibbsSampler(R, b, W, Ht, *arguments, state=state)
+        return GibbsSampler(R, b, W, Ht, *arguments, state=state, fixed=fixed)
 
     def _restore_sampler(self, data, n_threads):
         state = self._sampler_state
-        sampler = self._make_sampler(data, state["W"], state["Ht"], state=state, n_threads=n_threads)
+        sampler = self._make_sampler(
+            data,
+            state["W"],
+            state["Ht"],
+            state=state,
+            n_threads=n_threads,
+            fixed=state.get("fixed"),
+        )
         return sampler, self.chisq_history_, self.n_atoms_history_
 
     def _run_chain(self, sampler, iterations, chisq, n_threads):
@@ -356,9 +686,8 @@ class CoGAPS(
         n = self.max_iter
         history = []
         atoms = []
-        report_every = max(1, n // 10)
-        start = time.perf_counter()
         total = len(iterations)
+        progress = Progress(self, total, objective="chi-square")
         try:
             for it, sampling in enumerate(iterations):
                 tau = 1.0 if sampling else min(1.0, 2.0 * (it + 1) / n)
@@ -371,56 +700,81 @@ class CoGAPS(
                     sampler.accumulate()
                 history.append(chisq)
                 atoms.append(sampler.n_atoms)
-                if self.verbose and ((it + 1) % report_every == 0 or it + 1 == total):
-                    self._report(it, total, sampling, chisq, sampler.n_atoms, start)
+                n_atoms = sampler.n_atoms
+                progress(
+                    it + 1,
+                    chisq,
+                    f"{'sampling' if sampling else 'calibration':>11}  atoms W {n_atoms[0]} "
+                    f"H {n_atoms[1]}",
+                )
         except KeyboardInterrupt:
-            warnings.warn(
-                f"Interrupted after {len(history)} of {total} iterations; the estimator "
-                "keeps the samples drawn so far.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+            # the samples of the complete iterations are kept (a sweep stops between rows)
+            progress.interrupted(len(history), stacklevel=4)
         return np.asarray(history, dtype=np.float64), np.asarray(atoms, dtype=np.int64).reshape(-1, 2)
 
-    def _report(self, it, total, sampling, chisq, n_atoms, start):
-        n = self.max_iter
-        phase = "sampling" if sampling else "calibration"
-        i = (it % n) + 1
-        elapsed = time.perf_counter() - start
-        left = elapsed / (it + 1) * (total - it - 1)
-        print(
-            f"{phase:>11} {i:>6}/{n}  chi-square {chisq:14.2f}  atoms W {n_atoms[0]:>7} "
-            f"H {n_atoms[1]:>7}  elapsed {elapsed:8.1f}s  left {left:8.1f}s",
-            flush=True,
-        )
-
-    def _set_posterior(self, sampler, data, history, atoms, n_threads):
+    def _set_posterior(self, sampler, data, history, atoms, n_threads, fixed):
         if sampler.n_accumulated == 0:
             # interrupted during calibration: the current state is the only sample
             sampler.accumulate()
         w_mean, w_std, h_mean, h_std = sampler.posterior()
-        self.patterns_ = w_mean
-        self.patterns_std_ = w_std
+        # the fixed matrix comes back exactly as it was given, with standard deviation 0
+        which, _, matrix = fixed
+        if which == "W":
+            w_mean, w_std = matrix, np.zeros_like(matrix)
+        elif which == "H":
+            h_mean, h_std = matrix, np.zeros_like(matrix)
+        self.loadings_ = w_mean
+        self.loadings_std_ = w_std
         self.components_ = np.ascontiguousarray(h_mean.T)
         self.components_std_ = np.ascontiguousarray(h_std.T)
         kind, a, b = data
         if kind == "sparse":
-            rows = _sparse_orientation(a, SPARSE_SIGMA0)
+            rows = _sparse_orientation(a)
             self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, SPARSE_SIGMA0, n_threads)
         else:
             self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
         self.chisq_history_ = history
         self.n_atoms_history_ = atoms
-        self.n_iter_ = len(history)
 
     # ------------------------------------------------------------------ transform
     def _row_seeds(self, X):
+        """One seed per row, from ``random_state`` and the row's values as a dense float64
+        row, so a row gets the same chain whether it comes dense or sparse."""
         key = int(self._transform_seed).to_bytes(8, "little")
         seeds = np.empty(X.shape[0], dtype=np.uint64)
-        for i, row in enumerate(X):
-            digest = hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest()
-            seeds[i] = int.from_bytes(digest, "little")
+
+        def seed(row):
+            return int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest(), "little")
+
+        if not sparse.issparse(X):
+            for i, row in enumerate(X):
+                seeds[i] = seed(row)
+            return seeds
+        # a canonical CSR (sorted, summed duplicates), densified one row at a time
+        row = np.zeros(X.shape[1])
+        for i in range(X.shape[0]):
+            cols = X.indices[X.indptr[i] : X.indptr[i + 1]]
+            row[cols] = X.data[X.indptr[i] : X.indptr[i + 1]]
+            seeds[i] = seed(row)
+            row[cols] = 0.0
         return seeds
+
+    def _sample_sparse_patterns(self, X):
+        """Patterns of the rows of X under the sparse-data model: each proposal costs
+        O(nnz of the row * K), and the rows are never made dense."""
+        rows = _canonical_csr(X)
+        mean, _ = sample_fixed_sparse_rows(
+            rows,
+            np.ascontiguousarray(self.components_.T),
+            SPARSE_SIGMA0,
+            self._atom_densities[0],
+            self.lambda_W_,
+            self.max_gibbs_mass_W,
+            self.max_iter,
+            self._row_seeds(rows),
+            effective_n_threads(),
+        )
+        return mean
 
     def _row_chunks(self, X, uncertainty):
         """Dense row blocks of X with their uncertainty (sparse X is made dense a block at a
@@ -441,7 +795,7 @@ class CoGAPS(
             X,
             _precision(sigma),
             np.ascontiguousarray(self.components_.T),
-            self.alpha_W,
+            self._atom_densities[0],
             self.lambda_W_,
             self.max_gibbs_mass_W,
             self.max_iter,
@@ -458,9 +812,15 @@ class CoGAPS(
         values, so the result for a row does not depend on the other rows or on the
         number of threads.
 
+        Sparse ``X`` (and any ``X`` when ``sparse_optimization=True``) without a user
+        ``uncertainty`` is sampled with the sparse-data model, from the stored entries
+        of each row: a proposal costs O(nnz of the row * n_components) and no row is made
+        dense. It is the dense model with the default uncertainty, so both give the same
+        patterns up to rounding.
+
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative data.
         uncertainty : array-like of shape (n_samples, n_features), default=None
             Standard deviation of each entry; None uses ``max(0.1 * X, 0.1)``.
@@ -473,6 +833,8 @@ class CoGAPS(
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         self._check_uncertainty_shape(uncertainty, X)
+        if uncertainty is None and (self.sparse_optimization or sparse.issparse(X)):
+            return self._sample_sparse_patterns(X)
         blocks = [self._sample_patterns(x, sigma)[0] for x, sigma in self._row_chunks(X, uncertainty)]
         return np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
 
@@ -497,7 +859,7 @@ class CoGAPS(
             Distance of each feature's normalised amplitude profile to each pattern.
         """
         check_is_fitted(self)
-        markers, ranks, scores = pattern_markers(self.components_.T, self.patterns_, threshold)
+        markers, ranks, scores = pattern_markers(self.components_.T, self.loadings_, threshold)
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             markers = [names[m] for m in markers]
@@ -509,66 +871,97 @@ class CoGAPS(
         Returns
         -------
         patterns_z : ndarray of shape (n_samples, n_components)
+            ``loadings_ / loadings_std_``, 0 where the standard deviation is 0.
         components_z : ndarray of shape (n_components, n_features)
-            0 where the standard deviation is 0.
+            ``components_ / components_std_``, 0 where the standard deviation is 0.
         """
         check_is_fitted(self)
-        return z_scores(self.patterns_, self.patterns_std_), z_scores(
+        return z_scores(self.loadings_, self.loadings_std_), z_scores(
             self.components_, self.components_std_
         )
 
-    def inverse_transform(self, X):
-        """Data reconstructed from patterns: ``X @ components_``.
+    # deprecated in 0.2, to be removed in 0.3
+    @deprecated("'patterns_' was renamed 'loadings_' in 0.2 and will be removed in 0.3.")
+    @property
+    def patterns_(self):
+        """Deprecated alias of ``loadings_``."""
+        return self.loadings_
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_components)
-            Patterns, as returned by :meth:`transform`.
-
-        Returns
-        -------
-        X_original : ndarray of shape (n_samples, n_features)
-            The posterior-mean reconstruction.
-        """
-        check_is_fitted(self)
-        W = np.asarray(X, dtype=np.float64)
-        if W.ndim != 2 or W.shape[1] != self.components_.shape[0]:
-            raise ValueError(
-                f"inverse_transform expects patterns of shape (n_samples, "
-                f"{self.components_.shape[0]}); got {W.shape}."
-            )
-        return W @ self.components_
+    @deprecated("'patterns_std_' was renamed 'loadings_std_' in 0.2 and will be removed in 0.3.")
+    @property
+    def patterns_std_(self):
+        """Deprecated alias of ``loadings_std_``."""
+        return self.loadings_std_
 
     def score(self, X, y=None, *, uncertainty=None):
-        """Mean per-sample Gaussian log-likelihood of X under the fitted amplitudes.
+        """Held-out log-likelihood of X per sample, for choosing ``n_components``.
 
-        The patterns of each sample come from :meth:`transform`; the likelihood uses the
-        uncertainty as standard deviation. Higher is better, so ``GridSearchCV`` over
-        ``n_components`` works without a scorer.
+        Each row's entries are split into ``5`` folds at random, reproducibly (the split
+        and the chains are seeded from ``random_state`` and the row's values, so a row's
+        score does not depend on the other rows). For each fold, the row's patterns are
+        sampled as in :meth:`transform` (amplitudes fixed) from the other folds only, and
+        the entries of the fold are scored under the Gaussian likelihood of the posterior
+        mean prediction ``W @ components_``. Every entry is scored once, by a fit that did
+        not see it, so extra components that only fit noise lower the score: unlike the
+        likelihood of the entries the patterns were fitted to, this criterion has a
+        maximum near the number of patterns the data support, and ``GridSearchCV`` over
+        ``n_components`` works without a scorer. See "Choosing the number of patterns"
+        in the user guide.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative data.
         y : Ignored
-            Not used, present for API consistency by convention.
+            Not used, present for API consistency by convention. A second positional
+            array of the shape of X is refused: pass the uncertainty by keyword.
         uncertainty : array-like of shape (n_samples, n_features), default=None
             Standard deviation of each entry; None uses ``max(0.1 * X, 0.1)``.
 
         Returns
         -------
         score : float
-            Average over samples of ``sum_j log N(X_ij | (W H)_ij, uncertainty_ij**2)``.
+            Average over samples of ``sum_j log N(X_ij | (W^(-f(j)) H)_ij,
+            uncertainty_ij**2)``, where ``W^(-f)`` is the posterior mean of the row's
+            patterns given the entries outside fold ``f``.
         """
         check_is_fitted(self)
+        check_ignored_y(self, y, X, method="score", advice=_UNCERTAINTY_ADVICE.replace("fit", "score"))
         X = self._validate_X(X, reset=False)
         self._check_uncertainty_shape(uncertainty, X)
+        if X.shape[0] == 0:
+            raise ValueError("score needs at least one sample; got X of shape (0, n_features).")
         total = 0.0
         for x, sigma in self._row_chunks(X, uncertainty):
-            W, _ = self._sample_patterns(x, sigma)
-            z = (x - W @ self.components_) / sigma
-            total += float(np.sum(-0.5 * z * z - np.log(sigma))) - 0.5 * np.log(2.0 * np.pi) * x.size
+            total += float(np.sum(self._held_out_loglik(x, sigma)))
         return total / X.shape[0]
+
+    def _held_out_loglik(self, x, sigma):
+        """Per-row sum of the held-out log-likelihoods of a dense block (see score)."""
+        seeds = self._row_seeds(x)
+        folds = _entry_folds(seeds, x.shape[1], _SCORE_FOLDS)
+        prec = _precision(sigma)
+        Ht = np.ascontiguousarray(self.components_.T)
+        n_threads = effective_n_threads()
+        loglik = np.zeros(x.shape[0])
+        for f in range(_SCORE_FOLDS):
+            held = folds == f
+            fit_prec = np.where(held, 0.0, prec)
+            W, _ = sample_fixed_rows(
+                x,
+                fit_prec,
+                Ht,
+                self._atom_densities[0],
+                self.lambda_W_,
+                self.max_gibbs_mass_W,
+                self.max_iter,
+                _fold_seeds(seeds, f),
+                n_threads,
+            )
+            z = (x - W @ self.components_) / sigma
+            terms = -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2.0 * np.pi)
+            loglik += np.sum(terms, axis=1, where=held)
+        return loglik
 
     def _check_uncertainty_shape(self, uncertainty, X):
         if uncertainty is not None and np.shape(uncertainty) != X.shape:

@@ -7,6 +7,7 @@ with its numerically stable covariance update, and stochastic gradient ascent wi
 softmax / Cholesky parameters (Ritchie & Murray 2019).
 """
 
+import copy
 import warnings
 from numbers import Integral, Real
 
@@ -21,10 +22,11 @@ from sklearn.utils.validation import (
     _check_sample_weight,
     check_array,
     check_is_fitted,
-    validate_data,
 )
 
 from . import _xd_fast
+from ._base import check_ignored_y, validate_input
+from ._progress import Progress
 from ._utils._adam import Adam
 from ._utils._openmp_helpers import effective_n_threads, kernel_threads
 
@@ -32,8 +34,16 @@ __all__ = ["ExtremeDeconvolution"]
 
 _EMPTY1 = {np.float64: np.empty(0, np.float64), np.float32: np.empty(0, np.float32)}
 
+# What to do instead of passing the noise as the second positional argument (astroML's
+# XDGMM.fit(X, Xerr) takes it there).
+_NOISE_ADVICE = (
+    "give the noise of each point, pass it by keyword: fit(X, X_cov=Xerr) with covariances "
+    "of shape (n_samples, n_features, n_features) or variances of shape (n_samples, "
+    "n_features); projections go in projection=R and weights in sample_weight=w"
+)
+
 # The parameters shared by the methods that take observations.
-_OBSERVATIONS = """X : array-like of shape (n_samples, n_features)
+_OBSERVATIONS = """X : {array-like, AnnData} of shape (n_samples, n_features)
             Observations (NaN for missing coordinates).
         X_cov : array-like, default=None
             Their noise covariances or variances, as in `fit`.
@@ -214,9 +224,12 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
     warm_start : bool, default=False
         Start from the previous fit's parameters.
     verbose : int, default=0
-        Print the log-likelihood every ``verbose_interval`` iterations when positive.
-    verbose_interval : int, default=10
-        Iterations between messages.
+        0: silent; 1: a progress line (iteration, mean log-likelihood, time elapsed and
+        left) about every tenth of ``max_iter``, or every ``verbose_interval`` iterations;
+        2: a line after every iteration.
+    verbose_interval : int or None, default=None
+        Iterations between progress lines with ``verbose=1``; None: about a tenth of
+        ``max_iter``.
 
     Attributes
     ----------
@@ -234,12 +247,13 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
     converged_ : bool
         Whether the last fit met ``tol``.
     n_iter_ : int
-        Iterations (or epochs) of the best run.
+        Iterations (or epochs) run by the last call to ``fit``, in the best of its ``n_init``
+        runs; after `partial_fit`, the number of its calls so far.
     lower_bound_ : float
         Mean log-likelihood per point of the fitted mixture on the training data.
-    lower_bounds_ : list of float
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
         Mean log-likelihood after each iteration (for the stochastic methods, the mean over the
-        minibatches of each epoch).
+        minibatches of each epoch; for `partial_fit`, that of each minibatch).
     n_features_in_ : int
         Number of observed coordinates p (columns of X).
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -291,7 +305,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         "random_state": ["random_state"],
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
-        "verbose_interval": [Interval(Integral, 1, None, closed="left")],
+        "verbose_interval": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -318,7 +332,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         random_state=None,
         warm_start=False,
         verbose=0,
-        verbose_interval=10,
+        verbose_interval=None,
     ):
         self.n_components = n_components
         self.method = method
@@ -343,6 +357,10 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         self.verbose = verbose
         self.verbose_interval = verbose_interval
 
+    def __sklearn_is_fitted__(self):
+        # not n_features_in_, which validation sets before a fit can fail or be interrupted
+        return hasattr(self, "means_")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
@@ -355,11 +373,11 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         """Validate X and its noise and projection; returns a ``_Data``."""
         kw = dict(dtype=[np.float64, np.float32], ensure_all_finite="allow-nan", order="C")
         if reset or projection is None:
-            X = validate_data(self, X, reset=reset, **kw)
+            X = validate_input(self, X, reset=reset, **kw)
         else:
             # With a projection, the points scored may observe a different number of
             # coordinates than the training points: the projection maps v to them.
-            X = check_array(X, **kw)
+            X = validate_input(self, X, reset=False, check=check_array, **kw)
         dtype = X.dtype.type
         n, p = X.shape
         missing = np.isnan(X)
@@ -639,11 +657,12 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, AnnData} of shape (n_samples, n_features)
             Observations x_i; NaN marks a missing coordinate, which is dropped from that
-            point's projection.
+            point's projection. An AnnData contributes its ``.X``.
         y : None
-            Ignored.
+            Ignored. A second positional array of the shape of X, or of three dimensions,
+            is refused: pass the noise by keyword, ``X_cov=``.
         X_cov : array-like of shape (n_samples, n_features, n_features) or \
                 (n_samples, n_features), default=None
             Noise covariance S_i of each point, or its diagonal (the variances). None means
@@ -659,6 +678,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         self : ExtremeDeconvolution
             The fitted estimator.
         """
+        check_ignored_y(self, y, X, advice=_NOISE_ADVICE)
         data = self._validate_inputs(X, X_cov, projection, sample_weight, reset=True)
         if data.n < self.n_components:
             raise ValueError(
@@ -672,24 +692,36 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         fixed = self._fixed(self.n_components)
         do_init = not (self.warm_start and hasattr(self, "means_"))
         n_init = self.n_init if do_init else 1
-        best = None
+        best, interrupted = None, False
         for init in range(n_init):
-            if do_init:
-                params = self._initialize(data, rng)
-            else:
-                params = (self.weights_, self.means_, self.covariances_)
-            params = tuple(np.asarray(a, dtype=np.float64) for a in params)
-            if self.method == "em":
-                result = self._fit_em(data, params, fixed, n_threads)
-                if self.split_merge:
-                    result = self._split_merge(data, result, fixed, n_threads)
-            else:
-                result = self._fit_stochastic(data, params, fixed, n_threads, rng)
+            try:
+                if do_init:
+                    params = self._initialize(data, rng)
+                else:
+                    params = (self.weights_, self.means_, self.covariances_)
+                params = tuple(np.asarray(a, dtype=np.float64) for a in params)
+                if self.method == "em":
+                    result = self._fit_em(data, params, fixed, n_threads)
+                    if self.split_merge:
+                        result = self._split_merge(data, result, fixed, n_threads)
+                else:
+                    result = self._fit_stochastic(data, params, fixed, n_threads, rng)
+            except KeyboardInterrupt:
+                interrupted = True
+                break
+            # Ctrl-C: keep the best run so far; the other initialisations are not run
+            interrupted = result["interrupted"]
             if best is None or result["objective"] > best["objective"]:
                 best = result
+            if interrupted:
+                break
+        if interrupted:
+            if best is None:
+                raise KeyboardInterrupt  # during the initialisation: the estimator is unchanged
+            Progress(self, self.max_iter).interrupted(best["n_iter"], stacklevel=4)
         # The stochastic methods run the epochs asked for; only batch EM has a convergence
         # promise to break.
-        if not best["converged"] and self.max_iter > 0 and self.method == "em":
+        if not best["converged"] and not interrupted and self.max_iter > 0 and self.method == "em":
             warnings.warn(
                 f"ExtremeDeconvolution ({self.method}) did not converge in max_iter = "
                 f"{self.max_iter} iterations (tol = {self.tol}); increase max_iter or tol.",
@@ -701,7 +733,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         self.converged_ = bool(best["converged"])
         self.n_iter_ = int(best["n_iter"])
         self.lower_bound_ = float(best["loglik"])
-        self.lower_bounds_ = list(best["history"])
+        self.lower_bounds_ = np.asarray(best["history"], dtype=np.float64)
         return self
 
     def _set_params(self, params, dtype):
@@ -767,27 +799,37 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         obj = (stats[3] + self._penalty(params[2], fixed[2])) / total
         history, converged, n_iter, warned = [], False, 0, set()
         roundoff = 1e-10 if data.X.dtype == np.float64 else 1e-5
-        for it in range(1, max_iter + 1):
-            new = self._m_step(stats, params, fixed, warned)
-            new_stats = self._estep(data, new, n_threads)
-            new_obj = (new_stats[3] + self._penalty(new[2], fixed[2])) / total
-            change = new_obj - obj
-            if change < -roundoff * max(1.0, abs(obj)):
-                warnings.warn(
-                    f"The EM objective decreased by {-change:.3g} at iteration {it}; stopping "
-                    f"with the previous parameters.",
-                    RuntimeWarning,
-                )
-                break
-            params, stats, obj, n_iter = new, new_stats, new_obj, it
-            history.append(stats[3] / total)
-            if self.verbose and it % self.verbose_interval == 0:
-                print(f"  EM iteration {it}: mean log-likelihood {history[-1]:.6f}")
-            if change < self.tol:
-                converged = True
-                break
+        progress = Progress(self, max_iter, objective="mean log-likelihood",
+                            every=self.verbose_interval)  # fmt: skip
+        done = (params, stats, obj, n_iter)  # the last complete iteration, set at once
+        interrupted = False
+        try:
+            for it in range(1, max_iter + 1):
+                new = self._m_step(stats, params, fixed, warned)
+                new_stats = self._estep(data, new, n_threads)
+                new_obj = (new_stats[3] + self._penalty(new[2], fixed[2])) / total
+                change = new_obj - obj
+                if change < -roundoff * max(1.0, abs(obj)):
+                    warnings.warn(
+                        f"The EM objective decreased by {-change:.3g} at iteration {it}; "
+                        f"stopping with the previous parameters.",
+                        RuntimeWarning,
+                    )
+                    break
+                done = (new, new_stats, new_obj, it)
+                params, stats, obj, n_iter = done
+                history.append(stats[3] / total)
+                progress(it, history[-1])
+                if change < self.tol:
+                    converged = True
+                    break
+        except KeyboardInterrupt:
+            params, stats, obj, n_iter = done
+            del history[n_iter:]
+            interrupted = True
         return dict(params=params, objective=obj, loglik=stats[3] / total, history=history,
-                    converged=converged or max_iter == 0, n_iter=n_iter)  # fmt: skip
+                    converged=converged or max_iter == 0, n_iter=n_iter,
+                    interrupted=interrupted)  # fmt: skip
 
     # ------------------------------------------------------------------ stochastic methods
 
@@ -798,25 +840,35 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
             _AdamState(params, fixed, self.reg_covar))
         history, converged, prev = [], False, None
         n_iter = 0
-        for epoch in range(1, self.max_iter + 1):
-            order = rng.permutation(data.n)
-            ll_sum = 0.0
-            for start in range(0, data.n, self.batch_size):
-                batch = data.take(order[start : start + self.batch_size])
-                ll_sum += self._stochastic_step(state, batch, fixed, n_threads, total)
-            n_iter = epoch
-            history.append(ll_sum / total)
-            if self.verbose and epoch % self.verbose_interval == 0:
-                print(f"  epoch {epoch}: mean log-likelihood {history[-1]:.6f}")
-            if prev is not None and abs(history[-1] - prev) < self.tol:
-                converged = True
-                break
-            prev = history[-1]
+        progress = Progress(self, self.max_iter, objective="mean log-likelihood",
+                            every=self.verbose_interval)  # fmt: skip
+        saved = (copy.deepcopy(state), 0)  # the state after the last complete epoch
+        interrupted = False
+        try:
+            for epoch in range(1, self.max_iter + 1):
+                order = rng.permutation(data.n)
+                ll_sum = 0.0
+                for start in range(0, data.n, self.batch_size):
+                    batch = data.take(order[start : start + self.batch_size])
+                    ll_sum += self._stochastic_step(state, batch, fixed, n_threads, total)
+                n_iter = epoch
+                history.append(ll_sum / total)
+                saved = (copy.deepcopy(state), epoch)
+                progress(epoch, history[-1])
+                if prev is not None and abs(history[-1] - prev) < self.tol:
+                    converged = True
+                    break
+                prev = history[-1]
+        except KeyboardInterrupt:
+            state, n_iter = saved
+            del history[n_iter:]
+            interrupted = True
         params = state.params()
         stats = self._estep(data, params, n_threads)
         obj = (stats[3] + self._penalty(params[2], fixed[2])) / total
         return dict(params=params, objective=obj, loglik=stats[3] / total, history=history,
-                    converged=converged or self.max_iter == 0, n_iter=n_iter)  # fmt: skip
+                    converged=converged or self.max_iter == 0, n_iter=n_iter,
+                    interrupted=interrupted)  # fmt: skip
 
     def _online_init(self, params, data):
         return _OnlineEMState(
@@ -843,10 +895,11 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, AnnData} of shape (n_samples, n_features)
             A minibatch of observations (NaN for missing coordinates).
         y : None
-            Ignored.
+            Ignored. A second positional array of the shape of X, or of three dimensions,
+            is refused: pass the noise by keyword, ``X_cov=``.
         X_cov : array-like of shape (n_samples, n_features, n_features) or \
                 (n_samples, n_features), default=None
             Their noise covariances or variances.
@@ -861,20 +914,17 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         self : ExtremeDeconvolution
             The updated estimator.
         """
+        # every call: the parameters may have changed with set_params (a cheap check)
+        self._validate_params()
+        check_ignored_y(self, y, X, method="partial_fit",
+                        advice=_NOISE_ADVICE.replace("fit(", "partial_fit("))  # fmt: skip
         first = not hasattr(self, "means_")
-        if first:
-            self._validate_params()
         data = self._validate_inputs(X, X_cov, projection, sample_weight, reset=first)
         n_threads = effective_n_threads()
         fixed = self._fixed(self.n_components)
-        if not first and not hasattr(self, "_online_state"):
-            # Continue from a fit: its parameters, with this minibatch's weight.
-            params = tuple(np.asarray(a, dtype=np.float64) for a in self._fitted_params())
-            self._online_state = _OnlineEMState(
-                params, float(data.sample_weight.sum()), reg_covar=self.reg_covar
-            ).to_arrays()
-            self._online_seen = float(data.sample_weight.sum())
-            self.lower_bounds_ = list(self.lower_bounds_)
+        batch_weight = float(data.sample_weight.sum())
+        # Work on local copies and set the attributes at the end: an interrupted call leaves
+        # the estimator as it was.
         if first:
             if data.n < self.n_components:
                 raise ValueError(
@@ -883,22 +933,26 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
                 )
             rng = check_random_state(self.random_state)
             params = tuple(np.asarray(a, dtype=np.float64) for a in self._initialize(data, rng))
-            state = _OnlineEMState(
-                params, float(data.sample_weight.sum()), reg_covar=self.reg_covar
-            )
-            self._online_seen = 0.0
-            self.lower_bounds_ = []
+            state = _OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)
+            seen, history = 0.0, np.empty(0)
+        elif not hasattr(self, "_online_state"):
+            # Continue from a fit: its parameters, with this minibatch's weight.
+            params = tuple(np.asarray(a, dtype=np.float64) for a in self._fitted_params())
+            state = _OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)
+            seen, history = batch_weight, self.lower_bounds_
         else:
             state = _OnlineEMState.from_arrays(self._online_state, self.reg_covar)
-        self._online_seen += float(data.sample_weight.sum())
-        batch_weight = float(data.sample_weight.sum())
+            seen, history = self._online_seen, self.lower_bounds_
+        seen += batch_weight
         stats = self._estep(data, state.params(), n_threads)
-        state.step(stats, fixed, self.step_exponent, self.w, batch_weight / self._online_seen)
+        state.step(stats, fixed, self.step_exponent, self.w, batch_weight / seen)
+        history = np.append(np.asarray(history, dtype=np.float64), stats[3] / batch_weight)
         self._online_state = state.to_arrays()
+        self._online_seen = seen
         self._set_params(state.params(), data.X.dtype)
-        self.lower_bounds_.append(stats[3] / batch_weight)
-        self.lower_bound_ = self.lower_bounds_[-1]
-        self.n_iter_ = len(self.lower_bounds_)
+        self.lower_bounds_ = history
+        self.lower_bound_ = float(history[-1])
+        self.n_iter_ = len(history)
         self.converged_ = False
         return self
 
@@ -907,33 +961,39 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
     def _split_merge(self, data, result, fixed, n_threads):
         """Split-and-merge EM of Bovy et al. (2011), section 3.2, ``split_merge`` attempts."""
         K = self.n_components
-        if K < 3:
+        if K < 3 or result["interrupted"]:
             return result
         movable = ~(fixed[0] | fixed[1] | fixed[2])
         tried = set()
-        for _ in range(self.split_merge):
-            cands = _split_merge_candidates(self, data, result["params"], movable)
-            cands = [c for c in cands if c not in tried]
-            if not cands:
-                break
-            j, k, l = cands[0]
-            tried.add((j, k, l))
-            trial = _split_merge_proposal(result["params"], j, k, l)
-            # Partial EM on the three changed components, the others held fixed...
-            partial = tuple(m.copy() for m in fixed)
-            others = np.ones(K, dtype=bool)
-            others[[j, k, l]] = False
-            partial = (partial[0] | others, partial[1] | others, partial[2] | others)
-            trial = self._fit_em(data, trial, partial, n_threads)["params"]
-            # ... then full EM; keep it only if the likelihood rose.
-            new = self._fit_em(data, trial, fixed, n_threads)
-            if self.verbose:
-                print(f"  split-merge ({j}, {k}) -> {l}: {result['objective']:.6f} -> "
-                      f"{new['objective']:.6f}")  # fmt: skip
-            if new["objective"] > result["objective"] + self.tol:
-                new["history"] = result["history"] + new["history"]
-                new["n_iter"] += result["n_iter"]
-                result, tried = new, set()
+        progress = Progress(self, self.split_merge)
+        try:
+            for _ in range(self.split_merge):
+                cands = _split_merge_candidates(self, data, result["params"], movable)
+                cands = [c for c in cands if c not in tried]
+                if not cands:
+                    break
+                j, k, l = cands[0]
+                tried.add((j, k, l))
+                trial = _split_merge_proposal(result["params"], j, k, l)
+                # Partial EM on the three changed components, the others held fixed...
+                partial = tuple(m.copy() for m in fixed)
+                others = np.ones(K, dtype=bool)
+                others[[j, k, l]] = False
+                partial = (partial[0] | others, partial[1] | others, partial[2] | others)
+                first = self._fit_em(data, trial, partial, n_threads)
+                # ... then full EM; keep it only if the likelihood rose.
+                new = first if first["interrupted"] else self._fit_em(
+                    data, first["params"], fixed, n_threads)  # fmt: skip
+                if new["interrupted"]:
+                    raise KeyboardInterrupt  # an unfinished trial is dropped
+                progress.note(f"split-merge ({j}, {k}) -> {l}: mean log-likelihood "
+                              f"{result['objective']:.6f} -> {new['objective']:.6f}")  # fmt: skip
+                if new["objective"] > result["objective"] + self.tol:
+                    new["history"] = result["history"] + new["history"]
+                    new["n_iter"] += result["n_iter"]
+                    result, tried = new, set()
+        except KeyboardInterrupt:
+            result = dict(result, interrupted=True)
         return result
 
     # ------------------------------------------------------------------ prediction
@@ -950,6 +1010,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
         return self._log_prob(data, params)[0]
 
+    @_observations_doc
     def score_samples(self, X, *, X_cov=None, projection=None):
         """Log-likelihood of each observation under the mixture convolved with its noise.
 
@@ -971,10 +1032,11 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, AnnData} of shape (n_samples, n_features)
             Observations.
         y : None
-            Ignored.
+            Ignored. A second positional array of the shape of X, or of three dimensions,
+            is refused: pass the noise by keyword, ``X_cov=``.
         X_cov : array-like, default=None
             Their noise, as in `fit`.
         projection : array-like, default=None
@@ -985,6 +1047,8 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         log_likelihood : float
             Mean of `score_samples`.
         """
+        check_ignored_y(self, y, X, method="score",
+                        advice=_NOISE_ADVICE.replace("fit(", "score("))  # fmt: skip
         return float(self.score_samples(X, X_cov=X_cov, projection=projection).mean())
 
     @_observations_doc
@@ -1090,9 +1154,8 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         bic : float
             ``-2 log L + n_free_parameters log n``; fixed parameters are not counted.
         """
-        n = np.shape(X)[0]
-        ll = self.score(X, X_cov=X_cov, projection=projection) * n
-        return -2 * ll + self._n_parameters() * np.log(n)
+        log_prob = self.score_samples(X, X_cov=X_cov, projection=projection)
+        return -2 * log_prob.sum() + self._n_parameters() * np.log(log_prob.shape[0])
 
     @_observations_doc
     def aic(self, X, *, X_cov=None, projection=None):
@@ -1107,8 +1170,8 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         aic : float
             ``-2 log L + 2 n_free_parameters``.
         """
-        n = np.shape(X)[0]
-        return -2 * self.score(X, X_cov=X_cov, projection=projection) * n + 2 * self._n_parameters()
+        log_prob = self.score_samples(X, X_cov=X_cov, projection=projection)
+        return -2 * log_prob.sum() + 2 * self._n_parameters()
 
 
 def _renormalise(q, weights, fixed_w):

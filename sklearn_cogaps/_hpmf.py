@@ -18,11 +18,17 @@ from sklearn.base import (
     _fit_context,
 )
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_array, check_random_state
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._base import NonNegativeFactorisationMixin, draw_seeds
+from ._base import (
+    NonNegativeFactorisationMixin,
+    check_ignored_y,
+    draw_seeds,
+    validate_input,
+)
+from ._progress import Progress
 from ._utils._adam import Adam
 from ._utils._openmp_helpers import kernel_threads
 from . import _hpmf_fast as _fast
@@ -338,6 +344,20 @@ def _pathwise_grads(S, z, dlog, other_total):
     return g_al * al, g_be * be
 
 
+def _snapshot(L, F):
+    """Copies of the variational parameters and priors of both sides."""
+    return tuple((S.alpha.copy(), S.beta.copy(), S.a.copy(), S.b.copy()) for S in (L, F))
+
+
+def _restore(snapshot):
+    """The two sides of a :func:`_snapshot`."""
+    return tuple(_Side(*side) for side in snapshot)
+
+
+# What to do instead of passing data as the second positional argument.
+_NO_SIDE_INPUT = "fit the counts alone, call fit(X): HierarchicalPMF takes no per-entry side input"
+
+
 def _pathwise_step(counts, L, F, rng, opt, params, n_mc, learn, n_threads):
     """One Adam step on the Monte Carlo gradient of the exact ELBO; returns its estimate."""
     grads = [np.zeros_like(q) for q in params]
@@ -419,7 +439,8 @@ class HierarchicalPMF(
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation and the Monte Carlo draws.
     verbose : int, default=0
-        Print the ELBO every ``verbose`` iterations (0: silent).
+        0: silent; 1: a progress line (iteration, ELBO, time elapsed and left) about every
+        tenth of ``max_iter``; 2: a line after every iteration.
     warm_start : bool, default=False
         Continue from the previous fit's variational parameters and priors.
 
@@ -448,15 +469,15 @@ class HierarchicalPMF(
     lower_bound_ : float
         The final value of the bound the solver maximises (for ``"pathwise"``, the mean of
         the last 100 estimates).
-    lower_bounds_ : ndarray of shape (n_iterations + 1,)
-        Its trace: at the start and after every iteration (``n_iter_ + 1`` values).
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
+        Its trace: the value after every iteration of the last fit.
     augmented_lower_bound_ : float
         The ELBO of the augmented model (exact, deterministic) at the fitted q.
     exact_lower_bound_ : float
         A Monte Carlo estimate (16 draws) of the ELBO of the original model at the fitted q;
         at least ``augmented_lower_bound_`` up to Monte Carlo error.
     n_iter_ : int
-        Number of iterations run.
+        Number of iterations run by the last call to ``fit``.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -538,7 +559,7 @@ class HierarchicalPMF(
     # -- validation --------------------------------------------------------------------------
 
     def _validate_counts(self, X, reset):
-        X = validate_data(
+        X = validate_input(
             self, X, accept_sparse=("csr", "csc"), dtype=np.float64,
             ensure_non_negative=True, reset=reset,
         )
@@ -623,16 +644,19 @@ class HierarchicalPMF(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative counts; CSR and CSC matrices are used without densifying.
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts; CSR and CSC matrices are used without densifying. An AnnData
+            contributes its ``.X``.
         y : Ignored
-            Not used, present for API consistency.
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
 
         Returns
         -------
         self : HierarchicalPMF
             The fitted estimator.
         """
+        check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
         X = self._validate_counts(X, reset=True)
         counts = _Counts(X)
         rng = check_random_state(self.random_state)
@@ -641,28 +665,38 @@ class HierarchicalPMF(
         L, F = state if state is not None else self._initialise(counts, rng, n_threads)
         learn = self.learn_prior
         trace = []
-        converged = False
+        converged = interrupted = False
+        progress = Progress(self, self.max_iter, objective="ELBO")
         if self.solver == "pathwise":
-            trace, n_iter, converged, lower_bound = self._fit_pathwise(
-                counts, L, F, rng, n_threads)
+            trace, n_iter, converged, lower_bound, interrupted = self._fit_pathwise(
+                counts, L, F, rng, n_threads, progress)
         else:
             n_iter = 0
-            while True:
-                z_l, xlogt, _ = _pass(counts.r, L.elog, F.elog, n_threads)
-                trace.append(_augmented_elbo(xlogt, counts, L, F))
-                self._report(n_iter, trace[-1])
-                if n_iter > 0 and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-1]):
-                    converged = True
-                    break
-                if n_iter == self.max_iter:
-                    break
-                if self.solver == "vbem":
-                    _vbem_step(counts, L, F, z_l, learn, n_threads)
-                else:
-                    _newton_step(counts, L, F, learn, n_threads)
-                n_iter += 1
+            saved = None  # the state after the last complete iteration, with its trace
+            try:
+                while True:
+                    z_l, xlogt, _ = _pass(counts.r, L.elog, F.elog, n_threads)
+                    trace.append(_augmented_elbo(xlogt, counts, L, F))
+                    saved = (_snapshot(L, F), len(trace))
+                    progress(n_iter, trace[-1])
+                    if n_iter > 0 and abs(trace[-1] - trace[-2]) <= self.tol * abs(trace[-1]):
+                        converged = True
+                        break
+                    if n_iter == self.max_iter:
+                        break
+                    if self.solver == "vbem":
+                        _vbem_step(counts, L, F, z_l, learn, n_threads)
+                    else:
+                        _newton_step(counts, L, F, learn, n_threads)
+                    n_iter += 1
+            except KeyboardInterrupt:
+                if saved is None:
+                    raise  # nothing evaluated yet: the estimator is left as it was
+                (L, F), n_kept = _restore(saved[0]), saved[1]
+                trace, n_iter, interrupted = trace[:n_kept], n_kept - 1, True
+                progress.interrupted(n_iter, stacklevel=4)
             lower_bound = trace[-1]
-        if not converged:
+        if not converged and not interrupted:
             warnings.warn(
                 f"HierarchicalPMF ({self.solver}) stopped at max_iter={self.max_iter} before "
                 f"the relative change of the ELBO reached tol={self.tol}; increase max_iter.",
@@ -673,7 +707,8 @@ class HierarchicalPMF(
         self.exact_lower_bound_ = float(
             _exact_elbo_estimate(counts, L, F, rng, _N_EVAL_SAMPLES, n_threads))
         self.lower_bound_ = float(lower_bound)
-        self.lower_bounds_ = np.asarray(trace, dtype=np.float64)
+        # trace[0] is the starting point: the trace holds the value after each iteration
+        self.lower_bounds_ = np.asarray(trace[1:], dtype=np.float64)
         self.n_iter_ = int(n_iter)
         self.loadings_shape_, self.loadings_rate_ = L.alpha, L.beta
         self.loadings_, self.loadings_log_ = L.mean, L.elog
@@ -685,7 +720,7 @@ class HierarchicalPMF(
         self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
         return self
 
-    def _fit_pathwise(self, counts, L, F, rng, n_threads):
+    def _fit_pathwise(self, counts, L, F, rng, n_threads, progress):
         """Adam on the Monte Carlo gradient of the exact ELBO, in (ln alpha, ln beta).
 
         The fitted q is the exponential moving average (weight 1/50) of the iterates, which
@@ -698,30 +733,33 @@ class HierarchicalPMF(
         opt = Adam([q.shape for q in params], self.learning_rate)
         window, decay = 100, 1.0 - 1.0 / 50.0
         trace = [_exact_elbo_estimate(counts, L, F, rng, 1, n_threads)]
-        converged = False
+        converged = interrupted = False
         n_iter = 0
-        for n_iter in range(1, self.max_iter + 1):
-            trace.append(_pathwise_step(counts, L, F, rng, opt, params,
-                                        self.n_mc_samples, self.learn_prior, n_threads))
-            for q, m in zip(params, average):
-                m *= decay
-                m += (1.0 - decay) * q
-            self._report(n_iter, trace[-1])
-            if n_iter >= 2 * window and n_iter % window == 0:
-                new = np.mean(trace[-window:])
-                old = np.mean(trace[-2 * window:-window])
-                if abs(new - old) <= self.tol * abs(new):
-                    converged = True
-                    break
+        saved = (average, len(trace))  # the averages of the complete steps, with their trace
+        try:
+            for n_iter in range(1, self.max_iter + 1):
+                trace.append(_pathwise_step(counts, L, F, rng, opt, params,
+                                            self.n_mc_samples, self.learn_prior, n_threads))
+                # new arrays, never updated in place, so that `saved` stays complete
+                average = [decay * m + (1.0 - decay) * q for q, m in zip(params, average)]
+                saved = (average, len(trace))
+                progress(n_iter, trace[-1])
+                if n_iter >= 2 * window and n_iter % window == 0:
+                    new = np.mean(trace[-window:])
+                    old = np.mean(trace[-2 * window:-window])
+                    if abs(new - old) <= self.tol * abs(new):
+                        converged = True
+                        break
+        except KeyboardInterrupt:
+            average, n_kept = saved
+            trace, n_iter, interrupted = trace[:n_kept], n_kept - 1, True
+            progress.interrupted(n_iter, stacklevel=5)
         for S, la, lb in ((L, average[0], average[1]), (F, average[2], average[3])):
             S.alpha, S.beta = np.exp(la), np.exp(lb)
             S.refresh()
             S.update_prior(self.learn_prior)
-        return trace, n_iter, converged, float(np.mean(trace[-min(window, len(trace) - 1):]))
-
-    def _report(self, it, value):
-        if self.verbose and it % int(self.verbose) == 0:
-            print(f"HierarchicalPMF {self.solver} iteration {it}: ELBO {value:.6g}")
+        lower_bound = float(np.mean(trace[-max(min(window, len(trace) - 1), 1):]))
+        return trace, n_iter, converged, lower_bound, interrupted
 
     # -- new rows ----------------------------------------------------------------------------
 
@@ -751,7 +789,7 @@ class HierarchicalPMF(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative counts.
 
         Returns
@@ -764,28 +802,6 @@ class HierarchicalPMF(
         _, alpha, beta, _ = self._regress_rows(X)
         return alpha / beta
 
-    def inverse_transform(self, X):
-        """Posterior mean of the Poisson rates from loadings.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_components)
-            Loadings, for example from :meth:`transform`.
-
-        Returns
-        -------
-        X_original : ndarray of shape (n_samples, n_features)
-            ``X @ components_``, the posterior mean of L F' for independent q(L), q(F).
-        """
-        check_is_fitted(self)
-        W = check_array(X, dtype=np.float64)
-        if W.shape[1] != self.components_.shape[0]:
-            raise ValueError(
-                f"X must have n_components={self.components_.shape[0]} columns; got "
-                f"{W.shape[1]}. Pass the output of transform."
-            )
-        return W @ self.components_
-
     def score(self, X, y=None):
         """Average per-row ELBO of X, with the factors and priors fixed.
 
@@ -795,10 +811,11 @@ class HierarchicalPMF(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative counts.
         y : Ignored
-            Not used, present for API consistency.
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
 
         Returns
         -------
@@ -806,6 +823,7 @@ class HierarchicalPMF(
             The ELBO per sample.
         """
         check_is_fitted(self)
+        check_ignored_y(self, y, X, method="score", advice=_NO_SIDE_INPUT.replace("fit", "score"))
         X = self._validate_counts(X, reset=False)
         counts, alpha, beta, xlogt = self._regress_rows(X)
         L = _Side(alpha, beta, self.prior_loadings_shape_, self.prior_loadings_rate_)

@@ -1,5 +1,6 @@
 """Empirical-Bayes Poisson matrix factorisation with a weighted background (EBPMF-WBG)."""
 
+import copy
 import warnings
 from numbers import Integral, Real
 
@@ -16,10 +17,17 @@ from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from ._base import NonNegativeFactorisationMixin, draw_seeds, effective_n_threads
+from ._base import (
+    NonNegativeFactorisationMixin,
+    check_ignored_y,
+    draw_seeds,
+    effective_n_threads,
+    validate_input,
+)
+from ._progress import Progress
 from ._utils._openmp_helpers import kernel_threads
 from ._ebpm import (
     DEFAULT_GAMMA_GRID,
@@ -37,6 +45,11 @@ __all__ = ["WeightedBackgroundPMF"]
 _N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
 _MAX_TOTAL = 1e150  # largest total count: the updates form products of two count-sized numbers
 _CLAMP = 1e-8  # initial factors are clamped below at this value (as ebpmf.alpha does)
+# What to do instead of passing data as the second positional argument.
+_NO_SIDE_INPUT = (
+    "fit the counts alone, call fit(X); initial factors for init='custom' go by keyword, "
+    "fit(X, W=W0, H=H0)"
+)
 # Scales of the exponential-mixture prior in the model: the factors are normalised by the
 # background (mean about 1), so a fixed geometric grid 2^-20 .. 2^20 covers them.
 _EXP_SCALES = 2.0 ** np.arange(-20, 21)
@@ -173,7 +186,12 @@ class WeightedBackgroundPMF(
     random_state : int, RandomState instance or None, default=None
         Seed of the NMF initialisation (the iterations are deterministic).
     verbose : int, default=0
-        Print the ELBO every ``verbose`` iterations (0: silent).
+        0: silent; 1: a progress line (iteration, ELBO, time elapsed and left) about every
+        tenth of ``max_iter``; 2: a line after every iteration.
+    warm_start : bool, default=False
+        When True and the estimator was fitted before on data of the same shape with the
+        same prior families, ``fit`` continues from the previous fit's posteriors, priors,
+        weights and background (``init``, ``W`` and ``H`` are then not used).
 
     Attributes
     ----------
@@ -187,6 +205,10 @@ class WeightedBackgroundPMF(
     f0_ : ndarray of shape (n_features,)
         Column background scales; a feature without counts in the training data gets its
         empirical-Bayes posterior mean (positive), so that it may be non-zero in new rows.
+    loadings_ : ndarray of shape (n_samples, n_components)
+        The loadings of the training rows on the data scale, ``l0_i E[l_ik]`` (what
+        :meth:`transform` gives for new rows), so that ``loadings_ @ components_`` is the
+        fitted mean of ``X``.
     loadings_mean_, loadings_mean_log_ : ndarray of shape (n_samples, n_components)
         Posterior ``E[l_ik]`` and ``E[log l_ik]`` of the training rows.
     factors_mean_, factors_mean_log_ : ndarray of shape (n_features, n_components)
@@ -202,7 +224,7 @@ class WeightedBackgroundPMF(
     lower_bounds_ : ndarray of shape (``n_iter_``,)
         The ELBO after each iteration.
     n_iter_ : int
-        Number of iterations run.
+        Number of iterations run by the last call to ``fit``.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -243,6 +265,7 @@ class WeightedBackgroundPMF(
         "init": [StrOptions({"nmf", "custom"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -256,6 +279,7 @@ class WeightedBackgroundPMF(
         init="nmf",
         random_state=None,
         verbose=0,
+        warm_start=False,
     ):
         self.n_components = n_components
         self.prior_loadings = prior_loadings
@@ -265,10 +289,11 @@ class WeightedBackgroundPMF(
         self.init = init
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------ helpers
     def _validate_X(self, X, reset):
-        X = validate_data(
+        X = validate_input(
             self,
             X,
             accept_sparse=("csr", "csc", "coo"),
@@ -327,15 +352,17 @@ class WeightedBackgroundPMF(
 
     # ---------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, W=None, H=None):
+    def fit(self, X, y=None, *, W=None, H=None):
         """Fit the model to the counts ``X``.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative counts (non-integer values are accepted).
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts (non-integer values are accepted). An AnnData contributes
+            its ``.X``.
         y : Ignored
-            Not used, present for API consistency.
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
         W : array-like of shape (n_samples, n_components), default=None
             Initial loadings, with ``init="custom"``.
         H : array-like of shape (n_components, n_features), default=None
@@ -346,6 +373,7 @@ class WeightedBackgroundPMF(
         self : object
             The fitted estimator.
         """
+        check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
         X = self._validate_X(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
         with threadpool_limits(limits=1, user_api="blas"):
@@ -366,55 +394,67 @@ class WeightedBackgroundPMF(
         x_cols = np.asarray(X.sum(axis=0)).ravel()
         const = float(np.sum(gammaln(X.data + 1.0)))
 
-        # Initialisation (the scaled factors and background of the reference implementation).
-        L, F = self._initial_factors(X, W, H, rng)
-        L = np.maximum(L, _CLAMP)
-        F = np.maximum(F, _CLAMP)
-        l0 = L.mean(axis=1)
-        f0 = F.mean(axis=1)
-        El = L / l0[:, None]
-        Ef = F / f0[:, None]
-        Elogl = np.log(El)
-        Elogf = np.log(Ef)
-        w = np.ones(K)
-        gL = _initial_prior(self.prior_loadings, K)
-        gF = _initial_prior(self.prior_factors, K)
-        kl_L = np.zeros(K)
-        kl_F = np.zeros(K)
+        state = self._warm_state(n, p)
+        if state is None:
+            # Initialisation (the scaled factors and background of the reference
+            # implementation).
+            L, F = self._initial_factors(X, W, H, rng)
+            L = np.maximum(L, _CLAMP)
+            F = np.maximum(F, _CLAMP)
+            l0 = L.mean(axis=1)
+            f0 = F.mean(axis=1)
+            El = L / l0[:, None]
+            Ef = F / f0[:, None]
+            state = (np.ones(K), l0, f0, El, Ef, np.log(El), np.log(Ef),
+                     _initial_prior(self.prior_loadings, K),
+                     _initial_prior(self.prior_factors, K), np.zeros(K), np.zeros(K))
+        w, l0, f0, El, Ef, Elogl, Elogf, gL, gF, kl_L, kl_F = state
 
         elbos = []
-        converged = False
-        for it in range(self.max_iter):
-            for k in range(K):
-                # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
-                lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
-                lv = np.ascontiguousarray(Elogf)
-                y_rows, y_cols = sweeper.expected_counts(lu, lv, k)
-                # q_L,k and g_L,k (eq. 3.13).
-                s = np.dot(f0, Ef[:, k]) * w[k] * l0
-                res = _solve(y_rows, s, self.prior_loadings, _prior_k(gL, k))
-                El[:, k], Elogl[:, k], kl_L[k] = res.mean, res.mean_log, res.kl
-                gL = _store(gL, k, res, K)
-                # q_F,k and g_F,k with the new loadings (eq. 3.14).
-                s = np.dot(l0, El[:, k]) * w[k] * f0
-                res = _solve(y_cols, s, self.prior_factors, _prior_k(gF, k))
-                Ef[:, k], Elogf[:, k], kl_F[k] = res.mean, res.mean_log, res.kl
-                gF = _store(gF, k, res, K)
-                # w_k (Algorithm 3.1, eq. 3.18).
-                den = np.dot(l0, El[:, k]) * np.dot(f0, Ef[:, k])
-                w[k] = y_rows.sum() / den if den > 0 else 0.0
-            # Background with the current w (eqs. 3.16-3.17).
-            l0 = _safe_divide(x_rows, El @ (w * (f0 @ Ef)))
-            f0 = _safe_divide(x_cols, Ef @ (w * (l0 @ El)))
-            elbo = self._elbo(sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf)
-            elbo -= kl_L.sum() + kl_F.sum()
-            elbos.append(elbo)
-            if self.verbose and (it + 1) % self.verbose == 0:
-                print(f"[WeightedBackgroundPMF] iteration {it + 1}: ELBO {elbo:.6f}")
-            if it > 0 and abs(elbo - elbos[-2]) <= self.tol * abs(elbos[-2]):
-                converged = True
-                break
-        if not converged and self.tol > 0:
+        converged = interrupted = False
+        progress = Progress(self, self.max_iter, objective="ELBO")
+        saved = None  # the state after the last complete iteration, with its trace
+        try:
+            for it in range(self.max_iter):
+                for k in range(K):
+                    # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
+                    lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
+                    lv = np.ascontiguousarray(Elogf)
+                    y_rows, y_cols = sweeper.expected_counts(lu, lv, k)
+                    # q_L,k and g_L,k (eq. 3.13).
+                    s = np.dot(f0, Ef[:, k]) * w[k] * l0
+                    res = _solve(y_rows, s, self.prior_loadings, _prior_k(gL, k))
+                    El[:, k], Elogl[:, k], kl_L[k] = res.mean, res.mean_log, res.kl
+                    gL = _store(gL, k, res, K)
+                    # q_F,k and g_F,k with the new loadings (eq. 3.14).
+                    s = np.dot(l0, El[:, k]) * w[k] * f0
+                    res = _solve(y_cols, s, self.prior_factors, _prior_k(gF, k))
+                    Ef[:, k], Elogf[:, k], kl_F[k] = res.mean, res.mean_log, res.kl
+                    gF = _store(gF, k, res, K)
+                    # w_k (Algorithm 3.1, eq. 3.18).
+                    den = np.dot(l0, El[:, k]) * np.dot(f0, Ef[:, k])
+                    w[k] = y_rows.sum() / den if den > 0 else 0.0
+                # Background with the current w (eqs. 3.16-3.17).
+                l0 = _safe_divide(x_rows, El @ (w * (f0 @ Ef)))
+                f0 = _safe_divide(x_cols, Ef @ (w * (l0 @ El)))
+                elbo = self._elbo(sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl,
+                                  Elogf)
+                elbo -= kl_L.sum() + kl_F.sum()
+                elbos.append(elbo)
+                saved = (copy.deepcopy((w, l0, f0, El, Ef, Elogl, Elogf, gL, gF, kl_L, kl_F)),
+                         len(elbos))
+                progress(it + 1, elbo)
+                if it > 0 and abs(elbo - elbos[-2]) <= self.tol * abs(elbos[-2]):
+                    converged = True
+                    break
+        except KeyboardInterrupt:
+            if saved is None:
+                raise  # nothing complete: the estimator is left as it was
+            (w, l0, f0, El, Ef, Elogl, Elogf, gL, gF, kl_L, kl_F), n_kept = saved
+            del elbos[n_kept:]
+            interrupted = True
+            progress.interrupted(n_kept, stacklevel=5)
+        if not converged and not interrupted and self.tol > 0:
             warnings.warn(
                 f"WeightedBackgroundPMF stopped at max_iter={self.max_iter} before the relative "
                 f"ELBO gain fell below tol={self.tol}; increase max_iter.",
@@ -431,6 +471,7 @@ class WeightedBackgroundPMF(
         self.w_ = w
         self.l0_ = l0
         self.f0_ = f0
+        self.loadings_ = l0[:, None] * El
         self.loadings_mean_ = El
         self.loadings_mean_log_ = Elogl
         self.factors_mean_ = Ef
@@ -444,7 +485,26 @@ class WeightedBackgroundPMF(
         self.lower_bound_ = float(elbos[-1])
         self.n_iter_ = len(elbos)
         self.components_ = (w[:, None] * (f0[:, None] * Ef).T).copy()
+        self._fit_families = (self.prior_loadings, self.prior_factors)
         return self
+
+    def _warm_state(self, n, p):
+        """Copies of the previous fit's state to continue from, or None to start anew."""
+        if not (
+            self.warm_start
+            and hasattr(self, "components_")
+            and self.loadings_mean_.shape == (n, self.n_components)
+            and self.factors_mean_.shape == (p, self.n_components)
+            and getattr(self, "_fit_families", None) == (self.prior_loadings, self.prior_factors)
+        ):
+            return None
+        keys = ("pi0", "weights", "shape", "rate")
+        return copy.deepcopy((
+            self.w_, self.l0_, self.f0_, self.loadings_mean_, self.factors_mean_,
+            self.loadings_mean_log_, self.factors_mean_log_,
+            tuple(self.prior_loadings_[k] for k in keys),
+            tuple(self.prior_factors_[k] for k in keys), self.kl_loadings_, self.kl_factors_,
+        ))
 
     @staticmethod
     def _elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf):
@@ -509,14 +569,14 @@ class WeightedBackgroundPMF(
         return sweeper, x_rows, l0, El, Elogl, kl
 
     def transform(self, X):
-        """Loadings of new rows on the data scale, with the features held fixed.
+        """Fit the loadings of new rows on the data scale, with the features held fixed.
 
         Each row's ``l0_i`` and ``q(l_i)`` are fitted under the learned priors ``g_L`` with
         ``f0``, ``q_F`` and ``w`` fixed; rows are independent of each other.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative counts.
 
         Returns
@@ -538,10 +598,11 @@ class WeightedBackgroundPMF(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative counts.
         y : Ignored
-            Not used, present for API consistency.
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
 
         Returns
         -------
@@ -549,6 +610,7 @@ class WeightedBackgroundPMF(
             ELBO per sample (higher is better).
         """
         check_is_fitted(self)
+        check_ignored_y(self, y, X, method="score", advice="score the counts alone, call score(X)")
         X = self._validate_X(X, reset=False)
         sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(X)
         x_cols = np.asarray(X.sum(axis=0)).ravel()

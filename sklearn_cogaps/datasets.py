@@ -3,7 +3,7 @@
 import numpy as np
 from sklearn.utils import check_random_state
 
-__all__ = ["make_patterns", "make_background_counts"]
+__all__ = ["make_patterns", "make_background_counts", "make_single_cell"]
 
 
 def make_patterns(
@@ -164,3 +164,87 @@ def make_background_counts(
     mean = np.outer(l0, f0) * ((weight * L) @ F.T)
     X = sparse.csr_matrix(rng.poisson(mean).astype(np.float64))
     return X, L, F, l0, f0
+
+
+def make_single_cell(
+    n_samples=500,
+    n_features=200,
+    n_components=4,
+    *,
+    depth=1.0,
+    background=0.02,
+    random_state=None,
+):
+    """Simulate sparse single-cell-like counts made of gene programs.
+
+    Every cell (sample) belongs to one of ``n_components`` cell types and runs its type's
+    gene program at an activity drawn from U(0.5, 1); with probability 0.2 it also runs each
+    other program at a low activity, U(0, 0.3). Every gene (feature) is a marker of one
+    program, with a Gamma(2, scale 2) amplitude, and has a small ``background`` amplitude in
+    the others. The counts are ``Poisson(depth_i * (W @ H))`` with a per-cell depth
+    ``depth * LogNormal(0, 0.3)`` (folded into the returned ``W``), so most entries are zero
+    (about ``1 - 1/n_components`` of them, and more at low ``depth``).
+
+    Parameters
+    ----------
+    n_samples : int, default=500
+        Number of cells.
+    n_features : int, default=200
+        Number of genes.
+    n_components : int, default=4
+        Number of programs (and cell types).
+    depth : float, default=1.0
+        Mean scale of the counts.
+    background : float, default=0.02
+        Amplitude of a gene in the programs it is not a marker of.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the simulation.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_samples, n_features)
+        The counts (float64).
+    W : ndarray of shape (n_samples, n_components)
+        The true activity of each program in each cell, depth included.
+    H : ndarray of shape (n_components, n_features)
+        The true programs.
+
+    Examples
+    --------
+    >>> from sklearn_cogaps.datasets import make_single_cell
+    >>> X, W, H = make_single_cell(100, 40, 3, random_state=0)
+    >>> X.shape, W.shape, H.shape
+    ((100, 40), (100, 3), (3, 40))
+    """
+    from scipy import sparse
+
+    if n_components < 1 or n_samples < 1 or n_features < 1:
+        raise ValueError(
+            "n_samples, n_features and n_components must be positive; got "
+            f"{n_samples}, {n_features}, {n_components}."
+        )
+    if depth <= 0 or background < 0:
+        raise ValueError(
+            f"depth must be positive and background non-negative; got {depth} and {background}."
+        )
+    rng = check_random_state(random_state)
+    cell_type = rng.randint(n_components, size=n_samples)
+    W = rng.uniform(0.0, 0.3, (n_samples, n_components)) * (
+        rng.random_sample((n_samples, n_components)) < 0.2
+    )
+    W[np.arange(n_samples), cell_type] = rng.uniform(0.5, 1.0, n_samples)
+    W *= depth * rng.lognormal(0.0, 0.3, n_samples)[:, None]
+    program = rng.randint(n_components, size=n_features)
+    H = np.full((n_components, n_features), float(background))
+    H[program, np.arange(n_features)] = rng.gamma(2.0, 2.0, n_features)
+    # row blocks: the dense mean of a large atlas is never held whole (the draws are the
+    # same as in one call, which fills its output in row order)
+    block = max(1, 2**22 // n_features)
+    X = sparse.vstack(
+        [
+            sparse.csr_matrix(rng.poisson(W[start : start + block] @ H).astype(np.float64))
+            for start in range(0, n_samples, block)
+        ],
+        format="csr",
+    )
+    return X, W, H

@@ -47,8 +47,8 @@ def _run(capsys, argv):
 
 def _check_npz(path, model, samples=None, features=None):
     with np.load(path) as r:  # no pickles needed
-        assert_array_equal(r["patterns"], model.patterns_)
-        assert_array_equal(r["patterns_std"], model.patterns_std_)
+        assert_array_equal(r["patterns"], model.loadings_)
+        assert_array_equal(r["patterns_std"], model.loadings_std_)
         assert_array_equal(r["amplitudes"], model.components_)
         assert_array_equal(r["amplitudes_std"], model.components_std_)
         assert_array_equal(r["chisq_history"], model.chisq_history_)
@@ -224,8 +224,8 @@ def test_uncertainty_file_threads_and_csv_output(data, tmp_path, capsys):
     patterns = read(tmp_path / "res_patterns.csv")
     assert list(patterns.columns) == ["Pattern_1", "Pattern_2"]
     assert list(patterns.index) == [f"sample_{i}" for i in range(X.shape[0])]
-    assert_array_equal(patterns.to_numpy(), expected.patterns_)
-    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.patterns_std_)
+    assert_array_equal(patterns.to_numpy(), expected.loadings_)
+    assert_array_equal(read(tmp_path / "res_patterns_std.csv").to_numpy(), expected.loadings_std_)
     amplitudes = read(tmp_path / "res_amplitudes.csv")
     assert_array_equal(amplitudes.to_numpy(), expected.components_.T)
     assert_array_equal(
@@ -300,3 +300,160 @@ def test_python_dash_m_runs_the_command_line(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "usage: sklearn-cogaps" in done.stdout and "--n-components" in done.stdout
+
+
+def _interrupt_at(monkeypatch, call):
+    """Make the sampler raise KeyboardInterrupt at its `call`-th iteration, as Ctrl-C does."""
+    from sklearn_cogaps import _cogaps
+
+    class InterruptedSampler(_cogaps.GibbsSampler):
+        calls = 0
+
+        def iterate(self, tau, n_threads=1):
+            InterruptedSampler.calls += 1
+            if InterruptedSampler.calls == call:
+                raise KeyboardInterrupt
+            return super().iterate(tau, n_threads)
+
+    monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".csv"])
+def test_ctrl_c_during_sampling_exits_130_with_partial_results(
+    data, tmp_path, capsys, monkeypatch, suffix
+):
+    np.save(tmp_path / "x.npy", data[0])
+    _interrupt_at(monkeypatch, 15 + 6)  # 15 calibration and 5 sampling iterations done
+    with pytest.warns(RuntimeWarning, match="interrupted after 20 of 30"):
+        status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / f"r{suffix}"])
+    assert status == 130
+    assert "interrupted; the results are partial" in err
+    assert "INTERRUPTED after 15 of 15 calibration and 5 of 15 sampling iterations" in out
+    assert "partial results, marked as such" in out
+    assert "posterior mean" in out and "mean over the sampling phase" in out
+    if suffix == ".npz":
+        with np.load(tmp_path / "r.npz") as r:
+            assert not bool(r["complete"])
+            assert int(r["n_calibration"]) == 15 and int(r["n_sampling"]) == 5
+            assert r["chisq_history"].shape == (20,)
+    else:
+        import pandas
+
+        info = pandas.read_csv(tmp_path / "r_status.csv", index_col=0)["value"]
+        assert info["status"] == "partial"
+        assert int(info["calibration_iterations"]) == 15 and int(info["sampling_iterations"]) == 5
+        trace = pandas.read_csv(tmp_path / "r_trace.csv")
+        assert list(trace["phase"].value_counts().sort_index()) == [15, 5]
+
+
+def test_ctrl_c_during_calibration_claims_no_sampling_mean(data, tmp_path, capsys, monkeypatch):
+    np.save(tmp_path / "x.npy", data[0])
+    _interrupt_at(monkeypatch, 7)
+    with pytest.warns(RuntimeWarning, match="interrupted after 6 of 30"):
+        status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "r.npz"])
+    assert status == 130
+    assert "mean over the sampling phase" not in out
+    assert not any(line.lstrip().startswith("posterior mean") for line in out.splitlines())
+    assert "sampling phase never started" in out and "  current state" in out
+    assert "INTERRUPTED after 6 of 15 calibration and 0 of 15 sampling" in out
+    with np.load(tmp_path / "r.npz") as r:
+        assert not bool(r["complete"]) and int(r["n_sampling"]) == 0
+
+
+def test_a_complete_run_is_marked_complete(data, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", data[0])
+    status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "r.npz"])
+    assert status == 0 and "INTERRUPTED" not in out and "partial" not in out + err
+    with np.load(tmp_path / "r.npz") as r:
+        assert bool(r["complete"]) and int(r["n_sampling"]) == 15
+
+
+def test_ctrl_c_before_the_fit_exits_130_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    from sklearn_cogaps import _cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cli, "read_matrix", interrupted)
+    np.save(tmp_path / "x.npy", np.ones((4, 3)))
+    status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "r.npz"])
+    assert status == 130
+    assert "interrupted before the fit finished; nothing written" in err
+    assert not (tmp_path / "r.npz").exists()
+
+
+@pytest.fixture
+def h5ad_file(data, tmp_path):
+    anndata = pytest.importorskip("anndata", reason="the .h5ad tests need anndata")
+    import pandas as pd
+
+    X, samples, features = data
+    adata = anndata.AnnData(
+        sparse.csr_matrix(np.zeros_like(X)),
+        obs=pd.DataFrame({"batch": ["a", "b"] * (X.shape[0] // 2)}, index=samples),
+        var=pd.DataFrame(index=features),
+        layers={"expr": X},
+        obsm={"X_other": np.ones((X.shape[0], 2))},
+        uns={"note": "kept"},
+    )
+    path = tmp_path / "cells.h5ad"
+    adata.write_h5ad(path)
+    return path
+
+
+def test_h5ad_reads_only_the_layer_and_is_written_into_a_copy(
+    data, reference, h5ad_file, tmp_path, capsys, monkeypatch
+):
+    import anndata
+    import anndata.io
+
+    X, samples, features = data
+    read = []
+    read_elem = anndata.io.read_elem
+
+    def spy(element):
+        read.append(element.name)
+        return read_elem(element)
+
+    monkeypatch.setattr(anndata.io, "read_elem", spy)
+    out = tmp_path / "with_cogaps.h5ad"
+    status, stdout, err = _run(
+        capsys,
+        [h5ad_file, "--layer", "expr", *FAST, "--output-h5ad", out, "-o", tmp_path / "r.npz"],
+    )
+    assert status == 0, err
+    # only the layer and the names are read: not X, obsm, uns or the annotations
+    assert read == ["/layers/expr", "/obs/_index", "/var/_index"]
+    _check_npz(tmp_path / "r.npz", reference, samples, features)
+    monkeypatch.setattr(anndata.io, "read_elem", read_elem)
+    result = anndata.read_h5ad(out)
+    assert_array_equal(result.obsm["X_cogaps"], reference.loadings_)
+    assert_array_equal(result.obsm["X_cogaps_std"], reference.loadings_std_)
+    assert_array_equal(result.varm["cogaps_components"], reference.components_.T)
+    assert_array_equal(result.varm["cogaps_components_std"], reference.components_std_.T)
+    uns = result.uns["cogaps"]
+    assert_array_equal(uns["chisq_history"], reference.chisq_history_)
+    assert uns["status"] == "complete" and bool(uns["complete"]) and uns["layer"] == "expr"
+    assert uns["params"]["n_components"] == 2 and uns["params"]["max_iter"] == 15
+    # everything the input had is still there; the input itself is unchanged
+    assert_array_equal(result.layers["expr"], X)
+    assert_array_equal(result.obsm["X_other"], 1.0)
+    assert result.uns["note"] == "kept" and list(result.obs["batch"][:2]) == ["a", "b"]
+    assert list(result.obs_names) == list(samples)
+    assert "X_cogaps" not in anndata.read_h5ad(h5ad_file).obsm
+
+
+def test_h5ad_output_errors(data, h5ad_file, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", data[0])
+    cases = [
+        ([tmp_path / "x.npy", "--output-h5ad", tmp_path / "o.h5ad"], "copy of an .h5ad INPUT"),
+        ([h5ad_file, "--transpose", "--output-h5ad", tmp_path / "o.h5ad"], "without --transpose"),
+        ([h5ad_file, "--output-h5ad", tmp_path / "o.npz"], "cannot tell the format"),
+        ([h5ad_file, "--output-h5ad", h5ad_file], "would overwrite the input"),
+        ([h5ad_file, "--layer", "nope"], "has no layer 'nope'"),
+        ([tmp_path / "x.npy", "--layer", "expr"], "--layer needs an .h5ad input"),
+    ]
+    for argv, message in cases:
+        status, _, err = _run(capsys, [*argv, *FAST])
+        assert status == 2, argv
+        assert message in err, (argv, err)

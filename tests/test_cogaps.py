@@ -12,11 +12,19 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from threadpoolctl import threadpool_limits
 
-from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import make_patterns
 
-# CoGAPS's own example and its published result, in ../shared beside the repository
-GIST = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gist"
+# CoGAPS's own example and its published result, in shared/fixtures beside the repository
+# (found from any checkout below the directory that holds shared/)
+GIST = next(
+    (
+        parent / "shared" / "fixtures" / "gist"
+        for parent in Path(__file__).resolve().parents
+        if (parent / "shared" / "fixtures" / "gist").is_dir()
+    ),
+    Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gist",
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +40,7 @@ def fitted(simulated):
 
 def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
     X, W, H = simulated
-    _, corr = match_components(W, fitted.patterns_)
+    _, corr = match_components(W, fitted.loadings_)
     assert np.all(corr > 0.9), corr
     order, corr_h = match_components(H, fitted.components_, axis=0)
     assert np.all(corr_h > 0.9), corr_h
@@ -42,11 +50,11 @@ def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
     # the posterior mean fits about as well as the noise allows (chi-square ~ n entries)
     assert fitted.chisq_ < 2.0 * X.size
     # averaged samples of patterns scaled to maximum 1
-    assert np.all(fitted.patterns_.max(axis=0) <= 1.0 + 1e-12)
-    assert np.all(fitted.patterns_.max(axis=0) > 0.9)
+    assert np.all(fitted.loadings_.max(axis=0) <= 1.0 + 1e-12)
+    assert np.all(fitted.loadings_.max(axis=0) > 0.9)
     assert fitted.n_iter_ == 800
     assert fitted.n_atoms_history_.shape == (800, 2)
-    assert np.all(fitted.components_std_ >= 0) and np.all(fitted.patterns_std_ >= 0)
+    assert np.all(fitted.components_std_ >= 0) and np.all(fitted.loadings_std_ >= 0)
 
 
 def test_same_seed_same_result_and_different_seeds_differ(simulated, fitted):
@@ -74,8 +82,8 @@ def test_transform_of_training_rows_reproduces_the_fitted_patterns(simulated, fi
     X, _, _ = simulated
     W = fitted.transform(X)
     for k in range(3):
-        assert np.corrcoef(W[:, k], fitted.patterns_[:, k])[0, 1] > 0.97
-    rel = np.linalg.norm(W - fitted.patterns_) / np.linalg.norm(fitted.patterns_)
+        assert np.corrcoef(W[:, k], fitted.loadings_[:, k])[0, 1] > 0.97
+    rel = np.linalg.norm(W - fitted.loadings_) / np.linalg.norm(fitted.loadings_)
     assert rel < 0.15
     # row by row: each row's chain is seeded by its content, not its position
     assert_array_equal(fitted.transform(X[[5, 2]]), W[[5, 2]])
@@ -124,10 +132,10 @@ def test_sparse_path_gives_the_posterior_of_the_dense_path():
     X, W = _data_with_true_zeros()
     dense = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(X)
     sparse_fit = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(sparse.csr_matrix(X))
-    _, corr = match_components(dense.patterns_, sparse_fit.patterns_)
+    _, corr = match_components(dense.loadings_, sparse_fit.loadings_)
     assert np.all(corr > 0.99), corr
     assert abs(sparse_fit.chisq_ - dense.chisq_) <= 0.01 * dense.chisq_
-    _, corr_true = match_components(W, sparse_fit.patterns_)
+    _, corr_true = match_components(W, sparse_fit.loadings_)
     assert np.all(corr_true > 0.9), corr_true
     # transform and score accept sparse input, block by block
     assert_allclose(sparse_fit.transform(sparse.csr_matrix(X[:5])), sparse_fit.transform(X[:5]))
@@ -163,7 +171,7 @@ def test_bad_input_is_refused_with_a_clear_message(simulated, change, uncertaint
     "params, match",
     [
         ({"n_components": 0}, "n_components"),
-        ({"alpha_W": -1.0}, "alpha_W"),
+        ({"atom_density_W": -1.0}, "atom_density_W"),
         ({"max_iter": 0}, "max_iter"),
     ],
 )
@@ -186,7 +194,7 @@ def test_reproduces_the_published_gist_result():
     # Over random_state 0-9 the chi-square ranged 4469-4505 (9 of 10 at most 4500; the C++
     # CoGAPS gave 4466-4499 on two seeds); seed 1 gives 4483.
     model = CoGAPS(n_components=3, max_iter=5000, random_state=1).fit(D.to_numpy().T)
-    _, corr = match_components(published_P, model.patterns_)
+    _, corr = match_components(published_P, model.loadings_)
     assert np.all(corr >= 0.98), corr
     assert model.chisq_ <= 4500, model.chisq_
 
@@ -197,9 +205,10 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
     restored = pickle.loads(pickle.dumps(est))
     est.fit(X)
     restored.fit(X)
-    assert est.n_iter_ == restored.n_iter_ == 150
+    assert est.n_iter_ == restored.n_iter_ == 50  # this fit's iterations
+    assert est.chisq_history_.shape == (150,)  # the whole chain
     assert_array_equal(est.components_, restored.components_)
-    assert_array_equal(est.patterns_std_, restored.patterns_std_)
+    assert_array_equal(est.loadings_std_, restored.loadings_std_)
     assert_array_equal(est.chisq_history_, restored.chisq_history_)
     # without warm_start a second fit starts over
     cold = CoGAPS(n_components=3, max_iter=50, random_state=0).fit(X)
@@ -207,7 +216,7 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
 
 
 def test_queue_batches_are_larger_than_one_on_many_rows():
-    from sklearn_cogaps._cogaps_fast import GibbsSampler
+    from sklearn_cogaps._cogaps_sampler import GibbsSampler
 
     X, _, _ = make_patterns(n_samples=50, n_features=1000, n_components=3, random_state=0)
     prec = 1.0 / np.maximum(0.1 * X, 0.1) ** 2
@@ -235,18 +244,18 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(simula
 
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
     X, _, _ = simulated
-    with pytest.warns(RuntimeWarning, match="Interrupted after 30 of 40 iterations"):
+    with pytest.warns(FitInterruptedWarning, match="interrupted after 30 of 40 iterations"):
         est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(X)
     assert est.n_iter_ == 30 and est.chisq_history_.shape == (30,)
     assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
-    # the chain can be continued from where it stopped
+    # the chain can be continued from where it stopped: 20 more iterations in this fit
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler.__mro__[1])
-    assert est.fit(X).n_iter_ == 50
+    assert est.fit(X).n_iter_ == 20 and est.chisq_history_.shape == (50,)
 
 
 def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fitted):
     X, W, H = simulated
-    order, _ = match_components(W, fitted.patterns_)
+    order, _ = match_components(W, fitted.loadings_)
     true_owner = np.argmax(H, axis=0)  # patterns have maximum 1, so amplitudes compare
     markers, ranks, scores = fitted.pattern_markers("all")
     assert sorted(np.concatenate(markers)) == list(range(X.shape[1]))  # a partition
@@ -271,4 +280,319 @@ def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulat
     z_w, z_h = model.z_scores()
     sd = model.components_std_
     assert_allclose(z_h[sd > 0], model.components_[sd > 0] / sd[sd > 0])
-    assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.patterns_.shape
+    assert np.all(z_h[sd == 0] == 0) and z_w.shape == model.loadings_.shape
+
+
+# ---------------------------------------------------------------------------------------
+# Fixed-matrix fits (CoGAPS's fixedPatterns / whichMatrixFixed)
+
+
+def _gist():
+    import pandas as pd
+
+    D = pd.read_csv(GIST / "GIST_matrix.csv", index_col=0).to_numpy()
+    A = pd.read_csv(GIST / "GIST_result_Amean.csv", index_col=0).to_numpy()
+    return D.T, A.T
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse", "uncertainty"])
+def test_fixed_components_recover_the_patterns_and_come_back_unchanged(simulated, kind):
+    X, W, H = simulated
+    kwargs = {"uncertainty": np.maximum(0.1 * X, 0.2)} if kind == "uncertainty" else {}
+    data = sparse.csr_matrix(X) if kind == "sparse" else X
+    H_given = H.copy()
+    est = CoGAPS(n_components=3, max_iter=400, random_state=0).fit(
+        data, fixed_components=H_given, **kwargs
+    )
+    assert_array_equal(H_given, H)  # the caller's matrix is not touched
+    assert_array_equal(est.components_, H)
+    assert est.components_ is not H_given
+    assert_array_equal(est.components_std_, np.zeros_like(H))
+    # nothing is rescaled: the patterns are on the scale of the true ones
+    rel = np.linalg.norm(est.loadings_ - W) / np.linalg.norm(W)
+    assert rel < 0.06, rel
+    assert np.mean(est.loadings_std_ > 0) > 0.9
+    # the amplitudes' domain stays empty, the chi-square trace falls as usual
+    assert np.all(est.n_atoms_history_[:, 1] == 0) and est.n_atoms_history_[-1, 0] > 0
+    assert est.chisq_history_.shape == (800,) and est.chisq_history_[-1] < 0.05 * est.chisq_history_[0]
+    u = kwargs.get("uncertainty", np.maximum(0.1 * X, 0.1))
+    assert_allclose(est.chisq_, np.sum(((X - est.loadings_ @ H) / u) ** 2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_fixed_patterns_recover_the_amplitudes(kind):
+    X, W = _data_with_true_zeros()
+    _, _, H = make_patterns(n_samples=40, n_features=300, n_components=3, random_state=0)
+    data = sparse.csr_matrix(X) if kind == "sparse" else X
+    est = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(data, fixed_patterns=W)
+    assert_array_equal(est.loadings_, W)
+    assert_array_equal(est.loadings_std_, np.zeros_like(W))
+    assert np.all(est.n_atoms_history_[:, 0] == 0)
+    # relative error of the amplitudes, where the data constrain them
+    rel = np.linalg.norm(est.components_ - H) / np.linalg.norm(H)
+    assert rel < 0.1, rel
+    for k in range(3):
+        assert np.corrcoef(est.components_[k], H[k])[0, 1] > 0.98
+
+
+def test_dense_and_sparse_fixed_fits_sample_the_same_posterior():
+    X, W = _data_with_true_zeros()
+    est = CoGAPS(n_components=3, max_iter=150, random_state=0)
+    dense = est.fit(X, fixed_patterns=W).components_
+    from_sparse = est.fit(sparse.csr_matrix(X), fixed_patterns=W).components_
+    for k in range(3):
+        assert np.corrcoef(dense[k], from_sparse[k])[0, 1] > 0.99
+
+
+def test_fixed_published_amplitudes_on_gist_give_the_peer_chi_square_and_transform_patterns():
+    X, H = _gist()
+    est = CoGAPS(n_components=3, max_iter=2000, random_state=0).fit(X, fixed_components=H)
+    # the C++ CoGAPS's fixed-amplitude run reaches 3788.9; transform 3788.8
+    assert 3788.7 < est.chisq_ < 3789.0, est.chisq_
+    W_transform = est.transform(X)
+    for k in range(3):
+        assert np.corrcoef(est.loadings_[:, k], W_transform[:, k])[0, 1] > 0.9999
+    assert_allclose(est.loadings_, W_transform, atol=5e-3)
+
+
+@pytest.mark.parametrize("fixed", ["fixed_components", "fixed_patterns"])
+@pytest.mark.parametrize("sparse_optimization", [False, True])
+def test_fixed_fits_do_not_depend_on_the_number_of_threads(fixed, sparse_optimization):
+    X, W, H = make_patterns(n_samples=60, n_features=3000, n_components=2, random_state=3)
+    matrix = H if fixed == "fixed_components" else W
+    est = CoGAPS(n_components=2, max_iter=5, random_state=0, sparse_optimization=sparse_optimization)
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads, user_api="openmp"):
+            est.fit(X, **{fixed: matrix})
+            results.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+    for a, b in zip(*results):
+        assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"fixed_components": np.ones((2, 200))}, r"'fixed_components' must have shape .*\(3, 200\)"),
+        ({"fixed_components": np.ones((3, 199))}, r"'fixed_components' must have shape"),
+        ({"fixed_patterns": np.ones((30, 4))}, r"'fixed_patterns' must have shape .*\(30, 3\)"),
+        ({"fixed_patterns": -np.ones((30, 3))}, "'fixed_patterns' must be non-negative"),
+        ({"fixed_components": np.full((3, 200), np.nan)}, "fixed_components contains NaN"),
+        ({"fixed_patterns": np.full((30, 3), np.inf)}, "fixed_patterns contains infinity"),
+        (
+            {"fixed_patterns": np.ones((30, 3)), "fixed_components": np.ones((3, 200))},
+            "at most one of 'fixed_components' and 'fixed_patterns'",
+        ),
+    ],
+)
+def test_bad_fixed_matrices_are_refused_with_a_clear_message(simulated, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CoGAPS(n_components=3, max_iter=5).fit(simulated[0], **kwargs)
+
+
+def test_warm_start_continues_a_fixed_fit_and_refuses_another_fixed_matrix(simulated):
+    X, W, H = simulated
+    est = CoGAPS(n_components=3, max_iter=30, random_state=0, warm_start=True)
+    est.fit(X, fixed_components=H)
+    restored = pickle.loads(pickle.dumps(est))
+    est.fit(X, fixed_components=H)
+    restored.fit(X, fixed_components=H)
+    assert est.n_iter_ == restored.n_iter_ == 30  # this fit's iterations
+    assert est.chisq_history_.shape == (90,)
+    assert_array_equal(est.loadings_, restored.loadings_)
+    assert_array_equal(est.components_, H)
+    with pytest.raises(ValueError, match="fitted with fixed_components; this fit has no fixed"):
+        est.fit(X)
+    with pytest.raises(ValueError, match="fixed_components with other values"):
+        est.fit(X, fixed_components=2 * H)
+    with pytest.raises(ValueError, match="this fit has fixed_patterns"):
+        est.fit(X, fixed_patterns=W)
+    # a new chain is one parameter away
+    assert est.set_params(warm_start=False).fit(X, fixed_patterns=W).n_iter_ == 60
+
+
+@pytest.fixture
+def parallel_everywhere():
+    """Send every batch and every transpose to the parallel path, however small."""
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    previous = _set_parallel_thresholds(min_work=0, min_entries=0)
+    yield
+    _set_parallel_thresholds(*previous)
+
+
+@pytest.mark.parametrize("model", ["dense", "sparse", "fixed"])
+def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywhere):
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    X, W = _data_with_true_zeros(seed=1)
+    data = sparse.csr_matrix(X) if model == "sparse" else X
+    kwargs = {"fixed_patterns": W} if model == "fixed" else {}
+    est = CoGAPS(n_components=3, max_iter=15, random_state=0)
+    runs = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads, user_api="openmp"):
+            est.fit(data, **kwargs)
+            runs.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+    # and the thresholds only choose the path, never the chain
+    previous = _set_parallel_thresholds(min_work=10**12, min_entries=10**12)
+    try:
+        est.fit(data, **kwargs)
+    finally:
+        _set_parallel_thresholds(*previous)
+    runs.append((est.loadings_, est.components_, est.chisq_history_))
+    for run in runs[1:]:
+        for a, b in zip(runs[0], run):
+            assert_array_equal(a, b)
+
+
+def test_parallel_thresholds_are_validated():
+    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+
+    with pytest.raises(ValueError, match="min_work must be a non-negative integer; got -1"):
+        _set_parallel_thresholds(min_work=-1)
+    previous = _set_parallel_thresholds()
+    assert _set_parallel_thresholds(*previous) == previous
+
+
+def test_sparse_transform_uses_the_stored_entries_and_equals_the_dense_model():
+    X, _ = _data_with_true_zeros(seed=2)
+    est = CoGAPS(n_components=3, max_iter=100, random_state=0).fit(X)
+    dense = est.transform(X)
+    # explicit zeros, unsorted indices and a read-only CSR: the caller's matrix is unchanged
+    rows = sparse.csr_matrix(X)
+    rows.data[0] = 0.0
+    X_zeroed = rows.toarray()
+    order = np.arange(rows.indptr[1])[::-1]
+    rows.indices[: rows.indptr[1]] = rows.indices[order]
+    rows.data[: rows.indptr[1]] = rows.data[order]
+    rows.has_sorted_indices = False
+    for a in (rows.data, rows.indices, rows.indptr):
+        a.flags.writeable = False
+    before = (rows.data.copy(), rows.indices.copy(), rows.indptr.copy())
+    from_sparse = est.transform(rows)
+    for a, b in zip(before, (rows.data, rows.indices, rows.indptr)):
+        assert_array_equal(a, b)
+    # the same model and the same per-row seeds: equal up to rounding
+    assert_allclose(from_sparse[1:], dense[1:], rtol=0, atol=1e-9)
+    assert_allclose(from_sparse[:1], est.transform(X_zeroed[:1]), rtol=0, atol=1e-9)
+    # reproducible, and each row's result depends on that row alone
+    assert_array_equal(est.transform(rows), from_sparse)
+    assert_array_equal(est.transform(sparse.csr_matrix(X_zeroed[[7, 3, 12]])), from_sparse[[7, 3, 12]])
+    # an all-zero row under the sparse model: only its prior
+    empty = est.transform(sparse.csr_matrix((2, X.shape[1])))
+    assert empty.shape == (2, 3) and np.all(np.isfinite(empty)) and np.all(empty >= 0)
+    # a model fitted with sparse_optimization transforms dense rows the same way
+    est.set_params(sparse_optimization=True)
+    assert_array_equal(est.transform(X_zeroed[[7, 3, 12]]), from_sparse[[7, 3, 12]])
+
+
+def test_pickle_carries_the_sampler_state_only_with_warm_start(simulated):
+    X, _, _ = simulated
+    cold = CoGAPS(n_components=3, max_iter=30, random_state=0).fit(X)
+    warm = CoGAPS(n_components=3, max_iter=30, random_state=0, warm_start=True).fit(X)
+    assert_array_equal(cold.components_, warm.components_)
+    cold_size, warm_size = len(pickle.dumps(cold)), len(pickle.dumps(warm))
+    # the fitted attributes: two K x n_features and two n_samples x K matrices, two traces
+    attributes = sum(
+        getattr(cold, name).nbytes
+        for name in ("components_", "components_std_", "patterns_", "patterns_std_", "chisq_history_", "n_atoms_history_")
+    )
+    assert cold_size < attributes + 4000
+    assert warm_size > cold_size + 2 * cold.components_.nbytes  # sums and atoms of both matrices
+    # a state that was not kept gives a new chain, not an error
+    assert cold.set_params(warm_start=True).fit(X).n_iter_ == 60
+    assert cold.fit(X).n_iter_ == 90
+
+
+def test_sparse_model_reads_a_canonical_csr_in_place_and_never_changes_the_callers_matrix():
+    X, _ = _data_with_true_zeros()
+    canonical = sparse.csr_matrix(X)
+    messy = sparse.csr_matrix(X)
+    messy.data[:5] = 0.0  # explicit zeros
+    csc = sparse.csc_matrix(messy)
+    reference = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(sparse.csr_matrix(messy.toarray()))
+    for data in (canonical, messy, csc):
+        for a in (data.data, data.indices, data.indptr):
+            a.flags.writeable = False
+        before = [a.copy() for a in (data.data, data.indices, data.indptr)]
+        est = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(data)
+        for a, b in zip(before, (data.data, data.indices, data.indptr)):
+            assert_array_equal(a, b)
+        if data is not canonical:
+            assert_array_equal(est.components_, reference.components_)
+
+
+def _corrupt(state, how):
+    state = dict(state)
+    pos, mass = state["atoms_w"]
+    if how == "negative mass":
+        mass = mass.copy()
+        mass[0] = -1.0
+    elif how == "outside the domain":
+        pos = pos.copy()
+        pos[0] = np.uint64(2**64 - 1)
+    elif how == "shared position":
+        pos = pos.copy()
+        pos[1] = pos[0]
+    elif how == "inconsistent bins":
+        state["W"] = state["W"] * 1.01
+    elif how == "nan sums":
+        sums = list(state["sums"])
+        sums[2] = np.full_like(sums[2], np.nan)
+        state["sums"] = tuple(sums)
+    elif how == "zero generator":
+        state["rng"] = np.zeros(4, dtype=np.uint64)
+    elif how == "missing":
+        del state["atoms_h"]
+    state["atoms_w"] = (pos, mass)
+    return state
+
+
+@pytest.mark.parametrize(
+    "how, match",
+    [
+        ("negative mass", "masses of W must be finite and >= 0"),
+        ("outside the domain", "an atom of W lies outside its domain"),
+        ("shared position", "two atoms of W share a position"),
+        ("inconsistent bins", "atoms of W do not add up to the saved matrix"),
+        ("nan sums", r"sum Ht must be a finite array of shape \(200, 3\)"),
+        ("zero generator", "generator state must be 4 uint64 words"),
+        ("missing", r"missing entries \['atoms_h'\]"),
+    ],
+)
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_a_corrupted_saved_state_is_refused_before_use(simulated, how, match, sparse_input):
+    X, _, _ = simulated
+    data = sparse.csr_matrix(X) if sparse_input else X
+    est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(data)
+    restored = pickle.loads(pickle.dumps(est))
+    restored._sampler_state = _corrupt(restored._sampler_state, how)
+    with pytest.raises(ValueError, match="saved CoGAPS chain state is invalid: .*" + match):
+        restored.fit(data)
+    # the intact state still continues
+    assert est.fit(data).n_iter_ == 60
+
+
+def test_every_failing_row_of_a_parallel_transform_is_reported():
+    from sklearn_cogaps._cogaps_sampler import _check_rows
+
+    _check_rows(np.zeros(5, dtype=np.intc))
+    with pytest.raises(MemoryError, match=r"2 row\(s\) \(first: row 1\)"):
+        _check_rows(np.array([0, -1, 0, -1, 0], dtype=np.intc))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, parallel_everywhere):
+    from sklearn_cogaps._cogaps_sampler import GibbsSampler, sample_fixed_rows
+
+    X = np.ones((20, 50))
+    X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
+    prec = np.full(X.shape, 10.0)
+    sampler = GibbsSampler(X.copy(), prec, np.zeros((20, 2)), np.zeros((50, 2)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
+    with pytest.raises(ValueError, match="likelihood of a proposal is not finite"):
+        for _ in range(20):
+            sampler.iterate(1.0, n_threads)
+    seeds = np.arange(20, dtype=np.uint64)
+    with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) is not finite"):
+        sample_fixed_rows(X, prec, np.ones((50, 2)), 0.01, 0.01, 100.0, 5, seeds, n_threads)

@@ -1,0 +1,183 @@
+"""CoGAPS's distributed mode on a Dask LocalCluster against a plain fit, on a simulated sparse
+single-cell matrix.
+
+The data come from ``sklearn_cogaps.datasets.make_single_cell`` (cells x genes Poisson
+counts of ``--n-components`` gene programs; ``--depth 0.1`` gives about 94% zeros) and are
+written to disk as a sparse .npz first. Each fit then runs in a fresh Python process, so
+that the peak memory (VmHWM) of that process belongs to the fit alone:
+
+* ``plain``: ``CoGAPS(K).fit(X)`` in one process (the sparse-data model, as X is sparse);
+* ``distributed``: ``CoGAPS(K, distributed="single-cell", n_sets=4)`` with joblib's
+  ``dask`` backend on a ``LocalCluster`` of ``--workers`` worker processes with one thread
+  each; the peak memory of the client process and of every worker process is reported.
+
+Both report wall time, CPU time of their own process, and the correlation of each true
+program with its matched fitted one, for the cells (``W``) and for the genes (``H``).
+
+    python benchmarks/bench_cogaps_distributed.py                      # 50000 x 2000, 100 it.
+    python benchmarks/bench_cogaps_distributed.py --n-samples 5000 --n-features 500 --max-iter 20
+
+Needs ``dask[distributed]`` (``pip install "sklearn_cogaps[distributed]"``).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _memory import peak_rss_mb
+
+HERE = Path(__file__).resolve().parent
+
+
+def make_data(args, workdir):
+    from scipy import sparse
+
+    from sklearn_cogaps.datasets import make_single_cell
+
+    X, W, H = make_single_cell(
+        args.n_samples,
+        args.n_features,
+        args.n_components,
+        depth=args.depth,
+        random_state=args.seed,
+    )
+    sparse.save_npz(workdir / "X.npz", X, compressed=False)
+    np.save(workdir / "W.npy", W)
+    np.save(workdir / "H.npy", H)
+    return X
+
+
+def recovery(workdir, model):
+    from sklearn_cogaps import match_components
+
+    W = np.load(workdir / "W.npy")
+    H = np.load(workdir / "H.npy")
+    k = min(W.shape[1], model.loadings_.shape[1])
+    # match the true programs to fitted ones (a distributed fit may have another count)
+    if model.loadings_.shape[1] >= W.shape[1]:
+        _, corr_w = match_components(W, model.loadings_)
+        _, corr_h = match_components(H, model.components_, axis=0)
+    else:
+        _, corr_w = match_components(model.loadings_, W)
+        _, corr_h = match_components(model.components_, H, axis=0)
+    return {"matched": int(k), "corr_W": corr_w.round(3).tolist(), "corr_H": corr_h.round(3).tolist()}
+
+
+def run_one(kind, workdir, args):
+    """One fit in this (fresh) process; prints one JSON line."""
+    from scipy import sparse
+
+    from sklearn_cogaps import CoGAPS
+
+    X = sparse.load_npz(workdir / "X.npz").tocsr()
+    params = dict(n_components=args.n_components, max_iter=args.max_iter, random_state=args.seed)
+    out = {"kind": kind, "data_mb": round((X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**20, 1)}
+    if kind == "plain":
+        cpu, wall = time.process_time(), time.perf_counter()
+        model = CoGAPS(**params).fit(X)
+        out["wall_s"] = round(time.perf_counter() - wall, 2)
+        out["cpu_s"] = round(time.process_time() - cpu, 2)
+        out["peak_mb"] = round(peak_rss_mb(), 1)
+    else:
+        import joblib
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster, Client(cluster) as client:
+            cpu, wall = time.process_time(), time.perf_counter()
+            with joblib.parallel_config(backend="dask"):
+                model = CoGAPS(distributed="single-cell", n_sets=args.n_sets, **params).fit(X)
+            out["wall_s"] = round(time.perf_counter() - wall, 2)
+            out["client_cpu_s"] = round(time.process_time() - cpu, 2)
+            workers = client.run(peak_rss_mb)
+            out["worker_peak_mb"] = [round(v, 1) for v in workers.values()]
+        out["client_peak_mb"] = round(peak_rss_mb(), 1)
+        out["n_components_"] = int(model.n_components_)
+        out["pattern_clusters_"] = model.pattern_clusters_.tolist()
+    out["chisq"] = float(model.chisq_)
+    out.update(recovery(workdir, model))
+    print(json.dumps(out), flush=True)
+
+
+def launch(kind, workdir, args):
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--run", kind, "--workdir", str(workdir)]
+    for name in ("n_samples", "n_features", "n_components", "max_iter", "n_sets", "workers", "seed"):
+        cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    cmd += ["--depth", str(args.depth)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"{kind} fit failed (exit status {done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n-samples", type=int, default=50000)
+    parser.add_argument("--n-features", type=int, default=2000)
+    parser.add_argument("--n-components", type=int, default=5)
+    parser.add_argument("--depth", type=float, default=0.1)
+    parser.add_argument("--max-iter", type=int, default=100, help="iterations of each phase")
+    parser.add_argument("--n-sets", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", choices=["plain", "distributed"])
+    parser.add_argument("--run", choices=["plain", "distributed"], help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run:
+        run_one(args.run, Path(args.workdir), args)
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        start = time.perf_counter()
+        X = make_data(args, workdir)
+        zeros = 1.0 - X.nnz / (X.shape[0] * X.shape[1])
+        print(
+            f"data: {X.shape[0]} cells x {X.shape[1]} genes, {100 * zeros:.1f}% zeros, "
+            f"{X.nnz} non-zeros; K={args.n_components}, {args.max_iter} iterations per phase "
+            f"(made in {time.perf_counter() - start:.1f} s)",
+            flush=True,
+        )
+        kinds = [args.only] if args.only else ["plain", "distributed"]
+        results = [launch(kind, workdir, args) for kind in kinds]
+
+    print()
+    print(f"{'fit':<13} {'wall s':>8} {'CPU s':>8} {'peak MB (client; workers)':<36} "
+          f"{'K':>3}  corr W (min/mean)  corr H (min/mean)")
+    for r in results:
+        if r["kind"] == "plain":
+            mem = f"{r['peak_mb']:.0f}"
+            cpu = f"{r['cpu_s']:8.1f}"
+            k = args.n_components
+        else:
+            mem = f"{r['client_peak_mb']:.0f}; " + ", ".join(f"{v:.0f}" for v in r["worker_peak_mb"])
+            cpu = f"{r['client_cpu_s']:8.1f}"
+            k = r["n_components_"]
+        cw, ch = np.array(r["corr_W"]), np.array(r["corr_H"])
+        name = "plain" if r["kind"] == "plain" else f"dist. {args.n_sets} sets"
+        print(f"{name:<13} {r['wall_s']:8.1f} {cpu} {mem:<36} {k:>3}  "
+              f"{cw.min():.3f} / {cw.mean():.3f}      {ch.min():.3f} / {ch.mean():.3f}")
+    print(f"\nCSR data: {results[0]['data_mb']} MB. The distributed fit's CPU time is the client's "
+          "own (the subsets' CPU time is spent in the workers).")
+    for r in results:
+        if r["kind"] == "distributed":
+            print(f"consensus patterns: {r['n_components_']}; phase-1 pattern clusters: "
+                  f"{r['pattern_clusters_']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""The asynchronous chain (000_f0854fe1e49e50a3, section 2): proposals are drawn one after
+the other from the state at the start of a batch and queued while they are independent of
+every queued proposal; the batch is then evaluated in parallel (each proposal with its own
+stream, touching only its own rows) and its atomic-domain changes applied in order. Batch
+formation is sequential and every evaluation is a function of the batch-start state and the
+proposal's own stream, so the chain is the same for any thread count.
+"""
+
+from cython.parallel cimport prange
+from libc.math cimport fmax
+from libc.stdint cimport uint64_t, int64_t
+from libc.stdlib cimport realloc
+
+from ._utils._rng cimport Rng, rng_spawn, rng_poisson
+from ._utils._atomic_domain cimport AtomicDomain
+from ._cogaps_stats cimport Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, OUT_OF_MEMORY
+from ._cogaps_proposals cimport _choose_kind, _fill, _evaluate, _apply_matrix, _apply_domain
+
+# Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
+# below PARALLEL_MIN_WORK (proposals x cost of one) a batch is evaluated on one thread, and
+# below PARALLEL_MIN_ENTRIES a dense transpose runs on one thread; waking the team would
+# cost more than it saves.
+cdef Py_ssize_t PARALLEL_MIN_WORK = 16384
+cdef Py_ssize_t PARALLEL_MIN_ENTRIES = 262144
+
+
+cdef Py_ssize_t parallel_min_entries() noexcept nogil:
+    return PARALLEL_MIN_ENTRIES
+
+
+def _set_parallel_thresholds(min_work=None, min_entries=None):
+    """Set the work above which batches and transposes run in parallel.
+
+    For tests: 0 sends every batch and every transpose to the parallel path, so that small
+    problems exercise it. The chain does not depend on the thresholds.
+
+    Parameters
+    ----------
+    min_work : int or None, default=None
+        Smallest batch work (proposals times the cost of one) evaluated in parallel; None
+        leaves it unchanged.
+    min_entries : int or None, default=None
+        Smallest residual (entries) transposed in parallel; None leaves it unchanged.
+
+    Returns
+    -------
+    previous : tuple of int
+        The values before the call, ``(min_work, min_entries)``, to restore them.
+    """
+    global PARALLEL_MIN_WORK, PARALLEL_MIN_ENTRIES
+    previous = (PARALLEL_MIN_WORK, PARALLEL_MIN_ENTRIES)
+    for name, value in (("min_work", min_work), ("min_entries", min_entries)):
+        if value is not None and (int(value) != value or value < 0):
+            raise ValueError(f"{name} must be a non-negative integer; got {value!r}.")
+    if min_work is not None:
+        PARALLEL_MIN_WORK = min_work
+    if min_entries is not None:
+        PARALLEL_MIN_ENTRIES = min_entries
+    return previous
+
+
+cdef inline bint _between(uint64_t lo, uint64_t hi, bint wraps, uint64_t pos) noexcept nogil:
+    """Whether ``pos`` lies strictly inside the open interval (lo, hi) of the domain, which
+    wraps around the end when ``wraps``."""
+    if wraps:
+        return pos > lo or pos < hi
+    return lo < pos < hi
+
+
+cdef void _interval(const Half* h, const Proposal* p, uint64_t* lo, uint64_t* hi,
+                    bint* wraps) noexcept nogil:
+    """The stretch of the domain whose atoms a move or an exchange depends on: between the
+    moved atom's neighbours, or between the two exchanged atoms."""
+    cdef AtomicDomain* d = h.dom
+    cdef int64_t left, right
+    wraps[0] = False
+    if p.kind == MOVE:
+        left = d.prev[p.atom1]
+        right = d.next[p.atom1]
+        lo[0] = d.pos[left] if left >= 0 else 0
+        hi[0] = d.pos[right] if right >= 0 else d.length
+    else:
+        lo[0] = d.pos[p.atom1]
+        hi[0] = d.pos[p.atom2]
+        wraps[0] = hi[0] <= lo[0]
+
+
+cdef bint _conflicts(const Half* h, const Proposal* p, const Proposal* batch,
+                     Py_ssize_t nb) noexcept nogil:
+    """Whether proposal ``p`` depends on a queued one (section 2.1 and 2.2)."""
+    cdef AtomicDomain* d = h.dom
+    cdef int64_t stamp = h.batch_id
+    cdef uint64_t lo, hi
+    cdef bint wraps
+    cdef Py_ssize_t b
+    # the same row of the matrix being updated
+    if h.row_mark[p.r1] == stamp or h.row_mark[p.r2] == stamp:
+        return True
+    # an atom taking part in a queued proposal
+    if p.atom1 >= 0 and h.atom_mark[p.atom1] == stamp:
+        return True
+    if p.atom2 >= 0 and h.atom_mark[p.atom2] == stamp:
+        return True
+    if p.kind == MOVE:
+        if d.prev[p.atom1] >= 0 and h.atom_mark[d.prev[p.atom1]] == stamp:
+            return True
+        if d.next[p.atom1] >= 0 and h.atom_mark[d.next[p.atom1]] == stamp:
+            return True
+    if p.kind == BIRTH:
+        # a birth inside the stretch a queued move or exchange depends on
+        for b in range(nb):
+            if batch[b].kind == MOVE or batch[b].kind == EXCHANGE:
+                _interval(h, &batch[b], &lo, &hi, &wraps)
+                if _between(lo, hi, wraps, p.pos):
+                    return True
+            elif batch[b].kind == BIRTH and batch[b].pos == p.pos:
+                return True
+    elif p.kind == MOVE or p.kind == EXCHANGE:
+        _interval(h, p, &lo, &hi, &wraps)
+        for b in range(nb):
+            if batch[b].kind == BIRTH and _between(lo, hi, wraps, batch[b].pos):
+                return True
+    return False
+
+
+cdef void _mark(Half* h, const Proposal* p) noexcept nogil:
+    cdef AtomicDomain* d = h.dom
+    cdef int64_t stamp = h.batch_id
+    h.row_mark[p.r1] = stamp
+    h.row_mark[p.r2] = stamp
+    if p.atom1 >= 0:
+        h.atom_mark[p.atom1] = stamp
+    if p.atom2 >= 0:
+        h.atom_mark[p.atom2] = stamp
+    if p.kind == MOVE:
+        if d.prev[p.atom1] >= 0:
+            h.atom_mark[d.prev[p.atom1]] = stamp
+        if d.next[p.atom1] >= 0:
+            h.atom_mark[d.next[p.atom1]] = stamp
+
+
+cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
+                            Py_ssize_t max_size) noexcept nogil:
+    """Queue proposals until the first conflict or ``max_size``; returns the batch size
+    (>= 1: the first proposal of a batch cannot conflict).
+
+    The proposal that conflicts is not thrown away: the master generator is put back to
+    where it was before that proposal, so the next batch makes it again, with the same
+    random numbers, from the updated state. Discarding it instead would bias the chain:
+    an undecided birth/death draw u lies between the death probabilities of the two ends
+    of the count range, and re-using it against the exact count gives death with exactly
+    the sequential probability, while a fresh draw would favour births; likewise atoms of
+    rows already in the batch would be chosen less often than the others."""
+    cdef Py_ssize_t nb = 0
+    cdef int64_t n = h.dom.n_atoms, births = 0, deaths = 0
+    cdef int kind
+    cdef Proposal* p
+    cdef Rng before
+    h.batch_id += 1
+    while nb < max_size:
+        p = &batch[nb]
+        before = master[0]
+        # after the queue, the count lies in [n - deaths, n + births] (section 2.3)
+        kind = _choose_kind(h, master, n - deaths, n + births)
+        if kind < 0:
+            master[0] = before
+            break
+        p.kind = kind
+        _fill(h, master, p)
+        if _conflicts(h, p, batch, nb):
+            master[0] = before
+            break
+        _mark(h, p)
+        rng_spawn(master, &p.rng)
+        if kind == BIRTH:
+            births += 1
+        elif kind == DEATH:
+            deaths += 1
+        nb += 1
+    return nb
+
+
+cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
+                          int n_threads) noexcept nogil:
+    """Poisson(max(n_atoms, 10)) updates of one matrix through the proposal queue.
+
+    Returns the number of updates, or -1 when memory ran out.
+    """
+    cdef int64_t done = 0, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
+    cdef Py_ssize_t nb, b
+    cdef int threads, status
+    while done < n_prop:
+        if _ensure_atom_marks(h) != 0:
+            return OUT_OF_MEMORY
+        nb = _fill_batch(h, master, batch, min(<int64_t>MAX_BATCH, n_prop - done))
+        threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
+        if threads > 1:
+            for b in prange(nb, schedule='static', num_threads=threads):
+                _evaluate(h, &batch[b], tau)
+                _apply_matrix(h, &batch[b])
+        else:
+            for b in range(nb):
+                _evaluate(h, &batch[b], tau)
+                _apply_matrix(h, &batch[b])
+        for b in range(nb):
+            # in proposal order, after the parallel region: any failing proposal of the
+            # batch is seen here, whichever thread evaluated it
+            status = _apply_domain(h, &batch[b])
+            if status != 0:
+                return status
+        done += nb
+        h.n_batches += 1
+        h.n_queued += nb
+    return n_prop
+
+
+cdef int _ensure_atom_marks(Half* h) noexcept nogil:
+    """Room in ``atom_mark`` for every atom id the domain has handed out."""
+    cdef int64_t size = h.dom.capacity, i
+    cdef int64_t* grown
+    if h.atom_mark_size >= size:
+        return 0
+    grown = <int64_t*>realloc(h.atom_mark, size * sizeof(int64_t))
+    if grown == NULL:
+        return -1
+    for i in range(h.atom_mark_size, size):
+        grown[i] = 0
+    h.atom_mark = grown
+    h.atom_mark_size = size
+    return 0
+

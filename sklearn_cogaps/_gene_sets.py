@@ -1,0 +1,317 @@
+"""Gene-set statistics of a CoGAPS fit: the R package's permutation test of a set's mean
+z-score per pattern (``calcCoGAPSStat``) and the over-representation of each pattern's markers
+in given gene sets (``getPatternGeneSet(method="overrepresentation")``)."""
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ._markers import pattern_markers
+
+__all__ = ["gene_set_statistic", "marker_overrepresentation"]
+
+# Bound on the size of one block of permutation draws (n_draws x set size), to keep the
+# memory of the vectorised test small whatever the set sizes.
+_DRAW_BLOCK = 2**22
+
+
+def _feature_index(gene_sets, n_features, feature_names):
+    """Each set as sorted unique column indices, with the set names.
+
+    Members are feature names when ``feature_names`` is given (names not among the features
+    are ignored, as in the R package), else integer column indices.
+    """
+    if isinstance(gene_sets, dict):
+        names = [str(name) for name in gene_sets]
+        sets = list(gene_sets.values())
+    else:
+        sets = list(gene_sets)
+        names = [f"set{i}" for i in range(len(sets))]
+    if not sets:
+        raise ValueError("gene_sets is empty; pass a dict of name -> members with at least one set.")
+    lookup = None
+    if feature_names is not None:
+        feature_names = np.asarray(feature_names, dtype=object)
+        if feature_names.shape != (n_features,):
+            raise ValueError(
+                f"feature_names must have one name per feature ({n_features}); got shape "
+                f"{feature_names.shape}."
+            )
+        lookup = {name: j for j, name in enumerate(feature_names)}
+    index = []
+    for name, members in zip(names, sets):
+        if isinstance(members, str):
+            raise ValueError(
+                f"Gene set {name!r} is a single string; pass a list of its members."
+            )
+        members = list(members)
+        if lookup is not None:
+            cols = [lookup[m] for m in members if m in lookup]
+        else:
+            if not all(isinstance(m, Integral) for m in members):
+                raise ValueError(
+                    f"Gene set {name!r} has members that are not integer column indices; "
+                    "pass feature_names to refer to features by name."
+                )
+            cols = [int(m) for m in members]
+            bad = [c for c in cols if not 0 <= c < n_features]
+            if bad:
+                raise ValueError(
+                    f"Gene set {name!r} has column indices outside [0, {n_features}): "
+                    f"{bad[:5]}."
+                )
+        cols = np.unique(np.asarray(cols, dtype=np.intp))
+        if cols.size == 0:
+            raise ValueError(
+                f"Gene set {name!r} has no member among the {n_features} features; check "
+                "that its members are spelt as the feature names."
+            )
+        index.append(cols)
+    return names, index
+
+
+def gene_set_statistic(
+    components,
+    components_std,
+    gene_sets,
+    *,
+    feature_names=None,
+    n_permutations=1000,
+    random_state=None,
+):
+    """Permutation test of the mean amplitude z-score of gene sets in each pattern.
+
+    The statistic of the R package's ``calcCoGAPSStat``: the z-score of every feature in
+    every pattern is its posterior mean amplitude over its posterior standard deviation
+    (CoGAPS's ``calcZ`` of ``Amean`` and ``Asd``, which are ``components_.T`` and
+    ``components_std_.T`` here); a set's statistic in a pattern is the mean z-score of its
+    members. The null distribution for a set of ``n`` members is the mean z-score of ``n``
+    features drawn uniformly with replacement, ``n_permutations`` times (one null per set
+    size, shared by the sets of that size).
+
+    Parameters
+    ----------
+    components : array-like of shape (n_components, n_features)
+        Posterior mean amplitudes, ``CoGAPS.components_``.
+    components_std : array-like of shape (n_components, n_features)
+        Their posterior standard deviations, ``CoGAPS.components_std_``. As in the R
+        package, a standard deviation of 0 is replaced by the machine epsilon, so an
+        amplitude that kept one positive value in every sample gets a very large z-score.
+    gene_sets : dict of str to list
+        The gene sets: name -> members, the members being feature names when
+        ``feature_names`` is given, else column indices. Members that are not features are
+        ignored (a set with no member among the features is an error). A list of sets is
+        accepted too; its sets are named ``set0``, ``set1``, ...
+    feature_names : array-like of str of shape (n_features,), default=None
+        Names of the features, for example ``CoGAPS.feature_names_in_``.
+    n_permutations : int, default=1000
+        Number of draws of the null distribution.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the draws.
+
+    Returns
+    -------
+    result : dict
+        With ``n_sets`` gene sets and ``K`` patterns:
+
+        - ``"gene_set"``: ndarray of shape (n_sets,), the set names;
+        - ``"set_size"``: ndarray of shape (n_sets,), members found among the features;
+        - ``"mean_z"``: ndarray of shape (n_sets, K), the statistic;
+        - ``"p_up"``: ndarray of shape (n_sets, K), the fraction of the null at or above the
+          statistic, at least ``1 / n_permutations`` (R: ``GSUpreg``);
+        - ``"p_down"``: ndarray of shape (n_sets, K), the fraction at or below it, at least
+          ``1 / n_permutations`` (R: ``GSDownreg``);
+        - ``"activity"``: ndarray of shape (n_sets, K), ``1 - 2 * p_up`` (R: ``GSActEst``).
+
+        Note that the R package returns these matrices transposed (patterns × sets).
+
+    See Also
+    --------
+    marker_overrepresentation : Over-representation of the pattern markers in gene sets.
+    z_scores : The z-scores the statistic averages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import gene_set_statistic
+    >>> rng = np.random.RandomState(0)
+    >>> H = rng.gamma(1.0, 1.0, (2, 50))
+    >>> H[0, :10] += 20.0
+    >>> result = gene_set_statistic(H, np.ones_like(H), {"planted": range(10)},
+    ...                             random_state=0)
+    >>> result["p_up"].round(3)
+    array([[0.001, 0.35 ]])
+    """
+    mean = np.asarray(components, dtype=np.float64)
+    std = np.array(components_std, dtype=np.float64)
+    if mean.ndim != 2 or std.shape != mean.shape:
+        raise ValueError(
+            "components and components_std must be 2-d arrays of the same shape "
+            f"(n_components, n_features); got {mean.shape} and {std.shape}."
+        )
+    if not isinstance(n_permutations, Integral) or n_permutations < 1:
+        raise ValueError(f"n_permutations must be a positive integer; got {n_permutations!r}.")
+    rng = check_random_state(random_state)
+    std[std == 0] = np.finfo(np.float64).eps
+    # genes x patterns, as CoGAPS's zMatrix
+    z = (mean / std).T
+    n_features, K = z.shape
+    names, index = _feature_index(gene_sets, n_features, feature_names)
+    sizes = np.array([cols.size for cols in index])
+    observed = np.array([z[cols].mean(axis=0) for cols in index]).reshape(len(index), K)
+
+    # one null per set size, in order of first appearance (the draws depend only on the seed
+    # and the sequence of set sizes)
+    nulls = {}
+    for n in sizes:
+        if n in nulls:
+            continue
+        null = np.empty((n_permutations, K))
+        block = max(1, _DRAW_BLOCK // n)
+        for start in range(0, n_permutations, block):
+            stop = min(n_permutations, start + block)
+            draws = rng.randint(0, n_features, size=(stop - start, n))
+            null[start:stop] = z[draws].mean(axis=1)
+        nulls[n] = null
+
+    floor = 1.0 / n_permutations
+    p_up = np.empty_like(observed)
+    p_down = np.empty_like(observed)
+    for s, n in enumerate(sizes):
+        null = nulls[n]
+        # R: 1 - #(null < stat) / n_perm, and 1 - #(null > stat) / n_perm
+        p_up[s] = np.mean(null >= observed[s], axis=0)
+        p_down[s] = np.mean(null <= observed[s], axis=0)
+    p_up = np.maximum(p_up, floor)
+    p_down = np.maximum(p_down, floor)
+    return {
+        "gene_set": np.asarray(names, dtype=object),
+        "set_size": sizes,
+        "mean_z": observed,
+        "p_up": p_up,
+        "p_down": p_down,
+        "activity": 1.0 - 2.0 * p_up,
+    }
+
+
+def _benjamini_hochberg(p):
+    """Benjamini–Hochberg adjusted p-values of a 1-d array (step-up, monotone, at most 1)."""
+    p = np.asarray(p, dtype=np.float64)
+    m = p.size
+    if m == 0:
+        return p.copy()
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return out
+
+
+def marker_overrepresentation(
+    components,
+    patterns,
+    gene_sets,
+    *,
+    feature_names=None,
+    threshold="all",
+):
+    """Over-representation of each pattern's marker features in gene sets.
+
+    The markers of each pattern come from :func:`pattern_markers`; for every pattern and
+    gene set, the overlap of the markers with the set is tested against drawing that many
+    markers at random from all features (one-sided hypergeometric test: the probability of
+    an overlap at least as large). The p-values of each pattern are adjusted over the gene
+    sets by the Benjamini–Hochberg procedure, as the R package's
+    ``getPatternGeneSet(method="overrepresentation")`` does with ``fgsea::fora``.
+
+    Parameters
+    ----------
+    components : array-like of shape (n_components, n_features)
+        Posterior mean amplitudes, ``CoGAPS.components_``.
+    patterns : array-like of shape (n_samples, n_components)
+        Posterior mean patterns, ``CoGAPS.loadings_``.
+    gene_sets : dict of str to list
+        The gene sets: name -> members (feature names when ``feature_names`` is given, else
+        column indices). Members that are not features are ignored. A list of sets is
+        accepted too; its sets are named ``set0``, ``set1``, ...
+    feature_names : array-like of str of shape (n_features,), default=None
+        Names of the features, for example ``CoGAPS.feature_names_in_``.
+    threshold : {"all", "cut"}, default="all"
+        How markers are chosen; see :func:`pattern_markers`.
+
+    Returns
+    -------
+    table : dict of ndarray
+        One entry per (pattern, gene set) pair, patterns first then sets in the given order,
+        each array of length ``n_components * n_sets``:
+
+        - ``"pattern"``: the pattern index;
+        - ``"gene_set"``: the set name;
+        - ``"set_size"``: members of the set among the features;
+        - ``"n_markers"``: markers of the pattern;
+        - ``"overlap"``: markers that are members of the set;
+        - ``"p_value"``: hypergeometric ``P(overlap >= observed)``;
+        - ``"p_adjusted"``: Benjamini–Hochberg over the sets of the same pattern.
+
+        ``pandas.DataFrame(table)`` makes it a data frame.
+
+    See Also
+    --------
+    gene_set_statistic : The permutation test of a set's mean z-score.
+    pattern_markers : The markers tested here.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import marker_overrepresentation
+    >>> H = np.full((2, 40), 0.01)
+    >>> H[0, :20] = 5.0
+    >>> H[1, 20:] = 5.0
+    >>> W = np.eye(2)
+    >>> table = marker_overrepresentation(H, W, {"first": range(20), "second": range(20, 40)})
+    >>> table["overlap"], table["p_adjusted"] < 1e-6
+    (array([20,  0,  0, 20]), array([ True, False, False,  True]))
+    """
+    from scipy.stats import hypergeom
+
+    H = np.asarray(components, dtype=np.float64)
+    W = np.asarray(patterns, dtype=np.float64)
+    if H.ndim != 2 or W.ndim != 2 or W.shape[1] != H.shape[0]:
+        raise ValueError(
+            "components must have shape (n_components, n_features) and patterns "
+            f"(n_samples, n_components); got {H.shape} and {W.shape}."
+        )
+    K, n_features = H.shape
+    names, index = _feature_index(gene_sets, n_features, feature_names)
+    markers, _, _ = pattern_markers(H.T, W, threshold)
+    rows = {key: [] for key in ("pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value")}
+    adjusted = []
+    for k in range(K):
+        is_marker = np.zeros(n_features, dtype=bool)
+        is_marker[markers[k]] = True
+        n_markers = int(is_marker.sum())
+        p_k = []
+        for name, cols in zip(names, index):
+            overlap = int(is_marker[cols].sum())
+            # P(X >= overlap), X ~ Hypergeometric(population, successes = set, draws = markers)
+            p = float(hypergeom.sf(overlap - 1, n_features, cols.size, n_markers))
+            p_k.append(min(max(p, 0.0), 1.0))
+            rows["pattern"].append(k)
+            rows["gene_set"].append(name)
+            rows["set_size"].append(cols.size)
+            rows["n_markers"].append(n_markers)
+            rows["overlap"].append(overlap)
+        rows["p_value"].extend(p_k)
+        adjusted.extend(_benjamini_hochberg(p_k))
+    table = {
+        "pattern": np.asarray(rows["pattern"], dtype=np.intp),
+        "gene_set": np.asarray(rows["gene_set"], dtype=object),
+        "set_size": np.asarray(rows["set_size"], dtype=np.intp),
+        "n_markers": np.asarray(rows["n_markers"], dtype=np.intp),
+        "overlap": np.asarray(rows["overlap"], dtype=np.intp),
+        "p_value": np.asarray(rows["p_value"], dtype=np.float64),
+        "p_adjusted": np.asarray(adjusted, dtype=np.float64),
+    }
+    return table

@@ -1,0 +1,232 @@
+"""Run an estimator on an AnnData object and write its results back, as scanpy's tools do.
+
+An AnnData holds cells × genes, which is scikit-learn's samples × features: the per-sample
+factor goes to ``obsm``, the components (one column per component, a row per gene) to
+``varm`` and the statistics of the fit to ``uns``. Needs the ``anndata`` package:
+``pip install "sklearn_cogaps[anndata]"``.
+"""
+
+import numbers
+
+import numpy as np
+from scipy import sparse
+
+from ._base import load_matrix
+from ._results import sample_factors, trace
+
+__all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
+
+
+def _check_anndata(adata):
+    try:
+        import anndata
+    except ImportError:
+        raise ImportError(
+            "sklearn_cogaps.anndata needs the anndata package, which is not installed: "
+            'pip install "sklearn_cogaps[anndata]" (or pip install anndata).'
+        ) from None
+    if not isinstance(adata, anndata.AnnData):
+        raise TypeError(f"adata must be an anndata.AnnData; got {type(adata).__name__}.")
+
+
+def read_anndata_matrix(adata, layer=None):
+    """The data matrix of an AnnData: ``.X`` or a layer, loaded in memory.
+
+    Parameters
+    ----------
+    adata : anndata.AnnData
+        The data, cells × genes (samples × features). It may be opened ``backed``: the
+        matrix is then read from the file, and nothing else is.
+    layer : str, default=None
+        Name of a layer in ``adata.layers``; None reads ``adata.X``.
+
+    Returns
+    -------
+    X : ndarray or scipy.sparse.csr_matrix of shape (n_obs, n_vars)
+        The matrix; sparse storage stays sparse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import anndata
+    >>> from sklearn_cogaps.anndata import read_anndata_matrix
+    >>> adata = anndata.AnnData(np.ones((3, 2)), layers={"counts": np.zeros((3, 2))})
+    >>> read_anndata_matrix(adata, layer="counts").sum()
+    np.float64(0.0)
+    """
+    _check_anndata(adata)
+    if layer is None:
+        M = adata.X
+        if M is None:
+            raise ValueError("adata.X is empty (None); name a layer with layer=....")
+    else:
+        if layer not in adata.layers:
+            raise KeyError(
+                f"adata has no layer {layer!r}; its layers are {sorted(adata.layers.keys())}."
+            )
+        M = adata.layers[layer]
+    M = load_matrix(M)  # a backed matrix is read from its file
+    if sparse.issparse(M):
+        return sparse.csr_matrix(M)
+    return np.asarray(M)
+
+
+def _storable(value):
+    """A parameter value that an .h5ad file can store: numbers, strings and booleans as they
+    are, anything else (None, a RandomState, an array) as its repr."""
+    if isinstance(value, (bool, np.bool_, str)):
+        return value
+    if isinstance(value, numbers.Number):
+        return value
+    return repr(value)
+
+
+def anndata_results(estimator, key):
+    """The results of a fitted factorisation, as AnnData's ``obsm``, ``varm`` and ``uns``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted :class:`~sklearn_cogaps.CoGAPS`, :class:`~sklearn_cogaps.HierarchicalPMF` or
+        :class:`~sklearn_cogaps.WeightedBackgroundPMF`.
+    key : str
+        Prefix of the names: ``obsm["X_<key>"]``, ``varm["<key>_components"]``,
+        ``uns["<key>"]``.
+
+    Returns
+    -------
+    obsm : dict of str to ndarray of shape (n_obs, n_components)
+        ``X_<key>``, the per-sample factor (CoGAPS's patterns, the Poisson factorisations'
+        loadings), and ``X_<key>_std`` when the estimator has its posterior standard
+        deviation.
+    varm : dict of str to ndarray of shape (n_vars, n_components)
+        ``<key>_components`` (``components_.T``) and ``<key>_components_std`` when the
+        estimator has it.
+    uns : dict
+        ``estimator`` (the class name), ``params`` (the constructor parameters; values an
+        .h5ad cannot store are kept as their repr), ``n_iter``, the per-iteration trace
+        (``chisq_history`` for CoGAPS, ``lower_bounds`` for the others), ``trace_name``, and
+        the final ``chisq`` or ``lower_bound`` when the estimator has them.
+
+    Examples
+    --------
+    >>> from sklearn_cogaps import CoGAPS
+    >>> from sklearn_cogaps.anndata import anndata_results
+    >>> from sklearn_cogaps.datasets import make_patterns
+    >>> X, _, _ = make_patterns(n_samples=10, n_features=20, n_components=2, random_state=0)
+    >>> obsm, varm, uns = anndata_results(
+    ...     CoGAPS(n_components=2, max_iter=20, random_state=0).fit(X), "cogaps")
+    >>> obsm["X_cogaps"].shape, varm["cogaps_components"].shape
+    ((10, 2), (20, 2))
+    """
+    factors = sample_factors(estimator)
+    obsm = {f"X_{key}": np.asarray(factors)}
+    varm = {f"{key}_components": np.ascontiguousarray(np.asarray(estimator.components_).T)}
+    std = getattr(estimator, "loadings_std_", None)
+    if std is not None:
+        obsm[f"X_{key}_std"] = np.asarray(std)
+    std = getattr(estimator, "components_std_", None)
+    if std is not None:
+        varm[f"{key}_components_std"] = np.ascontiguousarray(np.asarray(std).T)
+    values, label, _ = trace(estimator)
+    uns = {
+        "estimator": type(estimator).__name__,
+        "params": {
+            name: _storable(value) for name, value in estimator.get_params(deep=False).items()
+        },
+        "n_iter": int(estimator.n_iter_),
+        "trace_name": label,
+    }
+    if hasattr(estimator, "chisq_history_"):
+        uns["chisq_history"] = values
+    else:
+        uns["lower_bounds"] = values
+    for name in ("chisq_", "lower_bound_"):
+        value = getattr(estimator, name, None)
+        if value is not None:
+            uns[name[:-1]] = float(value)
+    return obsm, varm, uns
+
+
+def fit_anndata(
+    adata, estimator, *, layer=None, key_added=None, copy=False, refit=True, **fit_params
+):
+    """Fit a factorisation estimator to an AnnData and store its results in it.
+
+    The scanpy-style entry point for single-cell data: cells are samples and genes are
+    features, exactly scikit-learn's orientation (R CoGAPS reads the transpose). After the
+    fit, ``adata.obsm["X_<key>"]`` holds the per-cell factor (CoGAPS's patterns),
+    ``adata.varm["<key>_components"]`` the per-gene amplitudes (``components_.T``) and
+    ``adata.uns["<key>"]`` the statistics of the fit (see :func:`anndata_results`).
+
+    Parameters
+    ----------
+    adata : anndata.AnnData
+        Cells × genes. ``.X`` or the layer may be dense or sparse.
+    estimator : estimator
+        An unfitted (or, with ``refit=False``, fitted) :class:`~sklearn_cogaps.CoGAPS`,
+        :class:`~sklearn_cogaps.HierarchicalPMF` or
+        :class:`~sklearn_cogaps.WeightedBackgroundPMF`. It is fitted in place.
+    layer : str, default=None
+        Fit ``adata.layers[layer]`` instead of ``adata.X`` (for example raw ``"counts"``
+        for the Poisson factorisations).
+    key_added : str, default=None
+        Prefix of the stored names; the estimator's class name in lower case (``"cogaps"``,
+        ``"hierarchicalpmf"``, ...) by default.
+    copy : bool, default=False
+        Store the results in a copy of ``adata`` and return it, leaving ``adata`` alone.
+    refit : bool, default=True
+        Fit the estimator; False stores the results of an estimator already fitted to this
+        matrix (its number of samples and features must match).
+    **fit_params
+        Passed to ``estimator.fit``, for example ``uncertainty=adata.layers["sigma"]`` for
+        CoGAPS.
+
+    Returns
+    -------
+    adata : anndata.AnnData or None
+        The copy with the results when ``copy=True``, else None (``adata`` is updated).
+
+    Examples
+    --------
+    >>> import anndata
+    >>> from sklearn_cogaps import CoGAPS
+    >>> from sklearn_cogaps.anndata import fit_anndata
+    >>> from sklearn_cogaps.datasets import make_patterns
+    >>> X, _, _ = make_patterns(n_samples=10, n_features=20, n_components=2, random_state=0)
+    >>> adata = anndata.AnnData(X)
+    >>> model = CoGAPS(n_components=2, max_iter=20, random_state=0)
+    >>> fit_anndata(adata, model)
+    >>> adata.obsm["X_cogaps"].shape, adata.varm["cogaps_components"].shape
+    ((10, 2), (20, 2))
+    >>> adata.uns["cogaps"]["n_iter"]
+    40
+    """
+    _check_anndata(adata)
+    if not hasattr(estimator, "fit"):
+        raise TypeError(f"estimator must be a scikit-learn estimator; got {estimator!r}.")
+    if not hasattr(estimator, "transform"):
+        raise TypeError(
+            f"{type(estimator).__name__} is not a factorisation (it has no transform); "
+            "fit_anndata stores per-cell factors and per-gene components."
+        )
+    key = type(estimator).__name__.lower() if key_added is None else str(key_added)
+    X = read_anndata_matrix(adata, layer)
+    if refit:
+        estimator.fit(X, **fit_params)
+    factors = sample_factors(estimator)
+    if factors.shape[0] != adata.n_obs or estimator.components_.shape[1] != adata.n_vars:
+        raise ValueError(
+            f"the estimator was fitted to {factors.shape[0]} samples x "
+            f"{estimator.components_.shape[1]} features; adata has {adata.n_obs} x "
+            f"{adata.n_vars}. Use refit=True."
+        )
+    obsm, varm, uns = anndata_results(estimator, key)
+    target = adata.copy() if copy else adata
+    for name, value in obsm.items():
+        target.obsm[name] = value
+    for name, value in varm.items():
+        target.varm[name] = value
+    target.uns[key] = uns
+    return target if copy else None
+

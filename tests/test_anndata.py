@@ -1,0 +1,136 @@
+"""fit_anndata: an estimator run on a real AnnData, its results written back as scanpy does."""
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+
+anndata = pytest.importorskip("anndata", reason="the AnnData helper needs anndata")
+import pandas as pd  # noqa: E402  (a dependency of anndata)
+
+from sklearn_cogaps import (  # noqa: E402
+    CoGAPS,
+    ExtremeDeconvolution,
+    HierarchicalPMF,
+    WeightedBackgroundPMF,
+)
+from sklearn_cogaps.anndata import fit_anndata, read_anndata_matrix  # noqa: E402
+from sklearn_cogaps.datasets import make_patterns  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def expression():
+    X, _, _ = make_patterns(n_samples=20, n_features=30, n_components=2, random_state=0)
+    return X
+
+
+def _adata(X, **kwargs):
+    return anndata.AnnData(
+        X,
+        obs=pd.DataFrame(index=[f"cell{i}" for i in range(X.shape[0])]),
+        var=pd.DataFrame(index=[f"gene{j}" for j in range(X.shape[1])]),
+        **kwargs,
+    )
+
+
+def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
+    adata = _adata(expression)
+    model = CoGAPS(n_components=2, max_iter=30, random_state=0)
+    assert fit_anndata(adata, model) is None
+    expected = CoGAPS(n_components=2, max_iter=30, random_state=0).fit(expression)
+    assert_array_equal(adata.obsm["X_cogaps"], expected.loadings_)
+    assert_array_equal(adata.obsm["X_cogaps_std"], expected.loadings_std_)
+    assert_array_equal(adata.varm["cogaps_components"], expected.components_.T)
+    assert_array_equal(adata.varm["cogaps_components_std"], expected.components_std_.T)
+    uns = adata.uns["cogaps"]
+    assert uns["estimator"] == "CoGAPS" and uns["n_iter"] == 60 and uns["trace_name"] == "chi-square"
+    assert_array_equal(uns["chisq_history"], expected.chisq_history_)
+    assert uns["chisq"] == expected.chisq_
+    assert uns["params"]["n_components"] == 2 and uns["params"]["random_state"] == 0
+    assert_array_equal(model.components_, expected.components_)  # fitted in place
+    # the results survive a round trip through an .h5ad file
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    back = anndata.read_h5ad(tmp_path / "a.h5ad")
+    assert_array_equal(back.obsm["X_cogaps"], expected.loadings_)
+    assert_array_equal(back.uns["cogaps"]["chisq_history"], expected.chisq_history_)
+    assert back.uns["cogaps"]["params"]["sparse_optimization"] == np.False_
+
+
+def test_a_sparse_layer_a_key_and_a_copy(expression):
+    counts = np.round(expression * 3)
+    adata = _adata(np.zeros_like(expression), layers={"counts": sparse.csr_matrix(counts)})
+    model = HierarchicalPMF(n_components=2, max_iter=30, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        out = fit_anndata(adata, model, layer="counts", key_added="hpf", copy=True)
+        expected = HierarchicalPMF(n_components=2, max_iter=30, random_state=0).fit(
+            sparse.csr_matrix(counts)
+        )
+    assert out is not adata and "X_hpf" not in adata.obsm and "hpf" not in adata.uns
+    assert_array_equal(out.obsm["X_hpf"], expected.loadings_)
+    assert_array_equal(out.varm["hpf_components"], expected.components_.T)
+    uns = out.uns["hpf"]
+    assert uns["trace_name"] == "ELBO" and uns["estimator"] == "HierarchicalPMF"
+    assert_array_equal(uns["lower_bounds"], np.asarray(expected.lower_bounds_))
+    assert uns["lower_bound"] == expected.lower_bound_
+    assert "X_hpf_std" not in out.obsm  # no posterior standard deviation to store
+
+
+def test_weighted_background_and_fit_params(expression):
+    counts = np.round(expression * 3)
+    adata = _adata(counts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit_anndata(adata, WeightedBackgroundPMF(n_components=2, max_iter=10, random_state=0))
+    key = "weightedbackgroundpmf"
+    assert adata.obsm[f"X_{key}"].shape == (20, 2)
+    assert adata.varm[f"{key}_components"].shape == (30, 2)
+    # keyword arguments reach fit: CoGAPS with its uncertainty from a layer
+    sigma = np.maximum(0.2 * expression, 0.3)
+    adata = _adata(expression, layers={"sigma": sigma})
+    fit_anndata(
+        adata, CoGAPS(n_components=2, max_iter=10, random_state=1), uncertainty=adata.layers["sigma"]
+    )
+    expected = CoGAPS(n_components=2, max_iter=10, random_state=1).fit(expression, uncertainty=sigma)
+    assert adata.uns["cogaps"]["chisq"] == expected.chisq_
+
+
+def test_results_of_a_fitted_estimator_without_refitting(expression):
+    model = CoGAPS(n_components=2, max_iter=10, random_state=0).fit(expression)
+    adata = _adata(expression)
+    fit_anndata(adata, model, refit=False, key_added="mine")
+    assert_array_equal(adata.obsm["X_mine"], model.loadings_)
+    with pytest.raises(ValueError, match="fitted to 20 samples x 30 features; adata has 5"):
+        fit_anndata(_adata(expression[:5]), model, refit=False)
+
+
+def test_backed_files_are_read_without_loading_the_rest(expression, tmp_path):
+    path = tmp_path / "b.h5ad"
+    _adata(expression, layers={"s": sparse.csr_matrix(expression)}).write_h5ad(path)
+    backed = anndata.read_h5ad(path, backed="r")
+    try:
+        assert_array_equal(read_anndata_matrix(backed), expression)
+        S = read_anndata_matrix(backed, "s")
+        assert sparse.isspmatrix_csr(S) or isinstance(S, sparse.csr_array)
+        assert_array_equal(S.toarray(), expression)
+    finally:
+        backed.file.close()
+
+
+def test_errors_say_what_to_do(expression, monkeypatch):
+    adata = _adata(expression)
+    with pytest.raises(KeyError, match="no layer 'counts'; its layers are"):
+        fit_anndata(adata, CoGAPS(), layer="counts")
+    with pytest.raises(TypeError, match="must be an anndata.AnnData; got ndarray"):
+        fit_anndata(expression, CoGAPS())
+    with pytest.raises(TypeError, match="not a factorisation"):
+        fit_anndata(adata, ExtremeDeconvolution(n_components=2, tol=1e-2, random_state=0))
+    with pytest.raises(TypeError, match="must be a scikit-learn estimator"):
+        fit_anndata(adata, "CoGAPS")
+    monkeypatch.setitem(sys.modules, "anndata", None)
+    with pytest.raises(ImportError, match=r"pip install \"sklearn_cogaps\[anndata\]\""):
+        fit_anndata(adata, CoGAPS())

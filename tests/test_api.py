@@ -1,0 +1,346 @@
+"""The API every estimator shares: positional side inputs, AnnData input, interruptions,
+progress lines, shared attribute names, deprecations."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import sparse
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.model_selection import cross_validate
+from sklearn.pipeline import make_pipeline
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_cogaps import (
+    CoGAPS,
+    ExtremeDeconvolution,
+    FitInterruptedWarning,
+    HierarchicalPMF,
+    WeightedBackgroundPMF,
+)
+from sklearn_cogaps import _extreme_deconvolution, _hpmf, _wbpmf
+
+RNG = np.random.RandomState(0)
+COUNTS = RNG.poisson(RNG.gamma(1.0, 2.0, (24, 2)) @ RNG.gamma(1.0, 1.0, (2, 15))).astype(float)
+POINTS = np.vstack([RNG.normal(-2, 0.5, (40, 2)), RNG.normal(2, 0.5, (40, 2))])
+VARIANCES = RNG.uniform(0.1, 0.5, POINTS.shape)
+
+
+def _factorisations():
+    return [
+        CoGAPS(n_components=2, max_iter=10, random_state=0),
+        HierarchicalPMF(n_components=2, max_iter=10, random_state=0),
+        WeightedBackgroundPMF(n_components=2, max_iter=5, tol=0.0, random_state=0),
+    ]
+
+
+def _quiet(fit, *args, **kwargs):
+    """Call without the warnings of the short fits of these tests (interruptions excepted)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("ignore", message=".*(collapsed|no responsibility|decreased)")
+        return fit(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- positional side inputs
+
+
+def test_cogaps_refuses_the_uncertainty_as_second_positional_argument():
+    U = np.maximum(0.1 * COUNTS, 0.1)
+    with pytest.raises(ValueError, match=re.escape("fit(X, uncertainty=U)")):
+        CoGAPS(n_components=2, max_iter=5).fit(COUNTS, U)
+    model = CoGAPS(n_components=2, max_iter=5, random_state=0).fit(COUNTS, uncertainty=U)
+    with pytest.raises(ValueError, match=re.escape("score(X, uncertainty=U)")):
+        model.score(COUNTS, U)
+
+
+@pytest.mark.parametrize("noise", [VARIANCES, VARIANCES[:, :, None] * np.eye(2)])
+def test_extreme_deconvolution_refuses_the_noise_as_second_positional_argument(noise):
+    """astroML's XDGMM.fit(X, Xerr): covariances (n, d, d), or variances of X's shape."""
+    xd = ExtremeDeconvolution(n_components=2, max_iter=5, random_state=0)
+    with pytest.raises(ValueError, match=re.escape("fit(X, X_cov=Xerr)")):
+        xd.fit(POINTS, noise)
+    with pytest.raises(ValueError, match=re.escape("partial_fit(X, X_cov=Xerr)")):
+        xd.partial_fit(POINTS, noise)
+    _quiet(xd.fit, POINTS, X_cov=noise)
+    with pytest.raises(ValueError, match=re.escape("score(X, X_cov=Xerr)")):
+        xd.score(POINTS, noise)
+
+
+@pytest.mark.parametrize("estimator", _factorisations()[1:], ids=lambda e: type(e).__name__)
+def test_poisson_factorisations_refuse_an_array_of_the_shape_of_X(estimator):
+    with pytest.raises(ValueError, match=r"does not use y.*call fit\(X\)"):
+        estimator.fit(COUNTS, COUNTS)
+    _quiet(estimator.fit, COUNTS)
+    with pytest.raises(ValueError, match=r"call score\(X\)"):
+        estimator.score(COUNTS, np.ones((COUNTS.shape[0], COUNTS.shape[1], 2)))
+
+
+@pytest.mark.parametrize(
+    "estimator, X",
+    [(e, COUNTS) for e in _factorisations()]
+    + [(ExtremeDeconvolution(n_components=2, max_iter=5, random_state=0), POINTS)],
+    ids=lambda e: type(e).__name__ if not isinstance(e, np.ndarray) else "",
+)
+def test_targets_are_ignored_and_other_values_refused(estimator, X):
+    n = X.shape[0]
+    reference = _quiet(estimator.fit, X)
+    expected = reference.score(X)
+    labels = np.arange(n) % 2
+    # a 1-d target and 2-d targets of another width are ignored, as sklearn's tools pass them
+    for y in (labels, labels.tolist(), np.c_[labels, labels, labels]):
+        assert _quiet(estimator.fit, X, y).score(X, y) == pytest.approx(expected)
+    # a scalar, a target of the wrong length or an array of X's shape are refused
+    for y in (1.0, labels[:-1], X.copy(), sparse.csr_matrix(X)):
+        with pytest.raises(ValueError, match="does not use y"):
+            estimator.fit(X, y)
+
+
+def test_pipelines_and_cross_validation_pass_targets_through():
+    labels = (COUNTS[:, 0] > np.median(COUNTS[:, 0])).astype(int)
+    pipe = make_pipeline(HierarchicalPMF(n_components=2, max_iter=10, random_state=0),
+                         LogisticRegression())
+    _quiet(pipe.fit, COUNTS, labels)
+    result = _quiet(cross_validate, CoGAPS(n_components=2, max_iter=5, random_state=0),
+                    COUNTS, labels, cv=2)
+    assert np.all(np.isfinite(result["test_score"]))
+    # multi-output targets of a later regressor: not of X's shape, ignored
+    _quiet(make_pipeline(WeightedBackgroundPMF(n_components=2, max_iter=3), Ridge()).fit,
+           COUNTS, np.c_[labels, 1 - labels])
+
+
+# ---------------------------------------------------------------- AnnData input
+
+
+def _all_estimators():
+    return _factorisations() + [ExtremeDeconvolution(n_components=2, max_iter=5, random_state=0)]
+
+
+@pytest.mark.parametrize("estimator", _all_estimators(), ids=lambda e: type(e).__name__)
+def test_anndata_input_is_its_X_with_var_names_as_feature_names(estimator, tmp_path):
+    anndata = pytest.importorskip("anndata")
+    X = POINTS if isinstance(estimator, ExtremeDeconvolution) else COUNTS
+    genes = [f"gene{j}" for j in range(X.shape[1])]
+    adata = anndata.AnnData(X.copy(), var={"name": genes})
+    adata.var_names = genes
+    plain = _quiet(clone(estimator).fit, X)
+    expected = plain.score(X)
+    fitted = _quiet(estimator.fit, adata)
+    assert list(fitted.feature_names_in_) == genes
+    assert fitted.score(adata) == pytest.approx(expected)
+    if hasattr(fitted, "transform"):
+        assert_allclose(fitted.transform(adata), plain.transform(X))
+        assert list(fitted.get_feature_names_out())[0].endswith("0")
+    # a backed file is read from disk: dense and sparse
+    dense_only = isinstance(estimator, ExtremeDeconvolution)
+    for stored in (X,) if dense_only else (X, sparse.csr_matrix(X)):
+        path = tmp_path / "data.h5ad"
+        anndata.AnnData(stored, var=adata.var).write_h5ad(path)
+        backed = anndata.read_h5ad(path, backed="r")
+        assert _quiet(estimator.fit, backed).score(backed) == pytest.approx(expected)
+        backed.file.close()
+    # variables in another order are refused
+    with pytest.raises(ValueError, match="var_names differ"):
+        fitted.score(adata[:, genes[::-1]])
+
+
+def test_cogaps_markers_name_the_genes_of_an_anndata():
+    anndata = pytest.importorskip("anndata")
+    adata = anndata.AnnData(COUNTS.copy())
+    adata.var_names = [f"g{j}" for j in range(COUNTS.shape[1])]
+    model = CoGAPS(n_components=2, max_iter=20, random_state=0).fit(adata)
+    markers, _, _ = model.pattern_markers()
+    assert sorted(np.concatenate(markers)) == sorted(adata.var_names)
+
+
+def test_a_layer_is_passed_as_a_matrix():
+    anndata = pytest.importorskip("anndata")
+    adata = anndata.AnnData(np.log1p(COUNTS), layers={"counts": sparse.csr_matrix(COUNTS)})
+    model = HierarchicalPMF(n_components=2, max_iter=10, random_state=0)
+    a = _quiet(model.fit, adata.layers["counts"]).components_
+    assert_array_equal(a, _quiet(model.fit, COUNTS).components_)
+
+
+# ---------------------------------------------------------------- interruptions
+
+
+def _interrupt_on_call(monkeypatch, owner, name, call):
+    """Make ``owner.name`` raise KeyboardInterrupt on its ``call``-th call (1-based)."""
+    original = getattr(owner, name)
+    calls = []
+
+    def wrapper(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return original
+
+
+CASES = {
+    "hpmf_vbem": (HierarchicalPMF(2, max_iter=50, tol=0.0, random_state=0), COUNTS,
+                  _hpmf, "_vbem_step", 4, 3),
+    "hpmf_newton": (HierarchicalPMF(2, solver="newton", max_iter=50, tol=0.0, random_state=0),
+                    COUNTS, _hpmf, "_newton_step", 3, 2),
+    "hpmf_pathwise": (HierarchicalPMF(2, solver="pathwise", max_iter=50, tol=0.0,
+                                      random_state=0), COUNTS, _hpmf, "_pathwise_step", 6, 5),
+    # WBPMF solves 2 K = 4 EBPM problems per iteration: call 14 is in iteration 4
+    "wbpmf": (WeightedBackgroundPMF(2, max_iter=50, tol=0.0, random_state=0), COUNTS,
+              _wbpmf, "_solve", 14, 3),
+    "xd_em": (ExtremeDeconvolution(2, max_iter=50, tol=0.0, random_state=0), POINTS,
+              _extreme_deconvolution.ExtremeDeconvolution, "_m_step", 5, 4),
+    # 80 points in minibatches of 20: 4 steps per epoch, call 11 is in epoch 3
+    "xd_minibatch": (ExtremeDeconvolution(2, method="minibatch_em", batch_size=20, max_iter=50,
+                                          tol=0.0, random_state=0), POINTS,
+                     _extreme_deconvolution.ExtremeDeconvolution, "_stochastic_step", 11, 2),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_interrupted_fit_keeps_its_last_complete_iteration(case, monkeypatch):
+    estimator, X, owner, name, call, complete = CASES[case]
+    original = _interrupt_on_call(monkeypatch, owner, name, call)
+    with pytest.warns(FitInterruptedWarning, match=f"interrupted after {complete} of 50"):
+        est = _quiet(estimator.fit, X)
+    assert est.n_iter_ == complete
+    assert isinstance(est.lower_bounds_, np.ndarray) and est.lower_bounds_.shape == (complete,)
+    monkeypatch.setattr(owner, name, original)
+    # exactly the fit that stops there
+    short = _quiet(estimator.__class__(**{**estimator.get_params(), "max_iter": complete}).fit, X)
+    assert_array_equal(est.lower_bounds_, short.lower_bounds_)
+    if isinstance(est, ExtremeDeconvolution):
+        assert_array_equal(est.means_, short.means_)
+        assert est.predict(X).shape == (X.shape[0],)
+    else:
+        assert_array_equal(est.components_, short.components_)
+        assert_array_equal(est.loadings_, short.loadings_)
+        assert est.transform(X).shape == (X.shape[0], 2)
+
+
+@pytest.mark.parametrize(
+    "estimator, X, owner, name",
+    [
+        (WeightedBackgroundPMF(2, max_iter=5, random_state=0), COUNTS, _wbpmf, "_solve"),
+        (ExtremeDeconvolution(2, max_iter=5, random_state=0), POINTS, _extreme_deconvolution,
+         "KMeans"),
+        (HierarchicalPMF(2, max_iter=5, random_state=0), COUNTS, _hpmf, "_pass"),
+    ],
+    ids=["wbpmf", "xd", "hpmf"],
+)
+def test_an_interrupt_before_anything_is_complete_leaves_the_estimator_unfitted(
+    estimator, X, owner, name, monkeypatch
+):
+    _interrupt_on_call(monkeypatch, owner, name, 1)
+    with pytest.raises(KeyboardInterrupt):
+        estimator.fit(X)
+    with pytest.raises(NotFittedError):
+        estimator.score(X)
+
+
+def test_an_interrupted_partial_fit_leaves_the_estimator_as_it_was(monkeypatch):
+    xd = ExtremeDeconvolution(2, random_state=0).partial_fit(POINTS)
+    means, history = xd.means_.copy(), xd.lower_bounds_.copy()
+    _interrupt_on_call(monkeypatch, _extreme_deconvolution.ExtremeDeconvolution, "_estep", 1)
+    with pytest.raises(KeyboardInterrupt):
+        xd.partial_fit(POINTS)
+    assert_array_equal(xd.means_, means)
+    assert_array_equal(xd.lower_bounds_, history)
+
+
+# ---------------------------------------------------------------- progress lines
+
+
+@pytest.mark.parametrize("estimator", _all_estimators(), ids=lambda e: type(e).__name__)
+def test_verbose_prints_one_kind_of_progress_line(estimator, capsys):
+    X = POINTS if isinstance(estimator, ExtremeDeconvolution) else COUNTS
+    est = estimator.set_params(max_iter=20, tol=0.0) if "tol" in estimator.get_params() else (
+        estimator.set_params(max_iter=10))
+    name = type(est).__name__
+    pattern = re.compile(rf"^\[{name}\] iteration +(\d+)/(\d+)  .* elapsed \S+  ETA \S+$")
+    # verbose=2: a line after every iteration; 1: about every tenth of the iterations
+    for verbose, expect in ((0, 0), (2, None), (1, 10)):
+        _quiet(est.set_params(verbose=verbose).fit, X)
+        lines = [line for line in capsys.readouterr().out.splitlines() if line]
+        assert all(pattern.match(line) for line in lines), lines
+        if not expect:
+            assert len(lines) == (0 if expect == 0 else est.n_iter_)
+            continue
+        total = int(pattern.match(lines[0]).group(2))
+        every = -(-total // 10)
+        due = [i for i in range(1, est.n_iter_ + 1) if i % every == 0 or i == total]
+        assert len(lines) == len(due) <= expect
+
+
+# ---------------------------------------------------------------- names and attributes
+
+
+@pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
+def test_loadings_are_the_per_sample_factors_of_the_training_data(estimator):
+    if isinstance(estimator, CoGAPS):
+        estimator.set_params(max_iter=300)
+    est = _quiet(estimator.fit, COUNTS)
+    assert est.loadings_.shape == (COUNTS.shape[0], 2)
+    assert_allclose(est.inverse_transform(est.loadings_), est.loadings_ @ est.components_)
+    # close to what transform gives for the same rows
+    W = est.transform(COUNTS)
+    assert np.corrcoef(W.ravel(), est.loadings_.ravel())[0, 1] > 0.9
+    assert est.n_iter_ >= 1
+    with pytest.raises(ValueError, match="n_components=2"):
+        est.inverse_transform(np.ones((3, 3)))
+
+
+def test_traces_are_arrays_with_one_value_per_iteration():
+    for est, X in [(HierarchicalPMF(2, max_iter=7, tol=0.0, random_state=0), COUNTS),
+                   (WeightedBackgroundPMF(2, max_iter=7, tol=0.0), COUNTS),
+                   (ExtremeDeconvolution(2, max_iter=7, tol=0.0, random_state=0), POINTS)]:
+        _quiet(est.fit, X)
+        assert isinstance(est.lower_bounds_, np.ndarray)
+        assert est.lower_bounds_.shape == (est.n_iter_,)
+        assert 1 <= est.n_iter_ <= 7
+        assert est.lower_bound_ == pytest.approx(est.lower_bounds_[-1], rel=1e-12)
+    xd = ExtremeDeconvolution(2, random_state=0).partial_fit(POINTS).partial_fit(POINTS)
+    assert isinstance(xd.lower_bounds_, np.ndarray) and xd.lower_bounds_.shape == (2,)
+    cogaps = CoGAPS(2, max_iter=6, random_state=0).fit(COUNTS)
+    assert cogaps.n_iter_ == 12 and cogaps.chisq_history_.shape == (12,)
+
+
+def test_weighted_background_pmf_warm_start_continues_the_fit():
+    long = WeightedBackgroundPMF(2, max_iter=8, tol=0.0, random_state=0).fit(COUNTS)
+    warm = WeightedBackgroundPMF(2, max_iter=4, tol=0.0, random_state=0, warm_start=True)
+    warm.fit(COUNTS)
+    warm.fit(COUNTS)
+    assert warm.n_iter_ == 4
+    assert_allclose(warm.lower_bounds_, long.lower_bounds_[4:], rtol=1e-10)
+    assert_allclose(warm.components_, long.components_, rtol=1e-8)
+    # another shape or prior family starts anew
+    cold = WeightedBackgroundPMF(2, max_iter=4, tol=0.0, random_state=0).fit(COUNTS)
+    assert_array_equal(warm.set_params(prior_factors="gamma").fit(COUNTS).components_,
+                       cold.set_params(prior_factors="gamma").fit(COUNTS).components_)
+
+
+def test_deprecated_cogaps_names_still_work_with_a_future_warning():
+    new = CoGAPS(2, max_iter=10, atom_density_W=0.05, random_state=0).fit(COUNTS)
+    with pytest.warns(FutureWarning, match="'alpha_W' was renamed 'atom_density_W'"):
+        old = CoGAPS(2, max_iter=10, alpha_W=0.05, random_state=0).fit(COUNTS)
+    assert_array_equal(old.components_, new.components_)
+    with pytest.warns(FutureWarning, match="'alpha_H' was renamed 'atom_density_H'"):
+        CoGAPS(2, max_iter=2, alpha_H=0.05, random_state=0).fit(COUNTS)
+    with pytest.warns(FutureWarning, match="'patterns_' was renamed 'loadings_'"):
+        assert_array_equal(new.patterns_, new.loadings_)
+    with pytest.warns(FutureWarning, match="'patterns_std_' was renamed 'loadings_std_'"):
+        assert_array_equal(new.patterns_std_, new.loadings_std_)
+    with pytest.raises(InvalidParameterError, match="alpha_W"):
+        CoGAPS(alpha_W=-1.0).fit(COUNTS)
+
+
+def test_partial_fit_validates_its_parameters_at_every_call():
+    xd = ExtremeDeconvolution(2, random_state=0).partial_fit(POINTS)
+    xd.set_params(step_exponent=2.0)
+    with pytest.raises(InvalidParameterError, match="step_exponent"):
+        xd.partial_fit(POINTS)

@@ -1,0 +1,257 @@
+"""CoGAPS's distributed mode: recovery in both modes, the matching of patterns, explicit
+subsets, reproducibility across joblib backends (processes and a real Dask cluster), errors."""
+
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps._cogaps_distributed import consensus_patterns
+from sklearn_cogaps.datasets import make_single_cell
+
+FIT = dict(n_components=3, max_iter=300, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def cells():
+    # 400 cells x 300 genes of Poisson counts, about 70% zeros, three programs
+    return make_single_cell(n_samples=400, n_features=300, n_components=3, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def genome_wide(cells):
+    X, _, _ = cells
+    return CoGAPS(distributed="genome-wide", n_sets=3, **FIT).fit(X)
+
+
+@pytest.fixture(scope="module")
+def single_cell(cells):
+    X, _, _ = cells
+    return CoGAPS(distributed="single-cell", n_sets=3, **FIT).fit(X)
+
+
+def _sparse_model_chisq(X, W, H):
+    """Chi-square of the sparse-data model (sigma 0.1 for zeros, 0.1 x otherwise)."""
+    D = X.toarray()
+    sigma = np.where(D > 0, np.maximum(0.1 * D, 0.1), 0.1)
+    return float(np.sum(((D - W @ H) / sigma) ** 2))
+
+
+@pytest.mark.parametrize("mode", ["genome-wide", "single-cell"])
+def test_recovers_the_planted_programs(cells, genome_wide, single_cell, mode):
+    X, W, H = cells
+    model = genome_wide if mode == "genome-wide" else single_cell
+    assert model.n_components_ == 3
+    assert model.loadings_.shape == (400, 3) and model.components_.shape == (3, 300)
+    _, corr_w = match_components(W, model.loadings_)
+    _, corr_h = match_components(H, model.components_, axis=0)
+    assert np.all(corr_w > 0.9), corr_w
+    assert np.all(corr_h > 0.9), corr_h
+    # every consensus pattern comes from at least min_ns = 2 first-phase patterns that
+    # agree with it (a short chain may split one program and merge two others)
+    labels = model.pattern_clusters_
+    assert np.all(np.bincount(labels[labels >= 0]) >= 2)
+    matched = model.consensus_correlation_[labels >= 0]
+    assert np.median(matched) > 0.9, model.consensus_correlation_
+    # the consensus is the fixed factor: columns of maximum 1, no spread
+    shared, shared_std = (
+        (model.loadings_, model.loadings_std_)
+        if mode == "genome-wide"
+        else (model.components_.T, model.components_std_.T)
+    )
+    assert_allclose(shared.max(axis=0), 1.0)
+    assert np.all(shared_std == 0)
+    # stitched in the original order: the chi-square of the stitched result is the sum
+    assert_allclose(
+        _sparse_model_chisq(X, model.loadings_, model.components_), model.chisq_, rtol=1e-9
+    )
+    assert_allclose(model.chisq_, model.subset_chisq_.sum())
+    assert model.chisq_history_.shape == (600,) and model.n_iter_ == 600
+
+
+def test_subsets_partition_the_split_axis_and_are_diagnosed(genome_wide, single_cell):
+    for model, n in ((genome_wide, 300), (single_cell, 400)):
+        assert len(model.subsets_) == 3
+        assert_array_equal(np.sort(np.concatenate(model.subsets_)), np.arange(n))
+        assert [s.size for s in model.subsets_] == [n // 3, n // 3, n - 2 * (n // 3)]
+        assert all(np.all(np.diff(s) > 0) for s in model.subsets_)
+    # the first-phase shared factor of every subset: patterns over all samples, or
+    # amplitudes over all features
+    assert [p.shape for p in genome_wide.subset_patterns_] == [(400, 3)] * 3
+    assert [p.shape for p in single_cell.subset_patterns_] == [(300, 3)] * 3
+
+
+def test_fitted_distributed_model_transforms_and_pickles(cells, genome_wide):
+    X, _, _ = cells
+    W_new = genome_wide.transform(X[:5])
+    assert W_new.shape == (5, 3) and np.all(W_new >= 0)
+    restored = pickle.loads(pickle.dumps(genome_wide))
+    assert_array_equal(restored.transform(X[:5]), W_new)
+    markers, _, _ = genome_wide.pattern_markers()
+    assert len(markers) == 3
+
+
+def test_a_plain_refit_drops_the_distributed_attributes(cells):
+    X, _, _ = cells
+    model = _fit_small(X, max_iter=20)
+    assert model.n_components_ > 0
+    model.set_params(distributed=None).fit(X)
+    for name in ("n_components_", "subsets_", "subset_patterns_", "pattern_clusters_",
+                 "consensus_correlation_", "subset_chisq_"):
+        assert not hasattr(model, name), name
+
+
+def test_explicit_sets_and_feature_names(cells):
+    pd = pytest.importorskip("pandas", reason="pandas gives X feature names")
+    X, W, _ = cells
+    names = [f"gene{j}" for j in range(300)]
+    frame = pd.DataFrame(X.toarray(), columns=names)
+    # interleaved subsets, given by name
+    sets = [names[0::3], names[1::3], names[2::3]]
+    model = CoGAPS(distributed="genome-wide", explicit_sets=sets, **FIT).fit(frame)
+    assert [s.tolist() for s in model.subsets_] == [
+        list(range(0, 300, 3)), list(range(1, 300, 3)), list(range(2, 300, 3))
+    ]
+    _, corr = match_components(W, model.loadings_)
+    assert np.all(corr > 0.9), corr
+    by_index = CoGAPS(
+        distributed="genome-wide", explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)],
+        **FIT,
+    ).fit(X.toarray())
+    assert_array_equal(by_index.components_, model.components_)
+
+
+def test_same_seed_same_result_and_the_seed_matters(cells, sequential_and_processes):
+    X, _, _ = cells
+    sequential, _ = sequential_and_processes
+    _same_fit(sequential, _fit_small(X))
+    other = _fit_small(X, max_iter=5, random_state=4)
+    assert not np.array_equal(
+        np.concatenate(other.subsets_), np.concatenate(sequential.subsets_)
+    )
+
+
+def _fit_small(X, **kwargs):
+    params = dict(n_components=3, max_iter=100, random_state=3, distributed="single-cell",
+                  n_sets=2)
+    return CoGAPS(**{**params, **kwargs}).fit(X)
+
+
+def _same_fit(a, b):
+    for name in ("loadings_", "loadings_std_", "components_", "components_std_",
+                 "chisq_history_", "consensus_correlation_"):
+        assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.chisq_ == b.chisq_
+
+
+@pytest.fixture(scope="module")
+def sequential_and_processes(cells):
+    X, _, _ = cells
+    sequential = _fit_small(X)
+    processes = _fit_small(X, n_jobs=2)
+    return sequential, processes
+
+
+def test_joblib_processes_give_the_sequential_result(sequential_and_processes):
+    sequential, processes = sequential_and_processes
+    _same_fit(sequential, processes)
+    with joblib.parallel_config(backend="threading", n_jobs=2):
+        _same_fit(sequential, _fit_small(_cells_X()))
+
+
+def _cells_X():
+    return make_single_cell(n_samples=400, n_features=300, n_components=3, random_state=0)[0]
+
+
+def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_processes):
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is an optional extra")
+    _, processes = sequential_and_processes
+    with distributed.LocalCluster(
+        n_workers=2,
+        processes=True,
+        threads_per_worker=1,
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster, distributed.Client(cluster) as client:
+        with joblib.parallel_config(backend="dask"):
+            on_dask = _fit_small(_cells_X())
+        # the tasks did run on the cluster's workers
+        ran = client.run(lambda: "sklearn_cogaps._cogaps_distributed" in __import__("sys").modules)
+        assert len(ran) == 2 and all(ran.values()), ran
+    _same_fit(processes, on_dask)
+
+
+def _patterns(rng, n=50):
+    t = np.linspace(0, 1, n)
+    return np.column_stack([np.exp(-0.5 * ((t - c) / 0.1) ** 2) for c in (0.2, 0.5, 0.8)])
+
+
+def test_consensus_weights_members_by_their_correlation_cubed():
+    rng = np.random.RandomState(0)
+    base = _patterns(rng)
+    fits = [base[:, rng.permutation(3)] * rng.uniform(0.5, 2, 3) for _ in range(4)]
+    fits[3][:, 0] = rng.random_sample(50)  # one noisy member
+    consensus, labels, corr = consensus_patterns(fits, cut=3, min_ns=2, max_ns=6)
+    order, match = match_components(base, consensus)
+    assert np.all(match > 0.99), match
+    assert_allclose(consensus.max(axis=0), 1.0)
+    # the noisy member joined a cluster but weighs little; the others agree with their mean
+    cluster = labels[3, 0]
+    members = np.argwhere(labels == cluster)
+    block = np.column_stack([fits[i][:, k] for i, k in members])
+    weights = np.round(corr[labels == cluster], 3) ** 3
+    expected = block @ weights / weights.sum()
+    assert_allclose(consensus[:, cluster], expected / expected.max())
+    assert corr[3, 0] < 0.5 and np.all(np.delete(corr.ravel(), 9) > 0.95)
+
+
+def test_small_clusters_are_dropped_and_large_ones_split():
+    rng = np.random.RandomState(1)
+    base = _patterns(rng)
+    fits = [base + 0.01 * rng.random_sample(base.shape) for _ in range(4)]
+    lone = rng.random_sample(50)
+    fits[0] = np.column_stack([base[:, 0], base[:, 1], lone])
+    # cut=4: the lone pattern is its own cluster of 1 < min_ns and is dropped
+    consensus, labels, corr = consensus_patterns(fits, cut=4, min_ns=2, max_ns=8)
+    assert consensus.shape[1] == 3
+    assert labels[0, 2] == -1 and np.isnan(corr[0, 2])
+    # max_ns=2: the clusters of 3 or 4 members are split in two, keeping parts of >= 1
+    consensus, labels, _ = consensus_patterns(fits, cut=3, min_ns=1, max_ns=2)
+    assert np.all(np.bincount(labels[labels >= 0]) <= 2)
+    assert consensus.shape[1] > 3
+    # a pattern that died (constant) is never matched
+    fits[1][:, 2] = 0.0
+    _, labels, _ = consensus_patterns(fits, cut=3, min_ns=2, max_ns=8)
+    assert labels[1, 2] == -1
+
+
+def test_no_cluster_large_enough_is_an_error():
+    rng = np.random.RandomState(2)
+    fits = [rng.random_sample((30, 2)) for _ in range(2)]
+    with pytest.raises(ValueError, match="No cluster of at least min_ns=3"):
+        consensus_patterns(fits, cut=4, min_ns=3, max_ns=6)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(distributed="rows"), "distributed"),
+        (dict(distributed="genome-wide", n_sets=0), "n_sets"),
+        (dict(distributed="genome-wide", n_sets=301), "n_sets=301 exceeds the number of features"),
+        (dict(distributed="single-cell", n_sets=2, cut=7), "cut=7 exceeds the 6 patterns"),
+        (dict(distributed="single-cell", min_ns=3, max_ns=2), "max_ns=2 is smaller"),
+        (dict(distributed="single-cell", warm_start=True), "warm_start=True cannot"),
+        (dict(explicit_sets=[[0, 1]]), "only in distributed mode"),
+        (dict(distributed="genome-wide", explicit_sets=[[0, 1], [1, 2]]), "partition"),
+        (dict(distributed="genome-wide", explicit_sets=[[0, 300]]), "outside"),
+        (dict(distributed="genome-wide", explicit_sets=[[]]), "empty"),
+        (dict(distributed="genome-wide", explicit_sets=[["a"]]), "integer feature indices"),
+    ],
+)
+def test_bad_parameters_are_refused(params, match):
+    X = _cells_X()
+    with pytest.raises(ValueError, match=match):
+        CoGAPS(n_components=3, max_iter=5, **params).fit(X)

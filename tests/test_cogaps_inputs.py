@@ -1,0 +1,255 @@
+"""CoGAPS never modifies its inputs, and accepts read-only and memory-mapped ones.
+
+Every input form (dense, CSR, CSC, COO, read-only, memory-mapped, sparse matrices with
+explicit zeros, unsorted or duplicate indices) gives the result of a canonical copy, and the
+caller's object is bit-for-bit the same afterwards.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from scipy import sparse
+
+from sklearn_cogaps import CoGAPS
+
+K = 2
+FAST = dict(n_components=K, max_iter=15, random_state=0)
+
+
+def snapshot(obj):
+    """Everything about an input that a method could change: its arrays' bytes, dtypes,
+    shapes and flags, and for a sparse matrix its format and shape."""
+    if sparse.issparse(obj):
+        names = ("data", "row", "col") if obj.format == "coo" else ("data", "indices", "indptr")
+        arrays = {name: getattr(obj, name) for name in names}
+        head = (obj.format, obj.shape)
+    else:
+        arrays = {"array": obj}
+        head = (type(obj).__name__, obj.shape)
+    return head, {
+        name: (a.dtype, a.shape, a.strides, a.tobytes(), _flags(a)) for name, a in arrays.items()
+    }
+
+
+def _flags(a):
+    f = a.flags
+    return (f.writeable, f.c_contiguous, f.f_contiguous, f.owndata, f.aligned)
+
+
+def assert_unchanged(obj, before):
+    head, arrays = snapshot(obj)
+    assert head == before[0]
+    for name, (dtype, shape, strides, data, flags) in before[1].items():
+        now = arrays[name]
+        assert now[0] == dtype and now[1] == shape and now[2] == strides, name
+        assert now[3] == data, f"{name} was modified"
+        assert now[4] == flags, f"flags of {name} changed"
+
+
+def read_only(obj):
+    obj = copy.deepcopy(obj)
+    arrays = [obj] if not sparse.issparse(obj) else (
+        [obj.data, obj.row, obj.col] if obj.format == "coo" else [obj.data, obj.indices, obj.indptr]
+    )
+    for a in arrays:
+        a.setflags(write=False)
+    return obj
+
+
+@pytest.fixture(scope="module")
+def dense():
+    rng = np.random.RandomState(0)
+    X = rng.poisson(1.5, size=(12, 9)).astype(np.float64)
+    X[0, :3] = 0.0
+    return X
+
+
+def sparse_variants(dense, tmp_path):
+    """(name, caller's matrix) pairs whose canonical form is ``csr_matrix(dense)``."""
+    csr = sparse.csr_matrix(dense)
+    yield "csr", csr.copy()
+    yield "csc", sparse.csc_matrix(dense)
+    yield "coo", sparse.coo_matrix(dense)
+    yield "csr_array", sparse.csr_array(dense)
+    yield "read-only csr", read_only(csr)
+    yield "read-only coo", read_only(sparse.coo_matrix(dense))
+    # an explicit zero stored among the non-zeros
+    rows, cols = np.nonzero(dense)
+    values = dense[rows, cols]
+    explicit = sparse.csr_matrix(
+        (np.r_[values, 0.0], (np.r_[rows, 1], np.r_[cols, 8])), shape=dense.shape
+    )
+    explicit = sparse.csr_matrix((explicit.data, explicit.indices, explicit.indptr), dense.shape)
+    yield "explicit zero", explicit
+    yield "read-only explicit zero", read_only(explicit)
+    # unsorted column indices within rows
+    unsorted = csr.copy()
+    for i in range(unsorted.shape[0]):
+        lo, hi = unsorted.indptr[i], unsorted.indptr[i + 1]
+        unsorted.indices[lo:hi] = unsorted.indices[lo:hi][::-1]
+        unsorted.data[lo:hi] = unsorted.data[lo:hi][::-1]
+    unsorted = sparse.csr_matrix((unsorted.data, unsorted.indices, unsorted.indptr), dense.shape)
+    assert not unsorted.has_sorted_indices
+    yield "unsorted", unsorted
+    # the first stored value split into two duplicate entries (exact halves)
+    data = np.r_[csr.data[0] / 2, csr.data[0] / 2, csr.data[1:]]
+    indices = np.r_[csr.indices[0], csr.indices]
+    indptr = csr.indptr + np.r_[0, np.ones(len(csr.indptr) - 1, dtype=csr.indptr.dtype)]
+    dup = sparse.csr_matrix((data, indices, indptr), shape=dense.shape)
+    assert dup.nnz == csr.nnz + 1 and not dup.has_canonical_format
+    yield "duplicates", dup
+    coo = dup.tocoo()
+    yield "duplicates coo", sparse.coo_matrix((coo.data, (coo.row, coo.col)), dense.shape)
+    # memory-mapped arrays, read-only
+    parts = {}
+    for name in ("data", "indices", "indptr"):
+        path = tmp_path / f"{name}.npy"
+        np.save(path, getattr(csr, name))
+        parts[name] = np.load(path, mmap_mode="r")
+    yield "memory-mapped csr", sparse.csr_matrix(
+        (parts["data"], parts["indices"], parts["indptr"]), shape=dense.shape
+    )
+
+
+def dense_variants(dense, tmp_path):
+    yield "ndarray", dense.copy()
+    yield "fortran", np.asfortranarray(dense)
+    yield "read-only", read_only(dense)
+    yield "float32", dense.astype(np.float32)
+    path = tmp_path / "X.npy"
+    np.save(path, dense)
+    yield "np.load mmap", np.load(path, mmap_mode="r")
+    raw = np.memmap(tmp_path / "X.dat", dtype=np.float64, mode="w+", shape=dense.shape)
+    raw[:] = dense
+    raw.flush()
+    yield "np.memmap", np.memmap(tmp_path / "X.dat", dtype=np.float64, mode="r", shape=dense.shape)
+
+
+def results(model, X, uncertainty=None):
+    """Everything the methods return, for one input."""
+    kw = {} if uncertainty is None else {"uncertainty": uncertainty}
+    model.fit(X, **kw)
+    W = model.transform(X, **kw)
+    return {
+        "components_": model.components_,
+        "components_std_": model.components_std_,
+        "loadings_": model.loadings_,
+        "chisq_": model.chisq_,
+        "lambda_W_": model.lambda_W_,
+        "transform": W,
+        "score": model.score(X, **kw),
+        "inverse_transform": model.inverse_transform(W),
+        "markers": model.pattern_markers()[1],
+    }
+
+
+def assert_same_results(got, expected, name):
+    for key, value in expected.items():
+        assert_array_equal(got[key], value, err_msg=f"{name}: {key}")
+
+
+def test_sparse_inputs_unchanged_and_equivalent(dense, tmp_path):
+    expected = results(CoGAPS(**FAST), sparse.csr_matrix(dense))
+    for name, X in sparse_variants(dense, tmp_path):
+        before = snapshot(X)
+        got = results(CoGAPS(**FAST), X)
+        assert_unchanged(X, before)
+        assert_same_results(got, expected, name)
+
+
+def test_dense_inputs_unchanged_and_equivalent(dense, tmp_path):
+    expected = results(CoGAPS(**FAST), dense.copy())
+    for name, X in dense_variants(dense, tmp_path):
+        before = snapshot(X)
+        got = results(CoGAPS(**FAST), X)
+        assert_unchanged(X, before)
+        assert_same_results(got, expected, name)  # float32 too: small integers are exact
+
+
+def test_sparse_model_on_dense_inputs(dense, tmp_path):
+    """sparse_optimization=True on dense input runs the model of a sparse X."""
+    expected = results(CoGAPS(sparse_optimization=True, **FAST), sparse.csr_matrix(dense))
+    for name, X in dense_variants(dense, tmp_path):
+        before = snapshot(X)
+        got = results(CoGAPS(sparse_optimization=True, **FAST), X)
+        assert_unchanged(X, before)
+        assert_same_results(got, expected, name)
+
+
+def test_uncertainty_unchanged(dense, tmp_path):
+    u = np.maximum(0.2 * dense, 0.3)
+    expected = results(CoGAPS(**FAST), dense, u)
+    path = tmp_path / "u.npy"
+    np.save(path, u)
+    for name, unc in [("read-only", read_only(u)), ("mmap", np.load(path, mmap_mode="r")),
+                      ("sparse", sparse.csr_matrix(u))]:
+        before = snapshot(unc)
+        X = read_only(dense)
+        got = results(CoGAPS(**FAST), X, unc)
+        assert_unchanged(unc, before)
+        assert_same_results(got, expected, name)
+
+
+def test_warm_start_with_read_only_sparse(dense):
+    X = read_only(sparse.csr_matrix(dense))
+    before = snapshot(X)
+    model = CoGAPS(warm_start=True, **FAST).fit(X)
+    model.fit(X)
+    assert model.n_iter_ == 3 * FAST["max_iter"]
+    assert_unchanged(X, before)
+
+
+def test_canonical_form_does_not_copy_canonical_input(dense):
+    """A canonical CSR matrix is used in place (memory): no copy of its arrays."""
+    from sklearn_cogaps._cogaps import _canonical_csr
+
+    X = sparse.csr_matrix(dense)
+    rows = _canonical_csr(X)
+    for name in ("data", "indices", "indptr"):
+        assert np.shares_memory(getattr(rows, name), getattr(X, name))
+    X.data[0] = 0.0
+    before = snapshot(X)
+    rows = _canonical_csr(X)
+    assert rows.nnz == X.nnz - 1 and not np.shares_memory(rows.data, X.data)
+    assert_unchanged(X, before)
+
+
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_huge_values_are_refused(dense, sparse_input):
+    X = dense.copy()
+    X[0, 0] = 1e300
+    X = sparse.csr_matrix(X) if sparse_input else X
+    with pytest.raises(ValueError, match="values up to 1e\\+300.*Rescale X"):
+        CoGAPS(**FAST).fit(X)
+    model = CoGAPS(**FAST).fit(dense)
+    with pytest.raises(ValueError, match="Rescale X"):
+        model.transform(X)
+    with pytest.raises(ValueError, match="Rescale X"):
+        model.score(X)
+
+
+@pytest.mark.parametrize("value", [1e-300, 1e300])
+def test_extreme_uncertainty_is_refused(dense, value):
+    u = np.maximum(0.1 * dense, 0.1)
+    u[0, 0] = value
+    with pytest.raises(ValueError, match="uncertainty' spans"):
+        CoGAPS(**FAST).fit(dense, uncertainty=u)
+
+
+def test_overflowing_scaled_values_are_refused(dense):
+    """Each of X and the uncertainty in range, their ratio too large to square."""
+    X = dense * 1e140
+    u = np.full_like(dense, 1e-140)
+    with pytest.raises(ValueError, match="too large to square"):
+        CoGAPS(**FAST).fit(X, uncertainty=u)
+
+
+def test_large_but_representable_values_fit_finitely(dense):
+    """Values near the accepted limits give finite fitted attributes."""
+    for scale in (1e-100, 1e100):
+        X = dense * scale
+        model = CoGAPS(**FAST).fit(X, uncertainty=np.maximum(0.1 * X, 0.1 * scale))
+        for name in ("components_", "components_std_", "patterns_", "chisq_", "chisq_history_"):
+            assert np.all(np.isfinite(getattr(model, name))), (scale, name)

@@ -1,0 +1,154 @@
+"""Gene-set statistics after a CoGAPS fit: the permutation test of a set's mean z-score and the
+over-representation of pattern markers, on a planted set and on random ones."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import stats
+
+from sklearn_cogaps import (
+    CoGAPS,
+    gene_set_statistic,
+    marker_overrepresentation,
+    match_components,
+    z_scores,
+)
+from sklearn_cogaps.datasets import make_patterns
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, W, H = make_patterns(n_samples=30, n_features=300, n_components=3, random_state=1)
+    model = CoGAPS(n_components=3, max_iter=300, random_state=0).fit(X)
+    order, corr = match_components(W, model.loadings_)
+    assert np.all(corr > 0.9)
+    # the features that load on the first true pattern only
+    planted = np.flatnonzero((H[0] > 2.0) & (H[1] == 0) & (H[2] == 0))
+    assert planted.size >= 20
+    random_set = np.random.RandomState(5).choice(300, planted.size, replace=False)
+    return model, order[0], planted, random_set
+
+
+def test_planted_set_is_significant_in_its_pattern_and_a_random_set_is_not(fitted):
+    model, k, planted, random_set = fitted
+    result = gene_set_statistic(
+        model.components_,
+        model.components_std_,
+        {"planted": planted, "random": random_set},
+        n_permutations=1000,
+        random_state=0,
+    )
+    assert_array_equal(result["gene_set"], ["planted", "random"])
+    assert_array_equal(result["set_size"], [planted.size, planted.size])
+    assert result["p_up"].shape == (2, 3)
+    # planted: as high as the test can say in its own pattern, low in the others
+    assert result["p_up"][0, k] == 1e-3
+    others = [j for j in range(3) if j != k]
+    assert np.all(result["p_down"][0, others] < 0.05)
+    # random: no signal anywhere
+    assert np.all(result["p_up"][1] > 0.05), result["p_up"][1]
+    assert np.all(result["p_down"][1] > 0.05), result["p_down"][1]
+    assert_allclose(result["activity"], 1 - 2 * result["p_up"])
+    # the statistic is the mean z-score of the members
+    z = z_scores(model.components_, model.components_std_)
+    assert_allclose(result["mean_z"][0, k], np.mean(z[k, planted]))
+
+
+def test_permutation_p_values_of_random_sets_are_uniform(fitted):
+    model, _, _, _ = fitted
+    rng = np.random.RandomState(3)
+    sets = {f"r{i}": rng.choice(300, 15, replace=False) for i in range(200)}
+    result = gene_set_statistic(
+        model.components_, model.components_std_, sets, n_permutations=500, random_state=1
+    )
+    p = result["p_up"][:, 0]
+    # under the null the p-values are uniform (up to the 1/500 grid)
+    assert stats.kstest(p, "uniform").pvalue > 0.01
+    assert 0.05 < np.mean(p < 0.25) < 0.45
+
+
+def test_same_seed_same_null_and_names_resolve(fitted):
+    model, k, planted, _ = fitted
+    names = np.array([f"g{j}" for j in range(300)], dtype=object)
+    by_name = {"planted": [names[j] for j in planted] + ["not-a-gene"]}
+    a = gene_set_statistic(
+        model.components_, model.components_std_, by_name, feature_names=names, random_state=7
+    )
+    b = gene_set_statistic(
+        model.components_, model.components_std_, {"planted": planted}, random_state=7
+    )
+    for key in ("mean_z", "p_up", "p_down"):
+        assert_array_equal(a[key], b[key])
+    c = gene_set_statistic(
+        model.components_, model.components_std_, {"planted": planted}, random_state=8
+    )
+    assert_array_equal(a["mean_z"], c["mean_z"])
+
+
+def test_zero_standard_deviation_counts_as_machine_epsilon():
+    H = np.array([[1.0, 0.0, 2.0, 0.5]])
+    sd = np.array([[0.0, 0.0, 1.0, 1.0]])
+    result = gene_set_statistic(H, sd, {"a": [0], "b": [1]}, n_permutations=10, random_state=0)
+    assert result["mean_z"][0, 0] == 1.0 / np.finfo(float).eps
+    assert result["mean_z"][1, 0] == 0.0
+
+
+def test_markers_over_represented_in_the_planted_set_only(fitted):
+    model, k, planted, random_set = fitted
+    sets = {"planted": planted, "random": random_set}
+    table = marker_overrepresentation(model.components_, model.loadings_, sets)
+    assert set(table) == {
+        "pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value", "p_adjusted"
+    }
+    assert_array_equal(table["pattern"], [0, 0, 1, 1, 2, 2])
+    assert_array_equal(table["gene_set"], ["planted", "random"] * 3)
+    row = {(p, s): i for i, (p, s) in enumerate(zip(table["pattern"], table["gene_set"]))}
+    assert table["p_adjusted"][row[k, "planted"]] < 1e-6
+    for j in range(3):
+        assert table["p_adjusted"][row[j, "random"]] > 0.05
+    # the p-value is the hypergeometric tail of the overlap
+    i = row[k, "planted"]
+    expected = stats.hypergeom.sf(
+        table["overlap"][i] - 1, 300, table["set_size"][i], table["n_markers"][i]
+    )
+    assert_allclose(table["p_value"][i], expected)
+    markers, _, _ = model.pattern_markers()
+    assert table["overlap"][i] == np.intersect1d(markers[k], planted).size
+
+
+def test_benjamini_hochberg_within_each_pattern():
+    rng = np.random.RandomState(0)
+    H = rng.gamma(1.0, 1.0, (2, 200))
+    W = rng.random_sample((10, 2))
+    sets = {f"s{i}": rng.choice(200, 10 + i, replace=False) for i in range(12)}
+    table = marker_overrepresentation(H, W, sets)
+    for k in range(2):
+        mine = table["pattern"] == k
+        assert_allclose(
+            table["p_adjusted"][mine], stats.false_discovery_control(table["p_value"][mine])
+        )
+
+
+@pytest.mark.parametrize(
+    "sets, kwargs, match",
+    [
+        ({}, {}, "gene_sets is empty"),
+        ({"a": "GENE"}, {}, "single string"),
+        ({"a": ["x", "y"]}, {}, "not integer column indices"),
+        ({"a": [0, 999]}, {}, "outside"),
+        ({"a": ["nope"]}, {"feature_names": [f"g{j}" for j in range(5)]}, "no member"),
+        ({"a": [0]}, {"feature_names": ["g0"]}, "one name per feature"),
+        ({"a": [0]}, {"n_permutations": 0}, "n_permutations"),
+    ],
+)
+def test_bad_arguments_are_refused(sets, kwargs, match):
+    H = np.ones((2, 5))
+    with pytest.raises(ValueError, match=match):
+        gene_set_statistic(H, H, sets, **kwargs)
+
+
+def test_shapes_are_checked():
+    with pytest.raises(ValueError, match="same shape"):
+        gene_set_statistic(np.ones((2, 5)), np.ones((2, 4)), {"a": [0]})
+    with pytest.raises(ValueError, match="n_components"):
+        marker_overrepresentation(np.ones((2, 5)), np.ones((4, 3)), {"a": [0]})
