@@ -28,7 +28,7 @@ from scipy.optimize import minimize
 from scipy.special import digamma, gammaln
 
 from ._ebpm_fast import component_loglik, mixture_posterior
-from ._utils._openmp_helpers import effective_n_threads
+from ._utils._openmp_helpers import kernel_threads
 
 __all__ = [
     "DEFAULT_GAMMA_GRID",
@@ -98,9 +98,9 @@ class EBPMResult:
 
 
 def _n_threads(n):
-    # Observations are independent: any thread count gives the same bits. Small problems
-    # run serially (waking threads costs more than they save).
-    return effective_n_threads() if n >= 5000 else 1
+    # Observations are independent: any thread count gives the same bits. About 200
+    # operations per observation (the log-gamma functions of the grid).
+    return kernel_threads(200 * n)
 
 
 def _component_loglik(y, s, shape, rate):

@@ -9,6 +9,7 @@ from libc.math cimport exp, log, log1p, INFINITY
 
 ctypedef Py_ssize_t intp_t
 
+from ._utils._logsumexp cimport log_add_exp, log_sum_exp_pair
 from ._utils._special cimport digamma as _digamma, lgamma as _lgamma
 
 
@@ -53,11 +54,9 @@ cdef inline void _posterior_one(double yi, double si, double l0, double mx,
                                 const double* rate, const double* lli, intp_t M,
                                 double* mean, double* mean_log, double* log_lik) noexcept nogil:
     cdef intp_t m
-    cdef double acc, lp, p, pm = 0.0, pl = 0.0, a_post, b_post
-    acc = exp(l0 - mx)
-    for m in range(M):
-        acc = acc + exp(log_w[m] + lli[m] - mx)
-    lp = mx + log(acc)
+    cdef double lp, p, pm = 0.0, pl = 0.0, a_post, b_post
+    # log of the marginal: the atom at zero and the Gamma components
+    lp = log_add_exp(l0, log_sum_exp_pair(log_w, lli, M))
     for m in range(M):
         p = exp(log_w[m] + lli[m] - lp)
         if p > 0:

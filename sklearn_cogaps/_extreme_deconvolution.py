@@ -27,7 +27,8 @@ from sklearn.utils.validation import (
 from . import _xd_fast
 from ._base import check_ignored_y, validate_input
 from ._progress import Progress
-from ._utils._openmp_helpers import effective_n_threads
+from ._utils._adam import Adam
+from ._utils._openmp_helpers import effective_n_threads, kernel_threads
 
 __all__ = ["ExtremeDeconvolution"]
 
@@ -117,20 +118,39 @@ def _check_noise_block(S, missing, offset):
         )
 
 
+def _check_magnitude(X, missing):
+    """Refuse observations whose squared deviations would overflow in the E- and M-steps.
+
+    The fit sums ``n`` outer products of deviations of ``p`` coordinates: they stay finite
+    while ``16 n p max|x|^2`` does.
+    """
+    if X.size == 0 or missing.all():
+        return
+    big = float(np.max(np.abs(np.where(missing, 0, X))))
+    limit = np.sqrt(np.finfo(X.dtype).max / (16.0 * X.shape[0] * X.shape[1]))
+    if big > limit:
+        raise ValueError(
+            f"X has an entry of magnitude {big:.3g}; with {X.shape[0]} points of "
+            f"{X.shape[1]} coordinates in {X.dtype}, the sums of squared deviations overflow "
+            f"above {limit:.3g}. Rescale X (and X_cov by the square of the factor)."
+        )
+
+
 def _threads(n, K, p, d, n_threads):
-    """Threads worth starting for a sweep of n points: one per ~2e5 flops of work at most
-    (starting threads costs more than small sweeps). The result never depends on it."""
-    work = n * K * (p * p + p * d + d * d)
-    return int(max(1, min(n_threads, work // 200_000)))
+    """Threads worth starting for a sweep of n points (a Cholesky factor and solves per point
+    and component). The result never depends on it."""
+    return kernel_threads(5 * n * K * (p * p + p * d + d * d), n_threads)
 
 
-def _component_error(i, j):
+def _component_error(i, j, reg_covar):
     where = "of every complete point" if i is None else f"of point {i}"
     return ValueError(
         f"The covariance T_ij = R_i V_j R_i^T + S_i {where} under component {j} is not "
-        f"positive definite. This happens when a component collapses onto points without "
-        f"noise (or with a singular projection); set the regulariser w > 0 (for example 1e-3 "
-        f"times the variance of the data) or give every point some noise."
+        f"positive definite (reg_covar={reg_covar:g}). This happens when a component "
+        f"collapses onto points without noise, on coordinates where the data are constant or "
+        f"far larger than reg_covar, or with a singular projection. Increase reg_covar (for "
+        f"example to 1e-6 times the largest variance of the data), set the prior w > 0, or "
+        f"give every point some noise (X_cov)."
     )
 
 
@@ -174,6 +194,12 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
     precisions_init : array-like of shape (n_components, n_dims, n_dims), default=None
         Initial precision matrices (inverse covariances), as in
         :class:`~sklearn.mixture.GaussianMixture`.
+    reg_covar : float, default=1e-6
+        Non-negative number added to the diagonal of every covariance ``V_j`` after each
+        update, as in :class:`~sklearn.mixture.GaussianMixture`: it keeps the components
+        positive definite when one collapses onto points without noise or the data have a
+        constant coordinate. It is on the scale of the data: rescale data whose variances
+        are far below 1e-6, or set it to 0 for the unregularised estimate.
     w : float, default=0.0
         Regulariser: the conjugate prior of Bovy et al. (2011) on every covariance, which
         adds ``w`` times the identity to the scatter matrix: ``V_j = (sum_i q_ij [(b_ij - m_j)
@@ -267,6 +293,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         "weights_init": ["array-like", None],
         "means_init": ["array-like", None],
         "precisions_init": ["array-like", None],
+        "reg_covar": [Interval(Real, 0.0, None, closed="left")],
         "w": [Interval(Real, 0.0, None, closed="left")],
         "fixed_weights": ["boolean", "array-like"],
         "fixed_means": ["boolean", "array-like"],
@@ -293,6 +320,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         weights_init=None,
         means_init=None,
         precisions_init=None,
+        reg_covar=1e-6,
         w=0.0,
         fixed_weights=False,
         fixed_means=False,
@@ -315,6 +343,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         self.weights_init = weights_init
         self.means_init = means_init
         self.precisions_init = precisions_init
+        self.reg_covar = reg_covar
         self.w = w
         self.fixed_weights = fixed_weights
         self.fixed_means = fixed_means
@@ -352,6 +381,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         dtype = X.dtype.type
         n, p = X.shape
         missing = np.isnan(X)
+        _check_magnitude(X, missing)
         # Noise.
         Sdiag = np.zeros((0, 0), dtype=dtype)
         Sfull = np.zeros((0, 0, 0), dtype=dtype)
@@ -442,7 +472,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
                 try:
                     L = np.linalg.cholesky(RVR[j].astype(np.float64))
                 except np.linalg.LinAlgError:
-                    raise _component_error(None, j) from None
+                    raise _component_error(None, j, self.reg_covar) from None
                 Ls.append(L)
                 Ws.append(np.linalg.solve(L, RV[j]))
             Lsh = np.ascontiguousarray(np.ravel(Ls), dtype=dtype)
@@ -466,7 +496,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         )  # fmt: skip
         if np.any(fail >= 0):
             code = int(fail[fail >= 0][0])
-            raise _component_error(code // K, code % K)
+            raise _component_error(code // K, code % K, self.reg_covar)
         A = A.sum(axis=0)
         A = np.tril(A) + np.swapaxes(np.tril(A, -1), 1, 2)
         return q.sum(axis=0), s1.sum(axis=0), A, float(ll.sum())
@@ -488,7 +518,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         )  # fmt: skip
         if np.any(fail >= 0):
             i = int(np.flatnonzero(fail >= 0)[0])
-            raise _component_error(i, int(fail[i]))
+            raise _component_error(i, int(fail[i]), self.reg_covar)
         return logp, mean, cov
 
     # ------------------------------------------------------------------ parameters
@@ -560,26 +590,22 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         V = _proxy(data)
         sw = data.sample_weight.astype(np.float64)
         n = V.shape[0]
-        if self.init_params == "kmeans":
-            labels = KMeans(K, n_init=1, random_state=rng).fit(
-                V, sample_weight=sw).labels_  # fmt: skip
-            resp = np.zeros((n, K))
-            resp[np.arange(n), labels] = 1
-        elif self.init_params == "k-means++":
-            centres, _ = kmeans_plusplus(V, K, random_state=rng, sample_weight=sw)
-            labels = ((V[:, None, :] - centres[None]) ** 2).sum(-1).argmin(1)
-            resp = np.zeros((n, K))
-            resp[np.arange(n), labels] = 1
-        elif self.init_params == "random":
-            resp = rng.uniform(size=(n, K))
-            resp /= resp.sum(axis=1, keepdims=True)
-        else:
-            resp = np.zeros((n, K))
-            resp[rng.choice(n, size=K, replace=False), np.arange(K)] = 1
+        # The starting responsibilities are computed on the distinct points with positive
+        # weight, in sorted order, each with its total weight: a point of integer weight w and
+        # w copies of it give the same input, so the same start (and the order of the rows
+        # does not matter).
+        pos = np.flatnonzero(sw > 0)
+        Vu, inverse = np.unique(V[pos], axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        wu = np.bincount(inverse, weights=sw[pos], minlength=Vu.shape[0])
+        resp = np.zeros((n, K))
+        resp[pos] = self._initial_resp(Vu, wu, rng)[inverse]
         wr = resp * sw[:, None]
         nk = wr.sum(axis=0) + 10 * np.finfo(float).eps
-        mk = (wr.T @ V) / nk[:, None]
-        centred = V - np.average(V, axis=0, weights=sw if sw.sum() > 0 else None)
+        mean = np.average(V, axis=0, weights=sw if sw.sum() > 0 else None)
+        # A component without points starts at the mean.
+        mk = np.where((wr.sum(axis=0) > 0)[:, None], (wr.T @ V) / nk[:, None], mean)
+        centred = V - mean
         overall = np.average(centred**2, axis=0, weights=sw if sw.sum() > 0 else None)
         overall = np.where(overall > 0, overall, 1.0)
         ck = np.empty((K, d, d))
@@ -588,12 +614,40 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
             ck[j] = (wr[:, j, None] * diff).T @ diff
             # Shrink towards the overall variances, with the weight of one point, so that a
             # component starting from few points is still positive definite.
-            ck[j] = (ck[j] + np.diag(overall)) / (nk[j] + 1)
+            ck[j] = (ck[j] + np.diag(overall)) / (nk[j] + 1) + self.reg_covar * np.eye(d)
         return (
             nk / nk.sum() if weights is None else weights,
             mk if means is None else means,
             ck if covs is None else covs,
         )
+
+    def _initial_resp(self, V, sw, rng):
+        """Starting responsibilities (m, K) of the distinct weighted points ``V``."""
+        K = self.n_components
+        m = V.shape[0]
+        resp = np.zeros((m, K))
+        if m <= K:
+            # Fewer distinct points than components: one point each; the other components
+            # start empty, from the overall variance.
+            resp[np.arange(m), np.arange(m)] = 1
+            return resp
+        if self.init_params == "kmeans":
+            with warnings.catch_warnings():
+                # Distinct points may still give fewer distinct clusters than K.
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                labels = KMeans(K, n_init=1, random_state=rng).fit(
+                    V, sample_weight=sw).labels_  # fmt: skip
+            resp[np.arange(m), labels] = 1
+        elif self.init_params == "k-means++":
+            centres, _ = kmeans_plusplus(V, K, random_state=rng, sample_weight=sw)
+            labels = ((V[:, None, :] - centres[None]) ** 2).sum(-1).argmin(1)
+            resp[np.arange(m), labels] = 1
+        elif self.init_params == "random":
+            resp = rng.uniform(size=(m, K))
+            resp /= resp.sum(axis=1, keepdims=True)
+        else:
+            resp[rng.choice(m, size=K, replace=False, p=sw / sw.sum()), np.arange(K)] = 1
+        return resp
 
     # ------------------------------------------------------------------ fitting
 
@@ -731,7 +785,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
             new_covs = (C + self.w * np.eye(d)) / (qa + 1)[:, None, None]
         else:
             new_covs = C / qa[:, None, None]
-        new_covs = 0.5 * (new_covs + np.swapaxes(new_covs, 1, 2))
+        new_covs = 0.5 * (new_covs + np.swapaxes(new_covs, 1, 2)) + self.reg_covar * np.eye(d)
         keep_c = fixed_c | ~alive
         new_covs[keep_c] = covs[keep_c]
         new_weights = _renormalise(q, weights, fixed_w)
@@ -783,7 +837,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         """Minibatch EM or SGD over ``max_iter`` epochs (shuffled minibatches)."""
         total = float(data.sample_weight.sum())
         state = self._online_init(params, data) if self.method == "minibatch_em" else (
-            _AdamState(params, fixed))
+            _AdamState(params, fixed, self.reg_covar))
         history, converged, prev = [], False, None
         n_iter = 0
         progress = Progress(self, self.max_iter, objective="mean log-likelihood",
@@ -817,7 +871,9 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
                     interrupted=interrupted)  # fmt: skip
 
     def _online_init(self, params, data):
-        return _OnlineEMState(params, float(np.mean(data.sample_weight)) * self.batch_size)
+        return _OnlineEMState(
+            params, float(np.mean(data.sample_weight)) * self.batch_size, reg_covar=self.reg_covar
+        )
 
     def _stochastic_step(self, state, batch, fixed, n_threads, total):
         """One minibatch step; returns the minibatch's weighted log-likelihood."""
@@ -877,15 +933,15 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
                 )
             rng = check_random_state(self.random_state)
             params = tuple(np.asarray(a, dtype=np.float64) for a in self._initialize(data, rng))
-            state = _OnlineEMState(params, batch_weight)
+            state = _OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)
             seen, history = 0.0, np.empty(0)
         elif not hasattr(self, "_online_state"):
             # Continue from a fit: its parameters, with this minibatch's weight.
             params = tuple(np.asarray(a, dtype=np.float64) for a in self._fitted_params())
-            state = _OnlineEMState(params, batch_weight)
+            state = _OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)
             seen, history = batch_weight, self.lower_bounds_
         else:
-            state = _OnlineEMState.from_arrays(self._online_state)
+            state = _OnlineEMState.from_arrays(self._online_state, self.reg_covar)
             seen, history = self._online_seen, self.lower_bounds_
         seen += batch_weight
         stats = self._estep(data, state.params(), n_threads)
@@ -1150,8 +1206,9 @@ class _OnlineEMState:
     and the unregularised covariances V_j, and the step count t.
     """
 
-    def __init__(self, params, batch_weight, t=0):
+    def __init__(self, params, batch_weight, t=0, reg_covar=0.0):
         weights, means, covs = params
+        self.reg_covar = reg_covar
         self.weights = np.asarray(weights, dtype=np.float64).copy()
         self.qhat = self.weights * batch_weight
         self.means = np.asarray(means, dtype=np.float64).copy()
@@ -1167,8 +1224,8 @@ class _OnlineEMState:
                     reg_covs=self.reg_covs, t=np.array(self.t))  # fmt: skip
 
     @classmethod
-    def from_arrays(cls, a):
-        s = cls((a["weights"], a["means"], a["covs"]), 1.0, int(a["t"]))
+    def from_arrays(cls, a, reg_covar=0.0):
+        s = cls((a["weights"], a["means"], a["covs"]), 1.0, int(a["t"]), reg_covar)
         s.qhat, s.reg_covs = a["qhat"].copy(), a["reg_covs"].copy()
         return s
 
@@ -1207,15 +1264,18 @@ class _OnlineEMState:
         self.means = self.means + shift
         self.qhat = np.where(ok, qhat, self.qhat)
         self.weights = _renormalise(self.qhat, self.weights, fixed_w)
+        d = self.means.shape[1]
         if w > 0:
             # The prior of Bovy et al., with the weight of this minibatch's share of the data.
             rho = batch_fraction * self.qhat.sum() / max(q.sum(), 1e-300)
-            d = self.means.shape[1]
             reg = (self.qhat[:, None, None] * self.covs + rho * w * np.eye(d)) / (
                 self.qhat + rho)[:, None, None]  # fmt: skip
+            reg = reg + self.reg_covar * np.eye(d)
             self.reg_covs = np.where(upd_c[:, None, None], reg, self.reg_covs)
         else:
-            self.reg_covs = self.covs
+            self.reg_covs = np.where(
+                upd_c[:, None, None], self.covs + self.reg_covar * np.eye(d), self.reg_covs
+            )
 
 
 class _AdamState:
@@ -1225,10 +1285,9 @@ class _AdamState:
     d/dm_j = V_j^-1 s1_j, d/dV_j = V_j^-1 A_j V_j^-1 / 2, d/dz_j = q_j - alpha_j sum_k q_k.
     """
 
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
-
-    def __init__(self, params, fixed):
+    def __init__(self, params, fixed, reg_covar=0.0):
         weights, means, covs = params
+        self.reg_covar = reg_covar
         self.fixed_w = fixed[0]
         self.weights0 = np.asarray(weights, dtype=np.float64)
         self.z = np.log(np.maximum(self.weights0, 1e-300))
@@ -1240,9 +1299,7 @@ class _AdamState:
         idx = np.arange(self.d)
         Lt[:, idx, idx] = np.log(L[:, idx, idx])
         self.Lt = Lt[:, self.tril[0], self.tril[1]]
-        self.m = [np.zeros_like(a) for a in (self.z, self.means, self.Lt)]
-        self.v = [np.zeros_like(a) for a in (self.z, self.means, self.Lt)]
-        self.t = 0
+        self.adam = None
 
     def _L(self):
         K = self.means.shape[0]
@@ -1263,7 +1320,7 @@ class _AdamState:
 
     def params(self):
         L = self._L()
-        return self._weights(), self.means, L @ np.swapaxes(L, 1, 2)
+        return self._weights(), self.means, L @ np.swapaxes(L, 1, 2) + self.reg_covar * np.eye(self.d)
 
     def step(self, stats, fixed, lr, w, batch_weight, total):
         q, s1, A, _ = stats
@@ -1280,7 +1337,8 @@ class _AdamState:
         gL = np.empty((K, d, d))
         eye = np.eye(d)
         for j in range(K):
-            Vinv = np.linalg.inv(L[j] @ L[j].T)
+            # V = L L^T + reg_covar I: dV/dL is that of L L^T.
+            Vinv = np.linalg.inv(L[j] @ L[j].T + self.reg_covar * eye)
             gm[j] = Vinv @ s1[j]
             gV = 0.5 * Vinv @ A[j] @ Vinv
             if w > 0:
@@ -1293,14 +1351,10 @@ class _AdamState:
         gm[fixed_m] = 0.0
         gLt[fixed_c] = 0.0
         grads = [g / batch_weight for g in (gz, gm, gLt)]
-        self.t += 1
-        b1, b2 = self.beta1, self.beta2
-        for k, (g, theta) in enumerate(zip(grads, (self.z, self.means, self.Lt))):
-            self.m[k] = b1 * self.m[k] + (1 - b1) * g
-            self.v[k] = b2 * self.v[k] + (1 - b2) * g * g
-            mhat = self.m[k] / (1 - b1**self.t)
-            vhat = self.v[k] / (1 - b2**self.t)
-            theta += lr * mhat / (np.sqrt(vhat) + self.eps)  # ascent on the log-likelihood
+        params = [self.z, self.means, self.Lt]
+        if self.adam is None:
+            self.adam = Adam([a.shape for a in params], lr)
+        self.adam.step(params, grads)  # ascent on the log-likelihood
 
 
 def _split_merge_candidates(est, data, params, movable):

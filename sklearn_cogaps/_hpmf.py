@@ -26,10 +26,11 @@ from ._base import (
     NonNegativeFactorisationMixin,
     check_ignored_y,
     draw_seeds,
-    effective_n_threads,
     validate_input,
 )
 from ._progress import Progress
+from ._utils._adam import Adam
+from ._utils._openmp_helpers import kernel_threads
 from . import _hpmf_fast as _fast
 
 __all__ = ["HierarchicalPMF"]
@@ -43,10 +44,6 @@ _ALPHA_MIN = 1e-3
 # Alternating Poisson regression of new rows: relative change of the shapes at convergence.
 _TRANSFORM_TOL = 1e-10
 _TRANSFORM_MAX_ITER = 5000
-# Below this many stored entries times components, a pass runs on one thread: a short
-# parallel region costs more than it saves, badly so on a loaded machine. Each major index
-# computes the same numbers whatever the thread count, so results do not change.
-_MIN_WORK_PER_THREAD = 2_000_000
 # VBEM iterations of init="vbem".
 _N_INIT_VBEM = 50
 # Monte Carlo samples for the estimate of the exact ELBO reported after every fit.
@@ -82,10 +79,6 @@ class _Counts:
         per_entry = gammaln(data + 1.0)
         rows = np.repeat(np.arange(self.shape[0]), np.diff(indptr))
         return np.bincount(rows, weights=per_entry, minlength=self.shape[0])
-
-
-def _threads_for(work, n_threads):
-    return int(max(1, min(n_threads, work // _MIN_WORK_PER_THREAD)))
 
 
 def _compressed(M, index_dtype):
@@ -145,9 +138,13 @@ class _Side:
 
 def _solve_shape(s, a0):
     """Root of ln a - psi(a) = s for each entry of s (s > 0), clipped to the shape bounds."""
-    a = np.clip(np.asarray(a0, dtype=np.float64).copy(), _SHAPE_MIN, _SHAPE_MAX)
     big = s <= 1.0 / (2.0 * _SHAPE_MAX)
     s = np.where(big, 1.0, s)
+    # Start from the closed-form approximation of the root (Minka, "Estimating a gamma
+    # distribution", 2002), within a few percent everywhere: Newton then needs a few steps,
+    # where the previous value can be far from the new root.
+    start = (3.0 - s + np.sqrt((s - 3.0) ** 2 + 24.0 * s)) / (12.0 * s)
+    a = np.clip(np.where(np.isfinite(start) & (start > 0), start, a0), _SHAPE_MIN, _SHAPE_MAX)
     for _ in range(100):
         g = np.log(a) - digamma(a) - s
         gp = 1.0 / a - polygamma(1, a)
@@ -157,7 +154,11 @@ def _solve_shape(s, a0):
         while np.any(bad):
             new = np.where(bad, a / 2.0, new)
             bad = ~(new > 0)
-        done = np.abs(new - a) <= 1e-12 * a
+        # Converged, or the residual is at the round-off of ln a (for large a, ln a - psi(a)
+        # ~ 1/(2a) cancels and the relative step never reaches 1e-12).
+        done = (np.abs(new - a) <= 1e-12 * a) | (
+            np.abs(g) <= 4 * np.finfo(float).eps * np.maximum(1.0, np.abs(np.log(a)))
+        )
         a = np.clip(new, _SHAPE_MIN, _SHAPE_MAX)
         if np.all(done):
             break
@@ -328,26 +329,6 @@ def _newton_step(counts, L, F, learn, n_threads):
                     S.refresh()
     L.update_prior(learn)
     F.update_prior(learn)
-
-
-class _Adam:
-    """Adam ascent on a list of arrays (Kingma & Ba 2015)."""
-
-    def __init__(self, shapes, lr, beta1=0.9, beta2=0.999, eps=1e-8):
-        self.m = [np.zeros(s) for s in shapes]
-        self.v = [np.zeros(s) for s in shapes]
-        self.lr, self.b1, self.b2, self.eps, self.t = lr, beta1, beta2, eps, 0
-
-    def step(self, params, grads):
-        self.t += 1
-        c1 = 1.0 - self.b1**self.t
-        c2 = 1.0 - self.b2**self.t
-        for p, g, m, v in zip(params, grads, self.m, self.v):
-            m *= self.b1
-            m += (1.0 - self.b1) * g
-            v *= self.b2
-            v += (1.0 - self.b2) * g * g
-            p += self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
 
 
 def _pathwise_grads(S, z, dlog, other_total):
@@ -679,7 +660,7 @@ class HierarchicalPMF(
         X = self._validate_counts(X, reset=True)
         counts = _Counts(X)
         rng = check_random_state(self.random_state)
-        n_threads = _threads_for(counts.nnz * self.n_components, effective_n_threads())
+        n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         state = self._warm_state(counts)
         L, F = state if state is not None else self._initialise(counts, rng, n_threads)
         learn = self.learn_prior
@@ -749,7 +730,7 @@ class HierarchicalPMF(
         """
         params = [np.log(L.alpha), np.log(L.beta), np.log(F.alpha), np.log(F.beta)]
         average = [q.copy() for q in params]
-        opt = _Adam([q.shape for q in params], self.learning_rate)
+        opt = Adam([q.shape for q in params], self.learning_rate)
         window, decay = 100, 1.0 - 1.0 / 50.0
         trace = [_exact_elbo_estimate(counts, L, F, rng, 1, n_threads)]
         converged = interrupted = False
@@ -795,7 +776,7 @@ class HierarchicalPMF(
         _fast.transform_rows(
             *counts.r, np.ascontiguousarray(self.components_log_.T), a, np.log(beta),
             alpha, xlogt, n_iter, _TRANSFORM_MAX_ITER, _TRANSFORM_TOL,
-            _threads_for(counts.nnz * K * 20, effective_n_threads()),
+            kernel_threads(40 * counts.nnz * K),
         )
         return counts, alpha, beta, xlogt
 

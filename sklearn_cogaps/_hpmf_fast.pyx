@@ -7,6 +7,8 @@
 # outputs, and scalar sums are returned per major index and added by the caller in a fixed
 # order, so the results are bit-identical for any number of threads.
 from cython.parallel cimport prange, parallel
+
+from ._utils._logsumexp cimport shifted_exp_pair
 from libc.math cimport exp, log, sqrt, fabs, cbrt
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint64_t
@@ -80,14 +82,9 @@ cdef inline double _entry(
     if s > TINY:
         w[K] = s
         return log(s) + mr[i] + mc[j]
-    mx = elog_r[i, 0] + elog_c[j, 0]
-    for k in range(1, K):
-        v = elog_r[i, k] + elog_c[j, k]
-        if v > mx:
-            mx = v
+    mx = shifted_exp_pair(&elog_r[i, 0], &elog_c[j, 0], w, K)
     s = 0.0
     for k in range(K):
-        w[k] = exp(elog_r[i, k] + elog_c[j, k] - mx)
         s += w[k]
     w[K] = s
     return mx + log(s)
@@ -204,14 +201,9 @@ def transform_rows(
                     if s > TINY:
                         lt = log(s) + mi + mc[j]
                     else:
-                        mx = el[0] + elog_f[j, 0]
-                        for k in range(1, K):
-                            v = el[k] + elog_f[j, k]
-                            if v > mx:
-                                mx = v
+                        mx = shifted_exp_pair(el, &elog_f[j, 0], w, K)
                         s = 0.0
                         for k in range(K):
-                            w[k] = exp(el[k] + elog_f[j, k] - mx)
                             s = s + w[k]
                         lt = mx + log(s)
                     acc = acc + x * lt

@@ -28,6 +28,7 @@ from ._base import (
     validate_input,
 )
 from ._progress import Progress
+from ._utils._openmp_helpers import kernel_threads
 from ._ebpm import (
     DEFAULT_GAMMA_GRID,
     EBPM_FAMILIES,
@@ -42,9 +43,7 @@ from ._wbpmf_fast import data_term, expected_counts
 __all__ = ["WeightedBackgroundPMF"]
 
 _N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
-# Below this many non-zeros per thread a sweep runs on fewer threads (it takes well under a
-# millisecond, less than waking the threads); the results are the same for any count.
-_MIN_NNZ_PER_THREAD = 50000
+_MAX_TOTAL = 1e150  # largest total count: the updates form products of two count-sized numbers
 _CLAMP = 1e-8  # initial factors are clamped below at this value (as ebpmf.alpha does)
 # What to do instead of passing data as the second positional argument.
 _NO_SIDE_INPUT = (
@@ -125,7 +124,8 @@ class _Sweeper:
         self.data = np.asarray(X.data, dtype=np.float64)
         self.n, self.p = X.shape
         self.n_chunks = max(1, min(_N_CHUNKS, self.n))
-        self.n_threads = max(1, min(n_threads, self.data.size // _MIN_NNZ_PER_THREAD))
+        # about 20 operations per stored entry and component sweep
+        self.n_threads = kernel_threads(20 * self.data.size, n_threads)
 
     def expected_counts(self, lu, lv, k):
         U, _ = _stabilised(lu)
@@ -304,6 +304,13 @@ class WeightedBackgroundPMF(
         X = sparse.csr_matrix(X, dtype=np.float64, copy=True)
         X.sum_duplicates()
         X.eliminate_zeros()
+        total = float(np.sum(X.data))
+        if not total <= _MAX_TOTAL:
+            raise ValueError(
+                f"X sums to {total:.3g}; the variational updates multiply counts by rates of "
+                f"the same size, which overflows in float64 above a total of {_MAX_TOTAL:g}. "
+                f"Rescale X (the model is for counts)."
+            )
         return X
 
     def _initial_factors(self, X, W, H, rng):

@@ -17,26 +17,13 @@ so the results are bit-identical for any number of threads.
 from cython.parallel cimport prange
 from libc.math cimport exp, log, INFINITY
 
+from ._utils._logsumexp cimport log_sum_exp_pair
+
 ctypedef Py_ssize_t intp_t
 
 # Below this, sum_k U_ik V_jk is recomputed in log space (terms lost to underflow are then
 # below 1e-200 of the largest).
 cdef double TINY = 1e-100
-
-
-cdef inline double _log_sum_exp(const double* lu, const double* lv, intp_t K) noexcept nogil:
-    """log sum_k exp(lu_k + lv_k) with the maximum subtracted (eqs. 5.1-5.4); -inf if all are."""
-    cdef double m = -INFINITY, t, acc = 0.0
-    cdef intp_t k
-    for k in range(K):
-        t = lu[k] + lv[k]
-        if t > m:
-            m = t
-    if m == -INFINITY:
-        return -INFINITY
-    for k in range(K):
-        acc = acc + exp(lu[k] + lv[k] - m)
-    return m + log(acc)
 
 
 cdef inline double _scaled_dot(const double* u, const double* v, intp_t K) noexcept nogil:
@@ -53,7 +40,7 @@ cdef inline double _log_b(const double* u, const double* v, const double* lu,
     cdef double dot = _scaled_dot(u, v, K)
     if dot > TINY:
         return mu + mv + log(dot)
-    return _log_sum_exp(lu, lv, K)
+    return log_sum_exp_pair(lu, lv, K)
 
 
 cdef inline double _zeta(const double* u, const double* v, const double* lu,
@@ -62,7 +49,7 @@ cdef inline double _zeta(const double* u, const double* v, const double* lu,
     cdef double dot = _scaled_dot(u, v, K), lse
     if dot > TINY:
         return u[k] * v[k] / dot
-    lse = _log_sum_exp(lu, lv, K)
+    lse = log_sum_exp_pair(lu, lv, K)
     if lse == -INFINITY:
         return 0.0
     return exp(lu[k] + lv[k] - lse)

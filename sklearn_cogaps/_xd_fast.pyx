@@ -24,6 +24,8 @@ from cython.parallel cimport parallel, prange
 from libc.math cimport exp, log, sqrt, isnan, INFINITY
 from libc.stdlib cimport malloc, free
 
+from ._utils._logsumexp cimport responsibilities
+
 ctypedef fused floating:
     float
     double
@@ -179,25 +181,6 @@ cdef Py_ssize_t _point(
     return n_o
 
 
-cdef inline double _responsibilities(const floating* logp, double* r, Py_ssize_t K) noexcept nogil:
-    """r_j = exp(logp_j - lse) and return lse = log sum_j exp(logp_j)."""
-    cdef Py_ssize_t j
-    cdef double mx = -INFINITY, tot = 0
-    for j in range(K):
-        if logp[j] > mx:
-            mx = logp[j]
-    if mx == -INFINITY:
-        for j in range(K):
-            r[j] = 0
-        return mx
-    for j in range(K):
-        r[j] = exp(logp[j] - mx)
-        tot = tot + r[j]
-    for j in range(K):
-        r[j] = r[j] / tot
-    return mx + log(tot)
-
-
 cdef inline const floating* _noise_ptr(int noise_mode, const floating[:, ::1] Sdiag,
                                        const floating[:, :, ::1] Sfull, Py_ssize_t i) noexcept nogil:
     if noise_mode == 1:
@@ -295,7 +278,7 @@ def estep_stats(
                     if fail_out[ch] < 0:
                         fail_out[ch] = i * K + (-n_o - 1)
                     continue
-                lse = _responsibilities(logp, r, K)
+                lse = responsibilities(logp, r, K)
                 ll_out[ch] = ll_out[ch] + sample_weight[i] * lse
                 for j in range(K):
                     wr = sample_weight[i] * r[j]
@@ -374,7 +357,7 @@ def log_prob(
             for j in range(K):
                 logp_out[i, j] = logp[j]
             if want:
-                _responsibilities(logp, r, K)
+                responsibilities(logp, r, K)
                 _posterior(r, delta, M, &means[0, 0], &covs[0, 0, 0], K, d, mu,
                            &post_mean[i, 0], &post_cov[i, 0, 0])
         free(obs)

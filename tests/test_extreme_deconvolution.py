@@ -54,7 +54,7 @@ def _init(model):
 def test_no_noise_equals_gaussian_mixture():
     model = _mixture(d=3)
     X, _, _, _ = _draw(model, 600)
-    gm = GaussianMixture(3, reg_covar=0.0, max_iter=5, tol=0.0, random_state=0, **_init(model))
+    gm = GaussianMixture(3, reg_covar=1e-6, max_iter=5, tol=0.0, random_state=0, **_init(model))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         gm.fit(X)
@@ -196,7 +196,7 @@ def test_regulariser_and_fixed_parameters():
     rng = np.random.RandomState(10)
     X = rng.normal(size=(50, 2)) * [1.0, 3.0]
     w = 2.5
-    xd = ExtremeDeconvolution(1, w=w, tol=1e-12, max_iter=5).fit(X)
+    xd = ExtremeDeconvolution(1, w=w, reg_covar=0.0, tol=1e-12, max_iter=5).fit(X)
     centred = X - X.mean(0)
     assert_allclose(xd.means_[0], X.mean(0), rtol=1e-12)
     # Bovy et al.: V = (sum_i (x_i - m)(x_i - m)^T + w I) / (n + 1).
@@ -284,9 +284,12 @@ def test_bad_parameters_raise_clear_errors():
     xd = ExtremeDeconvolution(1).fit(X)
     with pytest.raises(ValueError, match="expecting 2 features"):
         xd.score(X[:, :1])
-    # A noise-free collapse names the component and suggests w.
-    with pytest.raises(ValueError, match="component 0 is not positive definite.*w > 0"):
-        ExtremeDeconvolution(1).fit(np.ones((20, 2)))
+    # A noise-free collapse names the component and says what to change.
+    with pytest.raises(ValueError, match="component 0 is not positive definite.*Increase reg_covar"):
+        ExtremeDeconvolution(1, reg_covar=0.0).fit(np.ones((20, 2)))
+    # The default regulariser fits constant data.
+    xd = ExtremeDeconvolution(1).fit(np.ones((20, 2)))
+    assert_allclose(xd.covariances_[0], 1e-6 * np.eye(2), atol=1e-20)
     # A singular projection without noise: the failing point is named.
     S = np.zeros((20, 2))
     S[1:] = 1.0

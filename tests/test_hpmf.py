@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import HierarchicalPMF, _hpmf, match_components
 from sklearn_cogaps._hpmf_fast import dlog_gamma_dshape_array, sample_log_gamma, special
+from sklearn_cogaps._utils import _openmp_helpers
 
 
 def make_paper_example():
@@ -137,7 +138,7 @@ def test_dense_and_sparse_input_give_the_same_fit(example):
 @pytest.mark.parametrize("solver", ["vbem", "newton", "pathwise"])
 def test_same_seed_same_result_for_any_thread_count(example, solver, monkeypatch):
     # small problems run on one thread by default; force the parallel kernels here
-    monkeypatch.setattr(_hpmf, "_MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setattr(_openmp_helpers, "MIN_WORK_PER_THREAD", 1)
     X = sparse.csr_matrix(example[0][:80, :100])
     kw = dict(n_components=3, solver=solver, max_iter=3 if solver == "newton" else 20,
               init="random", random_state=7)

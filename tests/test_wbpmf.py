@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import WeightedBackgroundPMF, match_components
 from sklearn_cogaps import _wbpmf
+from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps.datasets import make_background_counts
 
 # ../shared beside the repository (SKC_SHARED overrides it)
@@ -87,7 +88,7 @@ def test_dense_and_sparse_agree(data):
 
 
 def test_same_result_for_any_number_of_threads(data, monkeypatch):
-    monkeypatch.setattr(_wbpmf, "_MIN_NNZ_PER_THREAD", 1)  # use every thread, even here
+    monkeypatch.setattr(_openmp_helpers, "MIN_WORK_PER_THREAD", 1)  # every thread, even here
     X = data[0]
     with threadpool_limits(1, user_api="openmp"):
         one = _fit(X, max_iter=6)

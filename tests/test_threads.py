@@ -1,0 +1,59 @@
+"""One thread policy: OpenMP's limit, threadpoolctl, the container's CPU quota, the work."""
+
+import pytest
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps._utils import _openmp_helpers
+from sklearn_cogaps._utils._openmp_helpers import (
+    MIN_WORK_PER_THREAD,
+    cgroup_cpu_limit,
+    effective_n_threads,
+    kernel_threads,
+)
+
+
+def _write(root, rel, text):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        ({"cpu.max": "150000 100000\n"}, 1.5),
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "garbage\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "200000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 2.0),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "50000\n"}, None),  # no period: no quota known
+        ({}, None),
+    ],
+)
+def test_cgroup_quota_parsing(tmp_path, files, expected):
+    for rel, text in files.items():
+        _write(tmp_path, rel, text)
+    assert cgroup_cpu_limit(str(tmp_path)) == expected
+
+
+def test_v2_is_read_before_v1(tmp_path):
+    _write(tmp_path, "cpu.max", "300000 100000")
+    _write(tmp_path, "cpu/cpu.cfs_quota_us", "100000")
+    _write(tmp_path, "cpu/cpu.cfs_period_us", "100000")
+    assert cgroup_cpu_limit(str(tmp_path)) == 3.0
+
+
+def test_quota_caps_the_threads(monkeypatch):
+    monkeypatch.setattr(_openmp_helpers, "_container_cpus", lambda: 1)
+    assert effective_n_threads() == 1
+    assert kernel_threads(10**12) == 1
+
+
+def test_threadpoolctl_and_work_size():
+    with threadpool_limits(1, user_api="openmp"):
+        assert effective_n_threads() == 1
+        assert kernel_threads(10**12) == 1
+    assert kernel_threads(0) == 1
+    assert kernel_threads(MIN_WORK_PER_THREAD - 1, 8) == 1
+    assert kernel_threads(3 * MIN_WORK_PER_THREAD, 8) == 3
+    assert kernel_threads(100 * MIN_WORK_PER_THREAD, 2) == 2
