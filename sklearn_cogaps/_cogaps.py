@@ -202,7 +202,6 @@ class CoGAPS(
         .. deprecated:: 0.2
            ``alpha_H`` is deprecated and will be removed in 0.3. Use ``atom_density_H``.
 
-
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
