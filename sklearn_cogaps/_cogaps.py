@@ -19,7 +19,7 @@ from ._base import (
     effective_n_threads,
     validate_input,
 )
-from ._cogaps_distributed import fit_distributed
+from ._cogaps_distributed import clear_distributed_attributes, fit_distributed
 from ._progress import Progress
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
@@ -462,6 +462,7 @@ class CoGAPS(
                 "explicit_sets is used only in distributed mode; set distributed to "
                 "'genome-wide' or 'single-cell', or explicit_sets=None."
             )
+        clear_distributed_attributes(self)
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)

@@ -20,7 +20,17 @@ from sklearn.utils import check_random_state
 
 from ._base import draw_seeds
 
-__all__ = ["consensus_patterns", "fit_distributed"]
+__all__ = ["clear_distributed_attributes", "consensus_patterns", "fit_distributed"]
+
+# The fitted attributes only a distributed fit sets.
+_DISTRIBUTED_ATTRIBUTES = (
+    "n_components_",
+    "subsets_",
+    "subset_patterns_",
+    "pattern_clusters_",
+    "consensus_correlation_",
+    "subset_chisq_",
+)
 
 
 # ---------------------------------------------------------------------- subsets
@@ -335,3 +345,10 @@ def fit_distributed(model, X, uncertainty=None):
     model._transform_seed = transform_seed
     model._sampler_state = None
     return model
+
+
+def clear_distributed_attributes(model):
+    """Remove what an earlier distributed fit left, before a plain fit of ``model``."""
+    for name in _DISTRIBUTED_ATTRIBUTES:
+        if name in vars(model):
+            delattr(model, name)

@@ -5,7 +5,7 @@ to the matrix, the residual and the domain. ``_sequential_half`` is the plain ch
 (Algorithm 1); the queued chain of section 2 is in ``_cogaps_queue``.
 """
 
-from libc.math cimport sqrt, log1p, exp, expm1, fmax
+from libc.math cimport sqrt, log1p, exp, expm1, fmax, isfinite
 from libc.stdint cimport uint64_t, int64_t
 
 from ._utils._rng cimport Rng, rng_spawn, rng_uniform, rng_below, rng_poisson
@@ -13,7 +13,8 @@ from ._utils._truncnorm cimport truncnorm_sample
 from ._utils._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
                                      domain_random_atom, domain_random_free_position)
 from ._cogaps_stats cimport (Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, APPLY,
-                             KILL, _locate, _element_stats, _pair_stats)
+                             KILL, OUT_OF_MEMORY, NOT_FINITE, _locate, _element_stats,
+                             _pair_stats)
 
 
 cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
@@ -232,15 +233,18 @@ cdef void _apply_matrix(Half* h, const Proposal* p) noexcept nogil:
 
 
 cdef int _apply_domain(Half* h, const Proposal* p) noexcept nogil:
-    """The atomic-domain part of a decided proposal, in proposal order; -1 only when
-    memory runs out."""
+    """The atomic-domain part of a decided proposal, in proposal order; OUT_OF_MEMORY when
+    memory runs out, NOT_FINITE when the proposal's statistics were not finite (data or
+    uncertainty too extreme for double precision), else 0."""
     cdef AtomicDomain* d = h.dom
     if p.outcome == REJECT:
         return 0
+    if not isfinite(p.dloglik):
+        return NOT_FINITE
     h.loglik_change += p.dloglik
     if p.kind == BIRTH:
         if domain_insert(d, p.pos, p.value) < 0:
-            return -1
+            return OUT_OF_MEMORY
     elif p.kind == DEATH:
         if p.outcome == KILL:
             domain_erase(d, p.atom1)
@@ -257,14 +261,16 @@ cdef int _apply_domain(Half* h, const Proposal* p) noexcept nogil:
 cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil:
     """Poisson(max(n_atoms, 10)) updates of one matrix, one after the other (Algorithm 1).
 
-    Returns the number of proposals, or -1 when memory ran out.
+    Returns the number of proposals, or the (negative) failure of ``_apply_domain``.
     """
     cdef Proposal p
+    cdef int status
     cdef int64_t t, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
     for t in range(n_prop):
         _propose(h, master, &p)
         _evaluate(h, &p, tau)
         _apply_matrix(h, &p)
-        if _apply_domain(h, &p) != 0:
-            return -1
+        status = _apply_domain(h, &p)
+        if status != 0:
+            return status
     return n_prop

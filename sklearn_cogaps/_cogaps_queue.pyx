@@ -13,7 +13,7 @@ from libc.stdlib cimport realloc
 
 from ._utils._rng cimport Rng, rng_spawn, rng_poisson
 from ._utils._atomic_domain cimport AtomicDomain
-from ._cogaps_stats cimport Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE
+from ._cogaps_stats cimport Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, OUT_OF_MEMORY
 from ._cogaps_proposals cimport _choose_kind, _fill, _evaluate, _apply_matrix, _apply_domain
 
 # Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
@@ -188,10 +188,10 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
     """
     cdef int64_t done = 0, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
     cdef Py_ssize_t nb, b
-    cdef int threads
+    cdef int threads, status
     while done < n_prop:
         if _ensure_atom_marks(h) != 0:
-            return -1
+            return OUT_OF_MEMORY
         nb = _fill_batch(h, master, batch, min(<int64_t>MAX_BATCH, n_prop - done))
         threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
         if threads > 1:
@@ -203,8 +203,11 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
                 _evaluate(h, &batch[b], tau)
                 _apply_matrix(h, &batch[b])
         for b in range(nb):
-            if _apply_domain(h, &batch[b]) != 0:
-                return -1
+            # in proposal order, after the parallel region: any failing proposal of the
+            # batch is seen here, whichever thread evaluated it
+            status = _apply_domain(h, &batch[b])
+            if status != 0:
+                return status
         done += nb
         h.n_batches += 1
         h.n_queued += nb

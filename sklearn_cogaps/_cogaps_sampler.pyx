@@ -18,7 +18,7 @@ from libc.string cimport memcpy
 from ._utils._rng cimport Rng, rng_seed
 from ._utils._atomic_domain cimport (AtomicDomain, domain_init, domain_free,
                                      domain_insert)
-from ._cogaps_stats cimport Half, Proposal, _lookup_tables
+from ._cogaps_stats cimport Half, Proposal, NOT_FINITE, _lookup_tables
 from ._cogaps_proposals cimport _half_init, _sequential_half
 from ._cogaps_queue cimport MAX_BATCH, parallel_min_entries, _queued_half
 from ._cogaps_chisq cimport _transpose
@@ -213,8 +213,7 @@ cdef class GibbsSampler:
                     nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         else:
             nh, nw = self._dense_iteration(tau, n_threads)
-        if nh < 0 or nw < 0:
-            raise MemoryError("the atomic domain could not grow")
+        _raise_failure(min(nh, nw))
         return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
 
     cdef tuple _dense_iteration(self, double tau, int n_threads):
@@ -364,6 +363,10 @@ cdef class GibbsSampler:
         return np.array([self.rng.s0, self.rng.s1, self.rng.s2, self.rng.s3], dtype=np.uint64)
 
     cdef void _restore(self, state) except *:
+        _check_state(state, self.n, self.m, self.K,
+                     (int(self.dom_w.bin_length), int(self.dom_w.length)),
+                     (int(self.dom_h.bin_length), int(self.dom_h.length)),
+                     self.W_arr, self.Ht_arr, self.fixed_w, self.fixed_h)
         rng = np.asarray(state["rng"], dtype=np.uint64)
         self.rng.s0 = rng[0]
         self.rng.s1 = rng[1]
@@ -377,6 +380,69 @@ cdef class GibbsSampler:
         self.sum_h[...] = sh
         self.sq_h[...] = qh
         self.n_accumulated = n_acc
+
+
+def _check_state(state, n, m, K, domain_w, domain_h, W, Ht, fixed_w, fixed_h):
+    """Refuse a saved chain state (from :meth:`GibbsSampler.get_state`, possibly unpickled
+    from elsewhere) that does not describe a chain of these dimensions: the shapes, atom
+    positions inside their domains and distinct, masses finite and >= 0, the atoms of each
+    matrix element summing to that element, the posterior sums and the generator."""
+    def bad(what):
+        raise ValueError(
+            f"The saved CoGAPS chain state is invalid: {what}. It does not come from a fit of "
+            "this estimator on data of this shape; fit again with warm_start=False."
+        )
+
+    if not isinstance(state, dict):
+        bad(f"expected a dict, got {type(state).__name__}")
+    missing = {"rng", "W", "Ht", "atoms_w", "atoms_h", "sums"} - set(state)
+    if missing:
+        bad(f"missing entries {sorted(missing)}")
+    rng = np.asarray(state["rng"])
+    if rng.shape != (4,) or rng.dtype != np.uint64 or not rng.any():
+        bad(f"the generator state must be 4 uint64 words, not all zero; got {rng!r}")
+    tolerance = 1e-9
+    for name, M, (bin_length, length), fixed in (
+        ("W", W, domain_w, fixed_w),
+        ("Ht", Ht, domain_h, fixed_h),
+    ):
+        if not np.all(np.isfinite(M)) or np.any(M < 0):
+            bad(f"the saved {name} must be finite and non-negative")
+        atoms = state["atoms_w" if name == "W" else "atoms_h"]
+        if len(atoms) != 2:
+            bad(f"the atoms of {name} must be (positions, masses)")
+        pos = np.asarray(atoms[0])
+        mass = np.asarray(atoms[1])
+        if pos.dtype != np.uint64 or pos.ndim != 1 or mass.shape != pos.shape:
+            bad(f"the atoms of {name} must be a uint64 vector of positions and a vector of "
+                f"masses of the same length; got {pos.dtype} {pos.shape} and {mass.shape}")
+        if not np.all(np.isfinite(mass)) or np.any(mass < 0):
+            bad(f"the atom masses of {name} must be finite and >= 0")
+        if pos.size and (pos.max() >= np.uint64(length)):
+            bad(f"an atom of {name} lies outside its domain [0, {length})")
+        if np.unique(pos).size != pos.size:
+            bad(f"two atoms of {name} share a position")
+        if fixed and pos.size:
+            bad(f"{name} is held fixed, so its domain must be empty; it has {pos.size} atoms")
+        if not fixed:
+            # the atoms of each bin add up to the matrix element of the bin
+            bins = (pos // np.uint64(bin_length)).astype(np.int64)
+            sums = np.bincount(bins, weights=mass, minlength=M.size)
+            scale = max(1.0, float(np.abs(M).max(initial=0.0)))
+            if sums.shape != (M.size,) or not np.allclose(sums, M.ravel(), rtol=tolerance,
+                                                          atol=tolerance * scale):
+                bad(f"the atoms of {name} do not add up to the saved matrix")
+    sums = state["sums"]
+    if len(sums) != 5:
+        bad("the posterior sums must be (sum W, sum W^2, sum Ht, sum Ht^2, count)")
+    for value, shape, what in zip(sums[:4], [(n, K), (n, K), (m, K), (m, K)],
+                                  ["sum W", "sum W^2", "sum Ht", "sum Ht^2"]):
+        value = np.asarray(value)
+        if value.shape != shape or not np.all(np.isfinite(value)):
+            bad(f"{what} must be a finite array of shape {shape}; got shape {value.shape}")
+    count = sums[4]
+    if int(count) != count or count < 0:
+        bad(f"the number of accumulated samples must be a non-negative integer; got {count!r}")
 
 
 cdef object _domain_atoms(AtomicDomain* d):
@@ -515,13 +581,26 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     return mean_arr, std_arr
 
 
+def _raise_failure(int status, rows=""):
+    """Raise the error a (negative) half-iteration status stands for; nothing for >= 0."""
+    if status == NOT_FINITE:
+        raise ValueError(
+            f"The likelihood of a proposal{rows} is not finite: the data or the uncertainty "
+            "are too extreme for double precision (values near 1e300, or uncertainties near "
+            "1e-300). Rescale X (and the uncertainty) to a moderate range."
+        )
+    if status < 0:
+        raise MemoryError(f"could not allocate the atomic domain{rows}; free memory or "
+                          "transform fewer rows at a time.")
+
+
 def _check_rows(status):
+    """Raise for the rows whose chains failed: each row records its own status, so the
+    failure of any row reaches the caller whatever thread ran it."""
     failed = np.flatnonzero(status)
     if failed.size:
-        raise MemoryError(
-            f"could not allocate the atomic domain of {failed.size} row(s) (first: row "
-            f"{failed[0]}); transform fewer rows at a time."
-        )
+        _raise_failure(int(np.asarray(status)[failed[0]]),
+                       f" of {failed.size} row(s) (first: row {failed[0]})")
 
 
 cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
@@ -588,6 +667,7 @@ cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
     cdef Rng rng
     cdef Py_ssize_t it, k, K = h.K
     cdef int status = 0
+    cdef int64_t done
     cdef double tau
     cdef double* w = h.M
     cdef double* sq = <double*>calloc(K, sizeof(double))
@@ -598,8 +678,9 @@ cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
         mean[k] = 0.0
     for it in range(2 * n_iter):
         tau = 1.0 if it >= n_iter else fmin1(2.0 * (it + 1) / n_iter)
-        if _sequential_half(h, &rng, tau) < 0:
-            status = -1
+        done = _sequential_half(h, &rng, tau)
+        if done < 0:
+            status = <int>done
             break
         if it >= n_iter:
             for k in range(K):

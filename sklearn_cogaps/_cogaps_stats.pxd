@@ -33,6 +33,11 @@ cdef enum:
     APPLY = 1
     KILL = 2
 
+# Failures of a half-iteration, returned instead of a count and raised by the caller.
+cdef enum:
+    OUT_OF_MEMORY = -1
+    NOT_FINITE = -2      # a proposal's likelihood change is NaN or infinite
+
 
 cdef struct Half:
     AtomicDomain* dom

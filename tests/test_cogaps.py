@@ -521,3 +521,78 @@ def test_sparse_model_reads_a_canonical_csr_in_place_and_never_changes_the_calle
             assert_array_equal(a, b)
         if data is not canonical:
             assert_array_equal(est.components_, reference.components_)
+
+
+def _corrupt(state, how):
+    state = dict(state)
+    pos, mass = state["atoms_w"]
+    if how == "negative mass":
+        mass = mass.copy()
+        mass[0] = -1.0
+    elif how == "outside the domain":
+        pos = pos.copy()
+        pos[0] = np.uint64(2**64 - 1)
+    elif how == "shared position":
+        pos = pos.copy()
+        pos[1] = pos[0]
+    elif how == "inconsistent bins":
+        state["W"] = state["W"] * 1.01
+    elif how == "nan sums":
+        sums = list(state["sums"])
+        sums[2] = np.full_like(sums[2], np.nan)
+        state["sums"] = tuple(sums)
+    elif how == "zero generator":
+        state["rng"] = np.zeros(4, dtype=np.uint64)
+    elif how == "missing":
+        del state["atoms_h"]
+    state["atoms_w"] = (pos, mass)
+    return state
+
+
+@pytest.mark.parametrize(
+    "how, match",
+    [
+        ("negative mass", "masses of W must be finite and >= 0"),
+        ("outside the domain", "an atom of W lies outside its domain"),
+        ("shared position", "two atoms of W share a position"),
+        ("inconsistent bins", "atoms of W do not add up to the saved matrix"),
+        ("nan sums", r"sum Ht must be a finite array of shape \(200, 3\)"),
+        ("zero generator", "generator state must be 4 uint64 words"),
+        ("missing", r"missing entries \['atoms_h'\]"),
+    ],
+)
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_a_corrupted_saved_state_is_refused_before_use(simulated, how, match, sparse_input):
+    X, _, _ = simulated
+    data = sparse.csr_matrix(X) if sparse_input else X
+    est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(data)
+    restored = pickle.loads(pickle.dumps(est))
+    restored._sampler_state = _corrupt(restored._sampler_state, how)
+    with pytest.raises(ValueError, match="saved CoGAPS chain state is invalid: .*" + match):
+        restored.fit(data)
+    # the intact state still continues
+    assert est.fit(data).n_iter_ == 60
+
+
+def test_every_failing_row_of_a_parallel_transform_is_reported():
+    from sklearn_cogaps._cogaps_sampler import _check_rows
+
+    _check_rows(np.zeros(5, dtype=np.intc))
+    with pytest.raises(MemoryError, match=r"2 row\(s\) \(first: row 1\)"):
+        _check_rows(np.array([0, -1, 0, -1, 0], dtype=np.intc))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, parallel_everywhere):
+    from sklearn_cogaps._cogaps_sampler import GibbsSampler, sample_fixed_rows
+
+    X = np.ones((20, 50))
+    X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
+    prec = np.full(X.shape, 10.0)
+    sampler = GibbsSampler(X.copy(), prec, np.zeros((20, 2)), np.zeros((50, 2)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
+    with pytest.raises(ValueError, match="likelihood of a proposal is not finite"):
+        for _ in range(20):
+            sampler.iterate(1.0, n_threads)
+    seeds = np.arange(20, dtype=np.uint64)
+    with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) is not finite"):
+        sample_fixed_rows(X, prec, np.ones((50, 2)), 0.01, 0.01, 100.0, 5, seeds, n_threads)

@@ -94,6 +94,16 @@ def test_fitted_distributed_model_transforms_and_pickles(cells, genome_wide):
     assert len(markers) == 3
 
 
+def test_a_plain_refit_drops_the_distributed_attributes(cells):
+    X, _, _ = cells
+    model = _fit_small(X, max_iter=20)
+    assert model.n_components_ > 0
+    model.set_params(distributed=None).fit(X)
+    for name in ("n_components_", "subsets_", "subset_patterns_", "pattern_clusters_",
+                 "consensus_correlation_", "subset_chisq_"):
+        assert not hasattr(model, name), name
+
+
 def test_explicit_sets_and_feature_names(cells):
     pd = pytest.importorskip("pandas", reason="pandas gives X feature names")
     X, W, _ = cells
@@ -169,7 +179,8 @@ def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_pro
         with joblib.parallel_config(backend="dask"):
             on_dask = _fit_small(_cells_X())
         # the tasks did run on the cluster's workers
-        assert client.run(lambda: "sklearn_cogaps._cogaps_distributed" in __import__("sys").modules)
+        ran = client.run(lambda: "sklearn_cogaps._cogaps_distributed" in __import__("sys").modules)
+        assert len(ran) == 2 and all(ran.values()), ran
     _same_fit(processes, on_dask)
 
 

@@ -215,3 +215,42 @@ def test_canonical_form_does_not_copy_canonical_input(dense):
     rows = _canonical_csr(X)
     assert rows.nnz == X.nnz - 1 and not np.shares_memory(rows.data, X.data)
     assert_unchanged(X, before)
+
+
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_huge_values_are_refused(dense, sparse_input):
+    X = dense.copy()
+    X[0, 0] = 1e300
+    X = sparse.csr_matrix(X) if sparse_input else X
+    with pytest.raises(ValueError, match="values up to 1e\\+300.*Rescale X"):
+        CoGAPS(**FAST).fit(X)
+    model = CoGAPS(**FAST).fit(dense)
+    with pytest.raises(ValueError, match="Rescale X"):
+        model.transform(X)
+    with pytest.raises(ValueError, match="Rescale X"):
+        model.score(X)
+
+
+@pytest.mark.parametrize("value", [1e-300, 1e300])
+def test_extreme_uncertainty_is_refused(dense, value):
+    u = np.maximum(0.1 * dense, 0.1)
+    u[0, 0] = value
+    with pytest.raises(ValueError, match="uncertainty' spans"):
+        CoGAPS(**FAST).fit(dense, uncertainty=u)
+
+
+def test_overflowing_scaled_values_are_refused(dense):
+    """Each of X and the uncertainty in range, their ratio too large to square."""
+    X = dense * 1e140
+    u = np.full_like(dense, 1e-140)
+    with pytest.raises(ValueError, match="too large to square"):
+        CoGAPS(**FAST).fit(X, uncertainty=u)
+
+
+def test_large_but_representable_values_fit_finitely(dense):
+    """Values near the accepted limits give finite fitted attributes."""
+    for scale in (1e-100, 1e100):
+        X = dense * scale
+        model = CoGAPS(**FAST).fit(X, uncertainty=np.maximum(0.1 * X, 0.1 * scale))
+        for name in ("components_", "components_std_", "patterns_", "chisq_", "chisq_history_"):
+            assert np.all(np.isfinite(getattr(model, name))), (scale, name)

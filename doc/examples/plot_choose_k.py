@@ -2,11 +2,18 @@
 Choosing the number of components with GridSearchCV
 ===================================================
 
-Every estimator of the package has a ``score`` method, so the number of components can be
-chosen by cross-validation like any other hyper-parameter. Here we simulate counts made of
-three topics and let :class:`~sklearn.model_selection.GridSearchCV` pick ``n_components``
-for :class:`~sklearn_cogaps.HierarchicalPMF`, whose score is the held-out evidence lower
-bound per sample (higher is better): it rises until the true number and flattens after.
+Every estimator of the package has a ``score`` method that rates held-out data, so the number
+of components can be chosen by cross-validation like any other hyper-parameter, with
+:class:`~sklearn.model_selection.GridSearchCV` and no scorer to write. Here two data sets with
+three planted components: counts for :class:`~sklearn_cogaps.HierarchicalPMF` (its score is
+the held-out evidence lower bound per sample) and continuous data with Gaussian noise for
+:class:`~sklearn_cogaps.CoGAPS` (its score is the held-out log-likelihood of entries that
+the sampled patterns did not see).
+
+Both scores climb steeply up to the true number and then reach a plateau, where extra
+components only fit noise. The maximum of a plateau is a matter of chance, so we let
+``GridSearchCV`` choose with the one-standard-error rule: the smallest number of components
+whose mean score is within one standard deviation of the best.
 """
 
 import warnings
@@ -16,45 +23,73 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-from sklearn_cogaps import HierarchicalPMF
+from sklearn_cogaps import CoGAPS, HierarchicalPMF
+from sklearn_cogaps.datasets import make_patterns
+
+
+def smallest_within_one_std(cv_results):
+    """GridSearchCV's ``refit`` rule: the smallest K within one std of the best score."""
+    mean, std = cv_results["mean_test_score"], cv_results["std_test_score"]
+    best = np.argmax(mean)
+    ks = np.asarray(cv_results["param_n_components"], dtype=int)
+    candidates = np.flatnonzero(mean >= mean[best] - std[best])
+    return candidates[np.argmin(ks[candidates])]
+
+
+grid = {"n_components": [1, 2, 3, 4, 5, 6]}
+folds = KFold(3, shuffle=True, random_state=0)  # shuffled: the samples are ordered
 
 # %%
-# Counts with three planted topics
-# --------------------------------
+# Counts with three planted topics: HierarchicalPMF
+# -------------------------------------------------
 rng = np.random.RandomState(0)
 n_samples, n_features, true_k = 150, 60, 3
 L = rng.gamma(0.5, 2.0, size=(n_samples, true_k))
 F = np.zeros((true_k, n_features))
 for k in range(true_k):  # each topic owns a block of features
     F[k, k * 20 : (k + 1) * 20] = rng.gamma(2.0, 1.0, size=20)
-X = rng.poisson(L @ F + 0.05)
-print(f"{n_samples} samples x {n_features} features, {np.mean(X == 0):.0%} zeros")
+counts = rng.poisson(L @ F + 0.05)
+print(f"counts: {n_samples} samples x {n_features} features, {np.mean(counts == 0):.0%} zeros")
 
-# %%
-# Cross-validated search
-# ----------------------
-search = GridSearchCV(
-    HierarchicalPMF(max_iter=100, random_state=0),
-    {"n_components": [1, 2, 3, 4, 5, 6]},
-    cv=KFold(3, shuffle=True, random_state=0),
+hpmf_search = GridSearchCV(
+    HierarchicalPMF(max_iter=100, random_state=0), grid, cv=folds, refit=smallest_within_one_std
 )
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)  # 100 iterations are enough here
-    search.fit(X)
-print("chosen n_components:", search.best_params_["n_components"])
+    hpmf_search.fit(counts)
+print("HierarchicalPMF chooses n_components =", hpmf_search.best_params_["n_components"])
 
 # %%
-# The score along K
-# -----------------
-ks = search.cv_results_["param_n_components"].data.astype(int)
-mean = search.cv_results_["mean_test_score"]
-std = search.cv_results_["std_test_score"]
-fig, ax = plt.subplots(figsize=(6, 4))
-ax.errorbar(ks, mean, yerr=std, marker="o", capsize=3)
-ax.axvline(true_k, color="0.5", linestyle="--", label="true number of topics")
-ax.set_xlabel("n_components")
-ax.set_ylabel("held-out score (ELBO per sample)")
-ax.set_title("HierarchicalPMF: choosing K by 3-fold cross-validation")
-ax.legend()
+# Three patterns with Gaussian noise: CoGAPS
+# ------------------------------------------
+# :func:`~sklearn_cogaps.datasets.make_patterns` simulates smooth patterns along 40 ordered
+# samples; 600 iterations per phase are enough for data this small.
+X, _, _ = make_patterns(n_samples=40, n_features=60, n_components=3, random_state=0)
+cogaps_search = GridSearchCV(
+    CoGAPS(max_iter=600, random_state=0), grid, cv=folds, refit=smallest_within_one_std
+)
+cogaps_search.fit(X)
+print("CoGAPS chooses n_components =", cogaps_search.best_params_["n_components"])
+
+# %%
+# The scores along K
+# ------------------
+fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+for ax, (name, search) in zip(
+    axes, [("HierarchicalPMF (counts)", hpmf_search), ("CoGAPS (Gaussian noise)", cogaps_search)]
+):
+    ks = np.asarray(search.cv_results_["param_n_components"], dtype=int)
+    mean = search.cv_results_["mean_test_score"]
+    std = search.cv_results_["std_test_score"]
+    ax.errorbar(ks, mean, yerr=std, marker="o", capsize=3)
+    ax.axvline(true_k, color="0.5", linestyle="--", label="true number")
+    chosen = search.best_params_["n_components"]
+    ax.plot(chosen, mean[ks == chosen], "o", markersize=14, mfc="none", color="tab:red",
+            label="chosen")
+    ax.set_xlabel("n_components")
+    ax.set_ylabel("held-out score (higher is better)")
+    ax.set_title(name)
+    ax.legend(loc="lower right")
+fig.suptitle("choosing K by 3-fold cross-validation")
 fig.tight_layout()
 plt.show()

@@ -1,0 +1,76 @@
+"""CoGAPS.score: a held-out criterion under which a grid search finds the number of patterns."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy import sparse
+from sklearn.model_selection import GridSearchCV
+
+from sklearn_cogaps import CoGAPS
+from sklearn_cogaps.datasets import make_patterns
+
+
+@pytest.mark.parametrize(
+    "seed, sparse_optimization",
+    [(0, False), (2, False), (0, True)],
+)
+def test_grid_search_selects_the_true_number_of_patterns(seed, sparse_optimization):
+    X, _, _ = make_patterns(n_samples=30, n_features=60, n_components=2, random_state=seed)
+    search = GridSearchCV(
+        CoGAPS(max_iter=1000, random_state=0, sparse_optimization=sparse_optimization),
+        {"n_components": [1, 2, 3, 4]},
+        cv=3,
+    ).fit(X)
+    scores = search.cv_results_["mean_test_score"]
+    assert search.best_params_ == {"n_components": 2}, scores
+    # one pattern too few is far worse; extra patterns cost a little (noise fitted)
+    assert scores[0] < scores[1] - 100
+    assert scores[2] < scores[1] and scores[3] < scores[1]
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=2, random_state=1)
+    model = CoGAPS(n_components=2, max_iter=100, random_state=0).fit(X)
+    return model, X
+
+
+def test_score_is_reproducible_and_row_wise(fitted):
+    model, X = fitted
+    total = model.score(X) * len(X)
+    assert model.score(X) * len(X) == total
+    # each row's held-out fits depend on the row alone: any split of the rows, any order
+    parts = model.score(X[:7]) * 7 + model.score(X[7:][::-1]) * (len(X) - 7)
+    assert_allclose(parts, total, rtol=1e-12)
+    one = model.score(X[[3]])
+    assert_allclose(model.score(np.vstack([X[[3]], X[:2]])) * 3 - model.score(X[:2]) * 2, one,
+                    rtol=1e-10)
+    # another random_state splits and samples differently
+    other = CoGAPS(n_components=2, max_iter=100, random_state=1).fit(X)
+    assert other.score(X) != model.score(X)
+
+
+def test_score_with_uncertainty_and_sparse_input(fitted):
+    model, X = fitted
+    default = model.score(X)
+    assert model.score(sparse.csr_matrix(X)) == default
+    assert model.score(X, uncertainty=np.maximum(0.1 * X, 0.1)) == default
+    wider = model.score(X, uncertainty=np.maximum(0.3 * X, 0.3))
+    assert np.isfinite(wider) and wider != default
+    assert model.score(sparse.csr_matrix(X), uncertainty=np.maximum(0.3 * X, 0.3)) == wider
+
+
+def test_score_folds_are_balanced_and_reproducible(fitted):
+    """Every entry of a row is in exactly one fold; folds have equal sizes."""
+    from sklearn_cogaps._cogaps import _SCORE_FOLDS, _entry_folds
+
+    model, X = fitted
+    folds = _entry_folds(model._row_seeds(X[:1]), X.shape[1], _SCORE_FOLDS)
+    assert np.all(np.bincount(folds[0], minlength=_SCORE_FOLDS) == X.shape[1] // _SCORE_FOLDS)
+    assert np.array_equal(folds, _entry_folds(model._row_seeds(X[:1]), X.shape[1], _SCORE_FOLDS))
+
+
+def test_score_needs_samples(fitted):
+    model, X = fitted
+    with pytest.raises(ValueError, match="sample"):
+        model.score(X[:0])
