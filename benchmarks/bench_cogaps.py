@@ -1,35 +1,63 @@
-"""Time CoGAPS fits on the shared benchmark matrices, beside the C++ CoGAPS's figures.
+"""Time CoGAPS fits on the shared benchmark matrices, side by side with the C++ CoGAPS.
 
 The matrices come from ``shared/bench/cogaps_data.py`` (genes x samples, as CoGAPS reads
-them; we fit their transpose). Each configuration runs in a fresh Python process with one
-OpenMP thread (``OMP_NUM_THREADS=1`` and ``threadpool_limits(1)``), so that its peak memory
-(VmHWM) is its own. Times are CPU seconds of the whole fit (``time.process_time``)
-and wall seconds; the C++ figures are CPU seconds for the whole run on one thread, measured
-on this kind of machine (the C++ CoGAPS is not installable here from any registry, so it
-cannot be run side by side). The machine is shared: timings are noisy.
+them; we fit their transpose) and the GIST example data set from ``shared/fixtures/gist``
+(default uncertainty, as the R package's example runs). Every run is a fresh Python process
+with a fixed number of OpenMP threads (``OMP_NUM_THREADS`` and ``threadpool_limits``); the
+runs of ours and of the C++ CoGAPS alternate (ours, C++, ours, C++, ...) so that both see the
+same load on a shared machine. The tables give medians over the repeats of the CPU seconds
+and the wall seconds of the fit alone (data generation and imports excluded), and the ratio
+``C++ / ours`` (above 1: ours is faster): on CPU seconds with one thread, on wall seconds
+with more (CPU seconds then count every thread).
 
-    python benchmarks/bench_cogaps.py                  # small and medium
-    python benchmarks/bench_cogaps.py --configs small  # one configuration
-    python benchmarks/bench_cogaps.py --configs small medium wide --repeat 3
+The C++ CoGAPS is found through ``--peer-python``, the Python of an environment where its
+Python binding (``pycogaps``) is importable. It is not installable from a registry: a user
+builds it from FertigLab's repositories on GitHub: clone ``FertigLab/pycogaps``, fill its
+``src/CoGAPS`` folder from ``FertigLab/CoGAPS`` at the commit the submodule pins, and in a
+separate virtual environment install ``pybind11``, ``numpy`` and the header-only
+``boost-headers`` package; in pycogaps' ``setup.py`` add the Boost include folder, add
+``-fopenmp -O3 -DBOOST_MATH_PROMOTE_DOUBLE_POLICY=0`` to the compile arguments and
+``-fopenmp -O3`` to the link arguments, and run ``pip install --no-build-isolation .``.
+The C++ runs use the asynchronous sampler (``asynchronousUpdates``, as ours), the default
+uncertainty, chi-square records every 500 iterations and no checkpoint files (the R
+defaults). Without ``--peer-python`` the script runs ours and prints the C++ figures quoted
+from a quiet run of this kind of machine instead.
+
+    python benchmarks/bench_cogaps.py                                # gist small medium
+    python benchmarks/bench_cogaps.py --configs wide --threads 1 2   # wide, 1 and 2 threads
+    python benchmarks/bench_cogaps.py --peer-python /path/to/venv/bin/python --repeat 5
+
+The machine must be quiet for the figures to mean anything: timings of a loaded machine are
+noisy, wall seconds most of all.
 """
 
 import argparse
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-# name: (K, iterations per phase, C++ sequential s, C++ asynchronous s, C++ peak MB)
+# name: (K, iterations per phase, quoted C++ asynchronous seconds on 1 and 2 threads)
+# The quoted figures are CPU seconds on one thread and wall seconds on two, from a quiet
+# side-by-side run of this script's method on a 2-core AMD EPYC (Zen) machine.
 CONFIGS = {
-    "small": (3, 2000, 3.4, 3.8, None),
-    "medium": (5, 500, 20.5, 23.2, 73.0),
-    # from shared/reference/cogaps.md: wall seconds of a quiet run, one thread
-    "wide": (10, 100, 10.75, 11.4, None),
+    "gist": (3, 5000, {1: 5.05}),
+    "small": (3, 2000, {1: 3.93}),
+    "medium": (5, 500, {1: 20.5}),
+    "wide": (10, 100, {1: 10.8, 2: 7.15}),
 }
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "cogaps_data.py"
+# the shared material lies beside the repository, in a folder named "shared"
+SHARED = next(
+    (p / "shared" for p in Path(__file__).resolve().parents if (p / "shared" / "bench").is_dir()),
+    Path(__file__).resolve().parents[2] / "shared",
+)
+DEFAULT_DATA = SHARED / "bench" / "cogaps_data.py"
+DEFAULT_GIST = SHARED / "fixtures" / "gist"
 
 
 def _load_data_module(path):
@@ -39,79 +67,164 @@ def _load_data_module(path):
     return module
 
 
-def _planted_patterns(data_module, name):
-    """The noise-free patterns of a benchmark matrix (samples x K), as cogaps_data builds them."""
+def _load(name, data_path, gist_path):
+    """The data (genes x samples, float64) and its planted patterns (samples x K, or the
+    published GIST patterns)."""
     import numpy as np
 
-    _, n_samples, K, _ = data_module.CONFIGS[name]
-    t = np.linspace(0.0, 1.0, n_samples)
-    centres = np.linspace(0.1, 0.9, K)
-    return np.exp(-0.5 * ((t[:, None] - centres[None, :]) / (0.6 / K)) ** 2)
-
-
-def worker(name, data_path, seed):
-    """Fit one configuration in this process and print a JSON line of measurements."""
-    import numpy as np
-    from threadpoolctl import threadpool_limits
-    from _memory import peak_rss_mb
-
-    from sklearn_cogaps import CoGAPS, effective_n_threads, match_components
-
+    if name == "gist":
+        D = np.loadtxt(gist_path / "GIST_matrix.csv", delimiter=",", skiprows=1, usecols=range(1, 10))
+        P = np.loadtxt(gist_path / "GIST_result_Pmean.csv", delimiter=",", skiprows=1, usecols=(1, 2, 3))
+        return D, P
     data = _load_data_module(data_path)
     D = data.make(name)
+    _, n_samples, K, _ = data.CONFIGS[name]
+    t = np.linspace(0.0, 1.0, n_samples)
+    centres = np.linspace(0.1, 0.9, K)
+    P = np.exp(-0.5 * ((t[:, None] - centres[None, :]) / (0.6 / K)) ** 2)
+    return D, P
+
+
+def _worst_correlation(P_true, P_fit):
+    """Smallest correlation of a reference pattern with its matched fitted pattern, matched
+    greedily (the most correlated pair first). numpy only: the C++ CoGAPS's environment
+    needs nothing more."""
+    import numpy as np
+
+    K = P_true.shape[1]
+    C = np.nan_to_num(np.corrcoef(P_true.T, P_fit.T)[:K, K:])
+    free = np.ones_like(C, dtype=bool)
+    worst = 1.0
+    for _ in range(min(C.shape)):
+        i, j = np.unravel_index(np.argmax(np.where(free, C, -np.inf)), C.shape)
+        worst = min(worst, float(C[i, j]))
+        free[i, :] = False
+        free[:, j] = False
+    return worst
+
+
+def worker_ours(name, data_path, gist_path, seed, threads):
+    """Fit one configuration with sklearn_cogaps in this process; print a JSON line."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from sklearn_cogaps import CoGAPS
+
+    D, P_true = _load(name, data_path, gist_path)
     X = np.ascontiguousarray(D.T)
-    K, n_iter, *_ = CONFIGS[name]
-    rss_before = peak_rss_mb()
+    K, n_iter, _ = CONFIGS[name]
     model = CoGAPS(n_components=K, max_iter=n_iter, random_state=seed)
-    with threadpool_limits(limits=1, user_api="openmp"):
-        threads = effective_n_threads()
+    with threadpool_limits(limits=threads, user_api="openmp"):
         cpu0, wall0 = time.process_time(), time.perf_counter()
         model.fit(X)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    rss_after = peak_rss_mb()
     atoms = model.n_atoms_history_.astype(float)
     # Each half-iteration makes Poisson(max(n_atoms, 10)) proposals, n_atoms counted at its
     # start: the expected number of proposals from the recorded atom counts.
-    start = np.vstack([[0.0, 0.0], atoms[:-1]])
-    proposals = float(np.maximum(start, 10.0).sum())
-    _, corr = match_components(_planted_patterns(data, name), model.loadings_)
+    start = np.maximum(np.vstack([[0.0, 0.0], atoms[:-1]]), 10.0)
+    proposals = float(start.sum())
+    # A proposal on W reads a row of n_features residuals and precisions, one on H a row of
+    # n_samples (a move or exchange between two rows reads two: a lower bound).
+    row_entries = float(start[:, 0].sum() * X.shape[1] + start[:, 1].sum() * X.shape[0])
     print(
         json.dumps(
             {
-                "name": name,
-                "shape": list(X.shape),
-                "K": K,
-                "n_iter": int(model.n_iter_),
-                "threads": int(threads),
                 "cpu": cpu,
                 "wall": wall,
                 "proposals": proposals,
-                "rss_peak_mb": rss_after,
-                "rss_fit_mb": rss_after - rss_before,
-                "chisq_per_entry": model.chisq_ / X.size,
-                "min_corr": float(corr.min()),
-                "atoms": [int(a) for a in model.n_atoms_history_[-1]],
+                "row_entries": row_entries,
+                "chisq": float(model.chisq_),
+                "min_corr": _worst_correlation(P_true, model.loadings_),
             }
         )
     )
 
 
-def run(name, data_path, seed):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def worker_peer(name, data_path, gist_path, seed, threads):
+    """Fit one configuration with the C++ CoGAPS (``pycogaps``) in this process."""
+    import numpy as np
+    import pycogaps
+
+    D, P_true = _load(name, data_path, gist_path)
+    K, n_iter, _ = CONFIGS[name]
+    matrix = pycogaps.Matrix(np.ascontiguousarray(D, dtype=np.float32))
+    params = pycogaps.GapsParameters(matrix)
+    params.nPatterns = K
+    params.nIterations = n_iter
+    params.seed = seed
+    params.maxThreads = threads
+    params.asynchronousUpdates = True
+    params.outputFrequency = 500
+    params.printMessages = False
+    params.checkpointInterval = 0  # no checkpoint files: the fit alone is timed
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    result = pycogaps.runCogapsFromMatrix(matrix, params, pycogaps.Matrix())
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    # the binding's buffer export of a Matrix is unusable: read it element by element
+    Pmean = result.Pmean
+    P_fit = np.array(
+        [[pycogaps.getElement(Pmean.getCol(k), i) for k in range(K)] for i in range(Pmean.nRow())]
+    )
+    print(
+        json.dumps(
+            {
+                "cpu": cpu,
+                "wall": wall,
+                "chisq": float(result.meanChiSq),
+                "min_corr": _worst_correlation(P_true, P_fit),
+            }
+        )
+    )
+
+
+def run(python, which, name, args, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     cmd = [
-        sys.executable,
-        __file__,
+        python,
+        str(Path(__file__).resolve()),
         "--worker",
+        which,
         name,
         "--data",
-        str(data_path),
+        str(args.data.resolve()),
+        "--gist",
+        str(args.gist.resolve()),
         "--seed",
-        str(seed),
+        str(args.seed),
+        "--threads",
+        str(threads),
     ]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory() as scratch:  # whatever a run writes stays out of the way
+        done = subprocess.run(cmd, env=env, cwd=scratch, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"configuration {name} failed:\n{done.stderr}")
+        raise RuntimeError(f"{which} run of {name} on {threads} thread(s) failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bandwidth():
+    """STREAM-like figures of this machine with numpy on one thread, in GB/s: the read rate
+    of ``a.sum()`` and the rate of ``np.add(a, b, out=c)`` (two reads and a write), on
+    arrays that fit in the caches (256 KB each) and on arrays that do not (128 MB each)."""
+    import numpy as np
+
+    rows = []
+    for label, n in (("in cache", 1 << 15), ("in memory", 1 << 24)):
+        a, b, c = np.ones(n), np.ones(n), np.empty(n)
+        reps = max(3, (1 << 26) // n)
+        best_read = best_add = float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            a.sum()
+            best_read = min(best_read, time.perf_counter() - t)
+            t = time.perf_counter()
+            np.add(a, b, out=c)
+            best_add = min(best_add, time.perf_counter() - t)
+        rows.append((label, 8 * n / best_read / 1e9, 24 * n / best_add / 1e9))
+    return rows
+
+
+def _median(runs, key):
+    return statistics.median(r[key] for r in runs)
 
 
 def main(argv=None):
@@ -119,61 +232,93 @@ def main(argv=None):
     parser.add_argument(
         "--configs",
         nargs="+",
-        choices=sorted(CONFIGS),
-        default=["small", "medium"],
-        help="configurations to run (default: small medium)",
+        choices=list(CONFIGS),
+        default=["gist", "small", "medium"],
+        help="configurations to run (default: gist small medium)",
     )
     parser.add_argument(
-        "--repeat", type=int, default=1, help="runs per configuration; the fastest CPU time is kept"
+        "--threads", nargs="+", type=int, default=[1], help="OpenMP thread counts (default: 1)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="random_state of the fits")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each program; medians are shown")
+    parser.add_argument("--seed", type=int, default=1, help="seed of both programs")
+    parser.add_argument(
+        "--peer-python",
+        help="Python of an environment where the C++ CoGAPS's binding `pycogaps` is installed",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path of cogaps_data.py")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--gist", type=Path, default=DEFAULT_GIST, help="folder of the GIST fixture")
+    parser.add_argument(
+        "--bandwidth", action="store_true", help="first measure this machine's memory bandwidth"
+    )
+    parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.data, args.seed)
+        which, name = args.worker
+        fn = worker_ours if which == "ours" else worker_peer
+        fn(name, args.data, args.gist, args.seed, args.threads[0])
         return 0
     if not args.data.is_file():
-        parser.error(
-            f"cannot find the benchmark data module {args.data}; pass --data PATH/cogaps_data.py"
-        )
+        parser.error(f"cannot find the benchmark data module {args.data}; pass --data PATH/cogaps_data.py")
+    if "gist" in args.configs and not (args.gist / "GIST_matrix.csv").is_file():
+        parser.error(f"cannot find GIST_matrix.csv in {args.gist}; pass --gist FOLDER")
+    if any(t < 1 for t in args.threads):
+        parser.error(f"--threads must be positive, got {args.threads}")
+    peer = args.peer_python
+    if peer is not None:
+        probe = subprocess.run([peer, "-c", "import pycogaps"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            parser.error(f"`import pycogaps` fails with --peer-python {peer}:\n{probe.stderr}")
 
-    print(
-        f"CoGAPS on shared/bench/cogaps_data.py, one thread, fresh process per run, best CPU of {args.repeat}"
-    )
-    print(
-        "ratio = ours / C++ CPU seconds (below 1: faster than the C++ CoGAPS); the machine is shared, so timings are noisy\n"
-    )
+    if args.bandwidth:
+        print("numpy on one thread, best of repeats: read = a.sum(), add = np.add(a, b, out=c)")
+        for label, read, add in bandwidth():
+            print(f"  {label:<10} read {read:6.1f} GB/s   add {add:6.1f} GB/s")
+        print()
+    source = "run side by side" if peer else "quoted (pass --peer-python to run it)"
+    print(f"CoGAPS, ours vs the C++ CoGAPS ({source}); fresh process per run, median of {args.repeat}")
+    print("time: CPU s of the fit on 1 thread, wall s on more; ratio = C++ / ours (above 1: ours faster)\n")
     header = (
-        f"{'config':<7} {'X (n x m)':>11} {'K':>3} {'iter':>10} {'CPU s':>7} {'wall s':>7} "
-        f"{'ms/iter':>8} {'iter/s':>7} {'Mprop/s':>8} {'peak MB':>8} {'fit MB':>7} "
-        f"{'C++ seq':>8} {'ratio':>6} {'C++ async':>9} {'ratio':>6} {'C++ MB':>7} {'chi2/n':>7} {'min r':>6}"
+        f"{'config':<7} {'thr':>3} {'ours CPU':>8} {'ours wall':>9} {'Mprop/s':>7} {'GB/s':>6} {'chi2':>10} {'min r':>6} "
+        f"{'C++ CPU':>8} {'C++ wall':>8} {'chi2':>10} {'min r':>6} {'C++/ours':>8}"
     )
     print(header)
     print("-" * len(header))
     for name in args.configs:
-        runs = [run(name, args.data, args.seed) for _ in range(max(1, args.repeat))]
-        r = min(runs, key=lambda m: m["cpu"])
-        _, n_iter_phase, seq, asy, mb = CONFIGS[name]
-        shape = f"{r['shape'][0]}x{r['shape'][1]}"
-        iters = f"2x{n_iter_phase}"
-        print(
-            f"{name:<7} {shape:>11} {r['K']:>3} {iters:>10} {r['cpu']:7.2f} {r['wall']:7.2f} "
-            f"{1000 * r['cpu'] / r['n_iter']:8.3f} {r['n_iter'] / r['cpu']:7.0f} "
-            f"{r['proposals'] / r['cpu'] / 1e6:8.2f} {r['rss_peak_mb']:8.1f} {r['rss_fit_mb']:7.1f} "
-            f"{seq:8.2f} {r['cpu'] / seq:6.2f} {asy:9.2f} {r['cpu'] / asy:6.2f} "
-            f"{(f'{mb:.0f}' if mb else '-'):>7} {r['chisq_per_entry']:7.3f} {r['min_corr']:6.3f}",
-            flush=True,
-        )
+        for threads in args.threads:
+            ours, theirs = [], []
+            for _ in range(max(1, args.repeat)):
+                ours.append(run(sys.executable, "ours", name, args, threads))
+                if peer:
+                    theirs.append(run(peer, "peer", name, args, threads))
+            key = "cpu" if threads == 1 else "wall"
+            o_cpu, o_wall = _median(ours, "cpu"), _median(ours, "wall")
+            line = (
+                f"{name:<7} {threads:>3} {o_cpu:8.2f} {o_wall:9.2f} "
+                f"{_median(ours, 'proposals') / o_cpu / 1e6:7.2f} "
+                f"{16 * _median(ours, 'row_entries') / o_cpu / 1e9:6.1f} "
+                f"{_median(ours, 'chisq'):10.1f} {_median(ours, 'min_corr'):6.3f} "
+            )
+            if theirs:
+                c_cpu, c_wall = _median(theirs, "cpu"), _median(theirs, "wall")
+                c_time = c_cpu if threads == 1 else c_wall
+                line += (
+                    f"{c_cpu:8.2f} {c_wall:8.2f} {_median(theirs, 'chisq'):10.1f} "
+                    f"{_median(theirs, 'min_corr'):6.3f} "
+                )
+            else:
+                c_time = CONFIGS[name][2].get(threads)
+                quoted = f"{c_time:.2f}q" if c_time else "-"
+                line += f"{quoted if threads == 1 else '-':>8} {quoted if threads > 1 else '-':>8} {'-':>10} {'-':>6} "
+            o_time = o_cpu if key == "cpu" else o_wall
+            line += f"{c_time / o_time:8.2f}" if c_time else f"{'-':>8}"
+            print(line, flush=True)
     print(
-        "\nms/iter, iter/s and Mprop/s are per CPU second. "
-        "Mprop/s: millions of proposals per CPU second, the proposal count estimated from the atom counts "
-        "(each half-iteration makes Poisson(max(atoms, 10)) proposals)."
-    )
-    print(
-        "peak MB: the process's peak resident memory (Python, numpy, scikit-learn included); fit MB: its "
-        "growth during the fit. chi2/n: chi-square of the posterior mean per entry; min r: smallest "
-        "correlation of a planted pattern with its matched fitted pattern. 'wide' C++ figures are wall seconds."
+        "\nMprop/s: millions of proposals per CPU second (estimated from the atom counts: each "
+        "half-iteration makes Poisson(max(atoms, 10)) proposals). GB/s: bytes of residual and precision "
+        "rows the proposals read per CPU second (16 per entry of a row, one row per proposal: a lower "
+        "bound), to compare with the memory bandwidth (--bandwidth). chi2: chi-square of the posterior means "
+        "(the C++ CoGAPS accumulates it in single precision). min r: smallest correlation of a planted "
+        "(for gist: published) pattern with its matched fitted pattern. q: quoted, not measured here."
     )
     return 0
 

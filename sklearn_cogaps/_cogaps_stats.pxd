@@ -21,6 +21,7 @@ from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from ._utils._rng cimport Rng
 from ._utils._atomic_domain cimport AtomicDomain
+from ._row_sums cimport cg_row_sums
 
 cdef enum:
     BIRTH = 0
@@ -108,54 +109,10 @@ cdef inline void _weighted_sums(const double* o1, const double* o2, const double
                                 double* smu) noexcept nogil:
     """s = sum d^2 w and smu = sum d w res with d = o1 (- o2 when given).
 
-    Four interleaved partial sums keep the floating-point units busy (the order of the
-    additions is fixed, so the result does not depend on anything but the inputs)."""
-    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
-    cdef double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0
-    cdef double d0, d1, d2, d3
-    cdef Py_ssize_t c = 0
-    if o2 == NULL:
-        while c + 4 <= n:
-            d0 = o1[c] * w[c]
-            d1 = o1[c + 1] * w[c + 1]
-            d2 = o1[c + 2] * w[c + 2]
-            d3 = o1[c + 3] * w[c + 3]
-            s0 += d0 * o1[c]
-            s1 += d1 * o1[c + 1]
-            s2 += d2 * o1[c + 2]
-            s3 += d3 * o1[c + 3]
-            m0 += d0 * res[c]
-            m1 += d1 * res[c + 1]
-            m2 += d2 * res[c + 2]
-            m3 += d3 * res[c + 3]
-            c += 4
-        while c < n:
-            d0 = o1[c] * w[c]
-            s0 += d0 * o1[c]
-            m0 += d0 * res[c]
-            c += 1
-    else:
-        while c + 4 <= n:
-            d0 = o1[c] - o2[c]
-            d1 = o1[c + 1] - o2[c + 1]
-            d2 = o1[c + 2] - o2[c + 2]
-            d3 = o1[c + 3] - o2[c + 3]
-            s0 += d0 * d0 * w[c]
-            s1 += d1 * d1 * w[c + 1]
-            s2 += d2 * d2 * w[c + 2]
-            s3 += d3 * d3 * w[c + 3]
-            m0 += d0 * w[c] * res[c]
-            m1 += d1 * w[c + 1] * res[c + 1]
-            m2 += d2 * w[c + 2] * res[c + 2]
-            m3 += d3 * w[c + 3] * res[c + 3]
-            c += 4
-        while c < n:
-            d0 = o1[c] - o2[c]
-            s0 += d0 * d0 * w[c]
-            m0 += d0 * w[c] * res[c]
-            c += 1
-    s[0] = (s0 + s1) + (s2 + s3)
-    smu[0] = (m0 + m1) + (m2 + m3)
+    Vectorised in _row_sums.h: four partial sums in a fixed order (partial j takes the
+    columns j mod 4), the same bits from the scalar, SSE2 and AVX kernels, so the result
+    depends on the inputs only, never on the machine or the number of threads."""
+    cg_row_sums(o1, o2, res, w, n, s, smu)
 
 
 cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,

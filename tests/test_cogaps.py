@@ -496,7 +496,14 @@ def test_pickle_carries_the_sampler_state_only_with_warm_start(simulated):
     # the fitted attributes: two K x n_features and two n_samples x K matrices, two traces
     attributes = sum(
         getattr(cold, name).nbytes
-        for name in ("components_", "components_std_", "loadings_", "loadings_std_", "chisq_history_", "n_atoms_history_")
+        for name in (
+            "components_",
+            "components_std_",
+            "loadings_",
+            "loadings_std_",
+            "chisq_history_",
+            "n_atoms_history_",
+        )
     )
     assert cold_size < attributes + 4000
     assert warm_size > cold_size + 2 * cold.components_.nbytes  # sums and atoms of both matrices
