@@ -6,7 +6,13 @@ import warnings
 
 from sklearn.exceptions import ConvergenceWarning
 
-from sklearn_cogaps import CoGAPS, ExtremeDeconvolution, HierarchicalPMF, WeightedBackgroundPMF
+from sklearn_cogaps import (
+    CoGAPS,
+    ExtremeDeconvolution,
+    HierarchicalPMF,
+    MaxMarginMF,
+    WeightedBackgroundPMF,
+)
 
 ESTIMATORS = [
     CoGAPS(n_components=2, max_iter=15, random_state=0),
@@ -15,6 +21,7 @@ ESTIMATORS = [
     WeightedBackgroundPMF(n_components=2, max_iter=5, tol=1e-4),
     ExtremeDeconvolution(n_components=1, max_iter=20, tol=1e-4, w=1e-3),
     ExtremeDeconvolution(n_components=2, max_iter=20, tol=1e-4, w=1e-3, random_state=0),
+    MaxMarginMF(n_components=2, max_iter=4, burn_in=1, random_state=0),
 ]
 
 

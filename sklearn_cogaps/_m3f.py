@@ -1,0 +1,947 @@
+"""Gibbs max-margin matrix factorisation of ordinal ratings (Gibbs M3F and Gibbs iPM3F).
+
+Xu, Zhu & Zhang, "Fast Max-Margin Matrix Factorization with Data Augmentation", ICML 2013
+(appendix: 003_e93f44a86be45704). The hinge losses are augmented (Polson & Scott 2011) so
+that every conditional is Gaussian, inverse Gaussian or Bernoulli; doc/m3f.rst derives them.
+"""
+
+import copy
+import hashlib
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._base import draw_seeds, effective_n_threads
+from . import _m3f_fast as _fast
+
+__all__ = [
+    "MaxMarginMF",
+    "holdout_ratings",
+    "rating_mae",
+    "rating_nmae",
+    "neg_mae_scorer",
+    "neg_nmae_scorer",
+]
+
+# Below this much work (stored entries times n_components^2) a sweep runs on one thread:
+# a short parallel region costs more than it saves. Results do not depend on the count.
+_MIN_WORK_PER_THREAD = 200_000
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _threads_for(work):
+    return int(max(1, min(effective_n_threads(), work // _MIN_WORK_PER_THREAD)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Ratings: validation, levels, held-out splits and errors
+# ---------------------------------------------------------------------------------------------
+
+def _as_ratings_csr(X, name="X"):
+    """CSR matrix of the observed entries of X: stored entries of a sparse X, non-NaN of a dense.
+
+    Stored NaNs of a sparse matrix are missing; stored zeros and duplicates are errors.
+    """
+    if sparse.issparse(X):
+        M = sparse.csr_matrix(X)
+        if M is X or M.data is getattr(X, "data", None):
+            M = M.copy()
+        if not M.has_sorted_indices:
+            M.sort_indices()
+        n_before = M.nnz
+        M.sum_duplicates()
+        if M.nnz != n_before:
+            raise ValueError(
+                f"{name} has {n_before - M.nnz} duplicate stored entries (the same user and "
+                "item more than once); keep one rating per pair."
+            )
+        if np.any(M.data == 0):
+            raise ValueError(
+                f"{name} has {int(np.sum(M.data == 0))} stored zeros. In a sparse ratings "
+                "matrix every stored entry is a rating and 0 is not a rating level; call "
+                f"{name}.eliminate_zeros() if the zeros mean 'not rated'."
+            )
+        if np.any(np.isnan(M.data)):
+            M.data[np.isnan(M.data)] = 0.0
+            M.eliminate_zeros()
+        return M
+    X = np.asarray(X, dtype=np.float64)
+    observed = ~np.isnan(X)
+    rows, cols = np.nonzero(observed)
+    return sparse.csr_matrix((X[rows, cols], (rows, cols)), shape=X.shape)
+
+
+def _level_spread(levels):
+    """E|l_a - l_b| for two independent uniform draws from the levels (E_L of the NMAE)."""
+    levels = np.asarray(levels, dtype=np.float64)
+    return float(np.abs(levels[:, None] - levels[None, :]).mean())
+
+
+def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
+    """Split a ratings matrix into training and held-out ratings, ``n_per_user`` per user.
+
+    The usual protocol of collaborative filtering ("weak generalisation"): every user with
+    at least ``min_ratings`` ratings gives ``n_per_user`` of them, chosen uniformly at
+    random, to the held-out matrix; the others stay in the training matrix.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_users, n_items)
+        Ratings: the stored entries of a sparse matrix, the non-NaN entries of a dense one.
+    n_per_user : int, default=1
+        Ratings held out per user.
+    min_ratings : int or None, default=None
+        Users with fewer ratings keep all of them; must exceed ``n_per_user``. None means
+        ``n_per_user + 1``.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the choice; the same seed gives the same split.
+
+    Returns
+    -------
+    X_train : scipy.sparse.csr_matrix of shape (n_users, n_items)
+        The training ratings.
+    X_test : scipy.sparse.csr_matrix of shape (n_users, n_items)
+        The held-out ratings; ``X_train + X_test`` has the ratings of X.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import holdout_ratings
+    >>> X = np.array([[1, 2, np.nan], [3, 4, 5.0]])
+    >>> train, test = holdout_ratings(X, random_state=0)
+    >>> test.getnnz(axis=1).tolist(), train.getnnz(axis=1).tolist()
+    ([1, 1], [1, 2])
+    """
+    if min_ratings is None:
+        min_ratings = n_per_user + 1
+    if n_per_user < 1 or min_ratings <= n_per_user:
+        raise ValueError(
+            f"n_per_user must be at least 1 and below min_ratings; got n_per_user="
+            f"{n_per_user}, min_ratings={min_ratings}."
+        )
+    R = _as_ratings_csr(X)
+    rng = check_random_state(random_state)
+    counts = np.diff(R.indptr)
+    held = np.zeros(R.nnz, dtype=bool)
+    for i in np.flatnonzero(counts >= min_ratings):
+        pick = rng.choice(counts[i], size=n_per_user, replace=False)
+        held[R.indptr[i] + pick] = True
+    rows = np.repeat(np.arange(R.shape[0]), counts)
+    train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])), shape=R.shape)
+    test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
+    return train, test
+
+
+def _paired_values(X_true, X_pred):
+    T = _as_ratings_csr(X_true, "X_true")
+    P = _as_ratings_csr(X_pred, "X_pred")
+    if T.shape != P.shape or T.nnz != P.nnz or not (
+        np.array_equal(T.indptr, P.indptr) and np.array_equal(T.indices, P.indices)
+    ):
+        raise ValueError(
+            "X_true and X_pred must hold ratings at the same (user, item) pairs; got "
+            f"{T.nnz} and {P.nnz} entries in shapes {T.shape} and {P.shape}."
+        )
+    if T.nnz == 0:
+        raise ValueError("X_true holds no rating: there is nothing to score.")
+    return T.data, P.data
+
+
+def rating_mae(X_true, X_pred):
+    """Mean absolute error over the rated pairs.
+
+    Parameters
+    ----------
+    X_true : {array-like, sparse matrix} of shape (n_users, n_items)
+        True ratings (stored entries, or non-NaN entries of a dense array).
+    X_pred : {array-like, sparse matrix} of shape (n_users, n_items)
+        Predicted ratings at the same pairs, e.g. from :meth:`MaxMarginMF.predict_ratings`.
+
+    Returns
+    -------
+    mae : float
+        The mean of |true - predicted| over the pairs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import rating_mae
+    >>> rating_mae(np.array([[1.0, np.nan, 3.0]]), np.array([[2.0, np.nan, 3.0]]))
+    0.5
+    """
+    t, p = _paired_values(X_true, X_pred)
+    return float(np.mean(np.abs(t - p)))
+
+
+def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
+    """Normalised mean absolute error, MAE / E_L (Marlin 2004).
+
+    E_L is the MAE of predictions drawn uniformly from the rating levels: 1.6 for five
+    levels 1..5 (1.944 for six), so that the NMAE of scales of different lengths compare.
+
+    Parameters
+    ----------
+    X_true : {array-like, sparse matrix} of shape (n_users, n_items)
+        True ratings.
+    X_pred : {array-like, sparse matrix} of shape (n_users, n_items)
+        Predicted ratings at the same pairs.
+    levels : array-like, default=(1, 2, 3, 4, 5)
+        The rating levels, e.g. ``MaxMarginMF.levels_``.
+
+    Returns
+    -------
+    nmae : float
+        MAE / E_L with E_L = mean |l_a - l_b| over all pairs of levels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import rating_nmae
+    >>> rating_nmae(np.array([[1.0, 4.0]]), np.array([[2.0, 4.0]]))
+    0.3125
+    """
+    return rating_mae(X_true, X_pred) / _level_spread(levels)
+
+
+def neg_nmae_scorer(estimator, X, y):
+    """Scorer for ``GridSearchCV``: -NMAE of the held-out ratings y given the ratings X.
+
+    The users of the rows of X are rated as new users from their ratings in X (the item
+    factors fixed) and scored at the stored entries of y, which the fit never saw. Use it
+    with the matrices of :func:`holdout_ratings`:
+    ``GridSearchCV(MaxMarginMF(), {"C": [...]}, scoring=neg_nmae_scorer).fit(X_train, X_test)``.
+
+    Parameters
+    ----------
+    estimator : MaxMarginMF
+        A fitted estimator.
+    X : {array-like, sparse matrix} of shape (n_users, n_items)
+        Observed ratings of the users.
+    y : {array-like, sparse matrix} of shape (n_users, n_items)
+        Held-out ratings of the same users.
+
+    Returns
+    -------
+    score : float
+        Minus the NMAE (higher is better).
+    """
+    return -rating_nmae(y, estimator.predict_ratings(y, observed=X), estimator.levels_)
+
+
+def neg_mae_scorer(estimator, X, y):
+    """Scorer for ``GridSearchCV``: -MAE of the held-out ratings y given the ratings X.
+
+    As :func:`neg_nmae_scorer`, in rating units.
+
+    Parameters
+    ----------
+    estimator : MaxMarginMF
+        A fitted estimator.
+    X : {array-like, sparse matrix} of shape (n_users, n_items)
+        Observed ratings of the users.
+    y : {array-like, sparse matrix} of shape (n_users, n_items)
+        Held-out ratings of the same users.
+
+    Returns
+    -------
+    score : float
+        Minus the MAE (higher is better).
+    """
+    return -rating_mae(y, estimator.predict_ratings(y, observed=X))
+
+
+def _row_seeds(R, base):
+    """One 64-bit seed per row from ``base`` and the row's items and ratings only."""
+    seeds = np.empty(R.shape[0], dtype=np.uint64)
+    key = int(base).to_bytes(8, "little")
+    for i in range(R.shape[0]):
+        a, b = R.indptr[i], R.indptr[i + 1]
+        h = hashlib.blake2b(key, digest_size=8)
+        h.update(np.ascontiguousarray(R.indices[a:b], dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(R.data[a:b], dtype=np.float64).tobytes())
+        seeds[i] = int.from_bytes(h.digest(), "little")
+    return seeds
+
+
+def _step_seeds(row_seeds, it, step):
+    """Seeds of iteration ``it`` and step ``step`` from fixed per-row seeds."""
+    with np.errstate(over="ignore"):
+        return row_seeds ^ (np.uint64(2 * it + step + 1) * _GOLDEN)
+
+
+# ---------------------------------------------------------------------------------------------
+# The sampler state
+# ---------------------------------------------------------------------------------------------
+
+class _Ratings:
+    """Ratings as level codes 1..L in CSR order, with the CSC view of the same entries."""
+
+    def __init__(self, R, levels):
+        if R.nnz >= 2**31 - 1:
+            raise ValueError(f"X has {R.nnz} ratings; at most 2**31 - 2 are supported.")
+        self.shape = R.shape
+        self.indptr = R.indptr.astype(np.intc)
+        self.indices = R.indices.astype(np.intc)
+        self.level = (np.searchsorted(levels, R.data) + 1).astype(np.intc)
+        self.entry = np.arange(R.nnz, dtype=np.intc)
+        C = sparse.csr_matrix(
+            (np.arange(R.nnz, dtype=np.float64) + 1.0, R.indices, R.indptr), shape=R.shape
+        ).tocsc()
+        self.c_indptr = C.indptr.astype(np.intc)
+        self.c_indices = C.indices.astype(np.intc)
+        self.c_entry = (C.data - 1.0).astype(np.intc)
+        self.nnz = R.nnz
+
+
+class _Chain:
+    """Sampled state: factors (U, or binary Z), item factors V, thresholds, augmentation.
+
+    Also the per-entry statistics of the last augmentation draw (``cv1``, ``cv2``), the
+    threshold prior (``rho``, ``varsigma``) and, for the IBP, the identity of each feature.
+    """
+
+    def __init__(self, U, V, theta, ilam, rho, varsigma):
+        self.U, self.V, self.theta, self.ilam = U, V, theta, ilam
+        self.rho, self.varsigma = rho, varsigma
+        self.cv1 = self.cv2 = None
+        self.ids = np.arange(U.shape[1])
+        self.n_born = U.shape[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimator
+# ---------------------------------------------------------------------------------------------
+
+class MaxMarginMF(BaseEstimator):
+    """Gibbs max-margin matrix factorisation of ordinal ratings (Gibbs M3F and iPM3F).
+
+    Users (rows) rate items (columns) on L ordered levels. A rating is explained by a score
+    x_ij = U_i . V_j and L - 1 thresholds theta_i of the user, with the all-threshold hinge
+    loss of max-margin matrix factorisation; the hinge terms are augmented with latent
+    variables so that every conditional of the posterior is a known distribution, sampled
+    exactly (Xu, Zhu & Zhang 2013). With ``prior="ibp"`` the user factors are binary under
+    an Indian buffet process and their number is learned. Predictions use the running mean
+    of the parameters after ``burn_in``. See the :ref:`user guide <m3f>`.
+
+    Parameters
+    ----------
+    n_components : int, default=30
+        Number of latent dimensions K (``prior="gaussian"``); with ``prior="ibp"``, the
+        number of features at the start.
+    prior : {"gaussian", "ibp"}, default="gaussian"
+        Gaussian user factors (Gibbs M3F) or binary features under an Indian buffet process
+        prior (Gibbs iPM3F).
+    C : float, default=0.1
+        Weight of the hinge loss: larger fits the training ratings more closely.
+    margin : float, default=9.0
+        Margin of the hinge loss (the authors' value).
+    n_levels : int or None, default=None
+        Number of rating levels L when the ratings are 1..L. None infers the levels: 1..max
+        when every rating is a positive integer, else the sorted distinct values of X (as
+        the classes of a classifier).
+    alpha : float, default=3.0
+        Concentration of the Indian buffet process (``prior="ibp"``).
+    max_new_features : int or None, default=None
+        Truncation kappa of the number of new features a user may take per sweep
+        (``prior="ibp"``); None uses max(ceil(alpha/N + 5 sqrt(alpha/N)), 10).
+    factor_scale : float, default=1.0
+        Standard deviation of the Gaussian priors of the factors (sigma).
+    threshold_mean : array-like of shape (L - 1,) or None, default=None
+        Prior means rho of the thresholds; None uses equal steps over
+        [-1.5 margin (L - 2), 1.5 margin (L - 2)], as the authors.
+    threshold_scale : float or None, default=None
+        Prior standard deviation of the thresholds; None uses 1.5 margin.
+    max_iter : int, default=50
+        Gibbs iterations.
+    burn_in : int, default=10
+        Iterations before the running means start; must be below ``max_iter``.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the chain (and of the chains of new users in :meth:`predict`).
+    verbose : int, default=0
+        Print the objective every ``verbose`` iterations.
+    warm_start : bool, default=False
+        Continue the chain of the previous fit on the same ratings for ``max_iter`` more
+        iterations, keeping its running means.
+
+    Attributes
+    ----------
+    user_factors_ : ndarray of shape (n_users, n_components_)
+        Running mean of U (of Z for ``prior="ibp"``: the fraction of samples in which the
+        user has the feature).
+    item_factors_ : ndarray of shape (n_items, n_components_)
+        Running mean of V (for ``prior="ibp"``, over the samples in which the feature
+        exists).
+    components_ : ndarray of shape (n_components_, n_items)
+        ``item_factors_.T``.
+    thresholds_ : ndarray of shape (n_users, n_levels_ - 1)
+        Running mean of the thresholds.
+    levels_ : ndarray of shape (n_levels_,)
+        The rating levels, in order.
+    n_levels_ : int
+        Number of levels L.
+    n_components_ : int
+        Number of latent dimensions (features) of the running means.
+    threshold_mean_ : ndarray of shape (n_levels_ - 1,)
+        The prior means of the thresholds used.
+    threshold_scale_ : float
+        The prior standard deviation of the thresholds used.
+    objective_ : ndarray of shape (n_iter_,)
+        The max-margin objective of each sample: squared norms of the factors (or -ln of the
+        IBP prior), C times the summed hinge losses and the threshold prior term.
+    n_features_trace_ : ndarray of shape (n_iter_,)
+        Number of features of each sample (constant for ``prior="gaussian"``).
+    n_iter_ : int
+        Number of iterations run.
+    n_features_in_ : int
+        Number of items seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the items seen during fit, when X has string column names.
+
+    See Also
+    --------
+    holdout_ratings : Training and held-out ratings for evaluation and model selection.
+    rating_nmae : The normalised mean absolute error.
+
+    References
+    ----------
+    M. Xu, J. Zhu and B. Zhang, "Fast Max-Margin Matrix Factorization with Data
+    Augmentation", ICML 2013.
+
+    N. G. Polson and S. L. Scott, "Data augmentation for support vector machines", Bayesian
+    Analysis 6(1), 2011.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import sparse
+    >>> from sklearn_cogaps import MaxMarginMF
+    >>> rng = np.random.default_rng(0)
+    >>> X = sparse.random(40, 30, density=0.5, random_state=0, format="csr")
+    >>> X.data = rng.integers(1, 6, X.nnz).astype(float)
+    >>> model = MaxMarginMF(n_components=3, max_iter=20, burn_in=5, random_state=0).fit(X)
+    >>> model.predict_ratings(X).shape
+    (40, 30)
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "prior": [StrOptions({"gaussian", "ibp"})],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "margin": [Interval(Real, 0, None, closed="neither")],
+        "n_levels": [Interval(Integral, 2, None, closed="left"), None],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "max_new_features": [Interval(Integral, 1, None, closed="left"), None],
+        "factor_scale": [Interval(Real, 0, None, closed="neither")],
+        "threshold_mean": ["array-like", None],
+        "threshold_scale": [Interval(Real, 0, None, closed="neither"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_components=30,
+        *,
+        prior="gaussian",
+        C=0.1,
+        margin=9.0,
+        n_levels=None,
+        alpha=3.0,
+        max_new_features=None,
+        factor_scale=1.0,
+        threshold_mean=None,
+        threshold_scale=None,
+        max_iter=50,
+        burn_in=10,
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.n_components = n_components
+        self.prior = prior
+        self.C = C
+        self.margin = margin
+        self.n_levels = n_levels
+        self.alpha = alpha
+        self.max_new_features = max_new_features
+        self.factor_scale = factor_scale
+        self.threshold_mean = threshold_mean
+        self.threshold_scale = threshold_scale
+        self.max_iter = max_iter
+        self.burn_in = burn_in
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = True
+        tags.target_tags.required = False
+        return tags
+
+    # -- validation --------------------------------------------------------------------------
+
+    def _validate_ratings(self, X, reset, name="X"):
+        X = validate_data(
+            self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
+            ensure_all_finite="allow-nan", reset=reset,
+        )
+        return _as_ratings_csr(X, name)
+
+    def _infer_levels(self, R):
+        values = R.data
+        if self.n_levels is not None:
+            levels = np.arange(1.0, self.n_levels + 1.0)
+        elif np.all(values == np.round(values)) and values.min() >= 1:
+            levels = np.arange(1.0, values.max() + 1.0)
+        else:
+            levels = np.unique(values)
+        if levels.size < 2:
+            raise ValueError(
+                f"X has a single rating level ({levels[0]:g}); an ordinal model needs at "
+                "least two. Pass n_levels if the scale has more levels than X shows."
+            )
+        return levels
+
+    def _check_levels(self, R, levels, name):
+        """Level codes must exist for every rating of R."""
+        pos = np.searchsorted(levels, R.data)
+        ok = (pos < levels.size) & (levels[np.minimum(pos, levels.size - 1)] == R.data)
+        if not np.all(ok):
+            bad = np.unique(R.data[~ok])[:5]
+            lv = (f"the integers 1..{levels.size}" if np.array_equal(
+                levels, np.arange(1.0, levels.size + 1.0)) else f"{levels.tolist()}")
+            raise ValueError(
+                f"{name} has ratings that are not rating levels: {bad.tolist()}. The levels "
+                f"are {lv}; ratings must be among them (set n_levels, or map the ratings "
+                "to the levels first)."
+            )
+
+    def _check_fit_ratings(self, R):
+        if R.nnz == 0:
+            raise ValueError(
+                f"X of shape {R.shape} has no observed rating (every entry is missing)."
+            )
+
+    # -- priors and state --------------------------------------------------------------------
+
+    def _threshold_prior(self, L):
+        if self.threshold_mean is None:
+            half = 1.5 * self.margin * (L - 2)
+            rho = np.linspace(-half, half, L - 1)
+        else:
+            rho = np.asarray(self.threshold_mean, dtype=np.float64).ravel()
+            if rho.shape != (L - 1,):
+                raise ValueError(
+                    f"threshold_mean must have n_levels - 1 = {L - 1} values; got {rho.size}."
+                )
+        scale = 1.5 * self.margin if self.threshold_scale is None else float(self.threshold_scale)
+        return rho, scale
+
+    def _kappa(self, N):
+        if self.max_new_features is not None:
+            return int(self.max_new_features)
+        r = self.alpha / N
+        return int(max(np.ceil(r + 5.0 * np.sqrt(r)), 10))
+
+    def _initial_chain(self, data, rng, L, rho, varsigma):
+        N, M = data.shape
+        K = self.n_components
+        s = self.factor_scale
+        if self.prior == "gaussian":
+            U = s * rng.standard_normal((N, K))
+        else:
+            # each user starts with each of the K features with probability 1/2
+            U = (rng.uniform(size=(N, K)) < 0.5).astype(np.float64)
+            keep = U.sum(axis=0) > 0
+            U = np.ascontiguousarray(U[:, keep])
+            K = U.shape[1]
+        V = s * rng.standard_normal((M, K))
+        theta = np.tile(rho, (N, 1))
+        return _Chain(U, V, theta, np.zeros((data.nnz, L - 1)), rho, varsigma)
+
+    # -- the sweeps --------------------------------------------------------------------------
+
+    def _row_pass(self, data, chain, seeds, update_theta, n_threads):
+        """theta | rest (if update_theta), then lambda | rest; returns sum of the hinge terms."""
+        nnz = data.nnz
+        chain.cv1 = np.empty(nnz)
+        chain.cv2 = np.empty(nnz)
+        hinge = np.empty(data.shape[0])
+        _fast.row_pass(
+            data.indptr, data.indices, data.level, chain.U, chain.V, chain.theta, chain.rho,
+            1.0 / chain.varsigma**2, chain.ilam, np.empty(nnz), chain.cv1, chain.cv2, hinge,
+            seeds, float(self.C), float(self.margin), update_theta, n_threads,
+        )
+        return float(np.sum(hinge))
+
+    def _objective(self, chain, hinge):
+        s2 = self.factor_scale**2
+        theta_term = float(np.sum((chain.theta - chain.rho) ** 2)) / (2 * chain.varsigma**2)
+        v_term = float(np.sum(chain.V**2)) / (2 * s2)
+        if self.prior == "gaussian":
+            u_term = float(np.sum(chain.U**2)) / (2 * s2)
+        else:
+            u_term = -_ibp_log_prior(chain.U, self.alpha)
+        return u_term + v_term + float(self.C) * hinge + theta_term
+
+    def _sweep(self, data, chain, rng):
+        """One Gibbs iteration: U (or Z), V, theta, lambda. Returns the objective."""
+        N, M = data.shape
+        K = chain.U.shape[1]
+        work = data.nnz * max(K, 1) ** 2
+        prec = 1.0 / self.factor_scale**2
+        if self.prior == "gaussian":
+            _fast.sample_factors(data.indptr, data.indices, data.entry, chain.cv1, chain.cv2,
+                                 chain.V, prec, chain.U, draw_seeds(rng, N), _threads_for(work))
+        else:
+            self._sample_ibp(data, chain, rng)
+        _fast.sample_factors(data.c_indptr, data.c_indices, data.c_entry, chain.cv1, chain.cv2,
+                             chain.U, prec, chain.V, draw_seeds(rng, M),
+                             _threads_for(data.nnz * max(chain.U.shape[1], 1) ** 2))
+        hinge = self._row_pass(data, chain, draw_seeds(rng, N), True,
+                               _threads_for(data.nnz * (chain.theta.shape[1] + chain.U.shape[1]) * 20))
+        return self._objective(chain, hinge)
+
+    def _sample_ibp(self, data, chain, rng):
+        """The Z sweep of Gibbs iPM3F, growing the feature arrays when needed, then compaction."""
+        N, M = data.shape
+        kappa = self._kappa(N)
+        K = chain.U.shape[1]
+        cap = K + 2 * kappa + 8
+        Z = np.zeros((N, cap))
+        Z[:, :K] = chain.U
+        V = np.zeros((M, cap))
+        V[:, :K] = chain.V
+        counts = np.zeros(cap, dtype=np.intc)
+        counts[:K] = chain.U.sum(axis=0).astype(np.intc)
+        seeds = draw_seeds(rng, N)
+        x = np.empty(data.nnz)
+        start = 0
+        while True:
+            start, K = _fast.sample_ibp_rows(
+                data.indptr, data.indices, chain.cv1, chain.cv2, Z, V, counts, x, K, start,
+                seeds, float(self.alpha), float(self.factor_scale), kappa)
+            if start >= N:
+                break
+            cap = 2 * cap
+            Z2 = np.zeros((N, cap))
+            Z2[:, :Z.shape[1]] = Z
+            V2 = np.zeros((M, cap))
+            V2[:, :V.shape[1]] = V
+            c2 = np.zeros(cap, dtype=np.intc)
+            c2[:counts.size] = counts
+            Z, V, counts = Z2, V2, c2
+        keep = np.flatnonzero(counts[:K] > 0)
+        born = np.arange(chain.n_born, chain.n_born + K - chain.U.shape[1])
+        ids = np.concatenate([chain.ids, born])
+        chain.n_born += born.size
+        chain.ids = ids[keep]
+        chain.U = np.ascontiguousarray(Z[:, keep])
+        chain.V = np.ascontiguousarray(V[:, keep])
+
+    # -- fit ---------------------------------------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Run the Gibbs sampler on the ratings X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_users, n_items)
+            Ratings: the stored entries of a sparse matrix (stored zeros are an error), or
+            the non-NaN entries of a dense array. A user or item without any rating keeps
+            factors drawn from the prior.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : MaxMarginMF
+            The fitted estimator.
+        """
+        if self.burn_in >= self.max_iter and not self.warm_start:
+            raise ValueError(
+                f"burn_in={self.burn_in} must be below max_iter={self.max_iter}: the running "
+                "means start after the burn-in."
+            )
+        R = self._validate_ratings(X, reset=True)
+        self._check_fit_ratings(R)
+        warm = (self.warm_start and hasattr(self, "_chain_state")
+                and self._chain_state[0].shape[0] == R.shape[0]
+                and self._fit_prior == self.prior)
+        levels = self.levels_ if warm else self._infer_levels(R)
+        self._check_levels(R, levels, "X")
+        L = levels.size
+        rho, varsigma = self._threshold_prior(L)
+        data = _Ratings(R, levels)
+        rng = check_random_state(self.random_state)
+        if warm:
+            U, V, theta, ilam = (a.copy() for a in self._chain_state)
+            if ilam.shape[0] != data.nnz:
+                warm = False
+        if warm:
+            chain = _Chain(U, V, theta, ilam, rho, varsigma)
+            chain.ids, chain.n_born = self._chain_ids.copy(), self._n_born_total
+            sums = copy.deepcopy(self._sums)
+            it0 = self.n_iter_
+            objective = list(self.objective_)
+            n_feat = list(self.n_features_trace_)
+            self._row_pass(data, chain, draw_seeds(rng, R.shape[0]), False, 1)
+        else:
+            chain = self._initial_chain(data, rng, L, rho, varsigma)
+            sums = _RunningSums(R.shape, L)
+            it0 = 0
+            objective, n_feat = [], []
+            # lambda given the initial state, so that the first sweep has its statistics
+            self._row_pass(data, chain, draw_seeds(rng, R.shape[0]), False, 1)
+        self._transform_seed = draw_seeds(rng)
+        for it in range(it0, it0 + self.max_iter):
+            objective.append(self._sweep(data, chain, rng))
+            n_feat.append(chain.U.shape[1])
+            if it >= self.burn_in:
+                sums.add(chain, chain.ids)
+            if self.verbose and (it + 1) % int(self.verbose) == 0:
+                print(f"MaxMarginMF iteration {it + 1}: objective {objective[-1]:.6g}, "
+                      f"{chain.U.shape[1]} features")
+        self.n_iter_ = it0 + self.max_iter
+        self.objective_ = np.asarray(objective)
+        self.n_features_trace_ = np.asarray(n_feat, dtype=np.intp)
+        self.levels_ = levels
+        self.n_levels_ = L
+        self.threshold_mean_ = rho
+        self.threshold_scale_ = float(varsigma)
+        U, V, theta = sums.means(self.prior)
+        self.user_factors_ = U
+        self.item_factors_ = V
+        self.components_ = V.T
+        self.thresholds_ = theta
+        self.n_components_ = U.shape[1]
+        self._sums = sums
+        self._fit_prior = self.prior
+        self._chain_state = (chain.U, chain.V, chain.theta, chain.ilam)
+        self._chain_ids = chain.ids
+        self._n_born_total = chain.n_born
+        return self
+
+    # -- predictions -------------------------------------------------------------------------
+
+    def _ratings_from_scores(self, x, theta_rows):
+        """Level index 1 + sum_r 1[x >= theta_r], mapped to the rating values."""
+        idx = np.sum(x[:, None] >= theta_rows, axis=1)
+        return self.levels_[idx]
+
+    def _output(self, X, P, values):
+        out = sparse.csr_matrix((values, P.indices.copy(), P.indptr.copy()), shape=P.shape)
+        if sparse.issparse(X):
+            return out
+        dense = np.full(P.shape, np.nan)
+        rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
+        dense[rows, P.indices] = values
+        return dense
+
+    def _new_users(self, R):
+        """Running means of the factors and thresholds of new users, V fixed (strong)."""
+        check_is_fitted(self)
+        self._check_levels(R, self.levels_, "observed")
+        L = self.n_levels_
+        rho = self.threshold_mean_
+        data = _Ratings(R, self.levels_)
+        N = R.shape[0]
+        K = self.n_components_
+        V = np.ascontiguousarray(self.item_factors_)
+        row_seeds = _row_seeds(R, self._transform_seed)
+        Ur = np.zeros((N, K))
+        if self.prior == "ibp":
+            m = self.user_factors_.sum(axis=0)
+            n_fit = self.user_factors_.shape[0]
+            p = np.clip(m / (n_fit + 1.0), 1e-12, 1 - 1e-12)
+            prior_logit = np.log(p) - np.log1p(-p)
+            Ur = (np.tile(p, (N, 1)) > 0.5).astype(np.float64)
+        chain = _Chain(Ur, V, np.tile(rho, (N, 1)), np.zeros((data.nnz, L - 1)), rho,
+                       self.threshold_scale_)
+        prec = 1.0 / self.factor_scale**2
+        nt = _threads_for(data.nnz * max(K, 1) ** 2)
+        self._row_pass(data, chain, _step_seeds(row_seeds, 0, 0), False, nt)
+        sum_u = np.zeros((N, K))
+        sum_t = np.zeros((N, L - 1))
+        count = 0
+        for it in range(1, self.max_iter + 1):
+            if self.prior == "gaussian":
+                _fast.sample_factors(data.indptr, data.indices, data.entry, chain.cv1,
+                                     chain.cv2, V, prec, chain.U,
+                                     _step_seeds(row_seeds, it, 1), nt)
+            else:
+                _fast.sample_binary_fixed(data.indptr, data.indices, chain.cv1, chain.cv2,
+                                          chain.U, V, prior_logit, np.empty(data.nnz),
+                                          _step_seeds(row_seeds, it, 1), nt)
+            self._row_pass(data, chain, _step_seeds(row_seeds, it, 0), True, nt)
+            if it > self.burn_in:
+                sum_u += chain.U
+                sum_t += chain.theta
+                count += 1
+        return sum_u / count, sum_t / count
+
+    def predict_ratings(self, X, observed=None):
+        """Predicted ratings at the (user, item) pairs of X.
+
+        Without ``observed``, the rows of X are the training users in the order of the fit
+        ("weak generalisation"): the ratings come from the running means of the fitted
+        parameters, 1 + sum_r 1[U_i . V_j >= theta_ir] mapped to the levels.
+
+        With ``observed``, the rows are new users described by their ratings ("strong
+        generalisation"): each user's factors and thresholds are sampled with the item
+        factors held at their running means (a chain of ``max_iter`` iterations, averaged
+        after ``burn_in``), from a random stream derived from ``random_state`` and the
+        row's ratings alone, so that a row gets the same predictions whatever other rows
+        are in the batch. For ``prior="ibp"`` a new user takes features among the fitted
+        ones, with prior probability m_k / (N + 1).
+
+        The method is not called ``predict`` because scikit-learn's ``predict`` returns one
+        value per row; this returns a rating per requested pair.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_users, n_items)
+            The pairs to rate: the stored entries of a sparse matrix or the non-NaN entries
+            of a dense array (their values are ignored).
+        observed : {array-like, sparse matrix} of shape (n_users, n_items), default=None
+            Known ratings of new users, one row per row of X, with the levels of the fit.
+
+        Returns
+        -------
+        ratings : scipy.sparse.csr_matrix or ndarray of shape (n_users, n_items)
+            Predicted ratings at the pairs of X: a CSR matrix for sparse X, else a dense
+            array with NaN at the other entries.
+        """
+        check_is_fitted(self)
+        X_checked = validate_data(self, X, accept_sparse=("csr", "csc", "coo"),
+                                  dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        P = _pattern_csr(X_checked)
+        rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
+        if observed is None:
+            if X_checked.shape[0] != self.user_factors_.shape[0]:
+                raise ValueError(
+                    f"X must have one row per training user ({self.user_factors_.shape[0]}); "
+                    f"got {X_checked.shape[0]}. Pass observed=... to rate new users."
+                )
+            U, theta = self.user_factors_, self.thresholds_
+        else:
+            R = self._validate_ratings(observed, reset=False, name="observed")
+            if R.shape[0] != X_checked.shape[0]:
+                raise ValueError(
+                    f"observed must have the rows of X ({X_checked.shape[0]}); got "
+                    f"{R.shape[0]}."
+                )
+            U, theta = self._new_users(R)
+        x = np.einsum("pk,pk->p", U[rows], self.item_factors_[P.indices])
+        return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]))
+
+    def score(self, X, y=None):
+        """Minus the NMAE of held-out ratings of the users of X (higher is better).
+
+        Every user (row) with at least two ratings holds one of them out, chosen by a
+        stream derived from ``random_state`` and the row's ratings; the user is rated from
+        the others as in :meth:`predict_ratings`, and the held-out ratings are scored. So
+        ``GridSearchCV(MaxMarginMF(), {"C": [...]})`` over the users scores ratings the
+        fit never saw. To score chosen held-out ratings instead, use
+        :func:`neg_nmae_scorer` with :func:`holdout_ratings`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_users, n_items)
+            Ratings of the users to score.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        score : float
+            -MAE / E_L over the held-out ratings (:func:`rating_nmae`).
+        """
+        check_is_fitted(self)
+        R = self._validate_ratings(X, reset=False)
+        self._check_levels(R, self.levels_, "X")
+        counts = np.diff(R.indptr)
+        if not np.any(counts >= 2):
+            raise ValueError(
+                "score needs users with at least two ratings (one is held out); X has none."
+            )
+        seeds = _row_seeds(R, self._transform_seed ^ 0x5DEECE66D)
+        held = np.zeros(R.nnz, dtype=bool)
+        for i in np.flatnonzero(counts >= 2):
+            held[R.indptr[i] + int(seeds[i] % np.uint64(counts[i]))] = True
+        rows = np.repeat(np.arange(R.shape[0]), counts)
+        train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])),
+                                  shape=R.shape)
+        test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
+        return -rating_nmae(test, self.predict_ratings(test, observed=train), self.levels_)
+
+
+def _pattern_csr(X):
+    """The pairs of X (stored entries, or non-NaN dense entries) as a sorted CSR matrix."""
+    if sparse.issparse(X):
+        P = sparse.csr_matrix(X, copy=True)
+        P.sort_indices()
+        P.sum_duplicates()
+        return P
+    rows, cols = np.nonzero(~np.isnan(X))
+    return sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=X.shape)
+
+
+def _ibp_log_prior(Z, alpha):
+    """ln P([Z]) of the IBP up to terms constant in Z (Griffiths & Ghahramani 2011, eq. 15)."""
+    from scipy.special import gammaln
+
+    N, K = Z.shape
+    m = Z.sum(axis=0)
+    H = np.sum(1.0 / np.arange(1, N + 1))
+    return float(K * np.log(alpha) - alpha * H
+                 + np.sum(gammaln(N - m + 1) + gammaln(m) - gammaln(N + 1)))
+
+
+class _RunningSums:
+    """Sums of the samples after burn-in, by feature identity (features come and go in iPM3F)."""
+
+    def __init__(self, shape, L):
+        N, M = shape
+        self.N, self.M = N, M
+        self.sum_theta = np.zeros((N, L - 1))
+        self.sum_u = np.zeros((N, 0))
+        self.sum_v = np.zeros((M, 0))
+        self.n_present = np.zeros(0)
+        self.ids = np.zeros(0, dtype=np.intp)
+        self.count = 0
+
+    def add(self, chain, ids):
+        new = np.setdiff1d(ids, self.ids)
+        if new.size:
+            self.ids = np.concatenate([self.ids, new])
+            self.sum_u = np.hstack([self.sum_u, np.zeros((self.N, new.size))])
+            self.sum_v = np.hstack([self.sum_v, np.zeros((self.M, new.size))])
+            self.n_present = np.concatenate([self.n_present, np.zeros(new.size)])
+        where = {int(f): c for c, f in enumerate(self.ids)}
+        cols = np.array([where[int(f)] for f in ids], dtype=np.intp)
+        self.sum_u[:, cols] += chain.U
+        self.sum_v[:, cols] += chain.V
+        self.n_present[cols] += 1
+        self.sum_theta += chain.theta
+        self.count += 1
+
+    def means(self, prior):
+        U = self.sum_u / self.count
+        V = self.sum_v / np.maximum(self.n_present, 1)
+        if prior == "ibp":
+            keep = U.sum(axis=0) > 0
+            U, V = U[:, keep], V[:, keep]
+        return np.ascontiguousarray(U), np.ascontiguousarray(V), self.sum_theta / self.count

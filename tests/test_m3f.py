@@ -1,0 +1,309 @@
+"""MaxMarginMF: samplers, conditionals, recovery on simulated ratings, API and input errors."""
+
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import integrate, sparse, stats
+from sklearn.model_selection import GridSearchCV, KFold
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps import (
+    MaxMarginMF,
+    holdout_ratings,
+    neg_mae_scorer,
+    neg_nmae_scorer,
+    rating_mae,
+    rating_nmae,
+)
+from sklearn_cogaps._m3f_fast import compound_symmetric, draw_invgauss, new_feature_log_probs
+
+
+def simulate(n_users=150, n_items=100, k=3, density=0.3, seed=0, binary=False):
+    """Ratings 1..5 from a low-rank score cut at its quintiles (users with >= 3 ratings)."""
+    rng = np.random.default_rng(seed)
+    if binary:
+        U = (rng.uniform(size=(n_users, k)) < 0.4).astype(float)
+        V = 2.0 * rng.normal(size=(n_items, k))
+    else:
+        U = rng.normal(size=(n_users, k))
+        V = rng.normal(size=(n_items, k))
+    S = U @ V.T
+    Y = 1.0 + np.sum(S[..., None] >= np.quantile(S, [0.2, 0.4, 0.6, 0.8]), axis=-1)
+    mask = rng.uniform(size=S.shape) < density
+    mask[np.arange(n_users), rng.integers(0, n_items, n_users)] = True
+    mask[rng.integers(0, n_users, n_items), np.arange(n_items)] = True
+    return sparse.csr_matrix(np.where(mask, Y, 0.0))
+
+
+@pytest.fixture(scope="module")
+def split():
+    return holdout_ratings(simulate(), 3, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def fitted(split):
+    train, _ = split
+    return MaxMarginMF(5, C=1.0, margin=1.0, max_iter=40, burn_in=15, random_state=0).fit(train)
+
+
+# -- the samplers -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mean", [1e-6, 1e-3, 0.2, 1.0, 7.0, 300.0, 1e8])
+@pytest.mark.parametrize("shape", [0.5, 1.0, 20.0])
+def test_inverse_gaussian_matches_scipy(mean, shape):
+    x = draw_invgauss(20000, mean, shape, 12345)
+    assert np.all(np.isfinite(x)) and np.all(x > 0)
+    assert stats.kstest(x, stats.invgauss(mean / shape, scale=shape).cdf).pvalue > 1e-3
+
+
+def test_inverse_gaussian_infinite_mean_is_levy():
+    x = draw_invgauss(20000, np.inf, 1.0, 99)
+    assert stats.kstest(x, stats.levy(scale=1.0).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("a, b", [(1.3, 0.4), (2.0, 1.7), (1.0, 0.0), (5.0, -0.5)])
+def test_compound_symmetric_identities(a, b, k):
+    # appendix eqs. 29-33: det((a - b) I + b 11') and 1' X^-1 1 in closed form
+    X = (a - b) * np.eye(k) + b * np.ones((k, k))
+    logdet, quad = compound_symmetric(a, b, k)
+    sign, ref = np.linalg.slogdet(X)
+    assert sign > 0
+    assert_allclose(logdet, ref, rtol=1e-12, atol=1e-12)
+    assert_allclose(quad, np.ones(k) @ np.linalg.inv(X) @ np.ones(k), rtol=1e-12)
+
+
+def test_new_feature_probabilities_match_direct_integration():
+    # ln P(k) against the Gaussian integral over the k new columns, done with numpy.linalg
+    rng = np.random.default_rng(3)
+    n, N, alpha, sigma, kappa = 6, 40, 3.0, 0.8, 5
+    cv1, cv2, x = rng.normal(size=n), rng.uniform(0.1, 2.0, n), rng.normal(size=n)
+    got = new_feature_log_probs(cv1, cv2, x, alpha, N, sigma, kappa)
+    ref = []
+    for k in range(kappa + 1):
+        total = k * np.log(alpha / N) - np.sum(np.log(np.arange(1, k + 1)))
+        for b, g in zip(cv2, cv1 + cv2 * x):
+            if k == 0:
+                continue
+            P = np.eye(k) / sigma**2 + b * np.ones((k, k))
+            one = np.ones(k)
+            total += (-k * np.log(sigma) - 0.5 * np.linalg.slogdet(P)[1]
+                      + 0.5 * g * g * one @ np.linalg.solve(P, one))
+        ref.append(total)
+    assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_gibbs_sampler_targets_the_exact_posterior():
+    # A diagonal ratings matrix makes every user-item pair an independent model with one
+    # rating: K = 2 standard normal factors give a Laplace(0, 1) prior on x = u . v, so the
+    # posterior of (x, theta) has a density known up to a constant. The final states of
+    # 3000 independent chains are compared with it (KS on x and on each threshold).
+    n, C, margin, rating = 3000, 1.5, 1.0, 2.0
+    X = sparse.diags(np.full(n, rating)).tocsr()
+    model = MaxMarginMF(2, C=C, margin=margin, n_levels=3, threshold_mean=[-1.0, 1.0],
+                        threshold_scale=1.0, max_iter=150, burn_in=149, random_state=0)
+    model.fit(X)
+    U, V, theta, _ = model._chain_state
+    x = np.sum(U * V, axis=1)
+
+    # ratings 2 of 3 levels: T = -1 for r = 1 (y > 1), T = +1 for r = 2 (y <= 2). The
+    # integral of N(theta; rho, 1) exp(-C max(0, margin - T (theta - x))) over theta is
+    # closed form: the hinge is linear on one side of its kink t = x + T margin.
+    Ts, rho = (-1.0, 1.0), (-1.0, 1.0)
+
+    def theta_factor(xv, r):
+        t, T, m = xv + Ts[r] * margin, Ts[r], rho[r]
+        if T > 0:
+            return (np.exp(-C * t + C * m + C * C / 2) * stats.norm.cdf(t - m - C)
+                    + stats.norm.sf(t - m))
+        return np.exp(C * t - C * m + C * C / 2) * stats.norm.sf(t - m + C) + stats.norm.cdf(t - m)
+
+    grid = np.linspace(-12, 12, 4801)
+    lap = 0.5 * np.exp(-np.abs(grid))
+    dens = lap * theta_factor(grid, 0) * theta_factor(grid, 1)
+    cdf = integrate.cumulative_trapezoid(dens, grid, initial=0)
+    assert stats.kstest(x, lambda q: np.interp(q, grid, cdf / cdf[-1])).pvalue > 1e-3
+    # the marginal of theta_1: x integrated out on the grid
+    f2 = lap * theta_factor(grid, 1)
+    tgrid = np.linspace(-8, 8, 1601)
+    hinge = np.maximum(0.0, margin - Ts[0] * (tgrid[:, None] - grid[None, :]))
+    tdens = stats.norm.pdf(tgrid, rho[0], 1.0) * np.trapezoid(f2 * np.exp(-C * hinge), grid,
+                                                               axis=1)
+    tcdf = integrate.cumulative_trapezoid(tdens, tgrid, initial=0)
+    tcdf /= tcdf[-1]
+    assert stats.kstest(theta[:, 0], lambda q: np.interp(q, tgrid, tcdf)).pvalue > 1e-3
+
+
+# -- fitting ----------------------------------------------------------------------------------
+
+def test_held_out_nmae_far_below_constant(split, fitted):
+    train, test = split
+    best_constant = min(
+        rating_nmae(test, sparse.csr_matrix((np.full(test.nnz, float(c)), test.indices,
+                                             test.indptr), shape=test.shape))
+        for c in range(1, 6))
+    weak = rating_nmae(test, fitted.predict_ratings(test))
+    strong = rating_nmae(test, fitted.predict_ratings(test, observed=train))
+    assert weak < 0.35 * best_constant
+    assert strong < 0.4 * best_constant
+    assert fitted.n_iter_ == 40 and fitted.objective_.shape == (40,)
+    # the objective falls from the random start
+    assert fitted.objective_[-5:].mean() < 0.5 * fitted.objective_[0]
+
+
+def test_same_result_for_one_two_and_four_threads(split):
+    train, test = split
+    out = []
+    for n in (1, 2, 4):
+        with threadpool_limits(n, user_api="openmp"):
+            m = MaxMarginMF(4, C=1.0, margin=1.0, max_iter=6, burn_in=2, random_state=3)
+            m.fit(train)
+            out.append((m.user_factors_, m.thresholds_, m.objective_,
+                        m.predict_ratings(test, observed=train).data))
+    for other in out[1:]:
+        for a, b in zip(out[0], other):
+            assert_array_equal(a, b)
+
+
+def test_new_user_predictions_depend_on_the_row_only(split, fitted):
+    train, test = split
+    full = fitted.predict_ratings(test, observed=train).toarray()
+    rows = [7, 3, 50]
+    part = fitted.predict_ratings(test[rows], observed=train[rows]).toarray()
+    assert_array_equal(part, full[rows])
+
+
+def test_pickle_round_trip(split, fitted):
+    train, test = split
+    again = pickle.loads(pickle.dumps(fitted))
+    assert_array_equal(again.predict_ratings(test, observed=train).data,
+                       fitted.predict_ratings(test, observed=train).data)
+
+
+def test_warm_start_continues_the_chain(split):
+    train, _ = split
+    m = MaxMarginMF(3, C=1.0, margin=1.0, max_iter=5, burn_in=2, random_state=0,
+                    warm_start=True).fit(train)
+    first = m.objective_.copy()
+    m.fit(train)
+    assert m.n_iter_ == 10
+    assert_array_equal(m.objective_[:5], first)
+
+
+def test_dense_nan_and_sparse_input_agree(split):
+    train, _ = split
+    dense = train.toarray()
+    dense[dense == 0] = np.nan
+    a = MaxMarginMF(3, max_iter=4, burn_in=1, random_state=0).fit(train)
+    b = MaxMarginMF(3, max_iter=4, burn_in=1, random_state=0).fit(dense)
+    assert_array_equal(a.user_factors_, b.user_factors_)
+    # dense output: predictions at the non-NaN entries, NaN elsewhere
+    pred = b.predict_ratings(dense)
+    assert_array_equal(np.isnan(pred), np.isnan(dense))
+
+
+def test_levels_of_non_integer_scales():
+    rng = np.random.default_rng(0)
+    X = rng.choice([0.5, 1.5, 2.5], size=(20, 8))
+    m = MaxMarginMF(2, max_iter=3, burn_in=1, random_state=0).fit(X)
+    assert_array_equal(m.levels_, [0.5, 1.5, 2.5])
+    assert set(np.unique(m.predict_ratings(X))) <= {0.5, 1.5, 2.5}
+
+
+# -- model selection --------------------------------------------------------------------------
+
+def test_grid_search_over_C_scores_held_out_ratings(split):
+    train, test = split
+    grid = {"C": [0.01, 1.0]}
+    base = MaxMarginMF(3, margin=1.0, max_iter=12, burn_in=4, random_state=0)
+    # the default score: users held out by KFold, one rating of each held out by score
+    gs = GridSearchCV(base, grid, cv=KFold(3, shuffle=True, random_state=0)).fit(train)
+    assert gs.best_params_ == {"C": 1.0}
+    assert np.all(gs.cv_results_["mean_test_score"] < 0)
+    # explicit held-out ratings with the scorer: fit(X_train, X_test)
+    gs2 = GridSearchCV(base, grid, cv=KFold(3, shuffle=True, random_state=0),
+                       scoring={"nmae": neg_nmae_scorer, "mae": neg_mae_scorer},
+                       refit="nmae").fit(train, test)
+    assert gs2.best_params_ == {"C": 1.0}
+    m = gs2.best_estimator_
+    assert gs2.cv_results_["mean_test_mae"][1] > gs2.cv_results_["mean_test_mae"][0]
+    assert m.score(train) == pytest.approx(m.score(train))
+
+
+def test_holdout_and_errors_helpers():
+    X = simulate(30, 20, seed=2)
+    tr, te = holdout_ratings(X, 2, random_state=1)
+    tr2, te2 = holdout_ratings(X, 2, random_state=1)
+    assert_array_equal(te.toarray(), te2.toarray())
+    assert_array_equal((tr + te).toarray(), X.toarray())
+    counts = np.diff(X.indptr)
+    assert_array_equal(te.getnnz(axis=1), np.where(counts >= 3, 2, 0))
+    assert rating_mae(te, te) == 0.0
+    assert rating_nmae(np.array([[1.0, 5.0]]), np.array([[2.0, 5.0]])) == pytest.approx(0.5 / 1.6)
+
+
+# -- input errors -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "X, n_levels, match",
+    [
+        (np.array([[1.0, 6.0], [2.0, 3.0]]), 5, "not rating levels"),
+        (np.array([[1.0, 2.5], [2.0, 3.0]]), 5, "not rating levels"),
+        (np.array([[0.0, 2.0], [2.0, 3.0]]), 5, "not rating levels"),
+        (np.full((2, 2), np.nan), None, "no observed rating"),
+        (np.full((2, 2), 2.5), None, "single rating level"),
+        (sparse.csr_matrix(([1.0, 0.0, 2.0], [0, 1, 1], [0, 2, 3]), shape=(2, 2)), None,
+         "stored zeros"),
+    ],
+)
+def test_bad_ratings_raise(X, n_levels, match):
+    with pytest.raises(ValueError, match=match):
+        MaxMarginMF(2, n_levels=n_levels, max_iter=2, burn_in=1).fit(X)
+
+
+def test_bad_parameters_raise(split):
+    train, test = split
+    with pytest.raises(ValueError, match="burn_in"):
+        MaxMarginMF(burn_in=5, max_iter=5).fit(train)
+    with pytest.raises(ValueError, match="threshold_mean"):
+        MaxMarginMF(threshold_mean=[0.0, 1.0], max_iter=2, burn_in=1).fit(train)
+    m = MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(train)
+    with pytest.raises(ValueError, match="one row per training user"):
+        m.predict_ratings(test[:5])
+    with pytest.raises(ValueError, match="not rating levels"):
+        bad = test[:5].copy()
+        bad.data[:] = 7.0
+        m.predict_ratings(test[:5], observed=bad)
+
+
+# -- the Indian buffet process variant --------------------------------------------------------
+
+def test_ibp_variant_fits_binary_feature_data_and_its_feature_count_settles():
+    X = simulate(100, 70, k=3, density=0.5, seed=4, binary=True)
+    train, test = holdout_ratings(X, 3, random_state=0)
+    m = MaxMarginMF(1, prior="ibp", C=0.3, margin=3.0, alpha=1.0, max_iter=40, burn_in=20,
+                    random_state=0).fit(train)
+    best_constant = min(
+        rating_nmae(test, sparse.csr_matrix((np.full(test.nnz, float(c)), test.indices,
+                                             test.indptr), shape=test.shape))
+        for c in range(1, 6))
+    assert rating_nmae(test, m.predict_ratings(test)) < 0.4 * best_constant
+    assert rating_nmae(test, m.predict_ratings(test, observed=train)) < 0.6 * best_constant
+    late = m.n_features_trace_[20:]
+    assert late.max() <= 1.5 * late.min()
+    assert m.user_factors_.min() >= 0 and m.user_factors_.max() <= 1
+    assert m.n_components_ == m.item_factors_.shape[1] == m.components_.shape[0]
+
+
+def test_ibp_same_result_for_one_and_two_threads():
+    X = simulate(60, 40, k=2, density=0.5, seed=5, binary=True)
+    out = []
+    for n in (1, 2):
+        with threadpool_limits(n, user_api="openmp"):
+            m = MaxMarginMF(2, prior="ibp", C=0.3, margin=3.0, max_iter=5, burn_in=2,
+                            random_state=1).fit(X)
+            out.append((m.user_factors_, m.item_factors_, m.objective_))
+    for a, b in zip(*out):
+        assert_array_equal(a, b)
