@@ -848,7 +848,7 @@ class MaxMarginMF(BaseEstimator):
         return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]))
 
     def score(self, X, y=None):
-        """Minus the NMAE of held-out ratings of the users of X (higher is better).
+        """Score held-out ratings of the users of X: minus their NMAE (higher is better).
 
         Every user (row) with at least two ratings holds one of them out, chosen by a
         stream derived from ``random_state`` and the row's ratings; the user is rated from
