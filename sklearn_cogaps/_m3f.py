@@ -15,9 +15,16 @@ from scipy import sparse
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._base import draw_seeds, effective_n_threads
+from ._base import (
+    _shape,
+    check_ignored_y,
+    draw_seeds,
+    effective_n_threads,
+    validate_input,
+)
+from ._progress import Progress
 from . import _m3f_fast as _fast
 
 __all__ = [
@@ -33,6 +40,13 @@ __all__ = [
 # a short parallel region costs more than it saves. Results do not depend on the count.
 _MIN_WORK_PER_THREAD = 200_000
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+_HELD_OUT_ADVICE = (
+    "score held-out ratings, call score(X_test), rating_nmae(X_test, "
+    "model.predict_ratings(X_test)), or neg_nmae_scorer(model, X_train, X_test): "
+    "MaxMarginMF takes no per-entry side input"
+)
 
 
 def _threads_for(work):
@@ -364,7 +378,9 @@ class MaxMarginMF(BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seed of the chain (and of the chains of new users in :meth:`predict`).
     verbose : int, default=0
-        Print the objective every ``verbose`` iterations.
+        0: silent; 1: a progress line (iteration, objective, number of features, time
+        elapsed and left) about every tenth of ``max_iter`` iterations; 2: a line after
+        every iteration.
     warm_start : bool, default=False
         Continue the chain of the previous fit on the same ratings for ``max_iter`` more
         iterations, keeping its running means.
@@ -482,6 +498,10 @@ class MaxMarginMF(BaseEstimator):
         self.verbose = verbose
         self.warm_start = warm_start
 
+    def __sklearn_is_fitted__(self):
+        # not n_features_in_, which validation sets before a fit can fail or be interrupted
+        return hasattr(self, "user_factors_")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -492,7 +512,7 @@ class MaxMarginMF(BaseEstimator):
     # -- validation --------------------------------------------------------------------------
 
     def _validate_ratings(self, X, reset, name="X"):
-        X = validate_data(
+        X = validate_input(
             self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
             ensure_all_finite="allow-nan", reset=reset,
         )
@@ -663,13 +683,27 @@ class MaxMarginMF(BaseEstimator):
             the non-NaN entries of a dense array. A user or item without any rating keeps
             factors drawn from the prior.
         y : Ignored
-            Not used, present for API consistency.
+            Not used, present for API consistency: held-out ratings of the shape of X,
+            which ``GridSearchCV`` passes on to :func:`neg_nmae_scorer`, are ignored; other
+            arrays (a scalar, a length other than n_users) are refused.
 
         Returns
         -------
         self : MaxMarginMF
             The fitted estimator.
+
+        Notes
+        -----
+        Ctrl-C stops the fit after its last complete iteration with a
+        :class:`~sklearn_cogaps.FitInterruptedWarning`; ``n_iter_`` and the traces stop
+        there. Interrupted before the first iteration after ``burn_in`` has completed (no
+        running mean yet), the ``KeyboardInterrupt`` propagates and the estimator is left
+        as it was.
         """
+        if y is not None and _shape(y) != _shape(X):
+            # held-out ratings of X's shape are what GridSearchCV passes on for
+            # neg_nmae_scorer; other values are side inputs given without their keyword
+            check_ignored_y(self, y, X, advice=_HELD_OUT_ADVICE)
         if self.burn_in >= self.max_iter and not self.warm_start:
             raise ValueError(
                 f"burn_in={self.burn_in} must be below max_iter={self.max_iter}: the running "
@@ -705,16 +739,28 @@ class MaxMarginMF(BaseEstimator):
             objective, n_feat = [], []
             # lambda given the initial state, so that the first sweep has its statistics
             self._row_pass(data, chain, draw_seeds(rng, R.shape[0]), False, 1)
-        self._transform_seed = draw_seeds(rng)
-        for it in range(it0, it0 + self.max_iter):
-            objective.append(self._sweep(data, chain, rng))
-            n_feat.append(chain.U.shape[1])
-            if it >= self.burn_in:
-                sums.add(chain, chain.ids)
-            if self.verbose and (it + 1) % int(self.verbose) == 0:
-                print(f"MaxMarginMF iteration {it + 1}: objective {objective[-1]:.6g}, "
-                      f"{chain.U.shape[1]} features")
-        self.n_iter_ = it0 + self.max_iter
+        transform_seed = draw_seeds(rng)
+        progress = Progress(self, self.max_iter)
+        saved = None  # the state after the last complete iteration
+        n_done = 0
+        try:
+            for it in range(it0, it0 + self.max_iter):
+                objective.append(self._sweep(data, chain, rng))
+                n_feat.append(chain.U.shape[1])
+                if it >= self.burn_in:
+                    sums.add(chain, chain.ids)
+                n_done = it + 1 - it0
+                saved = (_snapshot(chain), copy.deepcopy(sums), n_done)
+                progress(n_done, objective[-1], f"{chain.U.shape[1]} features")
+        except KeyboardInterrupt:
+            if saved is None or saved[1].count == 0:
+                raise  # no complete iteration (or none after burn-in): left as it was
+            chain, sums, n_done = _Chain(*saved[0][:4], rho, varsigma), saved[1], saved[2]
+            chain.ids, chain.n_born = saved[0][4], saved[0][5]
+            del objective[it0 + n_done:], n_feat[it0 + n_done:]
+            progress.interrupted(n_done)
+        self._transform_seed = transform_seed
+        self.n_iter_ = it0 + n_done
         self.objective_ = np.asarray(objective)
         self.n_features_trace_ = np.asarray(n_feat, dtype=np.intp)
         self.levels_ = levels
@@ -825,11 +871,18 @@ class MaxMarginMF(BaseEstimator):
             array with NaN at the other entries.
         """
         check_is_fitted(self)
-        X_checked = validate_data(self, X, accept_sparse=("csr", "csc", "coo"),
-                                  dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        X_checked = validate_input(self, X, accept_sparse=("csr", "csc", "coo"),
+                                   dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        R = None
+        if observed is not None:
+            R = self._validate_ratings(observed, reset=False, name="observed")
+        return self._predict(X_checked, R)
+
+    def _predict(self, X_checked, R):
+        """predict_ratings on validated pairs and validated ratings of new users (or None)."""
         P = _pattern_csr(X_checked)
         rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
-        if observed is None:
+        if R is None:
             if X_checked.shape[0] != self.user_factors_.shape[0]:
                 raise ValueError(
                     f"X must have one row per training user ({self.user_factors_.shape[0]}); "
@@ -837,7 +890,6 @@ class MaxMarginMF(BaseEstimator):
                 )
             U, theta = self.user_factors_, self.thresholds_
         else:
-            R = self._validate_ratings(observed, reset=False, name="observed")
             if R.shape[0] != X_checked.shape[0]:
                 raise ValueError(
                     f"observed must have the rows of X ({X_checked.shape[0]}); got "
@@ -862,13 +914,15 @@ class MaxMarginMF(BaseEstimator):
         X : {array-like, sparse matrix} of shape (n_users, n_items)
             Ratings of the users to score.
         y : Ignored
-            Not used, present for API consistency.
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused: to score chosen held-out ratings use :func:`neg_nmae_scorer`.
 
         Returns
         -------
         score : float
             -MAE / E_L over the held-out ratings (:func:`rating_nmae`).
         """
+        check_ignored_y(self, y, X, method="score", advice=_HELD_OUT_ADVICE)
         check_is_fitted(self)
         R = self._validate_ratings(X, reset=False)
         self._check_levels(R, self.levels_, "X")
@@ -885,7 +939,13 @@ class MaxMarginMF(BaseEstimator):
         train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])),
                                   shape=R.shape)
         test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
-        return -rating_nmae(test, self.predict_ratings(test, observed=train), self.levels_)
+        return -rating_nmae(test, self._predict(test, train), self.levels_)
+
+
+def _snapshot(chain):
+    """Copies of the sampled state of ``chain``, to restore after an interruption."""
+    return (chain.U.copy(), chain.V.copy(), chain.theta.copy(), chain.ilam.copy(),
+            chain.ids.copy(), chain.n_born)
 
 
 def _pattern_csr(X):

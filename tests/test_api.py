@@ -20,14 +20,24 @@ from sklearn_cogaps import (
     ExtremeDeconvolution,
     FitInterruptedWarning,
     HierarchicalPMF,
+    MaxMarginMF,
     WeightedBackgroundPMF,
+    neg_nmae_scorer,
 )
-from sklearn_cogaps import _extreme_deconvolution, _hpmf, _wbpmf
+from sklearn_cogaps import _extreme_deconvolution, _hpmf, _m3f, _wbpmf
 
 RNG = np.random.RandomState(0)
 COUNTS = RNG.poisson(RNG.gamma(1.0, 2.0, (24, 2)) @ RNG.gamma(1.0, 1.0, (2, 15))).astype(float)
 POINTS = np.vstack([RNG.normal(-2, 0.5, (40, 2)), RNG.normal(2, 0.5, (40, 2))])
 VARIANCES = RNG.uniform(0.1, 0.5, POINTS.shape)
+# ratings 1..5 of 30 users and 20 items, about half observed (NaN elsewhere)
+RATINGS = np.where(RNG.uniform(size=(30, 20)) < 0.5, np.nan,
+                   RNG.randint(1, 6, (30, 20)).astype(float))
+
+
+def _m3f_model(**params):
+    return MaxMarginMF(**{"n_components": 2, "max_iter": 10, "burn_in": 2,
+                          "random_state": 0, **params})
 
 
 def _factorisations():
@@ -100,6 +110,24 @@ def test_targets_are_ignored_and_other_values_refused(estimator, X):
             estimator.fit(X, y)
 
 
+def test_max_margin_mf_refuses_side_inputs_and_ignores_held_out_ratings_in_fit():
+    model = _m3f_model()
+    for y in (1.0, np.ones(RATINGS.shape[0] - 1), np.ones(RATINGS.shape + (2,))):
+        with pytest.raises(ValueError, match=r"does not use y.*score\(X_test\)"):
+            model.fit(RATINGS, y)
+    labels = np.arange(RATINGS.shape[0]) % 2
+    expected = model.fit(RATINGS).user_factors_
+    # a target, or held-out ratings of X's shape (which GridSearchCV passes on to the
+    # scorer), leave the fit unchanged
+    held_out = np.where(np.isnan(RATINGS), 3.0, np.nan)
+    for y in (labels, held_out):
+        assert_array_equal(model.fit(RATINGS, y).user_factors_, expected)
+    assert np.isfinite(neg_nmae_scorer(model, RATINGS, held_out))
+    # but score(X, X_test) would silently score X: refused
+    with pytest.raises(ValueError, match=r"score\(X_test\).*neg_nmae_scorer"):
+        model.score(RATINGS, held_out)
+
+
 def test_pipelines_and_cross_validation_pass_targets_through():
     labels = (COUNTS[:, 0] > np.median(COUNTS[:, 0])).astype(int)
     pipe = make_pipeline(HierarchicalPMF(n_components=2, max_iter=10, random_state=0),
@@ -146,6 +174,27 @@ def test_anndata_input_is_its_X_with_var_names_as_feature_names(estimator, tmp_p
     # variables in another order are refused
     with pytest.raises(ValueError, match="var_names differ"):
         fitted.score(adata[:, genes[::-1]])
+
+
+def test_max_margin_mf_takes_an_anndata(tmp_path):
+    anndata = pytest.importorskip("anndata")
+    items = [f"item{j}" for j in range(RATINGS.shape[1])]
+    adata = anndata.AnnData(sparse.csr_matrix(np.nan_to_num(RATINGS)))
+    adata.var_names = items
+    plain = _m3f_model().fit(RATINGS)
+    fitted = _m3f_model().fit(adata)
+    assert list(fitted.feature_names_in_) == items
+    assert_array_equal(fitted.user_factors_, plain.user_factors_)
+    assert fitted.score(adata) == pytest.approx(plain.score(RATINGS))
+    assert_array_equal(fitted.predict_ratings(adata, observed=adata).toarray(),
+                       np.nan_to_num(plain.predict_ratings(RATINGS, observed=RATINGS)))
+    path = tmp_path / "ratings.h5ad"
+    adata.write_h5ad(path)
+    backed = anndata.read_h5ad(path, backed="r")
+    assert_array_equal(_m3f_model().fit(backed).user_factors_, plain.user_factors_)
+    backed.file.close()
+    with pytest.raises(ValueError, match="var_names differ"):
+        fitted.score(adata[:, items[::-1]])
 
 
 def test_cogaps_markers_name_the_genes_of_an_anndata():
@@ -243,6 +292,27 @@ def test_an_interrupt_before_anything_is_complete_leaves_the_estimator_unfitted(
         estimator.score(X)
 
 
+def test_an_interrupted_max_margin_mf_keeps_its_last_complete_iteration(monkeypatch):
+    model = _m3f_model(max_iter=50)
+    original = _interrupt_on_call(monkeypatch, _m3f.MaxMarginMF, "_sweep", 6)
+    with pytest.warns(FitInterruptedWarning, match="interrupted after 5 of 50"):
+        model.fit(RATINGS)
+    assert model.n_iter_ == 5 and model.objective_.shape == (5,)
+    assert model.n_features_trace_.shape == (5,)
+    monkeypatch.setattr(_m3f.MaxMarginMF, "_sweep", original)
+    short = _m3f_model(max_iter=5).fit(RATINGS)
+    assert_array_equal(model.objective_, short.objective_)
+    assert_array_equal(model.user_factors_, short.user_factors_)
+    assert_array_equal(model.predict_ratings(RATINGS), short.predict_ratings(RATINGS))
+    # interrupted before any running mean (during burn-in): unfitted
+    fresh = _m3f_model(max_iter=50, burn_in=5)
+    _interrupt_on_call(monkeypatch, _m3f.MaxMarginMF, "_sweep", 3)
+    with pytest.raises(KeyboardInterrupt):
+        fresh.fit(RATINGS)
+    with pytest.raises(NotFittedError):
+        fresh.score(RATINGS)
+
+
 def test_an_interrupted_partial_fit_leaves_the_estimator_as_it_was(monkeypatch):
     xd = ExtremeDeconvolution(2, random_state=0).partial_fit(POINTS)
     means, history = xd.means_.copy(), xd.lower_bounds_.copy()
@@ -275,6 +345,15 @@ def test_verbose_prints_one_kind_of_progress_line(estimator, capsys):
         every = -(-total // 10)
         due = [i for i in range(1, est.n_iter_ + 1) if i % every == 0 or i == total]
         assert len(lines) == len(due) <= expect
+
+
+def test_max_margin_mf_prints_the_shared_progress_line(capsys):
+    pattern = re.compile(r"^\[MaxMarginMF\] iteration +(\d+)/20  objective \S+  \d+ "
+                         r"features  elapsed \S+  ETA \S+$")
+    for verbose, n_lines in ((0, 0), (1, 10), (2, 20)):
+        _m3f_model(max_iter=20, verbose=verbose).fit(RATINGS)
+        lines = [line for line in capsys.readouterr().out.splitlines() if line]
+        assert len(lines) == n_lines and all(pattern.match(line) for line in lines), lines
 
 
 # ---------------------------------------------------------------- names and attributes
