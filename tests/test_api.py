@@ -243,7 +243,7 @@ CASES = {
     "wbpmf": (WeightedBackgroundPMF(2, max_iter=50, tol=0.0, random_state=0), COUNTS,
               _wbpmf, "_solve", 14, 3),
     "xd_em": (ExtremeDeconvolution(2, max_iter=50, tol=0.0, random_state=0), POINTS,
-              _extreme_deconvolution.ExtremeDeconvolution, "_m_step", 5, 4),
+              _extreme_deconvolution.ExtremeDeconvolution, "_m_step", 2, 1),
     # 80 points in minibatches of 20: 4 steps per epoch, call 11 is in epoch 3
     "xd_minibatch": (ExtremeDeconvolution(2, method="minibatch_em", batch_size=20, max_iter=50,
                                           tol=0.0, random_state=0), POINTS,

@@ -39,7 +39,8 @@ def _read_only(a):
 
 
 def _memmap(a, tmp_path, name):
-    path = tmp_path / f"{name}.dat"
+    # one file per array: two arrays of the same shape must not share a file
+    path = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}.dat"
     m = np.memmap(path, dtype=a.dtype, mode="w+", shape=a.shape)
     m[:] = a
     m.flush()
