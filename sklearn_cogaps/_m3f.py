@@ -180,7 +180,7 @@ def rating_mae(X_true, X_pred):
     Returns
     -------
     mae : float
-        The mean of |true - predicted| over the pairs.
+        The mean of ``|true - predicted|`` over the pairs.
 
     Examples
     --------
@@ -211,7 +211,7 @@ def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
     Returns
     -------
     nmae : float
-        MAE / E_L with E_L = mean |l_a - l_b| over all pairs of levels.
+        MAE / E_L with E_L = mean ``|l_a - l_b|`` over all pairs of levels.
 
     Examples
     --------
@@ -387,36 +387,37 @@ class MaxMarginMF(BaseEstimator):
 
     Attributes
     ----------
-    user_factors_ : ndarray of shape (n_users, n_components_)
+    user_factors_ : ndarray of shape (n_users, n_components)
         Running mean of U (of Z for ``prior="ibp"``: the fraction of samples in which the
         user has the feature).
-    item_factors_ : ndarray of shape (n_items, n_components_)
+    item_factors_ : ndarray of shape (n_items, n_components)
         Running mean of V (for ``prior="ibp"``, over the samples in which the feature
         exists).
-    components_ : ndarray of shape (n_components_, n_items)
+    components_ : ndarray of shape (n_components, n_items)
         ``item_factors_.T``.
-    thresholds_ : ndarray of shape (n_users, n_levels_ - 1)
+    thresholds_ : ndarray of shape (n_users, n_levels - 1)
         Running mean of the thresholds.
-    levels_ : ndarray of shape (n_levels_,)
+    levels_ : ndarray of shape (n_levels,)
         The rating levels, in order.
     n_levels_ : int
         Number of levels L.
     n_components_ : int
         Number of latent dimensions (features) of the running means.
-    threshold_mean_ : ndarray of shape (n_levels_ - 1,)
+    threshold_mean_ : ndarray of shape (n_levels - 1,)
         The prior means of the thresholds used.
     threshold_scale_ : float
         The prior standard deviation of the thresholds used.
-    objective_ : ndarray of shape (n_iter_,)
+    objective_ : ndarray of shape (n_iter,)
         The max-margin objective of each sample: squared norms of the factors (or -ln of the
         IBP prior), C times the summed hinge losses and the threshold prior term.
-    n_features_trace_ : ndarray of shape (n_iter_,)
+    n_features_trace_ : ndarray of shape (n_iter,)
         Number of features of each sample (constant for ``prior="gaussian"``).
     n_iter_ : int
-        Number of iterations run.
+        Number of iterations of the chain, across ``warm_start`` continuations (fewer than
+        ``max_iter`` after an interrupted fit).
     n_features_in_ : int
         Number of items seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features_in,)
         Names of the items seen during fit, when X has string column names.
 
     See Also
