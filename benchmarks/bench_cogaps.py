@@ -26,6 +26,11 @@ from a quiet run of this kind of machine instead.
     python benchmarks/bench_cogaps.py                                # gist small medium
     python benchmarks/bench_cogaps.py --configs wide --threads 1 2   # wide, 1 and 2 threads
     python benchmarks/bench_cogaps.py --peer-python /path/to/venv/bin/python --repeat 5
+    python benchmarks/bench_cogaps.py --configs medium wide --dtype float32    # ours in float32
+
+With ``--dtype float32`` ours is given the data in float32 and fits in float32 (residual
+and precisions stored in single precision, sums in double); the C++ CoGAPS always stores
+and computes in single precision, whatever this option says.
 
 The machine must be quiet for the figures to mean anything: timings of a loaded machine are
 noisy, wall seconds most of all.
@@ -103,15 +108,16 @@ def _worst_correlation(P_true, P_fit):
     return worst
 
 
-def worker_ours(name, data_path, gist_path, seed, threads):
-    """Fit one configuration with sklearn_cogaps in this process; print a JSON line."""
+def worker_ours(name, data_path, gist_path, seed, threads, dtype="float64"):
+    """Fit one configuration with sklearn_cogaps in this process, with the data in
+    ``dtype``; print a JSON line."""
     import numpy as np
     from threadpoolctl import threadpool_limits
 
     from sklearn_cogaps import CoGAPS
 
     D, P_true = _load(name, data_path, gist_path)
-    X = np.ascontiguousarray(D.T)
+    X = np.ascontiguousarray(D.T, dtype=dtype)
     K, n_iter, _ = CONFIGS[name]
     model = CoGAPS(n_components=K, max_iter=n_iter, random_state=seed)
     with threadpool_limits(limits=threads, user_api="openmp"):
@@ -133,6 +139,7 @@ def worker_ours(name, data_path, gist_path, seed, threads):
                 "wall": wall,
                 "proposals": proposals,
                 "row_entries": row_entries,
+                "bytes_per_entry": 2 * X.itemsize,
                 "chisq": float(model.chisq_),
                 "min_corr": _worst_correlation(P_true, model.loadings_),
             }
@@ -193,6 +200,8 @@ def run(python, which, name, args, threads):
         str(args.seed),
         "--threads",
         str(threads),
+        "--dtype",
+        args.dtype,
     ]
     with tempfile.TemporaryDirectory() as scratch:  # whatever a run writes stays out of the way
         done = subprocess.run(cmd, env=env, cwd=scratch, capture_output=True, text=True, check=False)
@@ -250,12 +259,21 @@ def main(argv=None):
     parser.add_argument(
         "--bandwidth", action="store_true", help="first measure this machine's memory bandwidth"
     )
+    parser.add_argument(
+        "--dtype",
+        choices=["float64", "float32"],
+        default="float64",
+        help="dtype of the data given to ours (default: float64); the C++ CoGAPS always "
+        "computes in float32",
+    )
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         which, name = args.worker
-        fn = worker_ours if which == "ours" else worker_peer
-        fn(name, args.data, args.gist, args.seed, args.threads[0])
+        if which == "ours":
+            worker_ours(name, args.data, args.gist, args.seed, args.threads[0], args.dtype)
+        else:
+            worker_peer(name, args.data, args.gist, args.seed, args.threads[0])
         return 0
     if not args.data.is_file():
         parser.error(f"cannot find the benchmark data module {args.data}; pass --data PATH/cogaps_data.py")
@@ -276,7 +294,8 @@ def main(argv=None):
         print()
     source = "run side by side" if peer else "quoted (pass --peer-python to run it)"
     print(f"CoGAPS, ours vs the C++ CoGAPS ({source}); fresh process per run, median of {args.repeat}")
-    print("time: CPU s of the fit on 1 thread, wall s on more; ratio = C++ / ours (above 1: ours faster)\n")
+    print("time: CPU s of the fit on 1 thread, wall s on more; ratio = C++ / ours (above 1: ours faster)")
+    print(f"ours: data in {args.dtype}; the C++ CoGAPS always stores and computes in float32\n")
     header = (
         f"{'config':<7} {'thr':>3} {'ours CPU':>8} {'ours wall':>9} {'Mprop/s':>7} {'GB/s':>6} {'chi2':>10} {'min r':>6} "
         f"{'C++ CPU':>8} {'C++ wall':>8} {'chi2':>10} {'min r':>6} {'C++/ours':>8}"
@@ -295,7 +314,7 @@ def main(argv=None):
             line = (
                 f"{name:<7} {threads:>3} {o_cpu:8.2f} {o_wall:9.2f} "
                 f"{_median(ours, 'proposals') / o_cpu / 1e6:7.2f} "
-                f"{16 * _median(ours, 'row_entries') / o_cpu / 1e9:6.1f} "
+                f"{_median(ours, 'bytes_per_entry') * _median(ours, 'row_entries') / o_cpu / 1e9:6.1f} "
                 f"{_median(ours, 'chisq'):10.1f} {_median(ours, 'min_corr'):6.3f} "
             )
             if theirs:
@@ -315,8 +334,8 @@ def main(argv=None):
     print(
         "\nMprop/s: millions of proposals per CPU second (estimated from the atom counts: each "
         "half-iteration makes Poisson(max(atoms, 10)) proposals). GB/s: bytes of residual and precision "
-        "rows the proposals read per CPU second (16 per entry of a row, one row per proposal: a lower "
-        "bound), to compare with the memory bandwidth (--bandwidth). chi2: chi-square of the posterior means "
+        "rows the proposals read per CPU second (16 per entry of a row in float64, 8 in float32, one row "
+        "per proposal: a lower bound), to compare with the memory bandwidth (--bandwidth). chi2: chi-square of the posterior means "
         "(the C++ CoGAPS accumulates it in single precision). min r: smallest correlation of a planted "
         "(for gist: published) pattern with its matched fitted pattern. q: quoted, not measured here."
     )

@@ -101,11 +101,28 @@ def _fold_seeds(seeds, fold):
     return z ^ (z >> np.uint64(31))
 
 
-def _precision(sigma):
-    """1 / sigma**2 in one new array (no temporaries: the data can be large)."""
+def _precision(sigma, dtype=np.float64):
+    """1 / sigma**2 in one new array (no temporaries: the data can be large), formed in
+    float64 and rounded once to ``dtype``, the storage type of a float32 fit."""
     prec = np.square(sigma)
     np.reciprocal(prec, out=prec)
-    return prec
+    if dtype == np.float64:
+        return prec
+    info = np.finfo(dtype)
+    smallest, largest = (prec.min(), prec.max()) if prec.size else (1.0, 1.0)
+    if smallest < info.tiny or largest > info.max:
+        raise ValueError(
+            f"The precisions 1 / uncertainty**2 span [{smallest:.3g}, {largest:.3g}], outside "
+            f"the normal range of {np.dtype(dtype).name} [{info.tiny:.3g}, {info.max:.3g}] "
+            f"in which a {np.dtype(dtype).name} X is fitted. Pass X as float64 "
+            "(X.astype(np.float64)), or rescale X and the uncertainty by the same factor."
+        )
+    return prec.astype(dtype)
+
+
+def _as_dtype(values, dtype):
+    """``values`` (float64 results) in the dtype of the data, unchanged for float64."""
+    return values if dtype == np.float64 else np.asarray(values, dtype=dtype)
 
 
 class CoGAPS(
@@ -120,6 +137,13 @@ class CoGAPS(
     number is controlled by ``atom_density_W`` and ``atom_density_H`` and whose masses have an exponential prior, which makes
     both matrices sparse. The chain runs ``max_iter`` calibration iterations with an
     annealing temperature, then ``max_iter`` sampling iterations whose samples are averaged.
+
+    Data in float32 (as AnnData matrices usually are) are fitted in float32, as
+    :class:`~sklearn.decomposition.NMF` does: the dense model stores the residual and the
+    precisions in single precision, which halves the memory read by each proposal, while
+    every sum is still formed in float64, and the fitted attributes and the output of
+    :meth:`transform` are float32 (see "Single precision" in the scaling guide). The
+    sparse-data model computes in float64 and returns float32 attributes for float32 data.
 
     In CoGAPS's own names (genes × samples data ``D``), ``D = X.T``, the amplitude matrix
     ``A = H.T`` (``components_.T``) and the pattern matrix ``P = W``. As in CoGAPS, each
@@ -343,11 +367,11 @@ class CoGAPS(
             X,
             reset=reset,
             accept_sparse=("csr", "csc"),
-            dtype=np.float64,
+            dtype=(np.float64, np.float32),
             ensure_non_negative=True,
         )
         values = X.data if sparse.issparse(X) else X
-        largest = values.max() if values.size else 0.0
+        largest = float(values.max()) if values.size else 0.0
         if largest > _LARGEST_VALUE:
             raise ValueError(
                 f"X holds values up to {largest:.3g}; CoGAPS squares residuals scaled by the "
@@ -490,6 +514,7 @@ class CoGAPS(
             n_threads,
             fixed,
         )
+        _cast_attributes(self, X.dtype)
         # the full state (atoms, generator, sums) only when a later fit may continue it
         self._sampler_state = sampler.get_state() if self.warm_start else None
         self.n_iter_ = len(new_history)
@@ -592,7 +617,7 @@ class CoGAPS(
                 cols.sort_indices()
             return ("sparse", rows, cols)
         sigma = self._validate_uncertainty(uncertainty, X)
-        return ("dense", X, _precision(sigma))
+        return ("dense", X, _precision(sigma, X.dtype))
 
     def _continues_chain(self, X, data, fixed):
         state = getattr(self, "_sampler_state", None)
@@ -624,7 +649,7 @@ class CoGAPS(
         values = X.data if sparse.issparse(X) else X
         # X is non-negative: the sum over the non-zeros is the sum over all entries
         n_nonzero = np.count_nonzero(values)
-        data_mean = float(values.sum()) / n_nonzero if n_nonzero else 1.0
+        data_mean = float(values.sum(dtype=np.float64)) / n_nonzero if n_nonzero else 1.0
         root = np.sqrt(self.n_components / data_mean)
         return self._atom_densities[0] * root, self._atom_densities[1] * root
 
@@ -661,9 +686,11 @@ class CoGAPS(
                 sparse_data=(a, b, SPARSE_SIGMA0),
                 fixed=fixed,
             )
-        # a fresh chain starts with one matrix zero: its residual is X itself
+        # a fresh chain starts with one matrix zero: its residual is X itself; a float32
+        # chain recomputes its residual from X at every iteration
         R = a if state is None else residual(a, W, Ht, n_threads)
-        return GibbsSampler(R, b, W, Ht, *arguments, state=state, fixed=fixed)
+        return GibbsSampler(R, b, W, Ht, *arguments, state=state, fixed=fixed,
+                            X=a if a.dtype == np.float32 else None)
 
     def _restore_sampler(self, data, n_threads):
         state = self._sampler_state
@@ -746,8 +773,9 @@ class CoGAPS(
             return int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest(), "little")
 
         if not sparse.issparse(X):
+            # float64 values, so that a float32 row gets the chain of the same row in float64
             for i, row in enumerate(X):
-                seeds[i] = seed(row)
+                seeds[i] = seed(np.asarray(row, dtype=np.float64))
             return seeds
         # a canonical CSR (sorted, summed duplicates), densified one row at a time
         row = np.zeros(X.shape[1])
@@ -764,7 +792,7 @@ class CoGAPS(
         rows = _canonical_csr(X)
         mean, _ = sample_fixed_sparse_rows(
             rows,
-            np.ascontiguousarray(self.components_.T),
+            np.ascontiguousarray(self.components_.T, dtype=np.float64),
             SPARSE_SIGMA0,
             self._atom_densities[0],
             self.lambda_W_,
@@ -773,7 +801,7 @@ class CoGAPS(
             self._row_seeds(rows),
             effective_n_threads(),
         )
-        return mean
+        return _as_dtype(mean, X.dtype)
 
     def _row_chunks(self, X, uncertainty):
         """Dense row blocks of X with their uncertainty (sparse X is made dense a block at a
@@ -792,8 +820,8 @@ class CoGAPS(
     def _sample_patterns(self, X, sigma):
         mean, std = sample_fixed_rows(
             X,
-            _precision(sigma),
-            np.ascontiguousarray(self.components_.T),
+            _precision(sigma, X.dtype),
+            np.ascontiguousarray(self.components_.T, dtype=np.float64),
             self._atom_densities[0],
             self.lambda_W_,
             self.max_gibbs_mass_W,
@@ -827,7 +855,8 @@ class CoGAPS(
         Returns
         -------
         W : ndarray of shape (n_samples, n_components)
-            Posterior mean of the patterns of each sample.
+            Posterior mean of the patterns of each sample, float32 for float32 X (whose
+            rows are sampled with a float32 residual, as in ``fit``), float64 otherwise.
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
@@ -835,7 +864,8 @@ class CoGAPS(
         if uncertainty is None and (self.sparse_optimization or sparse.issparse(X)):
             return self._sample_sparse_patterns(X)
         blocks = [self._sample_patterns(x, sigma)[0] for x, sigma in self._row_chunks(X, uncertainty)]
-        return np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
+        W = np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
+        return _as_dtype(W, X.dtype)
 
     def pattern_markers(self, threshold="all"):
         """The features that mark each pattern (CoGAPS's ``patternMarkers``).
@@ -939,13 +969,13 @@ class CoGAPS(
         """Per-row sum of the held-out log-likelihoods of a dense block (see score)."""
         seeds = self._row_seeds(x)
         folds = _entry_folds(seeds, x.shape[1], _SCORE_FOLDS)
-        prec = _precision(sigma)
-        Ht = np.ascontiguousarray(self.components_.T)
+        prec = _precision(sigma, x.dtype)
+        Ht = np.ascontiguousarray(self.components_.T, dtype=np.float64)
         n_threads = effective_n_threads()
         loglik = np.zeros(x.shape[0])
         for f in range(_SCORE_FOLDS):
             held = folds == f
-            fit_prec = np.where(held, 0.0, prec)
+            fit_prec = np.where(held, 0.0, prec).astype(x.dtype, copy=False)
             W, _ = sample_fixed_rows(
                 x,
                 fit_prec,
@@ -962,8 +992,21 @@ class CoGAPS(
             loglik += np.sum(terms, axis=1, where=held)
         return loglik
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # float32 data are fitted and transformed in float32 (see the class docstring)
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
     def _check_uncertainty_shape(self, uncertainty, X):
         if uncertainty is not None and np.shape(uncertainty) != X.shape:
             raise ValueError(
                 f"'uncertainty' must have the shape of X {X.shape}; got {np.shape(uncertainty)}."
             )
+
+
+def _cast_attributes(model, dtype):
+    """The fitted matrices in the dtype of the data (float32 data give float32 attributes;
+    the chain's sums are float64 in both cases)."""
+    for name in ("loadings_", "loadings_std_", "components_", "components_std_"):
+        setattr(model, name, _as_dtype(getattr(model, name), dtype))

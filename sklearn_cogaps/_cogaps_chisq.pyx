@@ -2,16 +2,22 @@
 parallel over rows (each output element is written by one thread, and per-row partial sums
 are added in row order, so results do not depend on the number of threads); and the
 per-entry arrays of the sparse-data model (000_f0854fe1e49e50a3, section 3).
+
+The data, residual and precision are double or float (``floating``, the storage type of a
+float32 fit); matrices, products and sums are double in both cases.
 """
 
 import numpy as np
 
-from cython.parallel cimport prange
+from cython cimport floating
+from cython.parallel cimport prange, threadid
 from libc.math cimport fmax
 from libc.stdint cimport int64_t, int32_t
 
+from ._row_sums cimport cg_residual_row_f64, cg_residual_row_f32
 
-cdef void _transpose(const double* src, Py_ssize_t n, Py_ssize_t m, double* dst,
+
+cdef void _transpose(const floating* src, Py_ssize_t n, Py_ssize_t m, floating* dst,
                      int n_threads) noexcept nogil:
     """dst (m x n) = src (n x m)^T, by 32 x 32 tiles."""
     cdef Py_ssize_t ib, jb, i, j, i_end, j_end, n_blocks = (n + 31) // 32
@@ -26,43 +32,62 @@ cdef void _transpose(const double* src, Py_ssize_t n, Py_ssize_t m, double* dst,
             jb = jb + 32
 
 
-def residual(const double[:, ::1] X, const double[:, ::1] W, const double[:, ::1] Ht,
+cdef void _residual_rows(const floating* X, const double* M, const double* Ot,
+                        Py_ssize_t n_rows, Py_ssize_t n_cols, Py_ssize_t K, floating* R,
+                        double* buf, int n_threads) noexcept nogil:
+    """R = X - M O^T (all n_rows x n_cols; M is n_rows x K and Ot = O^T is K x n_cols), row
+    by row: each entry x - m_0 o_0 - m_1 o_1 - ... in double, rounded once when stored
+    (_row_sums.h). ``buf`` holds n_threads x n_cols doubles of scratch."""
+    cdef Py_ssize_t i
+    for i in prange(n_rows, schedule='static', num_threads=n_threads):
+        if floating is float:
+            cg_residual_row_f32(X + i * n_cols, M + i * K, Ot, K, n_cols, R + i * n_cols,
+                                buf + threadid() * n_cols)
+        else:
+            cg_residual_row_f64(X + i * n_cols, M + i * K, Ot, K, n_cols, R + i * n_cols,
+                                buf + threadid() * n_cols)
+
+
+def residual(const floating[:, ::1] X, const double[:, ::1] W, const double[:, ::1] Ht,
              int n_threads=1):
-    """R = X - W Ht^T, computed row by row (deterministic for any thread count).
+    """R = X - W Ht^T, computed row by row (deterministic for any thread count), in X's
+    type: each entry formed in double and rounded once.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
+    X : ndarray of shape (n_samples, n_features), float64 or float32
     W : ndarray of shape (n_samples, n_components)
     Ht : ndarray of shape (n_features, n_components)
     n_threads : int, default=1
 
     Returns
     -------
-    R : ndarray of shape (n_samples, n_features)
+    R : ndarray of shape (n_samples, n_features), of X's dtype
     """
-    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], K = W.shape[1], i, j, k
-    cdef double acc
-    out = np.empty((n, m), dtype=np.float64)
-    cdef double[:, ::1] R = out
+    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], K = W.shape[1]
+    out = np.empty((n, m), dtype=np.float32 if floating is float else np.float64)
+    if n == 0 or m == 0:
+        return out
+    Htt_arr = np.ascontiguousarray(np.asarray(Ht).T)
+    buf_arr = np.empty((max(n_threads, 1), m))
+    cdef floating[:, ::1] R = out
+    cdef const double[:, ::1] Htt = Htt_arr
+    cdef double[:, ::1] buf = buf_arr
+    cdef const double* w_p = &W[0, 0] if K else NULL
+    cdef const double* h_p = &Htt[0, 0] if K else NULL
     with nogil:
-        for i in prange(n, schedule='static', num_threads=n_threads):
-            for j in range(m):
-                acc = X[i, j]
-                for k in range(K):
-                    acc = acc - W[i, k] * Ht[j, k]
-                R[i, j] = acc
+        _residual_rows(&X[0, 0], w_p, h_p, n, m, K, &R[0, 0], &buf[0, 0], n_threads)
     return out
 
 
-def fit_chi_square(const double[:, ::1] X, const double[:, ::1] prec,
+def fit_chi_square(const floating[:, ::1] X, const floating[:, ::1] prec,
                    const double[:, ::1] W, const double[:, ::1] Ht, int n_threads=1):
     """Chi-square of W Ht^T against X, row by row, without storing the product.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
-    prec : ndarray of shape (n_samples, n_features)
+    X : ndarray of shape (n_samples, n_features), float64 or float32
+    prec : ndarray of shape (n_samples, n_features), of X's dtype
         Precisions, 1 / sigma**2.
     W : ndarray of shape (n_samples, n_components)
     Ht : ndarray of shape (n_features, n_components)
@@ -91,14 +116,14 @@ def fit_chi_square(const double[:, ::1] X, const double[:, ::1] prec,
     return total
 
 
-def chi_square(const double[:, ::1] R, const double[:, ::1] prec, int n_threads=1):
+def chi_square(const floating[:, ::1] R, const floating[:, ::1] prec, int n_threads=1):
     """Sum of R**2 * prec, with per-row partial sums added in row order.
 
     Parameters
     ----------
-    R : ndarray of shape (n, m)
+    R : ndarray of shape (n, m), float64 or float32
         Residuals.
-    prec : ndarray of shape (n, m)
+    prec : ndarray of shape (n, m), of R's dtype
         Precisions, 1 / sigma**2.
     n_threads : int, default=1
 
@@ -109,12 +134,13 @@ def chi_square(const double[:, ::1] R, const double[:, ::1] prec, int n_threads=
     cdef Py_ssize_t n = R.shape[0], m = R.shape[1], i, j
     partial = np.zeros(n, dtype=np.float64)
     cdef double[::1] part = partial
-    cdef double acc
+    cdef double acc, r
     with nogil:
         for i in prange(n, schedule='static', num_threads=n_threads):
             acc = 0.0
             for j in range(m):
-                acc = acc + R[i, j] * R[i, j] * prec[i, j]
+                r = R[i, j]
+                acc = acc + r * r * prec[i, j]
             part[i] = acc
     cdef double total = 0.0
     for i in range(n):

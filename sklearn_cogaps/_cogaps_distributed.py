@@ -339,11 +339,14 @@ def fit_distributed(model, X, uncertainty=None):
     model.consensus_correlation_ = correlation
     values = X.data if sparse.issparse(X) else X
     n_nonzero = np.count_nonzero(values)
-    data_mean = float(values.sum()) / n_nonzero if n_nonzero else 1.0
+    data_mean = float(values.sum(dtype=np.float64)) / n_nonzero if n_nonzero else 1.0
     root = math.sqrt(K / data_mean)
     model.lambda_W_, model.lambda_H_ = (d * root for d in model._atom_densities)
     model._transform_seed = transform_seed
     model._sampler_state = None
+    for name in ("loadings_", "loadings_std_", "components_", "components_std_"):
+        # float32 data give float32 attributes, as in a single fit
+        setattr(model, name, np.asarray(getattr(model, name), dtype=X.dtype))
     return model
 
 

@@ -12,6 +12,7 @@ from ._utils._rng cimport Rng, rng_spawn, rng_uniform, rng_below, rng_poisson
 from ._utils._truncnorm cimport truncnorm_sample
 from ._utils._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
                                      domain_random_atom, domain_random_free_position)
+from ._row_sums cimport cg_residual_update_f64, cg_residual_update_f32
 from ._cogaps_stats cimport (Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, APPLY,
                              KILL, OUT_OF_MEMORY, NOT_FINITE, _locate, _element_stats,
                              _pair_stats)
@@ -35,6 +36,7 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
     h.Ot = NULL
     h.R = NULL
     h.prec = NULL
+    h.f32 = False
     h.O = NULL
     h.row_mark = NULL
     h.atom_mark = NULL
@@ -200,15 +202,17 @@ cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double del
     """M[r, q] += delta, and the residual row follows: R[r, :] -= delta * O[:, q]."""
     cdef double* m = h.M + r * h.K + q
     cdef const double* o = h.Ot + q * h.n_cols
-    cdef double* res = h.R + r * h.n_cols
-    cdef Py_ssize_t c
+    cdef Py_ssize_t off = r * h.n_cols
     m[0] += delta
     if m[0] < 0.0:  # round-off after the last atom of a bin leaves
         m[0] = 0.0
     if h.sparse:
         return
-    for c in range(h.n_cols):
-        res[c] -= delta * o[c]
+    # formed in double, rounded once to the residual's storage type (_row_sums.h)
+    if h.f32:
+        cg_residual_update_f32(<float*>h.R + off, o, delta, h.n_cols)
+    else:
+        cg_residual_update_f64(<double*>h.R + off, o, delta, h.n_cols)
 
 
 cdef void _apply_matrix(Half* h, const Proposal* p) noexcept nogil:

@@ -9,6 +9,7 @@ The model's structures and statistics are in ``_cogaps_stats.pxd``, the updates 
 
 import numpy as np
 
+from cython cimport floating
 from cython.parallel cimport prange
 from libc.math cimport sqrt, fmax
 from libc.stdint cimport uint64_t, int64_t, int32_t
@@ -21,7 +22,8 @@ from ._utils._atomic_domain cimport (AtomicDomain, domain_init, domain_free,
 from ._cogaps_stats cimport Half, Proposal, NOT_FINITE, _lookup_tables
 from ._cogaps_proposals cimport _half_init, _sequential_half
 from ._cogaps_queue cimport MAX_BATCH, parallel_min_entries, _queued_half
-from ._cogaps_chisq cimport _transpose
+from ._cogaps_chisq cimport _transpose, _residual_rows
+from ._row_sums cimport cg_residual_row_f32
 from ._cogaps_chisq import (chi_square, fit_chi_square, residual, sparse_chi_square,
                             _sparse_orientation)
 from ._cogaps_queue import _set_parallel_thresholds
@@ -35,8 +37,10 @@ cdef class GibbsSampler:
     ----------
     R : ndarray of shape (n_samples, n_features)
         The residual X - W Ht^T of the starting matrices (X itself for a fresh chain).
+        float64, or float32 to store the residual and the precisions in single precision
+        (then ``X`` is required).
     prec : ndarray of shape (n_samples, n_features)
-        Precisions 1 / uncertainty**2.
+        Precisions 1 / uncertainty**2, of R's dtype.
     W : ndarray of shape (n_samples, n_components)
         Starting patterns (zeros for a fresh chain; the sum of the atoms otherwise).
     Ht : ndarray of shape (n_features, n_components)
@@ -55,6 +59,11 @@ cdef class GibbsSampler:
         The matrix held fixed at its starting value (CoGAPS's ``whichMatrixFixed``): its
         half-iterations are skipped, its domain stays empty, and neither matrix is
         rescaled when samples are accumulated.
+    X : ndarray of shape (n_samples, n_features) or None, default=None
+        The data, needed (float32) when R is float32: the residual is then recomputed in
+        double from X and the matrices at the start of every iteration, and rounded once
+        to float32, so that the rounding of the updates within an iteration does not add
+        up over the chain.
     """
     cdef AtomicDomain dom_w
     cdef AtomicDomain dom_h
@@ -63,6 +72,8 @@ cdef class GibbsSampler:
     cdef Rng rng
     cdef Proposal* batch
     cdef object W_arr, Ht_arr, R_arr, Rt_arr, prec_arr, prect_arr, Wt_arr, Htt_arr
+    cdef object X_arr, buf_arr
+    cdef readonly bint f32
     cdef object sparse_rows, sparse_cols, tables
     cdef readonly bint is_sparse
     cdef readonly bint fixed_w, fixed_h
@@ -94,7 +105,7 @@ cdef class GibbsSampler:
 
     def __init__(self, R, prec, W, Ht, double alpha_w, double alpha_h, double lam_w,
                  double lam_h, double max_mass_w, double max_mass_h, uint64_t seed=0,
-                 state=None, sparse_data=None, fixed=None):
+                 state=None, sparse_data=None, fixed=None, X=None):
         if fixed not in (None, "W", "H"):
             raise ValueError(f"fixed must be None, 'W' or 'H'; got {fixed!r}.")
         self.fixed_w = fixed == "W"
@@ -125,9 +136,19 @@ cdef class GibbsSampler:
             self._bind_sparse(&self.half_h, self.sparse_cols, self.W_arr, self.tables[2],
                               self.tables[3])
         else:
-            self.R_arr = np.array(R, dtype=np.float64, order="C")
-            self.Rt_arr = np.empty((self.m, self.n), dtype=np.float64)
-            self.prec_arr = np.ascontiguousarray(prec, dtype=np.float64)
+            self.f32 = np.asarray(R).dtype == np.float32
+            dtype = np.float32 if self.f32 else np.float64
+            if self.f32:
+                if X is None or np.asarray(X).shape != (self.n, self.m):
+                    raise ValueError("a float32 residual needs the data X, of the same shape")
+                # the data in the orientation of the residual refreshed at each iteration:
+                # the amplitudes' (X^T), or the patterns' when the amplitudes are fixed
+                X = np.asarray(X, dtype=np.float32)
+                self.X_arr = np.ascontiguousarray(X if self.fixed_h else X.T)
+                self.buf_arr = np.empty((1, max(self.n, self.m)))
+            self.R_arr = np.array(R, dtype=dtype, order="C")
+            self.Rt_arr = np.empty((self.m, self.n), dtype=dtype)
+            self.prec_arr = np.ascontiguousarray(prec, dtype=dtype)
             self.prect_arr = np.ascontiguousarray(self.prec_arr.T)
             self.Wt_arr = np.empty((self.K, self.n), dtype=np.float64)
             self.Htt_arr = np.empty((self.K, self.m), dtype=np.float64)
@@ -158,11 +179,10 @@ cdef class GibbsSampler:
 
     cdef void _bind_dense(self, Half* h, Ot, R, prec) except *:
         cdef double[:, ::1] o_v = Ot
-        cdef double[:, ::1] r_v = R
-        cdef double[:, ::1] p_v = prec
         h.Ot = &o_v[0, 0]
-        h.R = &r_v[0, 0]
-        h.prec = &p_v[0, 0]
+        h.R = _address(R)
+        h.prec = _address(prec)
+        h.f32 = self.f32
 
     cdef void _bind_sparse(self, Half* h, data, O, Z1, Z2) except *:
         cdef const int64_t[::1] indptr = data[0]
@@ -217,6 +237,8 @@ cdef class GibbsSampler:
         return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
 
     cdef tuple _dense_iteration(self, double tau, int n_threads):
+        if self.f32:
+            return self._dense_iteration_f32(tau, n_threads)
         cdef int64_t nh = 0, nw = 0
         cdef double[:, ::1] R = self.R_arr
         cdef double[:, ::1] Rt = self.Rt_arr
@@ -239,6 +261,43 @@ cdef class GibbsSampler:
             nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
             if nh >= 0:
                 _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], transpose_threads)
+                _transpose(&Ht[0, 0], self.m, self.K, &Htt[0, 0], 1)
+                nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
+        return nh, nw
+
+    cdef tuple _dense_iteration_f32(self, double tau, int n_threads):
+        """The iteration of a float32 residual: as in the double one, but the residual
+        of the first half-iteration is recomputed from the data and the matrices
+        (``_residual_rows``) rather than transposed, so that the float rounding of the
+        residual updates never outlives one iteration."""
+        cdef int64_t nh = 0, nw = 0
+        cdef int threads = n_threads if self.n * self.m >= parallel_min_entries() else 1
+        if self.buf_arr.shape[0] < threads:
+            # scratch of the residual rows, one row per thread
+            self.buf_arr = np.empty((threads, self.buf_arr.shape[1]))
+        cdef float[:, ::1] R = self.R_arr
+        cdef float[:, ::1] Rt = self.Rt_arr
+        cdef const float[:, ::1] X = self.X_arr
+        cdef double[:, ::1] buf = self.buf_arr
+        cdef double[:, ::1] W = self.W_arr
+        cdef double[:, ::1] Ht = self.Ht_arr
+        cdef double[:, ::1] Wt = self.Wt_arr
+        cdef double[:, ::1] Htt = self.Htt_arr
+        with nogil:
+            if self.fixed_h:
+                _residual_rows(&X[0, 0], &W[0, 0], &Htt[0, 0], self.n, self.m, self.K,
+                               &R[0, 0], &buf[0, 0], threads)
+                nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
+        if self.fixed_h:
+            return nh, nw
+        with nogil:
+            if not self.fixed_w:
+                _transpose(&W[0, 0], self.n, self.K, &Wt[0, 0], 1)
+            _residual_rows(&X[0, 0], &Ht[0, 0], &Wt[0, 0], self.m, self.n, self.K,
+                           &Rt[0, 0], &buf[0, 0], threads)
+            nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
+            if nh >= 0 and not self.fixed_w:
+                _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], threads)
                 _transpose(&Ht[0, 0], self.m, self.K, &Htt[0, 0], 1)
                 nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         return nh, nw
@@ -382,6 +441,18 @@ cdef class GibbsSampler:
         self.n_accumulated = n_acc
 
 
+cdef void* _address(arr) except? NULL:
+    """The first element of a C-contiguous float32 or float64 matrix, which the caller
+    keeps alive."""
+    cdef const float[:, ::1] f
+    cdef const double[:, ::1] d
+    if arr.dtype == np.float32:
+        f = arr
+        return <void*>&f[0, 0]
+    d = arr
+    return <void*>&d[0, 0]
+
+
 def _check_state(state, n, m, K, domain_w, domain_h, W, Ht, fixed_w, fixed_h):
     """Refuse a saved chain state (from :meth:`GibbsSampler.get_state`, possibly unpickled
     from elsewhere) that does not describe a chain of these dimensions: the shapes, atom
@@ -473,15 +544,17 @@ cdef void _domain_load(AtomicDomain* d, positions, masses) except *:
 # A failing row marks its own status entry (never a variable shared by the threads), so
 # every failure reaches the caller whatever thread met it.
 
-def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
+def sample_fixed_rows(const floating[:, ::1] X, const floating[:, ::1] prec,
                       const double[:, ::1] Ht, double alpha, double lam, double max_mass,
                       Py_ssize_t n_iter, const uint64_t[::1] seeds, int n_threads=1):
     """Sample the patterns of each row of X with the amplitudes Ht held fixed.
 
     Parameters
     ----------
-    X : ndarray of shape (n_rows, n_features)
-    prec : ndarray of shape (n_rows, n_features)
+    X : ndarray of shape (n_rows, n_features), float64 or float32
+        With float32, each row's residual is stored in float32 and recomputed in double
+        from the row and its patterns at the start of every iteration.
+    prec : ndarray of shape (n_rows, n_features), of X's dtype
         Precisions 1 / uncertainty**2.
     Ht : ndarray of shape (n_features, n_components)
         The fixed amplitudes.
@@ -603,26 +676,30 @@ def _check_rows(status):
                        f" of {failed.size} row(s) (first: row {failed[0]})")
 
 
-cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
+cdef int _sample_one_row(const floating* x, const floating* prec, const double* Htt,
                          Py_ssize_t m, Py_ssize_t K, double alpha, double lam,
                          double max_mass, Py_ssize_t n_iter, uint64_t seed,
                          double* mean, double* std) noexcept nogil:
     cdef AtomicDomain dom
     cdef Half h
     cdef int status
-    cdef double* row = <double*>malloc(m * sizeof(double))
+    cdef floating* row = <floating*>malloc(m * sizeof(floating))
     cdef double* w = <double*>calloc(K, sizeof(double))
-    if row == NULL or w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
-        free(row); free(w)
+    # a float32 row's residual is recomputed at every iteration, in this scratch
+    cdef double* buf = <double*>malloc(m * sizeof(double)) if floating is float else NULL
+    if (row == NULL or w == NULL or (floating is float and buf == NULL)
+            or domain_init(&dom, <uint64_t>K, 64) != 0):
+        free(row); free(w); free(buf)
         return -1
-    memcpy(row, x, m * sizeof(double))
+    memcpy(row, x, m * sizeof(floating))
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
     h.Ot = Htt
     h.R = row
     h.prec = prec
-    status = _row_chain(&h, n_iter, seed, mean, std)
+    h.f32 = floating is float
+    status = _row_chain(&h, n_iter, seed, mean, std, x, buf)
     domain_free(&dom)
-    free(row); free(w)
+    free(row); free(w); free(buf)
     return status
 
 
@@ -654,16 +731,19 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
     h.Z2 = <double*>Z2
     h.sigma0 = sigma0
     h.w0 = 1.0 / (sigma0 * sigma0)
-    status = _row_chain(&h, n_iter, seed, mean, std)
+    status = _row_chain(&h, n_iter, seed, mean, std, NULL, NULL)
     domain_free(&dom)
     free(w)
     return status
 
 
 cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
-                    double* std) noexcept nogil:
+                    double* std, const void* x, double* buf) noexcept nogil:
     """One row's chain: ``n_iter`` calibration then ``n_iter`` sampling iterations of the
-    sequential chain, with the mean and standard deviation of the samples."""
+    sequential chain, with the mean and standard deviation of the samples.
+
+    A float32 residual (``h.f32``) is recomputed from the row ``x`` and the patterns at the
+    start of every iteration, in double with the scratch ``buf``, as in the fit."""
     cdef Rng rng
     cdef Py_ssize_t it, k, K = h.K
     cdef int status = 0
@@ -678,6 +758,8 @@ cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
         mean[k] = 0.0
     for it in range(2 * n_iter):
         tau = 1.0 if it >= n_iter else fmin1(2.0 * (it + 1) / n_iter)
+        if h.f32 and it > 0:
+            cg_residual_row_f32(<const float*>x, w, h.Ot, K, h.n_cols, <float*>h.R, buf)
         done = _sequential_half(h, &rng, tau)
         if done < 0:
             status = <int>done

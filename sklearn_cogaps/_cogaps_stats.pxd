@@ -8,7 +8,9 @@
 # data through "rows": for W the rows of X, for Ht the rows of X^T. Everything a proposal on
 # row r needs is in that row of the residual R = X - W Ht^T (in the matching orientation), of
 # the precision 1 / sigma^2, and in the fixed matrix, stored transposed (K x n_cols) so that a
-# pattern's column is contiguous.
+# pattern's column is contiguous. The residual and the precision are stored in double, or in
+# float when the data come in float32 (half the bytes read per proposal); the statistics
+# are formed in double either way (_row_sums.h).
 #
 # Notation (derivations in doc/cogaps.rst): for a change delta of element (r, q),
 #     s  = sum_c O[c, q]^2 prec[r, c]             (000_f0854..., 1.2.1, without the 1/2)
@@ -21,7 +23,7 @@ from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from ._utils._rng cimport Rng
 from ._utils._atomic_domain cimport AtomicDomain
-from ._row_sums cimport cg_row_sums
+from ._row_sums cimport cg_row_sums_f64, cg_row_sums_f32
 
 cdef enum:
     BIRTH = 0
@@ -44,8 +46,9 @@ cdef struct Half:
     AtomicDomain* dom
     double* M            # n_rows x K, the matrix being updated
     const double* Ot     # K x n_cols, the fixed matrix transposed
-    double* R            # n_rows x n_cols, residual in this orientation
-    const double* prec   # n_rows x n_cols, 1 / sigma^2
+    void* R              # n_rows x n_cols, residual in this orientation (double or float)
+    const void* prec     # n_rows x n_cols, 1 / sigma^2, of the residual's type
+    bint f32             # R and prec hold floats (else doubles)
     Py_ssize_t n_rows
     Py_ssize_t n_cols
     Py_ssize_t K
@@ -100,19 +103,24 @@ cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
     if h.sparse:
         _sparse_stats(h, r, q, -1, s, smu)
         return
-    _weighted_sums(h.Ot + q * h.n_cols, NULL, h.R + r * h.n_cols, h.prec + r * h.n_cols,
-                   h.n_cols, s, smu)
+    _dense_sums(h, r, h.Ot + q * h.n_cols, NULL, s, smu)
 
 
-cdef inline void _weighted_sums(const double* o1, const double* o2, const double* res,
-                                const double* w, Py_ssize_t n, double* s,
-                                double* smu) noexcept nogil:
-    """s = sum d^2 w and smu = sum d w res with d = o1 (- o2 when given).
+cdef inline void _dense_sums(const Half* h, Py_ssize_t r, const double* o1, const double* o2,
+                             double* s, double* smu) noexcept nogil:
+    """s = sum_c d_c^2 prec[r, c] and smu = sum_c d_c prec[r, c] R[r, c] with d = o1 (- o2
+    when given), for either storage type of R and prec.
 
     Vectorised in _row_sums.h: four partial sums in a fixed order (partial j takes the
     columns j mod 4), the same bits from the scalar, SSE2 and AVX kernels, so the result
     depends on the inputs only, never on the machine or the number of threads."""
-    cg_row_sums(o1, o2, res, w, n, s, smu)
+    cdef Py_ssize_t off = r * h.n_cols
+    if h.f32:
+        cg_row_sums_f32(o1, o2, <const float*>h.R + off, <const float*>h.prec + off,
+                        h.n_cols, s, smu)
+    else:
+        cg_row_sums_f64(o1, o2, <const double*>h.R + off, <const double*>h.prec + off,
+                        h.n_cols, s, smu)
 
 
 cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
@@ -121,8 +129,7 @@ cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
     if h.sparse:
         _sparse_stats(h, r, q_plus, q_minus, s, smu)
         return
-    _weighted_sums(h.Ot + q_plus * h.n_cols, h.Ot + q_minus * h.n_cols, h.R + r * h.n_cols,
-                   h.prec + r * h.n_cols, h.n_cols, s, smu)
+    _dense_sums(h, r, h.Ot + q_plus * h.n_cols, h.Ot + q_minus * h.n_cols, s, smu)
 
 
 cdef inline void _sparse_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus, Py_ssize_t q_minus,

@@ -114,17 +114,17 @@ def sparse_variants(dense, tmp_path):
 
 
 def dense_variants(dense, tmp_path):
+    """Layouts of ``dense``, in its dtype (float32 data are fitted in float32)."""
     yield "ndarray", dense.copy()
     yield "fortran", np.asfortranarray(dense)
     yield "read-only", read_only(dense)
-    yield "float32", dense.astype(np.float32)
     path = tmp_path / "X.npy"
     np.save(path, dense)
     yield "np.load mmap", np.load(path, mmap_mode="r")
-    raw = np.memmap(tmp_path / "X.dat", dtype=np.float64, mode="w+", shape=dense.shape)
+    raw = np.memmap(tmp_path / "X.dat", dtype=dense.dtype, mode="w+", shape=dense.shape)
     raw[:] = dense
     raw.flush()
-    yield "np.memmap", np.memmap(tmp_path / "X.dat", dtype=np.float64, mode="r", shape=dense.shape)
+    yield "np.memmap", np.memmap(tmp_path / "X.dat", dtype=dense.dtype, mode="r", shape=dense.shape)
 
 
 def results(model, X, uncertainty=None):
@@ -159,17 +159,23 @@ def test_sparse_inputs_unchanged_and_equivalent(dense, tmp_path):
         assert_same_results(got, expected, name)
 
 
-def test_dense_inputs_unchanged_and_equivalent(dense, tmp_path):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_inputs_unchanged_and_equivalent(dense, tmp_path, dtype):
+    dense = dense.astype(dtype)
     expected = results(CoGAPS(**FAST), dense.copy())
+    assert expected["components_"].dtype == dtype and expected["transform"].dtype == dtype
     for name, X in dense_variants(dense, tmp_path):
         before = snapshot(X)
         got = results(CoGAPS(**FAST), X)
         assert_unchanged(X, before)
-        assert_same_results(got, expected, name)  # float32 too: small integers are exact
+        assert_same_results(got, expected, name)
 
 
-def test_sparse_model_on_dense_inputs(dense, tmp_path):
-    """sparse_optimization=True on dense input runs the model of a sparse X."""
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sparse_model_on_dense_inputs(dense, tmp_path, dtype):
+    """sparse_optimization=True on dense input runs the model of a sparse X (in float64,
+    with the attributes in the data's dtype)."""
+    dense = dense.astype(dtype)
     expected = results(CoGAPS(sparse_optimization=True, **FAST), sparse.csr_matrix(dense))
     for name, X in dense_variants(dense, tmp_path):
         before = snapshot(X)
