@@ -142,7 +142,7 @@ class CoGAPS(
     :class:`~sklearn.decomposition.NMF` does: the dense model stores the residual and the
     precisions in single precision, which halves the memory read by each proposal, while
     every sum is still formed in float64, and the fitted attributes and the output of
-    :meth:`transform` are float32 (see "Single precision" in the scaling guide). The
+    :meth:`transform` are float32 (see "Single precision" in :doc:`cogaps_scale`). The
     sparse-data model computes in float64 and returns float32 attributes for float32 data.
 
     In CoGAPS's own names (genes × samples data ``D``), ``D = X.T``, the amplitude matrix

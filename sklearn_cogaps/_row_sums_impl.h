@@ -176,8 +176,8 @@ static inline void CG_NAME(cg_row_sums)(const double* o1, const double* o2, cons
 
 /* res -= delta * o, each entry formed in double and rounded once to the storage type: the
    residual row follows a change delta of one matrix element. */
-static inline void CG_NAME(cg_residual_update)(CG_T* res, const double* o, double delta,
-                                               ptrdiff_t n)
+static inline __attribute__((always_inline))
+void CG_NAME(cg_residual_update_body)(CG_T* res, const double* o, double delta, ptrdiff_t n)
 {
     ptrdiff_t c;
     for (c = 0; c < n; c++)
@@ -187,8 +187,9 @@ static inline void CG_NAME(cg_residual_update)(CG_T* res, const double* o, doubl
 /* One row of R = X - M O^T, from the row m (K) of M and Ot = O^T (K x n): each entry is
    x - m_0 o_0 - m_1 o_1 - ... in double, in increasing k, rounded once when stored. buf
    (n doubles) holds the row while it is formed. */
-static inline void CG_NAME(cg_residual_row)(const CG_T* x, const double* m, const double* Ot,
-                                            ptrdiff_t K, ptrdiff_t n, CG_T* res, double* buf)
+static inline __attribute__((always_inline))
+void CG_NAME(cg_residual_row_body)(const CG_T* x, const double* m, const double* Ot,
+                                   ptrdiff_t K, ptrdiff_t n, CG_T* res, double* buf)
 {
     ptrdiff_t c, k;
     const double* o;
@@ -203,6 +204,48 @@ static inline void CG_NAME(cg_residual_row)(const CG_T* x, const double* m, cons
     }
     for (c = 0; c < n; c++)
         res[c] = (CG_T)buf[c];
+}
+
+/* The same loops compiled for AVX: every entry is computed on its own (no sum across
+   entries), so any vector width gives the bits of the plain loop. */
+#ifdef CG_HAVE_AVX_DISPATCH
+__attribute__((target("avx")))
+static void CG_NAME(cg_residual_update_avx)(CG_T* res, const double* o, double delta,
+                                            ptrdiff_t n)
+{
+    CG_NAME(cg_residual_update_body)(res, o, delta, n);
+}
+
+__attribute__((target("avx")))
+static void CG_NAME(cg_residual_row_avx)(const CG_T* x, const double* m, const double* Ot,
+                                         ptrdiff_t K, ptrdiff_t n, CG_T* res, double* buf)
+{
+    CG_NAME(cg_residual_row_body)(x, m, Ot, K, n, res, buf);
+}
+#endif
+
+static inline void CG_NAME(cg_residual_update)(CG_T* res, const double* o, double delta,
+                                               ptrdiff_t n)
+{
+#if defined(CG_HAVE_AVX_DISPATCH)
+    if (cg_avx_available()) {
+        CG_NAME(cg_residual_update_avx)(res, o, delta, n);
+        return;
+    }
+#endif
+    CG_NAME(cg_residual_update_body)(res, o, delta, n);
+}
+
+static inline void CG_NAME(cg_residual_row)(const CG_T* x, const double* m, const double* Ot,
+                                            ptrdiff_t K, ptrdiff_t n, CG_T* res, double* buf)
+{
+#if defined(CG_HAVE_AVX_DISPATCH)
+    if (cg_avx_available()) {
+        CG_NAME(cg_residual_row_avx)(x, m, Ot, K, n, res, buf);
+        return;
+    }
+#endif
+    CG_NAME(cg_residual_row_body)(x, m, Ot, K, n, res, buf);
 }
 
 #undef CG_NAME
