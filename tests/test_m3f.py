@@ -143,6 +143,75 @@ def test_gibbs_sampler_targets_the_exact_posterior():
     assert stats.kstest(theta[:, 0], lambda q: np.interp(q, tgrid, tcdf)).pvalue > 1e-3
 
 
+def _theta_factor(xa, xb, Ta, Tb, C, margin, rho, s):
+    """int N(theta; rho, s^2) exp(-C [h_a + h_b]) dtheta for the hinges of two ratings.
+
+    h = max(0, margin - T (theta - x)) is linear in theta on each side of its kink
+    x + T margin, so the integral is a sum over the three pieces of a Gaussian times an
+    exponential of a linear function: closed form with normal CDFs.
+    """
+    ka, kb = xa + Ta * margin, xb + Tb * margin
+    lo, hi = np.minimum(ka, kb), np.maximum(ka, kb)
+    total = 0.0
+    for a, b, probe in ((-np.inf, lo, lo - 1.0), (lo, hi, 0.5 * (lo + hi)),
+                        (hi, np.inf, hi + 1.0)):
+        a0, a1 = 0.0, 0.0
+        for x, T, k in ((xa, Ta, ka), (xb, Tb, kb)):
+            active = (probe < k) if T > 0 else (probe > k)
+            a0 = a0 - np.where(active, C * (margin + T * x), 0.0)
+            a1 = a1 + np.where(active, C * T, 0.0)
+        total = total + np.exp(a0 + a1 * rho + 0.5 * (a1 * s) ** 2) * (
+            ndtr((b - rho) / s - a1 * s) - ndtr((a - rho) / s - a1 * s))
+    return total
+
+
+def test_gibbs_chain_of_coupled_users_and_items_targets_its_posterior():
+    # Two users who both rate two items (levels 1..2, K = 1): the four factors are coupled
+    # through the shared items and each user's threshold through both ratings. The
+    # posterior prior x exp(-C hinge) of x_11 = u_1 v_1 is computed by quadrature (the
+    # thresholds in closed form, u_2 by the trapezoid rule, the CDF in u_1 interpolated)
+    # and compared by KS with the final states of 2000 independent chains (a
+    # block-diagonal ratings matrix, one 2 x 2 block per chain).
+    C, margin, rho, s = 2.0, 1.0, 0.0, 1.0
+    Y = np.array([[2.0, 1.0], [2.0, 2.0]])
+    T = np.where(Y <= 1, 1.0, -1.0)
+    X = sparse.block_diag([sparse.csr_matrix(Y)] * 2000, format="csr")
+    m = MaxMarginMF(1, C=C, margin=margin, n_levels=2, threshold_mean=[rho],
+                    threshold_scale=s, max_iter=200, burn_in=199, random_state=0).fit(X)
+    U, V, _, _ = m._chain_state
+    x11 = U[0::2, 0] * V[0::2, 0]
+
+    v = np.linspace(-5, 5, 81)
+    u = np.linspace(-5, 5, 401)
+    V1, V2, U1 = np.meshgrid(v, v, u, indexing="ij")
+    phi_u = stats.norm.pdf(u)
+    # user 2 integrated out; user 1's density in u_1 accumulated along the grid
+    F2 = np.trapezoid(phi_u * _theta_factor(U1 * V1, U1 * V2, T[1, 0], T[1, 1], C, margin,
+                                            rho, s), u, axis=2)
+    cum = integrate.cumulative_trapezoid(
+        phi_u * _theta_factor(U1 * V1, U1 * V2, T[0, 0], T[0, 1], C, margin, rho, s), u,
+        axis=2, initial=0)
+    wv = stats.norm.pdf(v) * np.gradient(v)
+    wv[[0, -1]] *= 0.5
+    outer = wv[:, None] * wv[None, :] * F2
+    total = cum[:, :, -1]
+    v1 = V1[:, :, 0]
+    qs = np.linspace(-12, 12, 241)
+    cdf = np.empty(qs.size)
+    for n, q in enumerate(qs):
+        with np.errstate(divide="ignore"):
+            pos = (np.clip(q / np.where(v1 == 0, np.inf, v1), u[0], u[-1]) - u[0]) / (u[1] - u[0])
+        i0 = np.minimum(pos.astype(int), u.size - 2)
+        f = pos - i0
+        c0 = np.take_along_axis(cum, i0[..., None], 2)[..., 0]
+        c1 = np.take_along_axis(cum, i0[..., None] + 1, 2)[..., 0]
+        below = c0 + f * (c1 - c0)  # P(u_1 <= q / v_1) given v
+        prob = np.where(v1 > 0, below, np.where(v1 < 0, total - below, total * (q >= 0)))
+        cdf[n] = np.sum(outer * prob)
+    cdf /= np.sum(outer * total)
+    assert stats.kstest(x11, lambda q: np.interp(q, qs, cdf)).pvalue > 1e-3
+
+
 # -- fitting ----------------------------------------------------------------------------------
 
 def test_held_out_nmae_far_below_constant(split, fitted):
