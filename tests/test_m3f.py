@@ -263,9 +263,51 @@ def test_warm_start_continues_the_chain(split):
     m = MaxMarginMF(3, C=1.0, margin=1.0, max_iter=5, burn_in=2, random_state=0,
                     warm_start=True).fit(train)
     first = m.objective_.copy()
+    assert (m.n_iter_, m.n_samples_averaged_) == (5, 3)
     m.fit(train)
-    assert m.n_iter_ == 10
+    # n_iter_ counts the iterations of the last fit; the traces and the running means
+    # cover the whole chain
+    assert (m.n_iter_, m.n_samples_averaged_, m.objective_.size) == (5, 8, 10)
     assert_array_equal(m.objective_[:5], first)
+    assert m.held_out_nmae_.shape == (10,) and np.all(np.isnan(m.held_out_nmae_))
+
+
+def test_held_out_ratings_as_y_are_traced_not_fitted(split):
+    train, test = split
+    kw = dict(C=1.0, margin=1.0, max_iter=12, burn_in=4, random_state=0)
+    plain = MaxMarginMF(3, **kw).fit(train)
+    m = MaxMarginMF(3, **kw).fit(train, test)
+    # y is not fitted: the chain is the same
+    assert_array_equal(m.user_factors_, plain.user_factors_)
+    trace = m.held_out_nmae_
+    assert trace.shape == (12,) and np.all(np.isfinite(trace))
+    # the last value is the NMAE of the returned predictions (the running means)
+    assert trace[-1] == pytest.approx(rating_nmae(test, m.predict_ratings(test)), abs=1e-12)
+    # before the burn-in ends, the current sample: the first one is far worse
+    assert trace[0] > trace[-1]
+    # dense y with NaN works the same
+    dense = test.toarray()
+    dense[dense == 0] = np.nan
+    assert_array_equal(MaxMarginMF(3, **kw).fit(train, dense).held_out_nmae_, trace)
+
+
+def test_bad_y_raises(split):
+    train, test = split
+    m = MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0)
+    with pytest.raises(ValueError, match="pairs that X also rates"):
+        m.fit(train, train)
+    with pytest.raises(ValueError, match="y holds no rating"):
+        m.fit(train, sparse.csr_matrix(train.shape))
+    bad = test.copy()
+    bad.data[:] = 7.0
+    with pytest.raises(ValueError, match="not rating levels"):
+        m.fit(train, bad)
+    for y in (3.0, np.ones(5), np.ones((train.shape[0], 4)), np.ones((2,) + train.shape)):
+        with pytest.raises(ValueError, match=r"y=X_test"):
+            m.fit(train, y)
+    # a target of length n_users, as Pipeline passes along, is ignored
+    m.fit(train, np.zeros(train.shape[0]))
+    assert np.all(np.isnan(m.held_out_nmae_))
 
 
 def test_dense_nan_and_sparse_input_agree(split):
