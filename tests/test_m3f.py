@@ -527,6 +527,81 @@ def test_ibp_sweeps_without_data_sample_the_ibp_prior():
         assert stats.chisquare(o, e * n_chains).pvalue > 1e-3
 
 
+def test_ibp_chain_targets_its_posterior():
+    # Whole-chain test of Gibbs iPM3F (Z, V, thresholds and augmentation together): two
+    # users rate one item (levels 2 and 1). Under the IBP with N = 2 the features both
+    # users have, those of user 1 alone and those of user 2 alone are independent
+    # Poisson(alpha / 2) counts, so x_1 = Z_1 . V is 0 or Gaussian given the counts, and
+    # the posterior (prior x exp(-C hinge), thresholds and x_2 integrated in closed form)
+    # is an atom at 0 plus a density, computed by quadrature. A chain of 16000 sweeps,
+    # thinned by 8 (lag-one autocorrelation about 0.01), is compared with it: the atom by
+    # a binomial test, the rest by KS.
+    C, ell, rho, vs, sigma, alpha = 2.0, 1.0, 0.0, 1.0, 1.0, 1.0
+    T1, T2 = -1.0, 1.0
+
+    def hinge_factor(mean, var, T):
+        # E exp(-C max(0, ell - T d)) for d = theta - x ~ N(mean, var)
+        sd, a1 = np.sqrt(var), C * T
+        lin = np.exp(-C * ell + a1 * mean + 0.5 * a1 * a1 * var)
+        edge = (T * ell - mean) / sd
+        if T > 0:
+            return lin * ndtr(edge - a1 * sd) + ndtr(-edge)
+        return lin * ndtr(a1 * sd - edge) + ndtr(edge)
+
+    top = 5  # P(count > 5) < 2e-5
+    pk = stats.poisson.pmf(np.arange(top + 1), alpha / 2)
+    qs = np.linspace(-8, 8, 321)
+    a = np.linspace(-6, 6, 121)
+    wa = stats.norm.pdf(a) * np.gradient(a)
+    xg = np.linspace(-10, 10, 801)
+    g1 = hinge_factor(rho - xg, vs**2, T1)
+
+    def user2(m):  # user 2's factor given the shared part m of its score, summed over k2
+        return sum(pk[k2] * hinge_factor(rho - m, vs**2 + k2 * sigma**2, T2)
+                   for k2 in range(top + 1))
+
+    atom = pk[0] ** 2 * user2(0.0) * hinge_factor(rho, vs**2, T1)
+    mass, cdf = atom, np.zeros(qs.size)
+    for kb in range(top + 1):
+        for k1 in range(top + 1):
+            if kb == k1 == 0:
+                continue
+            if k1 == 0:  # x_1 is the shared part alone
+                cum = integrate.cumulative_trapezoid(
+                    pk[kb] * pk[0] * stats.norm.pdf(xg, 0, np.sqrt(kb) * sigma)
+                    * user2(xg) * g1, xg, initial=0)
+                mass += cum[-1]
+                cdf += np.interp(qs, xg, cum)
+                continue
+            m = np.sqrt(kb) * sigma * a if kb else np.zeros(1)
+            w = pk[kb] * pk[k1] * (wa if kb else 1.0) * user2(m)
+            cum = integrate.cumulative_trapezoid(
+                stats.norm.pdf(xg, m[:, None], np.sqrt(k1) * sigma) * g1, xg, axis=1,
+                initial=0)
+            mass += w @ cum[:, -1]
+            pos = np.interp(qs, xg, np.arange(xg.size))
+            i0 = np.minimum(pos.astype(int), xg.size - 2)
+            f = pos - i0
+            cdf += w @ (cum[:, i0] * (1 - f) + cum[:, i0 + 1] * f)
+    p_atom, cdf = atom / mass, cdf / (mass - atom)
+
+    model = MaxMarginMF(1, prior="ibp", C=C, margin=ell, n_levels=2, threshold_mean=[rho],
+                        threshold_scale=vs, factor_scale=sigma, alpha=alpha)
+    data = _Ratings(sparse.csr_matrix(np.array([[2.0], [1.0]])), np.array([1.0, 2.0]))
+    rng = np.random.RandomState(1)
+    chain = _Chain(np.zeros((2, 0)), np.zeros((1, 0)), np.full((2, 1), rho),
+                   np.zeros((2, 1)), np.array([rho]), vs)
+    model._row_pass(data, chain, rng.randint(0, 2**63, 2, dtype=np.uint64), False, 1)
+    xs = []
+    for it in range(16000):
+        model._sweep(data, chain, rng)
+        if it % 8 == 7:
+            xs.append(float(chain.U[0] @ chain.V[0]))
+    xs = np.array(xs)
+    assert stats.binomtest(int(np.sum(xs == 0)), xs.size, p_atom).pvalue > 1e-3
+    assert stats.kstest(xs[xs != 0], lambda q: np.interp(q, qs, cdf)).pvalue > 1e-3
+
+
 def simulate_separable(n_users=100, n_items=70, k=3, density=0.5, margin=1.0, scale=3.0,
                        seed=0, truth=False):
     """Ratings of binary features that the model with this margin can fit without loss.
