@@ -82,8 +82,8 @@ def _random_subsets(n_total, n_sets, rng, axis_name):
     ``n_total // n_sets`` and the last with the rest (as CoGAPS's uniform sampling)."""
     if n_sets > n_total:
         raise ValueError(
-            f"n_sets={n_sets} exceeds the number of {axis_name}s of X ({n_total}); use at most "
-            f"{n_total} subsets."
+            f"n_sets={n_sets} exceeds the number of {axis_name}s of X (n_{axis_name}s="
+            f"{n_total}); use at most {n_total} subsets, or distributed=None."
         )
     size = n_total // n_sets
     order = rng.permutation(n_total)
@@ -142,7 +142,8 @@ def consensus_patterns(patterns, cut, min_ns, max_ns):
     dropped, clusters of more than ``max_ns`` are split in two (again dropping a part smaller
     than ``min_ns``) until none is too large. Every cluster gives one consensus pattern: the
     mean of its members weighted by the cube of their correlation with the cluster's plain
-    mean (rounded to 3 decimals, as CoGAPS does), scaled to a maximum of 1. Constant
+    mean (rounded to 3 decimals, as CoGAPS does; a negative correlation weighs 0, so that
+    the consensus stays non-negative), scaled to a maximum of 1. Constant
     patterns (a pattern that died in its fit) have no correlation and are left unmatched.
 
     Parameters
@@ -193,8 +194,10 @@ def consensus_patterns(patterns, cut, min_ns, max_ns):
         r = _pearson(block, block.mean(axis=1))
         labels[members] = c
         correlation[members] = r
-        # CoGAPS's patternMatch: weights are the rounded correlations, cubed
-        weights = np.round(r, 3) ** 3
+        # CoGAPS's patternMatch: weights are the rounded correlations, cubed. A member
+        # anticorrelated with the cluster's mean gets no weight rather than a negative one:
+        # a negative weight could make the consensus negative, which no fit can hold fixed.
+        weights = np.maximum(np.round(r, 3), 0.0) ** 3
         if not weights.sum() > 0:
             weights = np.ones_like(weights)
         mean = block @ weights / weights.sum()
@@ -282,6 +285,16 @@ def fit_distributed(model, X, uncertainty=None):
         # column subsets of a CSR matrix are cheaper from its CSC form
         X = X.tocsc()
     n_total = X.shape[axis]
+    shared_name = "sample" if genome_wide else "feature"
+    n_shared = X.shape[1 - axis]
+    if n_shared < 2:
+        # the subsets' patterns are matched by their correlation over the shared axis
+        raise ValueError(
+            f"distributed={model.distributed!r} matches the subsets' "
+            f"{'patterns' if genome_wide else 'amplitudes'} by their correlation over the "
+            f"{shared_name}s, which needs at least 2 {shared_name}s; got n_{shared_name}s="
+            f"{n_shared}. Use distributed=None for this X."
+        )
     rng = check_random_state(model.random_state)
     if model.explicit_sets is not None:
         names = getattr(model, "feature_names_in_", None) if genome_wide else None

@@ -228,6 +228,32 @@ def test_small_clusters_are_dropped_and_large_ones_split():
     assert labels[1, 2] == -1
 
 
+def test_anticorrelated_members_weigh_nothing_and_the_consensus_stays_non_negative():
+    base = _patterns(None)[:, :1]
+    # a cluster forced to hold a pattern and its mirror image: the mirror correlates
+    # negatively with the cluster's mean, and a negative weight would give negative entries
+    fits = [base, base * 0.9, 1.0 - base]
+    consensus, labels, corr = consensus_patterns(fits, cut=1, min_ns=1, max_ns=3)
+    assert_array_equal(labels.ravel(), [0, 0, 0])
+    assert corr[2, 0] < 0 < corr[0, 0]
+    assert np.all(consensus >= 0)
+    w = np.round(corr[:2, 0], 3) ** 3
+    expected = (base[:, 0] * w[0] + 0.9 * base[:, 0] * w[1]) / w.sum()
+    assert_allclose(consensus[:, 0], expected / expected.max())
+
+
+@pytest.mark.parametrize("mode, shape, match", [
+    ("genome-wide", (1, 30), "correlation over the samples.*n_samples=1"),
+    ("single-cell", (30, 1), "correlation over the features.*n_features=1"),
+    ("genome-wide", (30, 1), "n_sets=2 exceeds the number of features of X \\(n_features=1\\)"),
+    ("single-cell", (1, 30), "n_sets=2 exceeds the number of samples of X \\(n_samples=1\\)"),
+])
+def test_too_small_an_input_for_the_subsets_is_an_error(mode, shape, match):
+    X = np.random.RandomState(0).random_sample(shape)
+    with pytest.raises(ValueError, match=match):
+        CoGAPS(n_components=2, max_iter=5, distributed=mode, n_sets=2).fit(X)
+
+
 def test_no_cluster_large_enough_is_an_error():
     rng = np.random.RandomState(2)
     fits = [rng.random_sample((30, 2)) for _ in range(2)]
@@ -240,7 +266,7 @@ def test_no_cluster_large_enough_is_an_error():
     [
         (dict(distributed="rows"), "distributed"),
         (dict(distributed="genome-wide", n_sets=0), "n_sets"),
-        (dict(distributed="genome-wide", n_sets=301), "n_sets=301 exceeds the number of features"),
+        (dict(distributed="genome-wide", n_sets=301), "n_sets=301 exceeds the number of features of X \\(n_features=300\\)"),
         (dict(distributed="single-cell", n_sets=2, cut=7), "cut=7 exceeds the 6 patterns"),
         (dict(distributed="single-cell", min_ns=3, max_ns=2), "max_ns=2 is smaller"),
         (dict(distributed="single-cell", warm_start=True), "warm_start=True cannot"),
