@@ -207,8 +207,9 @@ def consensus_patterns(patterns, cut, min_ns, max_ns):
 
 
 # ---------------------------------------------------------------------- fits
-def _fit_subset(estimator, X, uncertainty, fixed):
+def _fit_subset(estimator, data, fixed):
     """Fit one subset (in a worker) and return only its arrays."""
+    X, uncertainty = data
     kwargs = {} if fixed is None else {fixed[0]: fixed[1]}
     estimator.fit(X, uncertainty=uncertainty, **kwargs)
     return {
@@ -222,21 +223,42 @@ def _fit_subset(estimator, X, uncertainty, fixed):
     }
 
 
-def _run_subsets(model, X, uncertainty, subsets, axis, n_components, seeds, fixed):
-    """Fit every subset through joblib; each task receives only its own slice of the data."""
+def _dask_client():
+    """The Dask client of joblib's active backend, or None when the backend is not Dask's.
+
+    Looked up by name, so that Dask stays an optional dependency."""
+    from joblib.parallel import get_active_backend
+
+    backend, _ = get_active_backend()
+    if type(backend).__name__ == "DaskDistributedBackend":
+        return getattr(backend, "client", None)
+    return None
+
+
+def _ship(data):
+    """Make the subsets' data travel to the workers once for both phases.
+
+    On Dask, every subset is scattered once, to one worker, and both phases' tasks receive
+    its future: the scheduler runs each task where its data already is. (Left to itself,
+    joblib's Dask backend scatters large arguments anew for every ``Parallel`` call.) Other
+    backends receive the same array objects in both phases; loky, inside one ``Parallel``
+    context, then memory-maps each large array once and reuses the file in phase 2.
+    """
+    client = _dask_client()
+    if client is None:
+        return data
+    return client.scatter(data, hash=False)
+
+
+def _run_subsets(parallel, model, data, n_components, seeds, fixed):
+    """Fit every subset through joblib; each task receives only its own subset's data."""
     template = clone(model).set_params(
         distributed=None, explicit_sets=None, n_components=n_components, warm_start=False
     )
-    tasks = (
-        delayed(_fit_subset)(
-            clone(template).set_params(random_state=int(seed)),
-            _take(X, idx, axis),
-            _take(uncertainty, idx, axis),
-            fixed,
-        )
-        for idx, seed in zip(subsets, seeds)
+    return parallel(
+        delayed(_fit_subset)(clone(template).set_params(random_state=int(seed)), part, fixed)
+        for part, seed in zip(data, seeds)
     )
-    return Parallel(n_jobs=model.n_jobs)(tasks)
 
 
 def _check_matching_parameters(model, n_sets):
@@ -307,17 +329,22 @@ def fit_distributed(model, X, uncertainty=None):
     seeds = rng.randint(np.iinfo(np.int32).max, size=(2, n_sets))
     transform_seed = draw_seeds(rng)
 
-    if model.verbose:
-        print(f"distributed ({model.distributed}): phase 1, {n_sets} subsets", flush=True)
-    first = _run_subsets(model, X, uncertainty, subsets, axis, model.n_components, seeds[0], None)
-    shared = [r["patterns"] if genome_wide else r["components"].T for r in first]
-    consensus, labels, correlation = consensus_patterns(shared, cut, min_ns, max_ns)
-    K = consensus.shape[1]
+    # every subset is cut once, and the same objects serve both phases
+    data = [(_take(X, idx, axis), _take(uncertainty, idx, axis)) for idx in subsets]
+    with Parallel(n_jobs=model.n_jobs) as parallel:
+        data = _ship(data)
+        if model.verbose:
+            print(f"distributed ({model.distributed}): phase 1, {n_sets} subsets", flush=True)
+        first = _run_subsets(parallel, model, data, model.n_components, seeds[0], None)
+        shared = [r["patterns"] if genome_wide else r["components"].T for r in first]
+        consensus, labels, correlation = consensus_patterns(shared, cut, min_ns, max_ns)
+        K = consensus.shape[1]
 
-    if model.verbose:
-        print(f"distributed ({model.distributed}): phase 2, {K} consensus patterns", flush=True)
-    fixed = ("fixed_patterns", consensus) if genome_wide else ("fixed_components", consensus.T)
-    second = _run_subsets(model, X, uncertainty, subsets, axis, K, seeds[1], fixed)
+        if model.verbose:
+            print(f"distributed ({model.distributed}): phase 2, {K} consensus patterns", flush=True)
+        fixed = ("fixed_patterns", consensus) if genome_wide else ("fixed_components", consensus.T)
+        second = _run_subsets(parallel, model, data, K, seeds[1], fixed)
+        del data
 
     n_samples, n_features = X.shape
     if genome_wide:
