@@ -21,9 +21,12 @@ the distributed one ``--workers`` single-thread workers (default: the usable CPU
     python benchmarks/bench_cogaps_distributed.py                      # 50000 x 2000, 200 it.
     python benchmarks/bench_cogaps_distributed.py --n-samples 5000 --n-features 500
 
-200 iterations per phase recover the 5 programs at r > 0.96 (W) on a 12,500-cell subset, and
-the full size takes about 5 to 6 minutes on 2 quiet cores (estimated from single-thread CPU
-times: a plain chain costs time linear in the number of cells, 40 CPU s for 12,500 x 2,000).
+200 iterations per phase recover the 5 programs at r > 0.96 (W) on a 12,500-cell subset. The
+full size should take about 6 to 7 minutes on 2 quiet cores, estimated from single-thread CPU
+times: a plain chain of 200 iterations per phase costs 40 CPU s on 12,500 x 2,000, and a
+chain's cost grows slightly faster than the number of cells (x 5.1 from 12,500 to 50,000
+cells at 50 iterations), so about 220 s for the plain fit, 4 x (40 + 20) s for the two phases
+of the subsets on 2 workers (120 s), and about 40 s for the data and the process starts.
 On a loaded machine OpenMP's spinning waits can make the plain fit's threads many times slower
 (``OMP_WAIT_POLICY=passive`` helps); measure on a quiet one.
 
