@@ -754,7 +754,7 @@ class MaxMarginMF(BaseEstimator):
             it0 = self.objective_.size
             objective = list(self.objective_)
             n_feat = list(self.n_features_trace_)
-            held_trace = list(self.held_out_nmae_)
+            held_trace = list(getattr(self, "held_out_nmae_", np.full(it0, np.nan)))
             self._row_pass(data, chain, draw_seeds(rng, R.shape[0]), False, 1)
         else:
             chain = self._initial_chain(data, rng, L, rho, varsigma)
