@@ -142,8 +142,9 @@ class CoGAPS(
     :class:`~sklearn.decomposition.NMF` does: the dense model stores the residual and the
     precisions in single precision, which halves the memory read by each proposal, while
     every sum is still formed in float64, and the fitted attributes and the output of
-    :meth:`transform` are float32 (see "Single precision" in :doc:`cogaps_scale`). The
-    sparse-data model computes in float64 and returns float32 attributes for float32 data.
+    :meth:`transform` are float32 (see "Single precision" in
+    :doc:`the scaling guide </cogaps_scale>`). The sparse-data model computes in float64
+    and returns float32 attributes for float32 data.
 
     In CoGAPS's own names (genes × samples data ``D``), ``D = X.T``, the amplitude matrix
     ``A = H.T`` (``components_.T``) and the pattern matrix ``P = W``. As in CoGAPS, each
