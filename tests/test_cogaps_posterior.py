@@ -229,10 +229,10 @@ def test_reversible_parallel_path_gives_the_serial_chain(model):
     """Forced onto the parallel path (two threads, every batch), the chains above are the
     serial ones bit for bit, so the statistical test covers them too."""
     X, prec, H, lam = problem(1) if model == "dense" else sparse_problem()
-    serial = fit_chains(X, prec, H, ALPHA, lam, True, 3, 100, 5, seed=1, model=model)
+    serial = fit_chains(X, prec, H, ALPHA, lam, True, 2, 60, 5, seed=1, model=model)
     previous = _set_parallel_thresholds(min_work=0, min_entries=0)
     try:
-        parallel = fit_chains(X, prec, H, ALPHA, lam, True, 3, 100, 5, seed=1, model=model,
+        parallel = fit_chains(X, prec, H, ALPHA, lam, True, 2, 60, 5, seed=1, model=model,
                               n_threads=2)
     finally:
         _set_parallel_thresholds(*previous)
@@ -315,7 +315,7 @@ def test_reversible_chain_is_the_same_for_any_thread_count(model):
             from threadpoolctl import threadpool_limits
 
             with threadpool_limits(limits=threads, user_api="openmp"):
-                est = CoGAPS(n_components=3, max_iter=30, random_state=0, birth_death="reversible",
+                est = CoGAPS(n_components=3, max_iter=20, random_state=0, birth_death="reversible",
                              sparse_optimization=sparse_opt).fit(X)
                 fits.append((est.loadings_, est.components_, est.chisq_history_,
                              est.transform(X[:5])))
