@@ -152,7 +152,15 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
     an undecided birth/death draw u lies between the death probabilities of the two ends
     of the count range, and re-using it against the exact count gives death with exactly
     the sequential probability, while a fresh draw would favour births; likewise atoms of
-    rows already in the batch would be chosen less often than the others."""
+    rows already in the batch would be chosen less often than the others.
+
+    Under the reversible moves, a death, move or exchange is not queued after a birth or a
+    death: it chooses its atom uniformly among the atoms of the batch's start, while one
+    after the other it would choose among the atoms of its own turn (a newborn included, a
+    killed atom excluded), and the reversible acceptance counts on that choice. A birth's
+    free position needs no such rule: one that lands on a queued birth's position conflicts
+    and is drawn again from the updated state with the same numbers, which continues the
+    rejection loop of the free-position draw."""
     cdef Py_ssize_t nb = 0
     cdef int64_t n = h.dom.n_atoms, births = 0, deaths = 0
     cdef int kind
@@ -169,7 +177,8 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
             break
         p.kind = kind
         _fill(h, master, p)
-        if _conflicts(h, p, batch, nb):
+        if _conflicts(h, p, batch, nb) or (h.reversible and kind != BIRTH
+                                           and births + deaths > 0):
             master[0] = before
             break
         _mark(h, p)
