@@ -39,10 +39,13 @@ def _outputs(est, W):
             est.chisq_history_, np.array([est.chisq_]), W)
 
 
-@pytest.mark.parametrize("fixed", [None, "fixed_components", "fixed_patterns"])
+@pytest.mark.parametrize("fixed", [None, "fixed_components", "fixed_patterns", "reversible"])
 def test_float32_chain_is_the_same_for_threads_and_parallel_paths(data, fixed):
     X, W, H = data
-    kwargs = {} if fixed is None else {fixed: H if fixed == "fixed_components" else W}
+    if fixed == "reversible":  # the other birth and death reads the same statistics
+        kwargs = {"birth_death": "reversible"}
+    else:
+        kwargs = {} if fixed is None else {fixed: H if fixed == "fixed_components" else W}
     runs = [_fit(X, 1, **kwargs), _fit(X, 2, **kwargs)]
     previous = _set_parallel_thresholds(min_work=0, min_entries=0)
     try:
