@@ -19,6 +19,10 @@ from sklearn_cogaps._cogaps_chisq import fit_chi_square, residual
 from sklearn_cogaps._cogaps_sampler import GibbsSampler, _set_parallel_thresholds
 from sklearn_cogaps.datasets import make_patterns
 
+# Short chains, compared with each other bit for bit or with the float64 chain of the same
+# length: whether they have converged is not what these tests are about.
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
 @pytest.fixture(scope="module")
 def data():
     X, W, H = make_patterns(n_samples=30, n_features=80, n_components=3, random_state=3)
