@@ -1,7 +1,6 @@
 """CoGAPS: recovery, reproducibility, transform, the published GIST result, input errors."""
 
 import pickle
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,16 +14,10 @@ from threadpoolctl import threadpool_limits
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import make_patterns
 
-# CoGAPS's own example and its published result, in shared/fixtures beside the repository
-# (found from any checkout below the directory that holds shared/)
-GIST = next(
-    (
-        parent / "shared" / "fixtures" / "gist"
-        for parent in Path(__file__).resolve().parents
-        if (parent / "shared" / "fixtures" / "gist").is_dir()
-    ),
-    Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gist",
-)
+from _shared import shared_fixture
+
+# CoGAPS's own example and its published result, in shared/fixtures
+GIST = shared_fixture("gist")
 
 
 @pytest.fixture(scope="module")
