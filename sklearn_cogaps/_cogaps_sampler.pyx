@@ -18,7 +18,9 @@ from libc.string cimport memcpy
 from ._utils._rng cimport Rng, rng_seed
 from ._utils._atomic_domain cimport (AtomicDomain, domain_init, domain_free,
                                      domain_insert)
-from ._cogaps_stats cimport Half, Proposal, NOT_FINITE, _lookup_tables
+from ._utils._status cimport FAIL_NO_MEMORY, FAIL_NOT_FINITE, SITE_COGAPS_ROWS, item_status
+from ._utils._status import raise_for_status
+from ._cogaps_stats cimport Half, Proposal, _lookup_tables
 from ._cogaps_proposals cimport _half_init, _sequential_half
 from ._cogaps_queue cimport MAX_BATCH, parallel_min_entries, _queued_half
 from ._cogaps_chisq cimport _transpose
@@ -471,7 +473,7 @@ cdef void _domain_load(AtomicDomain* d, positions, masses) except *:
 # for its patterns (CoGAPS's fixed-matrix mode). Rows are independent, so they run in
 # parallel; each row's generator is seeded from random_state and the row's own content.
 # A failing row marks its own status entry (never a variable shared by the threads), so
-# every failure reaches the caller whatever thread met it.
+# every failure reaches the caller whatever thread met it (_utils/_status.pxd).
 
 def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
                       const double[:, ::1] Ht, double alpha, double lam, double max_mass,
@@ -509,8 +511,11 @@ def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
     cdef int[::1] status = status_arr
     with nogil:
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
-            status[i] = _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha, lam,
-                                        max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
+            status[i] = item_status(SITE_COGAPS_ROWS, i, True)
+            if status[i] == 0:
+                status[i] = _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha,
+                                            lam, max_mass, n_iter, seeds[i], &mean[i, 0],
+                                            &std[i, 0])
     _check_rows(status_arr)
     return mean_arr, std_arr
 
@@ -574,6 +579,9 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     cdef int[::1] status = status_arr
     with nogil:
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
+            status[i] = item_status(SITE_COGAPS_ROWS, i, True)
+            if status[i] != 0:
+                continue
             status[i] = _sample_one_sparse_row(
                 ind_p, x_p, indptr[i], indptr[i + 1], &Ht[0, 0], &Z1[0], &Z2[0, 0],
                 sigma0, m, K, alpha, lam, max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
@@ -581,26 +589,26 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     return mean_arr, std_arr
 
 
-def _raise_failure(int status, rows=""):
+# What to do when a chain fails, for the shared messages of _utils/_status.pyx.
+_ADVICE = {
+    FAIL_NO_MEMORY: "Free memory, or transform fewer rows at a time.",
+    FAIL_NOT_FINITE: (
+        "A proposal's likelihood change is NaN or infinite: the data or the uncertainty "
+        "are too extreme for double precision (values near 1e300, or uncertainties near "
+        "1e-300). Rescale X (and the uncertainty) to a moderate range."
+    ),
+}
+
+
+def _raise_failure(int status):
     """Raise the error a (negative) half-iteration status stands for; nothing for >= 0."""
-    if status == NOT_FINITE:
-        raise ValueError(
-            f"The likelihood of a proposal{rows} is not finite: the data or the uncertainty "
-            "are too extreme for double precision (values near 1e300, or uncertainties near "
-            "1e-300). Rescale X (and the uncertainty) to a moderate range."
-        )
-    if status < 0:
-        raise MemoryError(f"could not allocate the atomic domain{rows}; free memory or "
-                          "transform fewer rows at a time.")
+    raise_for_status(status, "The CoGAPS chain", item=None, advice=_ADVICE)
 
 
 def _check_rows(status):
     """Raise for the rows whose chains failed: each row records its own status, so the
     failure of any row reaches the caller whatever thread ran it."""
-    failed = np.flatnonzero(status)
-    if failed.size:
-        _raise_failure(int(np.asarray(status)[failed[0]]),
-                       f" of {failed.size} row(s) (first: row {failed[0]})")
+    raise_for_status(status, "The pattern chains", item="row", advice=_ADVICE)
 
 
 cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
@@ -614,7 +622,7 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
     cdef double* w = <double*>calloc(K, sizeof(double))
     if row == NULL or w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
         free(row); free(w)
-        return -1
+        return FAIL_NO_MEMORY
     memcpy(row, x, m * sizeof(double))
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
     h.Ot = Htt
@@ -640,7 +648,7 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
     cdef double* w = <double*>calloc(K, sizeof(double))
     if w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
         free(w)
-        return -1
+        return FAIL_NO_MEMORY
     indptr[0] = 0
     indptr[1] = end - start
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
@@ -672,7 +680,7 @@ cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
     cdef double* w = h.M
     cdef double* sq = <double*>calloc(K, sizeof(double))
     if sq == NULL:
-        return -1
+        return FAIL_NO_MEMORY
     rng_seed(&rng, seed)
     for k in range(K):
         mean[k] = 0.0

@@ -34,10 +34,8 @@ cdef enum:
     APPLY = 1
     KILL = 2
 
-# Failures of a half-iteration, returned instead of a count and raised by the caller.
-cdef enum:
-    OUT_OF_MEMORY = -1
-    NOT_FINITE = -2      # a proposal's likelihood change is NaN or infinite
+# Failures of a half-iteration are returned instead of a count, as the shared failure
+# codes of _utils/_status.pxd (FAIL_NO_MEMORY, FAIL_NOT_FINITE), and raised by the caller.
 
 
 cdef struct Half:

@@ -590,9 +590,9 @@ def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, pa
     X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
     prec = np.full(X.shape, 10.0)
     sampler = GibbsSampler(X.copy(), prec, np.zeros((20, 2)), np.zeros((50, 2)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
-    with pytest.raises(ValueError, match="likelihood of a proposal is not finite"):
+    with pytest.raises(ValueError, match="CoGAPS chain met a value that is not finite"):
         for _ in range(20):
             sampler.iterate(1.0, n_threads)
     seeds = np.arange(20, dtype=np.uint64)
-    with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) is not finite"):
+    with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) met a value that is not"):
         sample_fixed_rows(X, prec, np.ones((50, 2)), 0.01, 0.01, 100.0, 5, seeds, n_threads)
