@@ -53,6 +53,11 @@ cdef class GibbsSampler:
         Seed of the master generator (ignored when ``state`` is given).
     state : dict or None
         Atoms and generator state from :meth:`get_state`, to continue a chain.
+    sparse_data : tuple or None, default=None
+        For the sparse-data model (R and prec are then None): ``(rows, cols, sigma0,
+        poisson)``, X as a canonical CSR and its transpose as one, the standard deviation
+        of a zero (relative one of a non-zero), and whether a non-zero's is
+        ``max(sqrt(x), 1)`` instead.
     fixed : {None, "W", "H"}, default=None
         The matrix held fixed at its starting value (CoGAPS's ``whichMatrixFixed``): its
         half-iterations are skipped, its domain stays empty, and neither matrix is
@@ -69,6 +74,7 @@ cdef class GibbsSampler:
     cdef readonly bint is_sparse
     cdef readonly bint fixed_w, fixed_h
     cdef double sigma0
+    cdef bint poisson
     cdef object sum_w, sq_w, sum_h, sq_h
     cdef public Py_ssize_t n_accumulated
     cdef Py_ssize_t n, m, K
@@ -115,7 +121,7 @@ cdef class GibbsSampler:
                 or domain_init(&self.dom_h, <uint64_t>(self.m * self.K), 1024) != 0):
             raise MemoryError("could not allocate the atomic domains")
         if self.is_sparse:
-            rows, cols, self.sigma0 = sparse_data
+            rows, cols, self.sigma0, self.poisson = sparse_data
             self.sparse_rows = _sparse_orientation(rows)
             self.sparse_cols = _sparse_orientation(cols)
             self.tables = [np.zeros(self.K), np.zeros((self.K, self.K)),
@@ -178,6 +184,7 @@ cdef class GibbsSampler:
         h.indices = &indices[0] if indices.shape[0] else NULL
         h.x = &values[0] if values.shape[0] else NULL
         h.sigma0 = self.sigma0
+        h.poisson = self.poisson
         h.O = &o_v[0, 0]
         h.Z1 = &z1[0]
         h.Z2 = &z2[0, 0]
@@ -258,7 +265,7 @@ cdef class GibbsSampler:
         """
         if self.is_sparse:
             return sparse_chi_square(self.sparse_rows, self.W_arr, self.Ht_arr, self.sigma0,
-                                     n_threads)
+                                     n_threads, self.poisson)
         if self.fixed_w:
             # the residual lives in the amplitudes' orientation
             return chi_square(self.Rt_arr, self.prect_arr, n_threads)
@@ -522,13 +529,14 @@ def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
 
 def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double alpha,
                              double lam, double max_mass, Py_ssize_t n_iter,
-                             const uint64_t[::1] seeds, int n_threads=1):
+                             const uint64_t[::1] seeds, int n_threads=1, bint poisson=False):
     """Sample the patterns of each row of a sparse X with the amplitudes Ht held fixed,
     under the sparse-data model (000_f0854..., section 3): a proposal costs O(K^2 + nnz of
     the row times K), from the row's stored entries and the lookup tables of Ht.
 
-    The model is the dense one with the default uncertainty ``max(sigma0 * x, sigma0)``,
-    so the chains are those of :func:`sample_fixed_rows` on the dense rows up to rounding.
+    The model is the dense one with the default uncertainty ``max(sigma0 * x, sigma0)``
+    (or ``max(sqrt(x), 1)`` with ``poisson``), so the chains are those of
+    :func:`sample_fixed_rows` on the dense rows up to rounding.
 
     Parameters
     ----------
@@ -545,6 +553,8 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     seeds : ndarray of uint64, shape (n_rows,)
         One seed per row.
     n_threads : int, default=1
+    poisson : bool, default=False
+        Standard deviation ``max(sqrt(x), 1)`` of every entry instead (with sigma0 = 1).
 
     Returns
     -------
@@ -584,7 +594,8 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
                 continue
             status[i] = _sample_one_sparse_row(
                 ind_p, x_p, indptr[i], indptr[i + 1], &Ht[0, 0], &Z1[0], &Z2[0, 0],
-                sigma0, m, K, alpha, lam, max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
+                sigma0, poisson, m, K, alpha, lam, max_mass, n_iter, seeds[i], &mean[i, 0],
+                &std[i, 0])
     _check_rows(status_arr)
     return mean_arr, std_arr
 
@@ -636,7 +647,7 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
 
 cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t start,
                                 int64_t end, const double* Ht, const double* Z1,
-                                const double* Z2, double sigma0, Py_ssize_t m,
+                                const double* Z2, double sigma0, bint poisson, Py_ssize_t m,
                                 Py_ssize_t K, double alpha, double lam, double max_mass,
                                 Py_ssize_t n_iter, uint64_t seed, double* mean,
                                 double* std) noexcept nogil:
@@ -661,6 +672,7 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
     h.Z1 = <double*>Z1
     h.Z2 = <double*>Z2
     h.sigma0 = sigma0
+    h.poisson = poisson
     h.w0 = 1.0 / (sigma0 * sigma0)
     status = _row_chain(&h, n_iter, seed, mean, std)
     domain_free(&dom)

@@ -117,7 +117,7 @@ def test_sparse_input_and_dense_input_with_sparse_optimization_are_the_same_chai
     from_sparse = est.fit(sparse.csc_matrix(X)).components_.copy()
     est.set_params(sparse_optimization=True)
     assert_array_equal(est.fit(X).components_, from_sparse)
-    with pytest.raises(ValueError, match="sparse-data model fixes the uncertainty"):
+    with pytest.raises(ValueError, match="sparse-data model computes the uncertainty from each stored value"):
         est.fit(X, uncertainty=np.ones_like(X))
 
 
