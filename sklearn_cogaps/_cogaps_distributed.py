@@ -82,8 +82,8 @@ def _random_subsets(n_total, n_sets, rng, axis_name):
     ``n_total // n_sets`` and the last with the rest (as CoGAPS's uniform sampling)."""
     if n_sets > n_total:
         raise ValueError(
-            f"n_sets={n_sets} exceeds the number of {axis_name}s of X ({n_total}); use at most "
-            f"{n_total} subsets."
+            f"n_sets={n_sets} exceeds the number of {axis_name}s of X (n_{axis_name}s="
+            f"{n_total}); use at most {n_total} subsets, or distributed=None."
         )
     size = n_total // n_sets
     order = rng.permutation(n_total)
@@ -143,7 +143,8 @@ def consensus_patterns(patterns, cut, min_ns, max_ns):
     dropped, clusters of more than ``max_ns`` are split in two (again dropping a part smaller
     than ``min_ns``) until none is too large. Every cluster gives one consensus pattern: the
     mean of its members weighted by the cube of their correlation with the cluster's plain
-    mean (rounded to 3 decimals, as CoGAPS does), scaled to a maximum of 1. Constant
+    mean (rounded to 3 decimals, as CoGAPS does; a negative correlation weighs 0, so that
+    the consensus stays non-negative), scaled to a maximum of 1. Constant
     patterns (a pattern that died in its fit) have no correlation and are left unmatched.
 
     Parameters
@@ -194,8 +195,10 @@ def consensus_patterns(patterns, cut, min_ns, max_ns):
         r = _pearson(block, block.mean(axis=1))
         labels[members] = c
         correlation[members] = r
-        # CoGAPS's patternMatch: weights are the rounded correlations, cubed
-        weights = np.round(r, 3) ** 3
+        # CoGAPS's patternMatch: weights are the rounded correlations, cubed. A member
+        # anticorrelated with the cluster's mean gets no weight rather than a negative one:
+        # a negative weight could make the consensus negative, which no fit can hold fixed.
+        weights = np.maximum(np.round(r, 3), 0.0) ** 3
         if not weights.sum() > 0:
             weights = np.ones_like(weights)
         mean = block @ weights / weights.sum()
@@ -205,8 +208,9 @@ def consensus_patterns(patterns, cut, min_ns, max_ns):
 
 
 # ---------------------------------------------------------------------- fits
-def _fit_subset(estimator, X, uncertainty, fixed):
+def _fit_subset(estimator, data, fixed):
     """Fit one subset (in a worker) and return only its arrays."""
+    X, uncertainty = data
     kwargs = {} if fixed is None else {fixed[0]: fixed[1]}
     estimator.fit(X, uncertainty=uncertainty, **kwargs)
     return {
@@ -220,21 +224,42 @@ def _fit_subset(estimator, X, uncertainty, fixed):
     }
 
 
-def _run_subsets(model, X, uncertainty, subsets, axis, n_components, seeds, fixed):
-    """Fit every subset through joblib; each task receives only its own slice of the data."""
+def _dask_client():
+    """The Dask client of joblib's active backend, or None when the backend is not Dask's.
+
+    Looked up by name, so that Dask stays an optional dependency."""
+    from joblib.parallel import get_active_backend
+
+    backend, _ = get_active_backend()
+    if type(backend).__name__ == "DaskDistributedBackend":
+        return getattr(backend, "client", None)
+    return None
+
+
+def _ship(data):
+    """Make the subsets' data travel to the workers once for both phases.
+
+    On Dask, every subset is scattered once, to one worker, and both phases' tasks receive
+    its future: the scheduler runs each task where its data already is. (Left to itself,
+    joblib's Dask backend scatters large arguments anew for every ``Parallel`` call.) Other
+    backends receive the same array objects in both phases; loky, inside one ``Parallel``
+    context, then memory-maps each large array once and reuses the file in phase 2.
+    """
+    client = _dask_client()
+    if client is None:
+        return data
+    return client.scatter(data, hash=False)
+
+
+def _run_subsets(parallel, model, data, n_components, seeds, fixed):
+    """Fit every subset through joblib; each task receives only its own subset's data."""
     template = clone(model).set_params(
         distributed=None, explicit_sets=None, n_components=n_components, warm_start=False
     )
-    tasks = (
-        delayed(_fit_subset)(
-            clone(template).set_params(random_state=int(seed)),
-            _take(X, idx, axis),
-            _take(uncertainty, idx, axis),
-            fixed,
-        )
-        for idx, seed in zip(subsets, seeds)
+    return parallel(
+        delayed(_fit_subset)(clone(template).set_params(random_state=int(seed)), part, fixed)
+        for part, seed in zip(data, seeds)
     )
-    return Parallel(n_jobs=model.n_jobs)(tasks)
 
 
 def _check_matching_parameters(model, n_sets):
@@ -283,6 +308,16 @@ def fit_distributed(model, X, uncertainty=None):
         # column subsets of a CSR matrix are cheaper from its CSC form
         X = X.tocsc()
     n_total = X.shape[axis]
+    shared_name = "sample" if genome_wide else "feature"
+    n_shared = X.shape[1 - axis]
+    if n_shared < 2:
+        # the subsets' patterns are matched by their correlation over the shared axis
+        raise ValueError(
+            f"distributed={model.distributed!r} matches the subsets' "
+            f"{'patterns' if genome_wide else 'amplitudes'} by their correlation over the "
+            f"{shared_name}s, which needs at least 2 {shared_name}s; got n_{shared_name}s="
+            f"{n_shared}. Use distributed=None for this X."
+        )
     rng = check_random_state(model.random_state)
     if model.explicit_sets is not None:
         names = getattr(model, "feature_names_in_", None) if genome_wide else None
@@ -295,17 +330,22 @@ def fit_distributed(model, X, uncertainty=None):
     seeds = rng.randint(np.iinfo(np.int32).max, size=(2, n_sets))
     transform_seed = draw_seeds(rng)
 
-    if model.verbose:
-        print(f"distributed ({model.distributed}): phase 1, {n_sets} subsets", flush=True)
-    first = _run_subsets(model, X, uncertainty, subsets, axis, model.n_components, seeds[0], None)
-    shared = [r["patterns"] if genome_wide else r["components"].T for r in first]
-    consensus, labels, correlation = consensus_patterns(shared, cut, min_ns, max_ns)
-    K = consensus.shape[1]
+    # every subset is cut once, and the same objects serve both phases
+    data = [(_take(X, idx, axis), _take(uncertainty, idx, axis)) for idx in subsets]
+    with Parallel(n_jobs=model.n_jobs) as parallel:
+        data = _ship(data)
+        if model.verbose:
+            print(f"distributed ({model.distributed}): phase 1, {n_sets} subsets", flush=True)
+        first = _run_subsets(parallel, model, data, model.n_components, seeds[0], None)
+        shared = [r["patterns"] if genome_wide else r["components"].T for r in first]
+        consensus, labels, correlation = consensus_patterns(shared, cut, min_ns, max_ns)
+        K = consensus.shape[1]
 
-    if model.verbose:
-        print(f"distributed ({model.distributed}): phase 2, {K} consensus patterns", flush=True)
-    fixed = ("fixed_patterns", consensus) if genome_wide else ("fixed_components", consensus.T)
-    second = _run_subsets(model, X, uncertainty, subsets, axis, K, seeds[1], fixed)
+        if model.verbose:
+            print(f"distributed ({model.distributed}): phase 2, {K} consensus patterns", flush=True)
+        fixed = ("fixed_patterns", consensus) if genome_wide else ("fixed_components", consensus.T)
+        second = _run_subsets(parallel, model, data, K, seeds[1], fixed)
+        del data
 
     n_samples, n_features = X.shape
     if genome_wide:

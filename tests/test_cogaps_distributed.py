@@ -166,9 +166,17 @@ def _cells_X():
     return make_single_cell(n_samples=400, n_features=300, n_components=3, random_state=0)[0]
 
 
-def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_processes):
+def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_processes, monkeypatch):
     distributed = pytest.importorskip("distributed", reason="dask[distributed] is an optional extra")
     _, processes = sequential_and_processes
+    scattered = []
+    real_scatter = distributed.Client.scatter
+
+    def counting_scatter(self, data, *args, **kwargs):
+        scattered.append(len(data) if isinstance(data, list) else 1)
+        return real_scatter(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "scatter", counting_scatter)
     with distributed.LocalCluster(
         n_workers=2,
         processes=True,
@@ -181,6 +189,11 @@ def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_pro
         # the tasks did run on the cluster's workers
         ran = client.run(lambda: "sklearn_cogaps._cogaps_distributed" in __import__("sys").modules)
         assert len(ran) == 2 and all(ran.values()), ran
+        # each subset's data left the client once (one scatter of the 2 subsets for both
+        # phases), and no task fetched a subset from another worker
+        moved = client.run(lambda dask_worker: dask_worker.state.transfer_incoming_count_total)
+    assert scattered == [2], scattered
+    assert sum(moved.values()) == 0, moved
     _same_fit(processes, on_dask)
 
 
@@ -228,6 +241,32 @@ def test_small_clusters_are_dropped_and_large_ones_split():
     assert labels[1, 2] == -1
 
 
+def test_anticorrelated_members_weigh_nothing_and_the_consensus_stays_non_negative():
+    base = _patterns(None)[:, :1]
+    # a cluster forced to hold a pattern and its mirror image: the mirror correlates
+    # negatively with the cluster's mean, and a negative weight would give negative entries
+    fits = [base, base * 0.9, 1.0 - base]
+    consensus, labels, corr = consensus_patterns(fits, cut=1, min_ns=1, max_ns=3)
+    assert_array_equal(labels.ravel(), [0, 0, 0])
+    assert corr[2, 0] < 0 < corr[0, 0]
+    assert np.all(consensus >= 0)
+    w = np.round(corr[:2, 0], 3) ** 3
+    expected = (base[:, 0] * w[0] + 0.9 * base[:, 0] * w[1]) / w.sum()
+    assert_allclose(consensus[:, 0], expected / expected.max())
+
+
+@pytest.mark.parametrize("mode, shape, match", [
+    ("genome-wide", (1, 30), "correlation over the samples.*n_samples=1"),
+    ("single-cell", (30, 1), "correlation over the features.*n_features=1"),
+    ("genome-wide", (30, 1), "n_sets=2 exceeds the number of features of X \\(n_features=1\\)"),
+    ("single-cell", (1, 30), "n_sets=2 exceeds the number of samples of X \\(n_samples=1\\)"),
+])
+def test_too_small_an_input_for_the_subsets_is_an_error(mode, shape, match):
+    X = np.random.RandomState(0).random_sample(shape)
+    with pytest.raises(ValueError, match=match):
+        CoGAPS(n_components=2, max_iter=5, distributed=mode, n_sets=2).fit(X)
+
+
 def test_no_cluster_large_enough_is_an_error():
     rng = np.random.RandomState(2)
     fits = [rng.random_sample((30, 2)) for _ in range(2)]
@@ -240,7 +279,7 @@ def test_no_cluster_large_enough_is_an_error():
     [
         (dict(distributed="rows"), "distributed"),
         (dict(distributed="genome-wide", n_sets=0), "n_sets"),
-        (dict(distributed="genome-wide", n_sets=301), "n_sets=301 exceeds the number of features"),
+        (dict(distributed="genome-wide", n_sets=301), "n_sets=301 exceeds the number of features of X \\(n_features=300\\)"),
         (dict(distributed="single-cell", n_sets=2, cut=7), "cut=7 exceeds the 6 patterns"),
         (dict(distributed="single-cell", min_ns=3, max_ns=2), "max_ns=2 is smaller"),
         (dict(distributed="single-cell", warm_start=True), "warm_start=True cannot"),
@@ -255,3 +294,34 @@ def test_bad_parameters_are_refused(params, match):
     X = _cells_X()
     with pytest.raises(ValueError, match=match):
         CoGAPS(n_components=3, max_iter=5, **params).fit(X)
+
+
+def _subset_shipments(monkeypatch, X, n_sets):
+    """Run a fit while recording every array joblib's loky backend writes to a memory map
+    (its way of sending a large array to the worker processes)."""
+    import joblib._memmapping_reducer as reducer
+
+    dumped = []
+    real_dump = reducer.dump
+
+    def counting_dump(value, filename, *args, **kwargs):
+        dumped.append((value.shape, value.dtype.str, hash(value.tobytes())))
+        return real_dump(value, filename, *args, **kwargs)
+
+    monkeypatch.setattr(reducer, "dump", counting_dump)
+    with joblib.parallel_config(backend="loky", n_jobs=2, max_nbytes="1K"):
+        model = _fit_small(X, n_sets=n_sets, max_iter=20)
+    return model, dumped
+
+
+def test_loky_sends_each_subsets_data_once_for_both_phases(monkeypatch):
+    X = _cells_X()
+    model, dumped = _subset_shipments(monkeypatch, X, n_sets=2)
+    # each subset's CSR arrays (data, indices, indptr) above 1 kB are written once, and
+    # phase 2 reuses the files: no array went twice
+    assert len(dumped) == len(set(dumped)), dumped
+    subset_sizes = {X[idx].nnz for idx in model.subsets_}
+    values = {shape[0] for shape, dtype, _ in dumped if len(shape) == 1 and dtype.endswith("f8")}
+    assert values == subset_sizes
+    _same_fit(model, _fit_small(X, n_sets=2, max_iter=20))
+

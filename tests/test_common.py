@@ -17,6 +17,8 @@ from sklearn_cogaps import (
 ESTIMATORS = [
     CoGAPS(n_components=2, max_iter=15, random_state=0),
     CoGAPS(n_components=2, max_iter=15, random_state=0, sparse_optimization=True),
+    CoGAPS(n_components=2, max_iter=15, random_state=0, distributed="genome-wide", n_sets=2),
+    CoGAPS(n_components=2, max_iter=15, random_state=0, distributed="single-cell", n_sets=2),
     HierarchicalPMF(n_components=2, max_iter=30, random_state=0),
     WeightedBackgroundPMF(n_components=2, max_iter=5, tol=1e-4),
     ExtremeDeconvolution(n_components=1, max_iter=20, tol=1e-4, w=1e-3),
