@@ -412,9 +412,19 @@ class MaxMarginMF(BaseEstimator):
         IBP prior), C times the summed hinge losses and the threshold prior term.
     n_features_trace_ : ndarray of shape (n_iter,)
         Number of features of each sample (constant for ``prior="gaussian"``).
+    held_out_nmae_ : ndarray of shape (n_iter,)
+        With held-out ratings passed as ``y`` to :meth:`fit`: their NMAE at each
+        iteration, predicted from the current sample during the burn-in and from the
+        running means after it (what :meth:`predict_ratings` would return had the fit
+        stopped there); NaN for iterations run without ``y``. Use it to choose
+        ``max_iter`` and ``burn_in``.
     n_iter_ : int
-        Number of iterations of the chain, across ``warm_start`` continuations (fewer than
-        ``max_iter`` after an interrupted fit).
+        Number of iterations run by the last call to :meth:`fit` (``max_iter``, or fewer
+        after an interruption). The traces above cover the whole chain, across
+        ``warm_start`` continuations: ``objective_.size`` iterations.
+    n_samples_averaged_ : int
+        Number of samples in the running means: the iterations after ``burn_in`` of the
+        whole chain, across ``warm_start`` continuations.
     n_features_in_ : int
         Number of items seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in,)
@@ -683,10 +693,13 @@ class MaxMarginMF(BaseEstimator):
             Ratings: the stored entries of a sparse matrix (stored zeros are an error), or
             the non-NaN entries of a dense array. A user or item without any rating keeps
             factors drawn from the prior.
-        y : Ignored
-            Not used, present for API consistency: held-out ratings of the shape of X,
-            which ``GridSearchCV`` passes on to :func:`neg_nmae_scorer`, are ignored; other
-            arrays (a scalar, a length other than n_users) are refused.
+        y : {array-like, sparse matrix} of shape (n_users, n_items), default=None
+            Held-out ratings of the same users: pairs that X does not rate, with the levels
+            of X. They are not fitted; their NMAE at each iteration is recorded in
+            ``held_out_nmae_``. This is also what ``GridSearchCV(...,
+            scoring=neg_nmae_scorer).fit(X_train, X_test)`` passes on (see
+            :func:`holdout_ratings`). A one-dimensional target of length n_users, which
+            scikit-learn's tools pass along, is ignored; anything else is refused.
 
         Returns
         -------
@@ -701,10 +714,15 @@ class MaxMarginMF(BaseEstimator):
         running mean yet), the ``KeyboardInterrupt`` propagates and the estimator is left
         as it was.
         """
-        if y is not None and _shape(y) != _shape(X):
-            # held-out ratings of X's shape are what GridSearchCV passes on for
-            # neg_nmae_scorer; other values are side inputs given without their keyword
-            check_ignored_y(self, y, X, advice=_HELD_OUT_ADVICE)
+        held_out = y is not None and _shape(y) == _shape(X)
+        if y is not None and not held_out and _shape(y) != (_shape(X)[:1]):
+            # a 1-d target of length n_users (scikit-learn's tools pass one along) is
+            # ignored; anything else is neither that nor held-out ratings
+            raise ValueError(
+                f"MaxMarginMF.fit takes as y held-out ratings of the shape of X, {_shape(X)}; "
+                f"got y of shape {_shape(y)}. To monitor held-out ratings pass them by "
+                "keyword, fit(X_train, y=X_test), with the matrices of holdout_ratings."
+            )
         if self.burn_in >= self.max_iter and not self.warm_start:
             raise ValueError(
                 f"burn_in={self.burn_in} must be below max_iter={self.max_iter}: the running "
@@ -712,11 +730,15 @@ class MaxMarginMF(BaseEstimator):
             )
         R = self._validate_ratings(X, reset=True)
         self._check_fit_ratings(R)
+        R_held = self._validate_ratings(y, reset=False, name="y") if held_out else None
         warm = (self.warm_start and hasattr(self, "_chain_state")
                 and self._chain_state[0].shape[0] == R.shape[0]
                 and self._fit_prior == self.prior)
         levels = self.levels_ if warm else self._infer_levels(R)
         self._check_levels(R, levels, "X")
+        if R_held is not None:
+            _check_held_out(R, R_held)
+            self._check_levels(R_held, levels, "y")
         L = levels.size
         rho, varsigma = self._threshold_prior(L)
         data = _Ratings(R, levels)
@@ -729,15 +751,16 @@ class MaxMarginMF(BaseEstimator):
             chain = _Chain(U, V, theta, ilam, rho, varsigma)
             chain.ids, chain.n_born = self._chain_ids.copy(), self._n_born_total
             sums = copy.deepcopy(self._sums)
-            it0 = self.n_iter_
+            it0 = self.objective_.size
             objective = list(self.objective_)
             n_feat = list(self.n_features_trace_)
+            held_trace = list(getattr(self, "held_out_nmae_", np.full(it0, np.nan)))
             self._row_pass(data, chain, draw_seeds(rng, R.shape[0]), False, 1)
         else:
             chain = self._initial_chain(data, rng, L, rho, varsigma)
             sums = _RunningSums(R.shape, L)
             it0 = 0
-            objective, n_feat = [], []
+            objective, n_feat, held_trace = [], [], []
             # lambda given the initial state, so that the first sweep has its statistics
             self._row_pass(data, chain, draw_seeds(rng, R.shape[0]), False, 1)
         transform_seed = draw_seeds(rng)
@@ -750,6 +773,8 @@ class MaxMarginMF(BaseEstimator):
                 n_feat.append(chain.U.shape[1])
                 if it >= self.burn_in:
                     sums.add(chain, chain.ids)
+                held_trace.append(np.nan if R_held is None else
+                                  _held_out_nmae(R_held, chain, sums, self.prior, levels))
                 n_done = it + 1 - it0
                 saved = (_snapshot(chain), copy.deepcopy(sums), n_done)
                 progress(n_done, objective[-1], f"{chain.U.shape[1]} features")
@@ -758,12 +783,14 @@ class MaxMarginMF(BaseEstimator):
                 raise  # no complete iteration (or none after burn-in): left as it was
             chain, sums, n_done = _Chain(*saved[0][:4], rho, varsigma), saved[1], saved[2]
             chain.ids, chain.n_born = saved[0][4], saved[0][5]
-            del objective[it0 + n_done:], n_feat[it0 + n_done:]
+            del objective[it0 + n_done:], n_feat[it0 + n_done:], held_trace[it0 + n_done:]
             progress.interrupted(n_done)
         self._transform_seed = transform_seed
-        self.n_iter_ = it0 + n_done
+        self.n_iter_ = n_done
+        self.n_samples_averaged_ = sums.count
         self.objective_ = np.asarray(objective)
         self.n_features_trace_ = np.asarray(n_feat, dtype=np.intp)
+        self.held_out_nmae_ = np.asarray(held_trace, dtype=np.float64)
         self.levels_ = levels
         self.n_levels_ = L
         self.threshold_mean_ = rho
@@ -941,6 +968,35 @@ class MaxMarginMF(BaseEstimator):
                                   shape=R.shape)
         test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
         return -rating_nmae(test, self._predict(test, train), self.levels_)
+
+
+def _check_held_out(R, R_held):
+    """Held-out ratings must hold some pairs and none that the training ratings hold."""
+    if R_held.nnz == 0:
+        raise ValueError(
+            "y holds no rating. Pass held-out ratings of the users of X (e.g. the second "
+            "matrix of holdout_ratings), or no y."
+        )
+    ones = [sparse.csr_matrix((np.ones(M.nnz), M.indices, M.indptr), shape=M.shape)
+            for M in (R, R_held)]
+    both = int(ones[0].multiply(ones[1]).sum())
+    if both:
+        raise ValueError(
+            f"y holds {both} ratings at (user, item) pairs that X also rates; held-out "
+            "ratings must be pairs the fit does not see (use holdout_ratings to split)."
+        )
+
+
+def _held_out_nmae(R_held, chain, sums, prior, levels):
+    """NMAE of the held-out ratings from the running means (the current sample before any)."""
+    if sums.count:
+        U, V, theta = sums.means(prior)
+    else:
+        U, V, theta = chain.U, chain.V, chain.theta
+    rows = np.repeat(np.arange(R_held.shape[0]), np.diff(R_held.indptr))
+    x = np.einsum("pk,pk->p", U[rows], V[R_held.indices])
+    pred = levels[np.sum(x[:, None] >= theta[rows], axis=1)]
+    return float(np.mean(np.abs(pred - R_held.data))) / _level_spread(levels)
 
 
 def _snapshot(chain):

@@ -110,18 +110,20 @@ def test_targets_are_ignored_and_other_values_refused(estimator, X):
             estimator.fit(X, y)
 
 
-def test_max_margin_mf_refuses_side_inputs_and_ignores_held_out_ratings_in_fit():
+def test_max_margin_mf_refuses_side_inputs_and_traces_held_out_ratings_in_fit():
     model = _m3f_model()
-    for y in (1.0, np.ones(RATINGS.shape[0] - 1), np.ones(RATINGS.shape + (2,))):
-        with pytest.raises(ValueError, match=r"does not use y.*score\(X_test\)"):
+    for y in (1.0, np.ones(RATINGS.shape[0] - 1), np.ones(RATINGS.shape + (2,)),
+              np.ones((RATINGS.shape[0], 3))):
+        with pytest.raises(ValueError, match=r"held-out ratings.*fit\(X_train, y=X_test\)"):
             model.fit(RATINGS, y)
     labels = np.arange(RATINGS.shape[0]) % 2
     expected = model.fit(RATINGS).user_factors_
     # a target, or held-out ratings of X's shape (which GridSearchCV passes on to the
-    # scorer), leave the fit unchanged
+    # scorer), leave the fit unchanged; the held-out ratings are traced
     held_out = np.where(np.isnan(RATINGS), 3.0, np.nan)
     for y in (labels, held_out):
         assert_array_equal(model.fit(RATINGS, y).user_factors_, expected)
+    assert np.all(np.isfinite(model.held_out_nmae_))
     assert np.isfinite(neg_nmae_scorer(model, RATINGS, held_out))
     # but score(X, X_test) would silently score X: refused
     with pytest.raises(ValueError, match=r"score\(X_test\).*neg_nmae_scorer"):

@@ -36,7 +36,10 @@ print(f"{train.nnz} training and {test.nnz} held-out ratings of {n_users} users 
 # Gibbs M3F against the best constant
 # -----------------------------------
 # The best constant prediction under absolute error is the median of the training ratings.
-model = MaxMarginMF(n_components=5, max_iter=60, burn_in=20, random_state=0).fit(train)
+# The held-out ratings passed as ``y`` are not fitted: the fit records their error at each
+# iteration (``held_out_nmae_``), which shows how long the chain needs.
+model = MaxMarginMF(n_components=5, max_iter=60, burn_in=20, random_state=0)
+model.fit(train, y=test)
 predicted = model.predict_ratings(test)
 median = test.copy()
 median.data[:] = np.median(train.data)
@@ -47,16 +50,21 @@ print(f"held-out NMAE, median rating {median.data[0]:g}: {rating_nmae(test, medi
 # The chain and the errors it makes
 # ---------------------------------
 # Left: the max-margin objective of each sample of the chain, which settles well before the
-# end of the burn-in. Right: the held-out ratings against the predicted ones; most
-# errors are off by one star.
+# end of the burn-in, and the held-out error (of the current sample during the burn-in, of
+# the running means after it). Right: the held-out ratings against the predicted ones;
+# most errors are off by one star.
 confusion = np.zeros((5, 5), dtype=int)
 np.add.at(confusion, (test.data.astype(int) - 1, predicted.data.astype(int) - 1), 1)
 
 fig, (ax_trace, ax_conf) = plt.subplots(1, 2, figsize=(10, 4))
-ax_trace.plot(np.arange(1, model.n_iter_ + 1), model.objective_)
+iterations = np.arange(1, model.objective_.size + 1)
+ax_trace.plot(iterations, model.objective_, label="objective")
 ax_trace.axvline(model.burn_in, color="grey", linestyle="--", label="end of burn-in")
 ax_trace.set(xlabel="iteration", ylabel="objective", title="Gibbs M3F chain")
-ax_trace.legend()
+ax_nmae = ax_trace.twinx()
+ax_nmae.plot(iterations, model.held_out_nmae_, color="C1", label="held-out NMAE")
+ax_nmae.set_ylabel("held-out NMAE")
+ax_trace.legend(handles=ax_trace.get_lines() + ax_nmae.get_lines(), loc="upper center")
 image = ax_conf.imshow(confusion, cmap="Blues")
 for (i, j), n in np.ndenumerate(confusion):
     ax_conf.text(j, i, n, ha="center", va="center",
