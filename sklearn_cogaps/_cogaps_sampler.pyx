@@ -54,10 +54,10 @@ cdef class GibbsSampler:
     state : dict or None
         Atoms and generator state from :meth:`get_state`, to continue a chain.
     sparse_data : tuple or None, default=None
-        For the sparse-data model (R and prec are then None): ``(rows, cols, sigma0,
-        poisson)``, X as a canonical CSR and its transpose as one, the standard deviation
-        of a zero (relative one of a non-zero), and whether a non-zero's is
-        ``max(sqrt(x), 1)`` instead.
+        For the sparse-data model (R and prec are then None): ``(rows, cols, sigma0)`` or
+        ``(rows, cols, sigma0, poisson)``, X as a canonical CSR and its transpose as one,
+        the standard deviation of a zero (relative one of a non-zero), and whether a
+        non-zero's is ``max(sqrt(x), 1)`` instead (default False).
     fixed : {None, "W", "H"}, default=None
         The matrix held fixed at its starting value (CoGAPS's ``whichMatrixFixed``): its
         half-iterations are skipped, its domain stays empty, and neither matrix is
@@ -124,7 +124,8 @@ cdef class GibbsSampler:
                 or domain_init(&self.dom_h, <uint64_t>(self.m * self.K), 1024) != 0):
             raise MemoryError("could not allocate the atomic domains")
         if self.is_sparse:
-            rows, cols, self.sigma0, self.poisson = sparse_data
+            rows, cols, self.sigma0 = sparse_data[:3]
+            self.poisson = len(sparse_data) > 3 and sparse_data[3]
             self.sparse_rows = _sparse_orientation(rows)
             self.sparse_cols = _sparse_orientation(cols)
             self.tables = [np.zeros(self.K), np.zeros((self.K, self.K)),
