@@ -7,6 +7,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils import deprecated
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
@@ -38,6 +39,12 @@ _LARGEST_VALUE = 1e150
 _SMALLEST_SIGMA = 1e-150
 # Folds of each row's entries in score: each fold is predicted from the others.
 _SCORE_FOLDS = 5
+# A fit whose chi-square fell by more than this fraction between the first and the last
+# quarter of its sampling iterations has not converged (a stationary chain's fluctuations
+# are a few percent at most; a chain still gaining atoms falls by tens of percent).
+_UNCONVERGED_CHISQ_FALL = 0.05
+# Shortest sampling phase on which that fall is judged.
+_MIN_SAMPLING_ITER_CHECKED = 20
 # Rows of a sparse matrix made dense at a time by transform and score.
 _ROW_CHUNK = 2048
 # What to do instead of passing the uncertainty as the second positional argument.
@@ -143,6 +150,8 @@ class CoGAPS(
         Number of patterns (CoGAPS's ``nPatterns``).
     max_iter : int, default=1000
         Iterations of each phase, calibration then sampling (CoGAPS's ``nIterations``).
+        ``fit`` warns (``ConvergenceWarning``) when the chi-square still falls by more
+        than 5% during the sampling phase: raise ``max_iter`` then.
     atom_density_W : float, default=0.01
         Rate of the Poisson prior on the number of atoms of the patterns ``W`` per matrix
         element (CoGAPS's ``alphaP``): the expected number of atoms per element, so smaller
@@ -556,6 +565,7 @@ class CoGAPS(
                 "smallest uncertainties."
             )
         new_history, new_atoms = self._run_chain(sampler, iterations, chisq, n_threads)
+        self._warn_if_unconverged(new_history[np.asarray(iterations[: len(new_history)])])
         self._set_posterior(
             sampler,
             data,
@@ -571,6 +581,35 @@ class CoGAPS(
         self.n_iter_ = len(new_history)
         self._check_finite_fit()
         return self
+
+    def _warn_if_unconverged(self, sampling_chisq):
+        """Warn when the chi-square still fell during the sampling phase.
+
+        A chain that has reached its stationary law has a chi-square that fluctuates
+        around a level; one still falling while samples are averaged has not converged,
+        and its posterior means (hence ``chisq_`` and ``score``) describe a worse fit than
+        the model can reach with this ``n_components``. The fall is measured between the
+        means of the first and last quarters of the sampling iterations of this fit.
+        """
+        n = len(sampling_chisq)
+        if n < _MIN_SAMPLING_ITER_CHECKED:
+            return
+        quarter = n // 4
+        first = float(np.mean(sampling_chisq[:quarter]))
+        last = float(np.mean(sampling_chisq[-quarter:]))
+        fall = (first - last) / last if last > 0 else 0.0
+        if fall > _UNCONVERGED_CHISQ_FALL:
+            warnings.warn(
+                f"The chi-square fell by {fall:.0%} during the sampling phase (from "
+                f"{first:.6g} to {last:.6g}, means of its first and last quarters): the "
+                "chain had not converged when sampling began, so the posterior means mix "
+                "states of a worse fit and chisq_ and score understate what "
+                f"n_components={self.n_components} can reach. Raise max_iter (now "
+                f"{self.max_iter}); a model with few patterns gains its atoms slowly (see "
+                "'Choosing the number of patterns' in the CoGAPS guide).",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
 
     def _check_finite_fit(self):
         """Raise instead of leaving a NaN or an infinity in a fitted attribute."""
