@@ -521,6 +521,13 @@ def build_parser():
             help=f"{text}; default {default:g})",
         )
     parser.add_argument(
+        "--birth-death",
+        choices=("cogaps", "reversible"),
+        default="cogaps",
+        help="the chain's birth and death moves: CoGAPS's (default) or reversible-jump ones "
+        "that sample the model's posterior exactly",
+    )
+    parser.add_argument(
         "--seed",
         type=int,
         default=0,
@@ -751,6 +758,7 @@ def main(argv=None):
             atom_density_H=args.alpha_h,
             max_gibbs_mass_W=args.max_gibbs_mass_w,
             max_gibbs_mass_H=args.max_gibbs_mass_h,
+            birth_death=args.birth_death,
             random_state=args.seed,
             verbose=args.verbose,
             sparse_optimization=args.sparse_optimization,

@@ -143,6 +143,20 @@ class CoGAPS(
         ``1 / lambda_W_`` (CoGAPS's ``maxGibbsMassP``).
     max_gibbs_mass_H : float, default=100.0
         The same for ``H`` (CoGAPS's ``maxGibbsMassA``).
+    birth_death : {"cogaps", "reversible"}, default="cogaps"
+        The birth and death moves of the chain, in ``fit``, fits with a fixed matrix,
+        :meth:`transform` and :meth:`score`; see :ref:`cogaps-birth-death`.
+
+        - ``"cogaps"``: CoGAPS's moves, as in the C++ CoGAPS (a birth always keeps its
+          Gibbs-drawn mass; a death re-draws the mass and keeps the atom with the
+          likelihood ratio), so that results compare with CoGAPS's. Their stationary law is
+          not the posterior of the atomic prior: elements are rarely exactly zero and their
+          means are larger, close to a posterior under a Gamma(2, lambda) prior.
+        - ``"reversible"``: reversible-jump birth and death, whose stationary law is the
+          posterior under the compound Poisson-exponential prior the model states (a point
+          mass ``exp(-atom_density)`` at zero and Exp(lambda) masses). Use it when the
+          posterior itself matters: probabilities of an element being zero, credible
+          intervals, comparisons with other Bayesian models.
     random_state : int, RandomState instance or None, default=None
         Seed of the chain and of the per-row chains of :meth:`transform`. The result does
         not depend on the number of threads.
@@ -280,6 +294,7 @@ class CoGAPS(
         "alpha_H": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
         "max_gibbs_mass_W": [Interval(Real, 0, None, closed="neither")],
         "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
+        "birth_death": [StrOptions({"cogaps", "reversible"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "sparse_optimization": ["boolean"],
@@ -302,6 +317,7 @@ class CoGAPS(
         atom_density_H=0.01,
         max_gibbs_mass_W=100.0,
         max_gibbs_mass_H=100.0,
+        birth_death="cogaps",
         random_state=None,
         verbose=0,
         sparse_optimization=False,
@@ -324,6 +340,7 @@ class CoGAPS(
         self.alpha_H = alpha_H
         self.max_gibbs_mass_W = max_gibbs_mass_W
         self.max_gibbs_mass_H = max_gibbs_mass_H
+        self.birth_death = birth_death
         self.random_state = random_state
         self.verbose = verbose
         self.sparse_optimization = sparse_optimization
@@ -491,7 +508,9 @@ class CoGAPS(
             fixed,
         )
         # the full state (atoms, generator, sums) only when a later fit may continue it
-        self._sampler_state = sampler.get_state() if self.warm_start else None
+        self._sampler_state = None
+        if self.warm_start:
+            self._sampler_state = {**sampler.get_state(), "birth_death": self.birth_death}
         self.n_iter_ = len(new_history)
         self._check_finite_fit()
         return self
@@ -605,6 +624,16 @@ class CoGAPS(
         )
         if not same_chain:
             return False
+        # states saved before the option existed come from CoGAPS's moves
+        previous_moves = state.get("birth_death", "cogaps")
+        if previous_moves != self.birth_death:
+            raise ValueError(
+                f"warm_start=True continues the previous chain, which ran with "
+                f"birth_death={previous_moves!r}; this fit has birth_death="
+                f"{self.birth_death!r}. The two moves sample different laws, so their "
+                "samples cannot be averaged together: use the same birth_death, or set "
+                "warm_start=False to start a new chain."
+            )
         which, _, matrix = fixed
         previous = state.get("fixed")
         if which != previous or (
@@ -619,6 +648,11 @@ class CoGAPS(
                 "matrix as before, or set warm_start=False to start a new chain."
             )
         return True
+
+    @property
+    def _reversible(self):
+        # estimators pickled before the option existed use CoGAPS's moves
+        return getattr(self, "birth_death", "cogaps") == "reversible"
 
     def _prior_rates(self, X):
         values = X.data if sparse.issparse(X) else X
@@ -660,10 +694,13 @@ class CoGAPS(
                 state=state,
                 sparse_data=(a, b, SPARSE_SIGMA0),
                 fixed=fixed,
+                reversible=self._reversible,
             )
         # a fresh chain starts with one matrix zero: its residual is X itself
         R = a if state is None else residual(a, W, Ht, n_threads)
-        return GibbsSampler(R, b, W, Ht, *arguments, state=state, fixed=fixed)
+        return GibbsSampler(
+            R, b, W, Ht, *arguments, state=state, fixed=fixed, reversible=self._reversible
+        )
 
     def _restore_sampler(self, data, n_threads):
         state = self._sampler_state
@@ -772,6 +809,7 @@ class CoGAPS(
             self.max_iter,
             self._row_seeds(rows),
             effective_n_threads(),
+            reversible=self._reversible,
         )
         return mean
 
@@ -800,6 +838,7 @@ class CoGAPS(
             self.max_iter,
             self._row_seeds(X),
             effective_n_threads(),
+            reversible=self._reversible,
         )
         return mean, std
 
@@ -956,6 +995,7 @@ class CoGAPS(
                 self.max_iter,
                 _fold_seeds(seeds, f),
                 n_threads,
+                reversible=self._reversible,
             )
             z = (x - W @ self.components_) / sigma
             terms = -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2.0 * np.pi)

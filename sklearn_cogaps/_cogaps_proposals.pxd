@@ -11,6 +11,7 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
 cdef int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t n_high) noexcept nogil
 cdef void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil
 cdef void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil
+cdef void _decide_birth_death(const Half* h, Proposal* p, int64_t n) noexcept nogil
 cdef void _apply_matrix(Half* h, const Proposal* p) noexcept nogil
 cdef int _apply_domain(Half* h, const Proposal* p) noexcept nogil
 cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil

@@ -3,9 +3,14 @@ section 1.3 and the Gibbs steps of section 4): choosing an update, choosing the 
 touches, deciding it from the current state and the proposal's own stream, and applying it
 to the matrix, the residual and the domain. ``_sequential_half`` is the plain chain
 (Algorithm 1); the queued chain of section 2 is in ``_cogaps_queue``.
+
+Two birth/death pairs: CoGAPS's (the default, as in the C++ CoGAPS: a birth always keeps its
+Gibbs-drawn mass, a death re-draws the mass and keeps the atom with the likelihood ratio),
+and a reversible-jump pair (``Half.reversible``) whose stationary law is the posterior under
+the compound Poisson-exponential prior; doc/testing.rst derives both.
 """
 
-from libc.math cimport sqrt, log1p, exp, expm1, fmax, isfinite
+from libc.math cimport sqrt, log, log1p, exp, expm1, erf, erfc, fmax, isfinite
 from libc.stdint cimport uint64_t, int64_t
 
 from ._utils._rng cimport Rng, rng_spawn, rng_uniform, rng_below, rng_poisson
@@ -30,6 +35,7 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
     h.alpha = alpha
     h.lam = lam
     h.cap = max_mass / lam
+    h.reversible = False
     h.loglik_change = 0.0
     h.sparse = False
     h.Ot = NULL
@@ -68,16 +74,101 @@ cdef inline double death_probability(double n_atoms, double alpha, double n_bins
     return n_atoms / (n_atoms + alpha * n_bins * (1.0 - n_atoms / length))
 
 
+cdef inline double _birth_choice(const Half* h, double n) noexcept nogil:
+    """P(the update is a birth) with n atoms, under the reversible moves."""
+    if n < 1.0:
+        return 1.0
+    return 0.5 * (1.0 - death_probability(n, h.alpha, <double>h.dom.n_bins,
+                                          <double>h.dom.length))
+
+
+cdef inline double _death_choice(const Half* h, double n) noexcept nogil:
+    """P(the update is a death) with n atoms, under the reversible moves."""
+    if n < 1.0:
+        return 0.0
+    return 0.5 * death_probability(n, h.alpha, <double>h.dom.n_bins, <double>h.dom.length)
+
+
+cdef inline double _log_birth_count(const Half* h, int64_t n) noexcept nogil:
+    """The count's part of the log acceptance of a reversible birth from n atoms,
+    log(alpha B q_d(n + 1) / (q_b(n) (n + 1))): the Poisson(alpha B) prior ratio of the
+    count times the ratio of the probabilities of choosing the reverse death (kind, then
+    one of n + 1 atoms) and the birth (kind, then one of the L - n free positions, which
+    cancels the prior's 1 / (L - n)); see doc/testing.rst."""
+    cdef double m = <double>n
+    return (log(h.alpha * <double>h.dom.n_bins) + log(_death_choice(h, m + 1.0))
+            - log(_birth_choice(h, m)) - log(m + 1.0))
+
+
+cdef inline double _erfcx(double x) noexcept nogil:
+    """exp(x^2) erfc(x) for x >= 0, without underflow: past x = 26, where erfc underflows,
+    the asymptotic series to the x^-6 term (relative error below 1e-10 there)."""
+    cdef double r
+    if x < 26.0:
+        return exp(x * x) * erfc(x)
+    r = 0.5 / (x * x)
+    return (1.0 - r * (1.0 - 3.0 * r * (1.0 - 5.0 * r))) / (x * 1.7724538509055160273)
+
+
+cdef double _log_gauss_integral(double a, double b, double cap) noexcept nogil:
+    """log of the integral of exp(b x - a x^2 / 2) over [0, cap], for a >= 0.
+
+    With sd = 1 / sqrt(a), mu = b / a and the standardised bounds lo = -mu / sd and
+    hi = (cap - mu) / sd, the integral is sd sqrt(2 pi) exp(lo^2 / 2) (Phi(hi) - Phi(lo)),
+    written with erfcx in the tails so that bounds tens of standard deviations out keep
+    full relative precision."""
+    cdef double sd, mu, lo, hi, base
+    if not (a > 0.0):
+        if b == 0.0:
+            return log(cap)
+        if b < 0.0:
+            return log(-expm1(b * cap)) - log(-b)
+        return b * cap + log(-expm1(-b * cap)) - log(b)
+    sd = 1.0 / sqrt(a)
+    mu = b / a
+    lo = -mu / sd
+    hi = (cap - mu) / sd
+    base = log(sd) + 0.91893853320467274178  # log(sd sqrt(2 pi))
+    if lo >= 0.0:
+        return base + log(0.5 * _erfcx(lo * 0.70710678118654752440)) + log1p(
+            -exp(-0.5 * (hi - lo) * (hi + lo)) * _erfcx(hi * 0.70710678118654752440)
+            / _erfcx(lo * 0.70710678118654752440))
+    if hi <= 0.0:
+        return base + 0.5 * (lo - hi) * (lo + hi) + log(
+            0.5 * _erfcx(-hi * 0.70710678118654752440)) + log1p(
+            -exp(-0.5 * (lo - hi) * (lo + hi)) * _erfcx(-lo * 0.70710678118654752440)
+            / _erfcx(-hi * 0.70710678118654752440))
+    return base + 0.5 * lo * lo + log(0.5 * (erf(hi * 0.70710678118654752440)
+                                             - erf(lo * 0.70710678118654752440)))
+
+
+cdef inline double _log_birth_evidence(const Half* h, double s, double smu,
+                                       double tau) noexcept nogil:
+    """log E_p[rho(x) 1{x <= cap}]: the mean, under the Exp(lam) prior of a new atom's
+    mass, of its tempered likelihood ratio rho(x) = exp(tau (x smu - s x^2 / 2)), with the
+    mass limited to the Gibbs cap. It is the normaliser of the Gibbs mass proposal, so the
+    reversible birth's acceptance does not depend on the mass drawn (doc/testing.rst)."""
+    return log(h.lam) + _log_gauss_integral(tau * s, tau * smu - h.lam, h.cap)
+
+
+def _log_gauss_integral_for_tests(double a, double b, double cap):
+    """log of the integral of exp(b x - a x^2 / 2) over [0, cap] (a >= 0), for tests."""
+    return _log_gauss_integral(a, b, cap)
+
+
 cdef int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t n_high) noexcept nogil:
     """The update type (Algorithm 2) when the atom count lies in [n_low, n_high]; -1 when
     that range leaves the birth/death choice undecided (section 2.3). The death
     probability increases with the count, so comparing u with both ends decides it
-    whenever possible. With fewer than 2 atoms the update is a birth."""
+    whenever possible. With fewer than 2 atoms the update is a birth (CoGAPS's rule); under
+    the reversible moves only an empty domain forces a birth, so that the last atom can
+    die and every count keeps its reverse move."""
     cdef AtomicDomain* d = h.dom
     cdef double u
-    if n_high < 2:
+    cdef int64_t forced = 1 if h.reversible else 2
+    if n_high < forced:
         return BIRTH
-    if n_low < 2:
+    if n_low < forced:
         return -1
     u = rng_uniform(master)
     if u < 0.5:
@@ -138,10 +229,30 @@ cdef void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil:
     if p.kind == BIRTH:
         _element_stats(h, p.r1, p.q1, &s, &smu)
         x = _gibbs_mass(h, &p.rng, s, smu, tau)
+        if h.reversible:
+            # decided by _decide_birth_death once the count is known
+            p.value = x
+            p.dloglik = x * smu - 0.5 * s * x * x
+            p.log_accept = _log_birth_evidence(h, s, smu, tau)
+            p.log_u = log(rng_uniform(&p.rng))
+            p.outcome = APPLY if x > 0.0 else REJECT
+            return
         if x > 0.0:
             p.value = x
             p.dloglik = x * smu - 0.5 * s * x * x
             p.outcome = APPLY
+    elif p.kind == DEATH and h.reversible:
+        # the reverse of a birth: with the atom removed, accept with the inverse of that
+        # birth's acceptance; a mass beyond the cap has no reverse birth and stays
+        x0 = h.dom.mass[p.atom1]
+        _element_stats(h, p.r1, p.q1, &s, &smu)
+        smu = smu + x0 * s
+        if x0 > h.cap:
+            return
+        p.dloglik = -(x0 * smu - 0.5 * s * x0 * x0)
+        p.log_accept = -_log_birth_evidence(h, s, smu, tau)
+        p.log_u = log(rng_uniform(&p.rng))
+        p.outcome = KILL
     elif p.kind == DEATH:
         # Remove the atom (mass x0), re-sample a mass x for it, and keep it with
         # probability min(1, exp(tau (x smu' - s x^2 / 2))), smu' with x0 removed
@@ -188,6 +299,26 @@ cdef void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil:
         p.outcome = APPLY
 
 
+cdef void _decide_birth_death(const Half* h, Proposal* p, int64_t n) noexcept nogil:
+    """Accept or reject an evaluated reversible birth or death, given the atom count ``n``
+    just before it (the count's term of the acceptance; the rest is ``p.log_accept``).
+    Nothing for other proposals or the default moves."""
+    cdef double t
+    if not h.reversible or p.outcome == REJECT or (p.kind != BIRTH and p.kind != DEATH):
+        return
+    if p.kind == BIRTH:
+        t = p.log_accept + _log_birth_count(h, n)
+    else:
+        t = p.log_accept - _log_birth_count(h, n - 1)
+    if t != t:
+        # statistics that were not finite: _apply_domain reports it
+        p.dloglik = t
+        return
+    if not (p.log_u < t):
+        p.outcome = REJECT
+        p.dloglik = 0.0
+
+
 cdef inline double _exp_clipped(double v) noexcept nogil:
     if v >= 0.0:
         return 1.0
@@ -211,6 +342,21 @@ cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double del
         res[c] -= delta * o[c]
 
 
+cdef inline double _leaving(const Half* h, const Proposal* p) noexcept nogil:
+    """The change of element (r1, q1) when atom1 leaves it: minus its mass, or, under the
+    reversible moves, minus the element itself when atom1 is the last atom of its bin, so
+    that an empty bin gives an element exactly 0 (the posterior's point mass at zero)
+    rather than the round-off of the masses that came and went. The neighbours are those
+    of the batch-start domain; no other proposal of the batch touches this row."""
+    cdef AtomicDomain* d = h.dom
+    cdef int64_t a = p.atom1, left = d.prev[a], right = d.next[a]
+    cdef uint64_t b = d.pos[a] // d.bin_length
+    if (h.reversible and (left < 0 or d.pos[left] // d.bin_length != b)
+            and (right < 0 or d.pos[right] // d.bin_length != b)):
+        return -h.M[p.r1 * h.K + p.q1]
+    return -d.mass[a]
+
+
 cdef void _apply_matrix(Half* h, const Proposal* p) noexcept nogil:
     """The matrix and residual part of a decided proposal: touches only its own rows, so
     the proposals of a batch apply it in parallel. Call before :func:`_apply_domain`."""
@@ -221,11 +367,11 @@ cdef void _apply_matrix(Half* h, const Proposal* p) noexcept nogil:
         _change_element(h, p.r1, p.q1, p.value)
     elif p.kind == DEATH:
         x0 = h.dom.mass[p.atom1]
-        _change_element(h, p.r1, p.q1, -x0 if p.outcome == KILL else p.value - x0)
+        _change_element(h, p.r1, p.q1, _leaving(h, p) if p.outcome == KILL else p.value - x0)
     elif p.kind == MOVE:
         if p.r1 != p.r2 or p.q1 != p.q2:
             x0 = h.dom.mass[p.atom1]
-            _change_element(h, p.r1, p.q1, -x0)
+            _change_element(h, p.r1, p.q1, _leaving(h, p))
             _change_element(h, p.r2, p.q2, x0)
     else:
         _change_element(h, p.r1, p.q1, p.value)
@@ -269,6 +415,7 @@ cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil:
     for t in range(n_prop):
         _propose(h, master, &p)
         _evaluate(h, &p, tau)
+        _decide_birth_death(h, &p, h.dom.n_atoms)
         _apply_matrix(h, &p)
         status = _apply_domain(h, &p)
         if status != 0:

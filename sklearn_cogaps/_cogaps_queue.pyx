@@ -13,8 +13,10 @@ from libc.stdlib cimport realloc
 
 from ._utils._rng cimport Rng, rng_spawn, rng_poisson
 from ._utils._atomic_domain cimport AtomicDomain
-from ._cogaps_stats cimport Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, OUT_OF_MEMORY
-from ._cogaps_proposals cimport _choose_kind, _fill, _evaluate, _apply_matrix, _apply_domain
+from ._cogaps_stats cimport (Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL,
+                             OUT_OF_MEMORY)
+from ._cogaps_proposals cimport (_choose_kind, _fill, _evaluate, _decide_birth_death,
+                                 _apply_matrix, _apply_domain)
 
 # Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
 # below PARALLEL_MIN_WORK (proposals x cost of one) a batch is evaluated on one thread, and
@@ -150,7 +152,15 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
     an undecided birth/death draw u lies between the death probabilities of the two ends
     of the count range, and re-using it against the exact count gives death with exactly
     the sequential probability, while a fresh draw would favour births; likewise atoms of
-    rows already in the batch would be chosen less often than the others."""
+    rows already in the batch would be chosen less often than the others.
+
+    Under the reversible moves, a death, move or exchange is not queued after a birth or a
+    death: it chooses its atom uniformly among the atoms of the batch's start, while one
+    after the other it would choose among the atoms of its own turn (a newborn included, a
+    killed atom excluded), and the reversible acceptance counts on that choice. A birth's
+    free position needs no such rule: one that lands on a queued birth's position conflicts
+    and is drawn again from the updated state with the same numbers, which continues the
+    rejection loop of the free-position draw."""
     cdef Py_ssize_t nb = 0
     cdef int64_t n = h.dom.n_atoms, births = 0, deaths = 0
     cdef int kind
@@ -167,7 +177,8 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
             break
         p.kind = kind
         _fill(h, master, p)
-        if _conflicts(h, p, batch, nb):
+        if _conflicts(h, p, batch, nb) or (h.reversible and kind != BIRTH
+                                           and births + deaths > 0):
             master[0] = before
             break
         _mark(h, p)
@@ -194,7 +205,9 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
             return OUT_OF_MEMORY
         nb = _fill_batch(h, master, batch, min(<int64_t>MAX_BATCH, n_prop - done))
         threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
-        if threads > 1:
+        if h.reversible:
+            _reversible_batch(h, batch, nb, tau, threads)
+        elif threads > 1:
             for b in prange(nb, schedule='static', num_threads=threads):
                 _evaluate(h, &batch[b], tau)
                 _apply_matrix(h, &batch[b])
@@ -212,6 +225,37 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
         h.n_batches += 1
         h.n_queued += nb
     return n_prop
+
+
+cdef void _reversible_batch(Half* h, Proposal* batch, Py_ssize_t nb, double tau,
+                            int threads) noexcept nogil:
+    """Evaluate and apply a batch under the reversible birth/death. A birth's or death's
+    acceptance depends on the atom count just before it, which the earlier births and
+    deaths of the batch change: the batch is evaluated in parallel, its births and deaths
+    are then decided in proposal order with the running count (cheap: the evaluation left
+    one comparison each), and the matrix changes are applied in parallel. Every outcome is
+    the one the same proposals would have, one after the other."""
+    cdef Py_ssize_t b
+    cdef int64_t n = h.dom.n_atoms
+    if threads > 1:
+        for b in prange(nb, schedule='static', num_threads=threads):
+            _evaluate(h, &batch[b], tau)
+    else:
+        for b in range(nb):
+            _evaluate(h, &batch[b], tau)
+    for b in range(nb):
+        _decide_birth_death(h, &batch[b], n)
+        if batch[b].outcome != REJECT:
+            if batch[b].kind == BIRTH:
+                n += 1
+            elif batch[b].kind == DEATH and batch[b].outcome == KILL:
+                n -= 1
+    if threads > 1:
+        for b in prange(nb, schedule='static', num_threads=threads):
+            _apply_matrix(h, &batch[b])
+    else:
+        for b in range(nb):
+            _apply_matrix(h, &batch[b])
 
 
 cdef int _ensure_atom_marks(Half* h) noexcept nogil:

@@ -55,6 +55,9 @@ cdef class GibbsSampler:
         The matrix held fixed at its starting value (CoGAPS's ``whichMatrixFixed``): its
         half-iterations are skipped, its domain stays empty, and neither matrix is
         rescaled when samples are accumulated.
+    reversible : bool, default=False
+        Use the reversible-jump birth and death (stationary law: the posterior under the
+        compound Poisson-exponential prior) instead of CoGAPS's; see doc/testing.rst.
     """
     cdef AtomicDomain dom_w
     cdef AtomicDomain dom_h
@@ -94,7 +97,7 @@ cdef class GibbsSampler:
 
     def __init__(self, R, prec, W, Ht, double alpha_w, double alpha_h, double lam_w,
                  double lam_h, double max_mass_w, double max_mass_h, uint64_t seed=0,
-                 state=None, sparse_data=None, fixed=None):
+                 state=None, sparse_data=None, fixed=None, bint reversible=False):
         if fixed not in (None, "W", "H"):
             raise ValueError(f"fixed must be None, 'W' or 'H'; got {fixed!r}.")
         self.fixed_w = fixed == "W"
@@ -142,6 +145,8 @@ cdef class GibbsSampler:
             elif self.fixed_w:
                 self.Wt_arr[...] = self.W_arr.T
                 self.Rt_arr[...] = self.R_arr.T
+        self.half_w.reversible = reversible
+        self.half_h.reversible = reversible
         if state is None:
             rng_seed(&self.rng, seed)
         else:
@@ -475,7 +480,8 @@ cdef void _domain_load(AtomicDomain* d, positions, masses) except *:
 
 def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
                       const double[:, ::1] Ht, double alpha, double lam, double max_mass,
-                      Py_ssize_t n_iter, const uint64_t[::1] seeds, int n_threads=1):
+                      Py_ssize_t n_iter, const uint64_t[::1] seeds, int n_threads=1,
+                      bint reversible=False):
     """Sample the patterns of each row of X with the amplitudes Ht held fixed.
 
     Parameters
@@ -492,6 +498,8 @@ def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
     seeds : ndarray of uint64, shape (n_rows,)
         One seed per row.
     n_threads : int, default=1
+    reversible : bool, default=False
+        Use the reversible-jump birth and death instead of CoGAPS's.
 
     Returns
     -------
@@ -510,14 +518,16 @@ def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
     with nogil:
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
             status[i] = _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha, lam,
-                                        max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
+                                        max_mass, n_iter, seeds[i], reversible, &mean[i, 0],
+                                        &std[i, 0])
     _check_rows(status_arr)
     return mean_arr, std_arr
 
 
 def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double alpha,
                              double lam, double max_mass, Py_ssize_t n_iter,
-                             const uint64_t[::1] seeds, int n_threads=1):
+                             const uint64_t[::1] seeds, int n_threads=1,
+                             bint reversible=False):
     """Sample the patterns of each row of a sparse X with the amplitudes Ht held fixed,
     under the sparse-data model (000_f0854..., section 3): a proposal costs O(K^2 + nnz of
     the row times K), from the row's stored entries and the lookup tables of Ht.
@@ -540,6 +550,8 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     seeds : ndarray of uint64, shape (n_rows,)
         One seed per row.
     n_threads : int, default=1
+    reversible : bool, default=False
+        Use the reversible-jump birth and death instead of CoGAPS's.
 
     Returns
     -------
@@ -576,7 +588,8 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
             status[i] = _sample_one_sparse_row(
                 ind_p, x_p, indptr[i], indptr[i + 1], &Ht[0, 0], &Z1[0], &Z2[0, 0],
-                sigma0, m, K, alpha, lam, max_mass, n_iter, seeds[i], &mean[i, 0], &std[i, 0])
+                sigma0, m, K, alpha, lam, max_mass, n_iter, seeds[i], reversible, &mean[i, 0],
+                &std[i, 0])
     _check_rows(status_arr)
     return mean_arr, std_arr
 
@@ -606,7 +619,7 @@ def _check_rows(status):
 cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
                          Py_ssize_t m, Py_ssize_t K, double alpha, double lam,
                          double max_mass, Py_ssize_t n_iter, uint64_t seed,
-                         double* mean, double* std) noexcept nogil:
+                         bint reversible, double* mean, double* std) noexcept nogil:
     cdef AtomicDomain dom
     cdef Half h
     cdef int status
@@ -617,6 +630,7 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
         return -1
     memcpy(row, x, m * sizeof(double))
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
+    h.reversible = reversible
     h.Ot = Htt
     h.R = row
     h.prec = prec
@@ -630,8 +644,8 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
                                 int64_t end, const double* Ht, const double* Z1,
                                 const double* Z2, double sigma0, Py_ssize_t m,
                                 Py_ssize_t K, double alpha, double lam, double max_mass,
-                                Py_ssize_t n_iter, uint64_t seed, double* mean,
-                                double* std) noexcept nogil:
+                                Py_ssize_t n_iter, uint64_t seed, bint reversible,
+                                double* mean, double* std) noexcept nogil:
     cdef AtomicDomain dom
     cdef Half h
     cdef int status
@@ -644,6 +658,7 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
     indptr[0] = 0
     indptr[1] = end - start
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
+    h.reversible = reversible
     h.sparse = True
     h.indptr = indptr
     h.indices = indices + start if indices != NULL else NULL

@@ -52,6 +52,7 @@ cdef struct Half:
     double alpha
     double lam           # rate of the exponential prior on an atom's mass
     double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
+    bint reversible      # reversible-jump birth/death (doc/testing.rst) instead of CoGAPS's
     double loglik_change # untempered log-likelihood change of the applied proposals
     # sparse-data model (000_f0854..., section 3): no residual, no dense precision
     bint sparse
@@ -86,6 +87,10 @@ cdef struct Proposal:
     int outcome
     double value         # birth/death: new mass; exchange: mass moved to atom1
     double dloglik       # untempered log-likelihood change if applied
+    # reversible birth/death: accepted when log_u < log_accept + the count's term, decided
+    # once the atom count before the proposal is known (_decide_birth_death)
+    double log_accept
+    double log_u
 
 
 cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:

@@ -457,3 +457,17 @@ def test_h5ad_output_errors(data, h5ad_file, tmp_path, capsys):
         status, _, err = _run(capsys, [*argv, *FAST])
         assert status == 2, argv
         assert message in err, (argv, err)
+
+
+def test_birth_death_option_reaches_the_estimator(data, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", data[0])
+    outputs = {}
+    for moves in ("cogaps", "reversible"):
+        status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--birth-death", moves, "-o",
+                                       tmp_path / f"{moves}.npz"])
+        assert status == 0, err
+        outputs[moves] = np.load(tmp_path / f"{moves}.npz")["patterns"]
+    expected = CoGAPS(n_components=2, max_iter=15, random_state=3,
+                      birth_death="reversible").fit(data[0]).loadings_
+    np.testing.assert_allclose(outputs["reversible"], expected)
+    assert not np.array_equal(outputs["reversible"], outputs["cogaps"])
