@@ -21,6 +21,11 @@ __all__ = ["main", "read_matrix", "write_results"]
 
 INPUT_FORMATS = ".npy, .csv, .tsv, .mtx (or .mtx.gz), .h5ad"
 OUTPUT_FORMATS = ".npz, .csv, .tsv"
+# The named uncertainties of CoGAPS.fit, as --uncertainty takes them.
+_NAMED_UNCERTAINTIES = {
+    "relative": "0.1 for zeros, max(0.1 * x, 0.1) otherwise",
+    "poisson": "max(sqrt(x), 1) (counts)",
+}
 
 DESCRIPTION = """\
 Bayesian non-negative matrix factorisation with CoGAPS (atomic-domain Gibbs sampling).
@@ -36,9 +41,11 @@ EPILOG = f"""\
 input formats: {INPUT_FORMATS}
   .csv/.tsv files have a header row (feature names) and an index column (sample names);
   .h5ad files (AnnData, cells x genes) need the anndata package.
-  --uncertainty FILE has the same format, orientation and shape as INPUT.
+  --uncertainty FILE has the same format, orientation and shape as INPUT;
+  --uncertainty poisson uses max(sqrt(x), 1), for raw counts (write ./poisson for a
+  file of that name), and --uncertainty relative CoGAPS's default max(0.1 * x, 0.1).
   Sparse inputs (.mtx, .h5ad with a sparse X) are fitted with the sparse-data
-  model (--sparse-optimization), or densely when --uncertainty is given.
+  model (--sparse-optimization), or densely when --uncertainty is a FILE.
 
 output formats: {OUTPUT_FORMATS}
   OUT.npz holds the arrays patterns (samples x K, each column of maximum 1),
@@ -535,9 +542,10 @@ def build_parser():
     )
     parser.add_argument(
         "--uncertainty",
-        metavar="FILE",
-        help="standard deviation of each entry, same format and shape as INPUT "
-        "(default: CoGAPS's max(0.1 * X, 0.1))",
+        metavar="FILE|poisson|relative",
+        help="standard deviation of each entry: a FILE of the format and shape of INPUT, "
+        "'poisson' for raw counts (max(sqrt(x), 1)) or 'relative' (the default, CoGAPS's "
+        "max(0.1 * x, 0.1), for continuous data)",
     )
     parser.add_argument(
         "-t",
@@ -549,9 +557,9 @@ def build_parser():
     parser.add_argument(
         "--sparse-optimization",
         action="store_true",
-        help="CoGAPS's sparse-data model: uncertainty 0.1 for zeros and max(0.1 * x, 0.1) "
-        "otherwise, memory growing with the non-zeros (sparse .mtx and .h5ad inputs use it "
-        "unless --uncertainty is given)",
+        help="CoGAPS's sparse-data model: a named uncertainty (by default 0.1 for zeros and "
+        "max(0.1 * x, 0.1) otherwise) computed from the stored values, memory growing with "
+        "the non-zeros (sparse .mtx and .h5ad inputs use it unless --uncertainty is a FILE)",
     )
     parser.add_argument(
         "--threads",
@@ -594,13 +602,17 @@ def _sparkline(values, width=48):
 
 def _empty_model_chisq(X, uncertainty):
     """Chi-square of W H = 0, without making a sparse X dense."""
-    from ._cogaps import default_uncertainty
+    from ._cogaps import _named_uncertainty
 
-    if sparse.issparse(X):  # zeros add nothing; the uncertainty is the default one
+    name = "relative" if uncertainty is None else uncertainty
+    if sparse.issparse(X):  # zeros add nothing; the uncertainty is a named one
         values = np.asarray(X.data, dtype=np.float64)
-        return float(np.sum((values / default_uncertainty(values)) ** 2))
+        return float(np.sum((values / _named_uncertainty(name, values)) ** 2))
     X = np.asarray(X, dtype=np.float64)
-    sigma = default_uncertainty(X) if uncertainty is None else np.asarray(uncertainty, dtype=float)
+    if isinstance(name, str):
+        sigma = _named_uncertainty(name, X)
+    else:
+        sigma = np.asarray(uncertainty, dtype=float)
     if sigma.shape != X.shape:  # the estimator reports this one
         return float("nan")
     return float(np.sum((X / sigma) ** 2))
@@ -691,12 +703,13 @@ def _run_example(args, make_model):
 
 def _run_file(args, make_model):
     X, samples, features = read_matrix(args.input, transpose=args.transpose, layer=args.layer)
-    uncertainty = None
-    if args.uncertainty:
+    uncertainty = args.uncertainty if args.uncertainty in _NAMED_UNCERTAINTIES else None
+    if args.uncertainty and uncertainty is None:
         if args.sparse_optimization:
             raise CommandLineError(
-                "--uncertainty cannot be combined with --sparse-optimization: the sparse-data "
-                "model fixes the uncertainty (0.1 for zeros, max(0.1 * x, 0.1) otherwise)."
+                "--uncertainty FILE cannot be combined with --sparse-optimization: the "
+                "sparse-data model computes a named uncertainty from the stored values "
+                "(--uncertainty relative or poisson)."
             )
         uncertainty, _, _ = read_matrix(args.uncertainty, transpose=args.transpose)
         if sparse.issparse(uncertainty):
@@ -709,11 +722,14 @@ def _run_file(args, make_model):
     print(
         f"CoGAPS on {args.input}: {X.shape[0]} samples x {X.shape[1]} features{how}, {K} patterns"
     )
-    if args.sparse_optimization or sparse.issparse(X):
-        print("sparse-data model: uncertainty 0.1 for zeros, max(0.1 * x, 0.1) otherwise")
+    if args.uncertainty and args.uncertainty not in _NAMED_UNCERTAINTIES:
+        described = f"from {args.uncertainty}"
     else:
-        source = f"from {args.uncertainty}" if args.uncertainty else "max(0.1 * x, 0.1)"
-        print(f"dense model, uncertainty {source}")
+        described = _NAMED_UNCERTAINTIES[args.uncertainty or "relative"]
+    if args.sparse_optimization or sparse.issparse(X):
+        print(f"sparse-data model: uncertainty {described}")
+    else:
+        print(f"dense model, uncertainty {described}")
     print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}\n")
     wall, n_threads = _fit(model, X, uncertainty, args.threads)
     names = (

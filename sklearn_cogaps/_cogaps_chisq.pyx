@@ -10,6 +10,8 @@ from cython.parallel cimport prange
 from libc.math cimport fmax
 from libc.stdint cimport int64_t, int32_t
 
+from ._cogaps_stats cimport _entry_precision
+
 
 cdef void _transpose(const double* src, Py_ssize_t n, Py_ssize_t m, double* dst,
                      int n_threads) noexcept nogil:
@@ -138,7 +140,7 @@ def _sparse_orientation(csr):
 
 
 def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, double sigma0,
-                      int n_threads=1):
+                      int n_threads=1, bint poisson=False):
     """Chi-square of W Ht^T against sparse data under the sparse model (section 3).
 
     sum_ij w_ij (x_ij - ap_ij)^2 = w0 sum_i W_i^T (Ht^T Ht) W_i
@@ -151,7 +153,10 @@ def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, dou
     W : ndarray of shape (n_samples, n_components)
     Ht : ndarray of shape (n_features, n_components)
     sigma0 : float
+        Standard deviation of a zero, relative one of a non-zero.
     n_threads : int, default=1
+    poisson : bool, default=False
+        Standard deviation ``max(sqrt(x), 1)`` of a non-zero instead (with sigma0 = 1).
 
     Returns
     -------
@@ -161,7 +166,7 @@ def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, dou
     cdef const int32_t[::1] indices = data[1]
     cdef const double[::1] values = data[2]
     cdef Py_ssize_t n = W.shape[0], K = W.shape[1], i, k, l, idx, j
-    cdef double w0 = 1.0 / (sigma0 * sigma0), acc, ap, w, x, sd, quad
+    cdef double w0 = 1.0 / (sigma0 * sigma0), acc, ap, w, x, quad
     Z2_arr = np.asarray(Ht).T @ np.asarray(Ht)
     cdef const double[:, ::1] Z2 = np.ascontiguousarray(Z2_arr)
     partial = np.zeros(n, dtype=np.float64)
@@ -179,8 +184,7 @@ def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, dou
                 for k in range(K):
                     ap = ap + W[i, k] * Ht[j, k]
                 x = values[idx]
-                sd = fmax(sigma0 * x, sigma0)
-                w = 1.0 / (sd * sd)
+                w = _entry_precision(x, sigma0, poisson)
                 acc = acc + w * (x - ap) * (x - ap) - w0 * ap * ap
             part[i] = acc
     cdef double total = 0.0

@@ -92,9 +92,10 @@ def _random_subsets(n_total, n_sets, rng, axis_name):
 
 
 def _take(A, idx, axis):
-    """Rows (axis 0) or columns (axis 1) ``idx`` of a dense or sparse matrix, as a new array."""
-    if A is None:
-        return None
+    """Rows (axis 0) or columns (axis 1) ``idx`` of a dense or sparse matrix, as a new array;
+    None and a named uncertainty stand for every entry and are passed on as they are."""
+    if A is None or isinstance(A, str):
+        return A
     if axis == 0:
         return A[idx]
     if sparse.issparse(A):
@@ -295,7 +296,7 @@ def fit_distributed(model, X, uncertainty=None):
             "warm_start=True cannot continue a distributed fit: its chains are the subsets'. "
             "Set warm_start=False, or distributed=None to continue a single chain."
         )
-    if uncertainty is not None:
+    if uncertainty is not None and not isinstance(uncertainty, str):
         if sparse.issparse(uncertainty):
             uncertainty = uncertainty.toarray()
         uncertainty = np.asarray(uncertainty, dtype=np.float64)

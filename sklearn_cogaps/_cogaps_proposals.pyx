@@ -17,8 +17,9 @@ from ._utils._rng cimport Rng, rng_spawn, rng_uniform, rng_below, rng_poisson
 from ._utils._truncnorm cimport truncnorm_sample
 from ._utils._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
                                      domain_random_atom, domain_random_free_position)
+from ._utils._status cimport FAIL_NO_MEMORY, FAIL_NOT_FINITE
 from ._cogaps_stats cimport (Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, APPLY,
-                             KILL, OUT_OF_MEMORY, NOT_FINITE, _locate, _element_stats,
+                             KILL, _locate, _element_stats,
                              _pair_stats)
 
 
@@ -379,18 +380,18 @@ cdef void _apply_matrix(Half* h, const Proposal* p) noexcept nogil:
 
 
 cdef int _apply_domain(Half* h, const Proposal* p) noexcept nogil:
-    """The atomic-domain part of a decided proposal, in proposal order; OUT_OF_MEMORY when
-    memory runs out, NOT_FINITE when the proposal's statistics were not finite (data or
+    """The atomic-domain part of a decided proposal, in proposal order; FAIL_NO_MEMORY when
+    memory runs out, FAIL_NOT_FINITE when the proposal's statistics were not finite (data or
     uncertainty too extreme for double precision), else 0."""
     cdef AtomicDomain* d = h.dom
     if p.outcome == REJECT:
         return 0
     if not isfinite(p.dloglik):
-        return NOT_FINITE
+        return FAIL_NOT_FINITE
     h.loglik_change += p.dloglik
     if p.kind == BIRTH:
         if domain_insert(d, p.pos, p.value) < 0:
-            return OUT_OF_MEMORY
+            return FAIL_NO_MEMORY
     elif p.kind == DEATH:
         if p.outcome == KILL:
             domain_erase(d, p.atom1)

@@ -13,8 +13,8 @@ from libc.stdlib cimport realloc
 
 from ._utils._rng cimport Rng, rng_spawn, rng_poisson
 from ._utils._atomic_domain cimport AtomicDomain
-from ._cogaps_stats cimport (Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL,
-                             OUT_OF_MEMORY)
+from ._utils._status cimport FAIL_NO_MEMORY
+from ._cogaps_stats cimport Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
 from ._cogaps_proposals cimport (_choose_kind, _fill, _evaluate, _decide_birth_death,
                                  _apply_matrix, _apply_domain)
 
@@ -202,7 +202,7 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
     cdef int threads, status
     while done < n_prop:
         if _ensure_atom_marks(h) != 0:
-            return OUT_OF_MEMORY
+            return FAIL_NO_MEMORY
         nb = _fill_batch(h, master, batch, min(<int64_t>MAX_BATCH, n_prop - done))
         threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
         if h.reversible:
@@ -266,7 +266,7 @@ cdef int _ensure_atom_marks(Half* h) noexcept nogil:
         return 0
     grown = <int64_t*>realloc(h.atom_mark, size * sizeof(int64_t))
     if grown == NULL:
-        return -1
+        return FAIL_NO_MEMORY
     for i in range(h.atom_mark_size, size):
         grown[i] = 0
     h.atom_mark = grown

@@ -18,7 +18,9 @@ from libc.string cimport memcpy
 from ._utils._rng cimport Rng, rng_seed
 from ._utils._atomic_domain cimport (AtomicDomain, domain_init, domain_free,
                                      domain_insert)
-from ._cogaps_stats cimport Half, Proposal, NOT_FINITE, _lookup_tables
+from ._utils._status cimport FAIL_NO_MEMORY, FAIL_NOT_FINITE, SITE_COGAPS_ROWS, item_status
+from ._utils._status import raise_for_status
+from ._cogaps_stats cimport Half, Proposal, _lookup_tables
 from ._cogaps_proposals cimport _half_init, _sequential_half
 from ._cogaps_queue cimport MAX_BATCH, parallel_min_entries, _queued_half
 from ._cogaps_chisq cimport _transpose
@@ -51,6 +53,11 @@ cdef class GibbsSampler:
         Seed of the master generator (ignored when ``state`` is given).
     state : dict or None
         Atoms and generator state from :meth:`get_state`, to continue a chain.
+    sparse_data : tuple or None, default=None
+        For the sparse-data model (R and prec are then None): ``(rows, cols, sigma0)`` or
+        ``(rows, cols, sigma0, poisson)``, X as a canonical CSR and its transpose as one,
+        the standard deviation of a zero (relative one of a non-zero), and whether a
+        non-zero's is ``max(sqrt(x), 1)`` instead (default False).
     fixed : {None, "W", "H"}, default=None
         The matrix held fixed at its starting value (CoGAPS's ``whichMatrixFixed``): its
         half-iterations are skipped, its domain stays empty, and neither matrix is
@@ -70,6 +77,7 @@ cdef class GibbsSampler:
     cdef readonly bint is_sparse
     cdef readonly bint fixed_w, fixed_h
     cdef double sigma0
+    cdef bint poisson
     cdef object sum_w, sq_w, sum_h, sq_h
     cdef public Py_ssize_t n_accumulated
     cdef Py_ssize_t n, m, K
@@ -116,7 +124,8 @@ cdef class GibbsSampler:
                 or domain_init(&self.dom_h, <uint64_t>(self.m * self.K), 1024) != 0):
             raise MemoryError("could not allocate the atomic domains")
         if self.is_sparse:
-            rows, cols, self.sigma0 = sparse_data
+            rows, cols, self.sigma0 = sparse_data[:3]
+            self.poisson = len(sparse_data) > 3 and sparse_data[3]
             self.sparse_rows = _sparse_orientation(rows)
             self.sparse_cols = _sparse_orientation(cols)
             self.tables = [np.zeros(self.K), np.zeros((self.K, self.K)),
@@ -181,6 +190,7 @@ cdef class GibbsSampler:
         h.indices = &indices[0] if indices.shape[0] else NULL
         h.x = &values[0] if values.shape[0] else NULL
         h.sigma0 = self.sigma0
+        h.poisson = self.poisson
         h.O = &o_v[0, 0]
         h.Z1 = &z1[0]
         h.Z2 = &z2[0, 0]
@@ -261,7 +271,7 @@ cdef class GibbsSampler:
         """
         if self.is_sparse:
             return sparse_chi_square(self.sparse_rows, self.W_arr, self.Ht_arr, self.sigma0,
-                                     n_threads)
+                                     n_threads, self.poisson)
         if self.fixed_w:
             # the residual lives in the amplitudes' orientation
             return chi_square(self.Rt_arr, self.prect_arr, n_threads)
@@ -476,7 +486,7 @@ cdef void _domain_load(AtomicDomain* d, positions, masses) except *:
 # for its patterns (CoGAPS's fixed-matrix mode). Rows are independent, so they run in
 # parallel; each row's generator is seeded from random_state and the row's own content.
 # A failing row marks its own status entry (never a variable shared by the threads), so
-# every failure reaches the caller whatever thread met it.
+# every failure reaches the caller whatever thread met it (_utils/_status.pxd).
 
 def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
                       const double[:, ::1] Ht, double alpha, double lam, double max_mass,
@@ -517,9 +527,11 @@ def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
     cdef int[::1] status = status_arr
     with nogil:
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
-            status[i] = _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha, lam,
-                                        max_mass, n_iter, seeds[i], reversible, &mean[i, 0],
-                                        &std[i, 0])
+            status[i] = item_status(SITE_COGAPS_ROWS, i, True)
+            if status[i] == 0:
+                status[i] = _sample_one_row(&X[i, 0], &prec[i, 0], &Htt[0, 0], m, K, alpha,
+                                            lam, max_mass, n_iter, seeds[i], reversible,
+                                            &mean[i, 0], &std[i, 0])
     _check_rows(status_arr)
     return mean_arr, std_arr
 
@@ -527,13 +539,14 @@ def sample_fixed_rows(const double[:, ::1] X, const double[:, ::1] prec,
 def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double alpha,
                              double lam, double max_mass, Py_ssize_t n_iter,
                              const uint64_t[::1] seeds, int n_threads=1,
-                             bint reversible=False):
+                             bint reversible=False, bint poisson=False):
     """Sample the patterns of each row of a sparse X with the amplitudes Ht held fixed,
     under the sparse-data model (000_f0854..., section 3): a proposal costs O(K^2 + nnz of
     the row times K), from the row's stored entries and the lookup tables of Ht.
 
-    The model is the dense one with the default uncertainty ``max(sigma0 * x, sigma0)``,
-    so the chains are those of :func:`sample_fixed_rows` on the dense rows up to rounding.
+    The model is the dense one with the default uncertainty ``max(sigma0 * x, sigma0)``
+    (or ``max(sqrt(x), 1)`` with ``poisson``), so the chains are those of
+    :func:`sample_fixed_rows` on the dense rows up to rounding.
 
     Parameters
     ----------
@@ -552,6 +565,8 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     n_threads : int, default=1
     reversible : bool, default=False
         Use the reversible-jump birth and death instead of CoGAPS's.
+    poisson : bool, default=False
+        Standard deviation ``max(sqrt(x), 1)`` of every entry instead (with sigma0 = 1).
 
     Returns
     -------
@@ -586,34 +601,38 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
     cdef int[::1] status = status_arr
     with nogil:
         for i in prange(n, schedule='dynamic', num_threads=n_threads):
+            status[i] = item_status(SITE_COGAPS_ROWS, i, True)
+            if status[i] != 0:
+                continue
             status[i] = _sample_one_sparse_row(
                 ind_p, x_p, indptr[i], indptr[i + 1], &Ht[0, 0], &Z1[0], &Z2[0, 0],
-                sigma0, m, K, alpha, lam, max_mass, n_iter, seeds[i], reversible, &mean[i, 0],
+                sigma0, poisson, m, K, alpha, lam, max_mass, n_iter, seeds[i], reversible,
+                &mean[i, 0],
                 &std[i, 0])
     _check_rows(status_arr)
     return mean_arr, std_arr
 
 
-def _raise_failure(int status, rows=""):
+# What to do when a chain fails, for the shared messages of _utils/_status.pyx.
+_ADVICE = {
+    FAIL_NO_MEMORY: "Free memory, or transform fewer rows at a time.",
+    FAIL_NOT_FINITE: (
+        "A proposal's likelihood change is NaN or infinite: the data or the uncertainty "
+        "are too extreme for double precision (values near 1e300, or uncertainties near "
+        "1e-300). Rescale X (and the uncertainty) to a moderate range."
+    ),
+}
+
+
+def _raise_failure(int status):
     """Raise the error a (negative) half-iteration status stands for; nothing for >= 0."""
-    if status == NOT_FINITE:
-        raise ValueError(
-            f"The likelihood of a proposal{rows} is not finite: the data or the uncertainty "
-            "are too extreme for double precision (values near 1e300, or uncertainties near "
-            "1e-300). Rescale X (and the uncertainty) to a moderate range."
-        )
-    if status < 0:
-        raise MemoryError(f"could not allocate the atomic domain{rows}; free memory or "
-                          "transform fewer rows at a time.")
+    raise_for_status(status, "The CoGAPS chain", item=None, advice=_ADVICE)
 
 
 def _check_rows(status):
     """Raise for the rows whose chains failed: each row records its own status, so the
     failure of any row reaches the caller whatever thread ran it."""
-    failed = np.flatnonzero(status)
-    if failed.size:
-        _raise_failure(int(np.asarray(status)[failed[0]]),
-                       f" of {failed.size} row(s) (first: row {failed[0]})")
+    raise_for_status(status, "The pattern chains", item="row", advice=_ADVICE)
 
 
 cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
@@ -627,7 +646,7 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
     cdef double* w = <double*>calloc(K, sizeof(double))
     if row == NULL or w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
         free(row); free(w)
-        return -1
+        return FAIL_NO_MEMORY
     memcpy(row, x, m * sizeof(double))
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
     h.reversible = reversible
@@ -642,7 +661,7 @@ cdef int _sample_one_row(const double* x, const double* prec, const double* Htt,
 
 cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t start,
                                 int64_t end, const double* Ht, const double* Z1,
-                                const double* Z2, double sigma0, Py_ssize_t m,
+                                const double* Z2, double sigma0, bint poisson, Py_ssize_t m,
                                 Py_ssize_t K, double alpha, double lam, double max_mass,
                                 Py_ssize_t n_iter, uint64_t seed, bint reversible,
                                 double* mean, double* std) noexcept nogil:
@@ -654,7 +673,7 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
     cdef double* w = <double*>calloc(K, sizeof(double))
     if w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
         free(w)
-        return -1
+        return FAIL_NO_MEMORY
     indptr[0] = 0
     indptr[1] = end - start
     _half_init(&h, &dom, w, 1, m, K, alpha, lam, max_mass)
@@ -668,6 +687,7 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
     h.Z1 = <double*>Z1
     h.Z2 = <double*>Z2
     h.sigma0 = sigma0
+    h.poisson = poisson
     h.w0 = 1.0 / (sigma0 * sigma0)
     status = _row_chain(&h, n_iter, seed, mean, std)
     domain_free(&dom)
@@ -687,7 +707,7 @@ cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
     cdef double* w = h.M
     cdef double* sq = <double*>calloc(K, sizeof(double))
     if sq == NULL:
-        return -1
+        return FAIL_NO_MEMORY
     rng_seed(&rng, seed)
     for k in range(K):
         mean[k] = 0.0

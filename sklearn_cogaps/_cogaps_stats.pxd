@@ -34,10 +34,8 @@ cdef enum:
     APPLY = 1
     KILL = 2
 
-# Failures of a half-iteration, returned instead of a count and raised by the caller.
-cdef enum:
-    OUT_OF_MEMORY = -1
-    NOT_FINITE = -2      # a proposal's likelihood change is NaN or infinite
+# Failures of a half-iteration are returned instead of a count, as the shared failure
+# codes of _utils/_status.pxd (FAIL_NO_MEMORY, FAIL_NOT_FINITE), and raised by the caller.
 
 
 cdef struct Half:
@@ -60,6 +58,7 @@ cdef struct Half:
     const int32_t* indices
     const double* x        # the stored values; their weights are computed on the fly
     double sigma0          # standard deviation of a zero, relative one of a non-zero
+    bint poisson           # uncertainty max(sqrt(x), 1) instead (then sigma0 = 1)
     const double* O        # n_cols x K, the fixed matrix in its natural layout
     double* Z1             # K: sum_c O[c, k]^2 (lookup table, section 3.2)
     double* Z2             # K x K: O^T O
@@ -162,23 +161,32 @@ cdef inline void _sparse_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus, P
         ap = 0.0
         for k in range(K):
             ap += m[k] * o[k]
-        _entry_weights(h.x[idx], h.sigma0, h.w0, &wx, &wd)
+        _entry_weights(h.x[idx], h.sigma0, h.w0, h.poisson, &wx, &wd)
         acc_s += d * d * wd
         acc_m += d * (wx - wd * ap)
     s[0] = acc_s
     smu[0] = acc_m
 
 
-cdef inline void _entry_weights(double x, double sigma0, double w0, double* wx,
-                                double* wd) noexcept nogil:
+cdef inline void _entry_weights(double x, double sigma0, double w0, bint poisson,
+                                double* wx, double* wd) noexcept nogil:
     """The weights of a stored entry x of the sparse model: wx = x / sigma^2 and
-    wd = 1 / sigma^2 - w0, with sigma = max(sigma0 x, sigma0) (the default uncertainty) and
-    w0 = 1 / sigma0^2. Computed when needed rather than stored: two arrays of the size of
-    the data in each orientation would be most of the model's memory."""
-    cdef double sd = fmax(sigma0 * x, sigma0)
-    cdef double w = 1.0 / (sd * sd)
+    wd = 1 / sigma^2 - w0, with sigma = max(sigma0 x, sigma0) (the default uncertainty) or,
+    for counts, sigma = max(sqrt(x), 1) (sigma0 = 1), and w0 = 1 / sigma0^2. Computed when
+    needed rather than stored: two arrays of the size of the data in each orientation would
+    be most of the model's memory."""
+    cdef double w = _entry_precision(x, sigma0, poisson)
     wx[0] = w * x
     wd[0] = w - w0
+
+
+cdef inline double _entry_precision(double x, double sigma0, bint poisson) noexcept nogil:
+    """1 / sigma^2 of a stored entry x of the sparse model (see _entry_weights)."""
+    cdef double sd
+    if poisson:
+        return 1.0 / fmax(x, 1.0)
+    sd = fmax(sigma0 * x, sigma0)
+    return 1.0 / (sd * sd)
 
 
 cdef inline void _lookup_tables(Half* h) noexcept nogil:

@@ -1,16 +1,23 @@
 """Compiled parts of the EBPM solvers: the point-gamma-mixture likelihoods and posteriors.
 
 One pass per observation, independent of the others, so any number of threads gives the
-same bits.
+same bits. The likelihoods may be NaN or infinite at the extreme hyperparameters an optimiser
+tries, and are returned as they are; a posterior that is NaN records it in the observation's
+status slot and is raised after the parallel loop whichever thread met it
+(_utils/_status.pxd).
 """
 
 from cython.parallel cimport prange
-from libc.math cimport exp, log, log1p, INFINITY
+from libc.math cimport exp, log, log1p, isnan, INFINITY
+
+import numpy as np
 
 ctypedef Py_ssize_t intp_t
 
 from ._utils._logsumexp cimport log_add_exp, log_sum_exp_pair
 from ._utils._special cimport digamma as _digamma, lgamma as _lgamma
+from ._utils._status cimport FAIL_NOT_FINITE, SITE_EBPM_POSTERIOR, item_status
+from ._utils._status import raise_for_status
 
 
 def digamma(const double[::1] x, double[::1] out):
@@ -88,7 +95,12 @@ def mixture_posterior(
     """
     cdef intp_t n = y.shape[0], M = shape.shape[0], i, m
     cdef double yi, si, mx, l0
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
+        status[i] = item_status(SITE_EBPM_POSTERIOR, i, True)
+        if status[i] != 0:
+            continue
         yi = y[i]
         si = s[i]
         l0 = log_pi0 if yi == 0 else -INFINITY
@@ -103,3 +115,11 @@ def mixture_posterior(
         else:
             _posterior_one(yi, si, l0, mx, &log_w[0], &shape[0], &rate[0], &ll[i, 0], M,
                            &mean[i], &mean_log[i], &log_lik[i])
+            if isnan(mean[i]) or isnan(log_lik[i]):
+                status[i] = FAIL_NOT_FINITE
+    raise_for_status(status_arr, "The posterior", item="observation", advice={
+        FAIL_NOT_FINITE: (
+            "The posterior mean or the marginal likelihood is NaN: the prior's parameters or "
+            "the counts are outside double precision. Rescale the counts or the size factors."
+        ),
+    })

@@ -29,6 +29,7 @@ from ._base import check_ignored_y, validate_input
 from ._progress import Progress
 from ._utils._adam import Adam
 from ._utils._openmp_helpers import effective_n_threads, kernel_threads
+from ._utils._status import NOT_POSITIVE_DEFINITE, raise_for_status
 
 __all__ = ["ExtremeDeconvolution"]
 
@@ -490,13 +491,14 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         ll = np.zeros(n_chunks)
         fail = np.full(n_chunks, -1, dtype=np.intp)
         args = self._kernel_params(data, *params)
-        _xd_fast.estep_stats(
+        status = _xd_fast.estep_stats(
             data.X, data.noise_mode, data.Sdiag, data.Sfull, data.Rproj, data.sample_weight,
             *args, q, s1, A, ll, fail, _threads(data.n, K, data.X.shape[1], d, n_threads),
         )  # fmt: skip
-        if np.any(fail >= 0):
-            code = int(fail[fail >= 0][0])
-            raise _component_error(code // K, code % K, self.reg_covar)
+        raise_for_status(status, "The E-step", item="chunk", advice={
+            NOT_POSITIVE_DEFINITE: lambda ch: _component_error(
+                fail[ch] // K, fail[ch] % K, self.reg_covar),
+        })  # fmt: skip
         A = A.sum(axis=0)
         A = np.tril(A) + np.swapaxes(np.tril(A, -1), 1, 2)
         return q.sum(axis=0), s1.sum(axis=0), A, float(ll.sum())
@@ -511,14 +513,15 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         cov = np.zeros(shape + (d,) if posterior else (0, 0, 0), dtype=dtype)
         fail = np.full(data.n, -1, dtype=np.intp)
         args = self._kernel_params(data, *params)
-        _xd_fast.log_prob(
+        status = _xd_fast.log_prob(
             data.X, data.noise_mode, data.Sdiag, data.Sfull, data.Rproj,
             *args, logp, mean, cov, fail,
             _threads(data.n, K, data.X.shape[1], d, effective_n_threads()),
         )  # fmt: skip
-        if np.any(fail >= 0):
-            i = int(np.flatnonzero(fail >= 0)[0])
-            raise _component_error(i, int(fail[i]), self.reg_covar)
+        raise_for_status(status, "The densities", item="point", advice={
+            NOT_POSITIVE_DEFINITE: lambda i: _component_error(
+                i, int(fail[i]), self.reg_covar),
+        })  # fmt: skip
         return logp, mean, cov
 
     # ------------------------------------------------------------------ parameters

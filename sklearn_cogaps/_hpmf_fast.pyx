@@ -5,11 +5,13 @@
 # columns) and, for each major index i, sums over its stored entries. One pass costs
 # O(nnz K) time and no memory beyond its outputs. Each major index writes only its own
 # outputs, and scalar sums are returned per major index and added by the caller in a fixed
-# order, so the results are bit-identical for any number of threads.
+# order, so the results are bit-identical for any number of threads. Every pass records a
+# status per major index (its thread's scratch missing, or a non-finite sum) and raises
+# after the parallel region, whichever thread failed (_utils/_status.pxd).
 from cython.parallel cimport prange, parallel
 
 from ._utils._logsumexp cimport shifted_exp_pair
-from libc.math cimport exp, log, sqrt, fabs, cbrt
+from libc.math cimport exp, log, sqrt, fabs, cbrt, isfinite
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint64_t
 
@@ -17,6 +19,17 @@ import numpy as np
 
 from ._utils._rng cimport Rng, rng_seed, rng_uniform, rng_gamma
 from ._utils._special cimport digamma, trigamma, tetragamma, lgamma
+from ._utils._status cimport (FAIL_NOT_FINITE, SITE_HPMF_COUNTS, SITE_HPMF_TRANSFORM,
+                              SITE_HPMF_SAMPLE, item_status)
+from ._utils._status import raise_for_status
+
+# What to do when a pass fails, for the shared messages of _utils/_status.pyx.
+_ADVICE = {
+    FAIL_NOT_FINITE: (
+        "A sum over the counts is NaN or infinite: the counts are too large for double "
+        "precision. Rescale X (for example divide it by its largest entry and round)."
+    ),
+}
 
 
 ctypedef fused idx_t:
@@ -121,9 +134,14 @@ def expected_counts(
     cdef const double[::1] mc = mc_arr
     cdef const double[:, ::1] er = er_arr
     cdef const double[:, ::1] ec = ec_arr
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         w = <double*> malloc((K + 1) * sizeof(double))
         for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_HPMF_COUNTS, i, w != NULL)
+            if status[i] != 0:
+                continue
             for k in range(K):
                 z[i, k] = 0.0
             acc = 0.0
@@ -139,9 +157,12 @@ def expected_counts(
                     pk = w[kk] / w[K]
                     hh = hh + x * pk * (1.0 - pk)
             xlogt[i] = acc
+            if not isfinite(acc):
+                status[i] = FAIL_NOT_FINITE
             if kk >= 0:
                 h[i] = hh
         free(w)
+    raise_for_status(status_arr, "The expected-count pass", item="index", advice=_ADVICE)
 
 
 def transform_rows(
@@ -172,12 +193,18 @@ def transform_rows(
     ec_arr = np.exp(np.asarray(elog_f) - mc_arr[:, None])
     cdef const double[::1] mc = mc_arr
     cdef const double[:, ::1] ec = ec_arr
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         w = <double*> malloc((K + 1) * sizeof(double))
         zr = <double*> malloc(K * sizeof(double))
         el = <double*> malloc(K * sizeof(double))
         e = <double*> malloc(K * sizeof(double))
         for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_HPMF_TRANSFORM, i,
+                                    w != NULL and zr != NULL and el != NULL and e != NULL)
+            if status[i] != 0:
+                continue
             it = 0
             lim = max_iter
             while True:
@@ -225,10 +252,13 @@ def transform_rows(
                     # one more pass evaluates xlogt at the final shapes
                     lim = it
             n_iter[i] = it
+            if not isfinite(xlogt[i]):
+                status[i] = FAIL_NOT_FINITE
         free(w)
         free(zr)
         free(el)
         free(e)
+    raise_for_status(status_arr, "The transform", item="row", advice=_ADVICE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,11 +325,17 @@ def sample_log_gamma(
     cdef Py_ssize_t n = alpha.shape[0], K = alpha.shape[1]
     cdef Py_ssize_t i, k
     cdef Rng* r
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         r = <Rng*> malloc(sizeof(Rng))
         for i in prange(n, schedule='static'):
-            _draw_row(r, seeds[i], i, K, alpha, log_rate, log_sample, dlog_dalpha, want_grad)
+            status[i] = item_status(SITE_HPMF_SAMPLE, i, r != NULL)
+            if status[i] == 0:
+                _draw_row(r, seeds[i], i, K, alpha, log_rate, log_sample, dlog_dalpha,
+                          want_grad)
         free(r)
+    raise_for_status(status_arr, "The Gamma draws", item="index", advice=_ADVICE)
 
 
 cdef inline void _draw_row(

@@ -11,13 +11,28 @@ different components), the entry falls back to the per-entry log-sum-exp of eqs.
 
 Rows are split into a fixed number of chunks, independent of the thread count; each chunk
 writes its own partial column sums and partial objective, added afterwards in chunk order,
-so the results are bit-identical for any number of threads.
+so the results are bit-identical for any number of threads. A chunk or row whose sum is not
+finite records it in its own status slot, raised after the parallel loop whichever thread
+met it (_utils/_status.pxd).
 """
 
 from cython.parallel cimport prange
-from libc.math cimport exp, log, INFINITY
+from libc.math cimport exp, log, isfinite, INFINITY
+
+import numpy as np
 
 from ._utils._logsumexp cimport log_sum_exp_pair
+from ._utils._status cimport (FAIL_NOT_FINITE, SITE_WBPMF_COUNTS, SITE_WBPMF_DATA_TERM,
+                              item_status)
+from ._utils._status import raise_for_status
+
+# What to do when a sweep fails, for the shared messages of _utils/_status.pyx.
+_ADVICE = {
+    FAIL_NOT_FINITE: (
+        "A sum over the counts is NaN or infinite: the counts are too large for double "
+        "precision. Rescale X (for example divide it by its largest entry and round)."
+    ),
+}
 
 ctypedef Py_ssize_t intp_t
 
@@ -78,7 +93,12 @@ def expected_counts(
     cdef intp_t n_chunks = col_partial.shape[0]
     cdef intp_t c, i, ptr, j, lo, hi
     cdef double z, acc
+    status_arr = np.zeros(n_chunks, dtype=np.intc)
+    cdef int[::1] status = status_arr
     for c in prange(n_chunks, nogil=True, schedule="static", num_threads=n_threads):
+        status[c] = item_status(SITE_WBPMF_COUNTS, c, True)
+        if status[c] != 0:
+            continue
         lo = c * n // n_chunks
         hi = (c + 1) * n // n_chunks
         for i in range(lo, hi):
@@ -89,6 +109,9 @@ def expected_counts(
                 acc = acc + z
                 col_partial[c, j] += z
             row_sums[i] = acc
+            if not isfinite(acc):
+                status[c] = FAIL_NOT_FINITE
+    raise_for_status(status_arr, "The expected-count sweep", item="chunk", advice=_ADVICE)
 
 
 def data_term(
@@ -109,10 +132,18 @@ def data_term(
     cdef intp_t K = U.shape[1]
     cdef intp_t i, ptr, j
     cdef double acc
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
+        status[i] = item_status(SITE_WBPMF_DATA_TERM, i, True)
+        if status[i] != 0:
+            continue
         acc = 0.0
         for ptr in range(indptr[i], indptr[i + 1]):
             j = indices[ptr]
             acc = acc + data[ptr] * _log_b(&U[i, 0], &V[j, 0], &lu[i, 0], &lv[j, 0],
                                            mu[i], mv[j], K)
         row_terms[i] = acc
+        if not isfinite(acc):
+            status[i] = FAIL_NOT_FINITE
+    raise_for_status(status_arr, "The data term", item="row", advice=_ADVICE)

@@ -18,13 +18,20 @@
 # are centred on the current means, which keeps them free of cancellation (see the user guide).
 #
 # Every chunk of points writes its own slot of the outputs; the caller adds the slots in a
-# fixed order, so the result does not depend on the number of threads.
+# fixed order, so the result does not depend on the number of threads. Likewise every chunk
+# (or point) records its own status: its thread's scratch missing, or a T_ij that is not
+# positive definite. The kernels return the statuses and the caller raises for the first
+# failure after the parallel region, whichever thread met it (_utils/_status.pxd).
 
 from cython.parallel cimport parallel, prange
 from libc.math cimport exp, log, sqrt, isnan, INFINITY
 from libc.stdlib cimport malloc, free
 
+import numpy as np
+
 from ._utils._logsumexp cimport responsibilities
+from ._utils._status cimport (FAIL_NOT_POSITIVE_DEFINITE, SITE_XD_ESTEP, SITE_XD_LOG_PROB,
+                              item_status)
 
 ctypedef fused floating:
     float
@@ -242,6 +249,11 @@ def estep_stats(
         ``-1`` or ``i * K + j`` of a point and component whose T_ij is not positive definite.
     n_threads : int
         OpenMP threads.
+
+    Returns
+    -------
+    status : ndarray of int, shape (n_chunks,)
+        0, or the failure code of the chunk (_utils/_status.pxd).
     """
     cdef Py_ssize_t n = X.shape[0], p = X.shape[1], K = means.shape[0], d = means.shape[1]
     cdef Py_ssize_t n_chunks = q_out.shape[0]
@@ -259,6 +271,8 @@ def estep_stats(
     cdef floating* M
     cdef double* r
     cdef double lse, wr
+    status_arr = np.zeros(n_chunks, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         obs = <Py_ssize_t*> malloc(sizeof(Py_ssize_t) * (p + 1))
         buf = _alloc_scratch(&means[0, 0], p, d, K)
@@ -267,6 +281,9 @@ def estep_stats(
         delta = logp + K
         M = delta + K * d
         for ch in prange(n_chunks, schedule='static'):
+            status[ch] = item_status(SITE_XD_ESTEP, ch, obs != NULL and buf != NULL and r != NULL)
+            if status[ch] != 0:
+                continue
             start = ch * n // n_chunks
             stop = (ch + 1) * n // n_chunks
             for i in range(start, stop):
@@ -277,6 +294,7 @@ def estep_stats(
                 if n_o < 0:
                     if fail_out[ch] < 0:
                         fail_out[ch] = i * K + (-n_o - 1)
+                        status[ch] = FAIL_NOT_POSITIVE_DEFINITE
                     continue
                 lse = responsibilities(logp, r, K)
                 ll_out[ch] = ll_out[ch] + sample_weight[i] * lse
@@ -293,6 +311,7 @@ def estep_stats(
         free(obs)
         free(buf)
         free(r)
+    return status_arr
 
 
 def log_prob(
@@ -320,7 +339,8 @@ def log_prob(
     With ``post_mean`` of shape (n, d) (not (0, 0)), also the posterior of v_i: its mean
     sum_j r_ij b_ij and covariance sum_j r_ij [B_ij + (b_ij - mean)(b_ij - mean)^T].
     ``fail_out`` (one slot per point) receives the failing component or stays -1.
-    The other arguments are those of `estep_stats`.
+    The other arguments are those of `estep_stats`. Returns the status of every point
+    (0, or its failure code).
     """
     cdef Py_ssize_t n = X.shape[0], p = X.shape[1], K = means.shape[0], d = means.shape[1]
     cdef Py_ssize_t i, j, a, b, n_o
@@ -338,6 +358,8 @@ def log_prob(
     cdef floating* M
     cdef double* r
     cdef double* mu
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         obs = <Py_ssize_t*> malloc(sizeof(Py_ssize_t) * (p + 1))
         buf = _alloc_scratch(&means[0, 0], p, d, K)
@@ -347,12 +369,16 @@ def log_prob(
         delta = logp + K
         M = delta + K * d
         for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_XD_LOG_PROB, i, obs != NULL and buf != NULL and r != NULL)
+            if status[i] != 0:
+                continue
             n_o = _point(&X[i, 0], p, d, K, noise_mode, _noise_ptr(noise_mode, Sdiag, Sfull, i),
                          &Rproj[i, 0, 0] if per_point else NULL,
                          &logw[0], &means[0, 0], &covs[0, 0, 0], RVp, RVRp, Rmp, Lp, Wp,
                          want, obs, buf)
             if n_o < 0:
                 fail_out[i] = -n_o - 1
+                status[i] = FAIL_NOT_POSITIVE_DEFINITE
                 continue
             for j in range(K):
                 logp_out[i, j] = logp[j]
@@ -363,6 +389,7 @@ def log_prob(
         free(obs)
         free(buf)
         free(r)
+    return status_arr
 
 
 cdef void _posterior(const double* r, const floating* delta, const floating* M,

@@ -1,7 +1,6 @@
 """CoGAPS: recovery, reproducibility, transform, the published GIST result, input errors."""
 
 import pickle
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,16 +14,10 @@ from threadpoolctl import threadpool_limits
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import make_patterns
 
-# CoGAPS's own example and its published result, in shared/fixtures beside the repository
-# (found from any checkout below the directory that holds shared/)
-GIST = next(
-    (
-        parent / "shared" / "fixtures" / "gist"
-        for parent in Path(__file__).resolve().parents
-        if (parent / "shared" / "fixtures" / "gist").is_dir()
-    ),
-    Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "gist",
-)
+from _shared import shared_fixture
+
+# CoGAPS's own example and its published result, in shared/fixtures
+GIST = shared_fixture("gist")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +117,7 @@ def test_sparse_input_and_dense_input_with_sparse_optimization_are_the_same_chai
     from_sparse = est.fit(sparse.csc_matrix(X)).components_.copy()
     est.set_params(sparse_optimization=True)
     assert_array_equal(est.fit(X).components_, from_sparse)
-    with pytest.raises(ValueError, match="sparse-data model fixes the uncertainty"):
+    with pytest.raises(ValueError, match="sparse-data model computes the uncertainty from each stored value"):
         est.fit(X, uncertainty=np.ones_like(X))
 
 
@@ -597,9 +590,9 @@ def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, pa
     X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
     prec = np.full(X.shape, 10.0)
     sampler = GibbsSampler(X.copy(), prec, np.zeros((20, 2)), np.zeros((50, 2)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
-    with pytest.raises(ValueError, match="likelihood of a proposal is not finite"):
+    with pytest.raises(ValueError, match="CoGAPS chain met a value that is not finite"):
         for _ in range(20):
             sampler.iterate(1.0, n_threads)
     seeds = np.arange(20, dtype=np.uint64)
-    with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) is not finite"):
+    with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) met a value that is not"):
         sample_fixed_rows(X, prec, np.ones((50, 2)), 0.01, 0.01, 100.0, 5, seeds, n_threads)

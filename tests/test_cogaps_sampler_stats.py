@@ -221,7 +221,7 @@ def queued_chains(X, prec, H, lam, n_chains, n_iter, seed, model="dense", n_thre
         if model == "sparse":
             rows = sparse.csr_matrix(X)
             sampler = GibbsSampler(None, None, W0, Ht, *args, fixed="H",
-                                   sparse_data=(rows, rows.T.tocsr(), SPARSE_SIGMA0))
+                                   sparse_data=(rows, rows.T.tocsr(), SPARSE_SIGMA0, False))
         else:
             sampler = GibbsSampler(residual(X, W0, Ht), prec, W0, Ht, *args, fixed="H")
         total = np.zeros_like(W0)

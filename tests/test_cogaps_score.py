@@ -1,9 +1,12 @@
 """CoGAPS.score: a held-out criterion under which a grid search finds the number of patterns."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from sklearn_cogaps import CoGAPS
@@ -74,3 +77,16 @@ def test_score_needs_samples(fitted):
     model, X = fitted
     with pytest.raises(ValueError, match="sample"):
         model.score(X[:0])
+
+
+def test_an_unconverged_chain_warns_and_a_converged_one_does_not():
+    # with max_iter=300 the K = 3 chain is still gaining atoms while it samples (its
+    # chi-square falls by about 190%), a quietly misleading fit for a search over K
+    X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"fell by \d+% during the sampling phase"):
+        CoGAPS(n_components=3, max_iter=300, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = CoGAPS(n_components=2, max_iter=1000, random_state=0).fit(X)
+    sampling = model.chisq_history_[-1000:]
+    assert abs(sampling[:250].mean() - sampling[-250:].mean()) < 0.05 * sampling[-250:].mean()

@@ -1,9 +1,7 @@
 """WeightedBackgroundPMF: ELBO, invariances, recovery, parity with the R implementation."""
 
-import os
 import pickle
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +15,10 @@ from sklearn_cogaps import _wbpmf
 from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps.datasets import make_background_counts
 
-# ../shared beside the repository (SKC_SHARED overrides it)
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-FIXTURE = Path(os.environ.get("SKC_SHARED", SHARED)) / "fixtures" / "ebpmf_wbg"
+from _shared import shared_fixture
+
+# the R ebpmf run, in shared/fixtures (SKC_SHARED, beside the repository or above it)
+FIXTURE = shared_fixture("ebpmf_wbg")
 FAMILIES = ["gamma_mixture", "gamma", "point_gamma", "exponential_mixture"]
 
 
