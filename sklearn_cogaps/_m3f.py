@@ -21,10 +21,10 @@ from ._base import (
     _shape,
     check_ignored_y,
     draw_seeds,
-    effective_n_threads,
     validate_input,
 )
 from ._progress import Progress
+from ._utils._openmp_helpers import kernel_threads
 from . import _m3f_fast as _fast
 
 __all__ = [
@@ -36,9 +36,11 @@ __all__ = [
     "neg_nmae_scorer",
 ]
 
-# Below this much work (stored entries times n_components^2) a sweep runs on one thread:
-# a short parallel region costs more than it saves. Results do not depend on the count.
-_MIN_WORK_PER_THREAD = 200_000
+# The work estimates below (stored entries times n_components^2, ...) count about five
+# floating-point operations per unit. Results do not depend on the thread count.
+_OPS_PER_WORK_UNIT = 5
+# The largest prior scale whose square is a finite double.
+_MAX_SCALE = float(np.sqrt(np.finfo(np.float64).max))
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -50,7 +52,7 @@ _HELD_OUT_ADVICE = (
 
 
 def _threads_for(work):
-    return int(max(1, min(effective_n_threads(), work // _MIN_WORK_PER_THREAD)))
+    return kernel_threads(_OPS_PER_WORK_UNIT * work)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,6 +579,14 @@ class MaxMarginMF(BaseEstimator):
                     f"threshold_mean must have n_levels - 1 = {L - 1} values; got {rho.size}."
                 )
         scale = 1.5 * self.margin if self.threshold_scale is None else float(self.threshold_scale)
+        # the sampler uses the prior precisions 1 / scale^2, which must be representable
+        for name, value in (("threshold scale", scale), ("factor_scale", self.factor_scale)):
+            if not value < _MAX_SCALE:
+                raise ValueError(
+                    f"The {name} must be below {_MAX_SCALE:.3g} (its square must be finite in "
+                    f"double precision); got {value:g}. Rescale the ratings' scores: lower "
+                    "margin, threshold_scale or factor_scale."
+                )
         return rho, scale
 
     def _kappa(self, N):
@@ -639,7 +649,7 @@ class MaxMarginMF(BaseEstimator):
             self._sample_ibp(data, chain, rng)
         _fast.sample_factors(data.c_indptr, data.c_indices, data.c_entry, chain.cv1, chain.cv2,
                              chain.U, prec, chain.V, draw_seeds(rng, M),
-                             _threads_for(data.nnz * max(chain.U.shape[1], 1) ** 2))
+                             _threads_for(data.nnz * max(chain.U.shape[1], 1) ** 2), "item")
         hinge = self._row_pass(data, chain, draw_seeds(rng, N), True,
                                _threads_for(data.nnz * (chain.theta.shape[1] + chain.U.shape[1]) * 20))
         return self._objective(chain, hinge)

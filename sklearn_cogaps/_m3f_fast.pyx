@@ -12,8 +12,12 @@
 # seeded from ``seeds[index]``, and writes only its own outputs; per-row sums are returned per
 # row and added by the caller in a fixed order. The results are therefore bit-identical for
 # any number of threads.
+#
+# Every loop records a status per row (its thread's scratch missing, a non-finite statistic, a
+# Cholesky factorisation with a non-positive pivot) and raises after the loop for the first
+# row that failed, whichever thread met it (_utils/_status.pxd).
 from cython.parallel cimport prange, parallel
-from libc.math cimport log, log1p, sqrt, exp, fabs, lgamma
+from libc.math cimport log, log1p, sqrt, exp, fabs, lgamma, isfinite
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint64_t
 
@@ -21,6 +25,19 @@ import numpy as np
 
 from ._utils._rng cimport Rng, rng_seed, rng_uniform, rng_normal
 from ._utils._invgauss cimport rng_invgauss
+from ._utils._status cimport (FAIL_NOT_FINITE, FAIL_NOT_POSITIVE_DEFINITE, SITE_M3F_ROWS,
+                              SITE_M3F_USERS, SITE_M3F_ITEMS, SITE_M3F_FEATURES,
+                              SITE_M3F_NEW_USER_FEATURES, item_status)
+from ._utils._status import raise_for_status
+
+# What to do when a sweep fails, for the shared messages of _utils/_status.pyx. In exact
+# arithmetic every statistic is finite and every precision matrix positive definite, so a
+# failure means that the parameters or the rating scale overflow double precision.
+_ADVICE_TEXT = (
+    "The hinge statistics overflow double precision: lower C, margin, factor_scale or "
+    "threshold_scale (or threshold_mean), or use fewer rating levels."
+)
+_ADVICE = {FAIL_NOT_FINITE: _ADVICE_TEXT, FAIL_NOT_POSITIVE_DEFINITE: _ADVICE_TEXT}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,17 +112,25 @@ def row_pass(
     cdef Py_ssize_t i, p, r, k, j
     cdef double c = 0.5 * C, c2 = 0.25 * C * C
     cdef double s, prec, lin, T, zeta, il, h, s1, s2, th
+    cdef bint finite
     cdef Rng* rng
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         rng = <Rng*> malloc(sizeof(Rng))
         for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_M3F_ROWS, i, rng != NULL)
+            if status[i] != 0:
+                continue
             rng_seed(rng, seeds[i])
+            finite = True
             for p in range(indptr[i], indptr[i + 1]):
                 j = indices[p]
                 s = 0.0
                 for k in range(K):
                     s = s + U[i, k] * V[j, k]
                 x[p] = s
+                finite = finite and isfinite(s)
             if update_theta:
                 for r in range(R):
                     prec = theta_prec
@@ -116,6 +141,7 @@ def row_pass(
                         prec = prec + c2 * il
                         lin = lin + c * T + c2 * (margin * T + x[p]) * il
                     theta[i, r] = lin / prec + rng_normal(rng) / sqrt(prec)
+                    finite = finite and isfinite(theta[i, r])
             h = 0.0
             for p in range(indptr[i], indptr[i + 1]):
                 s1 = 0.0
@@ -132,20 +158,27 @@ def row_pass(
                     s2 = s2 + c2 * il
                 cv1[p] = s1
                 cv2[p] = s2
+                finite = finite and isfinite(s1) and isfinite(s2)
             hinge[i] = h
+            if not (finite and isfinite(h)):
+                status[i] = FAIL_NOT_FINITE
         free(rng)
+    raise_for_status(status_arr, "The threshold and augmentation pass", item="user",
+                     advice=_ADVICE)
 
 
 # ---------------------------------------------------------------------------------------------
 # Gaussian factors: U_i given V, or V_j given U (or Z)
 # ---------------------------------------------------------------------------------------------
 
-cdef inline void _gaussian_row(
+cdef inline int _gaussian_row(
     Py_ssize_t start, Py_ssize_t stop, const int* minor, const int* entry,
     const double* cv1, const double* cv2, const double[:, ::1] other, double prior_prec,
     Py_ssize_t K, double* P, double* z, double* out, Rng* rng,
 ) noexcept nogil:
-    """Draw one factor row from N(P^-1 h, P^-1) and write it to ``out``.
+    """Draw one factor row from N(P^-1 h, P^-1) and write it to ``out``; returns 0, or
+    FAIL_NOT_POSITIVE_DEFINITE at a pivot that is not positive and finite (``out`` is then
+    left as it was) or FAIL_NOT_FINITE when the draw is not finite.
 
     P = prior_prec I + sum_p cv2_p v_p v_p' and h = -sum_p cv1_p v_p over the stored entries
     p of the row, v_p the other side's factor row. Only the lower triangle of P is
@@ -181,6 +214,8 @@ cdef inline void _gaussian_row(
             for kk in range(b):
                 s -= row[kk] * P[b * K + kk]
             if a == b:
+                if not (s > 0.0 and isfinite(s)):
+                    return FAIL_NOT_POSITIVE_DEFINITE
                 row[a] = sqrt(s)
             else:
                 row[b] = s / P[b * K + b]
@@ -201,12 +236,17 @@ cdef inline void _gaussian_row(
             s -= P[kk * K + a] * out[kk]
         out[a] = s / P[a * K + a]
         a -= 1
+    for a in range(K):
+        if not isfinite(out[a]):
+            return FAIL_NOT_FINITE
+    return 0
 
 
 def sample_factors(
     const int[::1] indptr, const int[::1] minor, const int[::1] entry,
     const double[::1] cv1, const double[::1] cv2, const double[:, ::1] other,
     double prior_prec, double[:, ::1] out, const uint64_t[::1] seeds, int n_threads,
+    str side="user",
 ):
     """Gibbs step of one side's factors (rows of ``out``), the other side fixed.
 
@@ -214,7 +254,8 @@ def sample_factors(
     items); ``entry[p]`` is the position in ``cv1``/``cv2`` (CSR order) of its p-th stored
     entry. Row m of ``out`` ~ N(P_m^-1 h_m, P_m^-1) with P_m = prior_prec I
     + sum cv2 v v' and h_m = -sum cv1 v (doc/m3f.rst); rows are independent given the
-    other side, so they are drawn in parallel, each from its own stream.
+    other side, so they are drawn in parallel, each from its own stream. ``side`` ("user" or
+    "item") names the rows in the error raised when one fails.
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1
     cdef Py_ssize_t K = other.shape[1]
@@ -222,19 +263,32 @@ def sample_factors(
     cdef double* P
     cdef double* z
     cdef Rng* rng
+    cdef int site
+    if side == "user":
+        site = SITE_M3F_USERS
+    elif side == "item":
+        site = SITE_M3F_ITEMS
+    else:
+        raise ValueError(f"side must be 'user' or 'item'; got {side!r}.")
     if K == 0:
         return
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         P = <double*> malloc(K * K * sizeof(double))
         z = <double*> malloc(K * sizeof(double))
         rng = <Rng*> malloc(sizeof(Rng))
         for m in prange(n, schedule='static'):
+            status[m] = item_status(site, m, P != NULL and z != NULL and rng != NULL)
+            if status[m] != 0:
+                continue
             rng_seed(rng, seeds[m])
-            _gaussian_row(indptr[m], indptr[m + 1], &minor[0], &entry[0], &cv1[0], &cv2[0],
-                          other, prior_prec, K, P, z, &out[m, 0], rng)
+            status[m] = _gaussian_row(indptr[m], indptr[m + 1], &minor[0], &entry[0], &cv1[0],
+                                      &cv2[0], other, prior_prec, K, P, z, &out[m, 0], rng)
         free(P)
         free(z)
         free(rng)
+    raise_for_status(status_arr, f"The draw of the {side} factors", item=side, advice=_ADVICE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,14 +370,21 @@ def sample_ibp_rows(
     cdef Py_ssize_t cap = Z.shape[1]
     cdef Py_ssize_t i, p, k, t, j, a, b_, K = n_features
     cdef double zik, mk, logit, total, mx, u, b, g, mean, gam, s, s2 = sigma * sigma
-    cdef double* logp = <double*> malloc((kappa + 1) * sizeof(double))
-    cdef double* eps = <double*> malloc((kappa + 1) * sizeof(double))
-    cdef int knew
+    cdef double* logp
+    cdef double* eps
+    cdef int knew, failed = 0
     cdef Rng rng
+    status_arr = np.zeros(N, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    logp = <double*> malloc((kappa + 1) * sizeof(double))
+    eps = <double*> malloc((kappa + 1) * sizeof(double))
     i = start
     with nogil:
         while i < N:
             if K + kappa > cap:
+                break
+            status[i] = item_status(SITE_M3F_FEATURES, i, logp != NULL and eps != NULL)
+            if status[i] != 0:
                 break
             rng_seed(&rng, seeds[i])
             a = indptr[i]
@@ -348,6 +409,9 @@ def sample_ibp_rows(
                     continue
                 logit = (log(mk) - log(<double> N - mk)
                          + _flip_delta(a, b_, &indices[0], &cv1[0], &cv2[0], &x[0], V, k, zik))
+                if not isfinite(logit):
+                    failed = 1
+                    break
                 if _bernoulli_logit(&rng, logit):
                     if zik == 0.0:
                         Z[i, k] = 1.0
@@ -359,6 +423,9 @@ def sample_ibp_rows(
                     counts[k] -= 1
                     for p in range(a, b_):
                         x[p] -= V[indices[p], k]
+            if failed:
+                status[i] = FAIL_NOT_FINITE
+                break
             # number of new features
             _new_feature_logp(&cv1[a], &cv2[a], &x[a], b_ - a, alpha, N, sigma, kappa, logp)
             mx = logp[0]
@@ -369,6 +436,10 @@ def sample_ibp_rows(
             for t in range(kappa + 1):
                 logp[t] = exp(logp[t] - mx)
                 total += logp[t]
+            if not isfinite(total):
+                # a log-probability that is NaN or infinite (every one -inf included)
+                status[i] = FAIL_NOT_FINITE
+                break
             u = rng_uniform(&rng) * total
             knew = 0
             while knew < kappa and u >= logp[knew]:
@@ -401,6 +472,7 @@ def sample_ibp_rows(
             i += 1
     free(logp)
     free(eps)
+    raise_for_status(status_arr, "The feature sweep", item="user", advice=_ADVICE)
     return i, K
 
 
@@ -419,9 +491,14 @@ def sample_binary_fixed(
     cdef Py_ssize_t i, p, k, a, b_
     cdef double s, zik, logit
     cdef Rng* rng
+    status_arr = np.zeros(N, dtype=np.intc)
+    cdef int[::1] status = status_arr
     with nogil, parallel(num_threads=n_threads):
         rng = <Rng*> malloc(sizeof(Rng))
         for i in prange(N, schedule='static'):
+            status[i] = item_status(SITE_M3F_NEW_USER_FEATURES, i, rng != NULL)
+            if status[i] != 0:
+                continue
             rng_seed(rng, seeds[i])
             a = indptr[i]
             b_ = indptr[i + 1]
@@ -435,8 +512,12 @@ def sample_binary_fixed(
                 zik = Z[i, k]
                 logit = prior_logit[k] + _flip_delta(a, b_, &indices[0], &cv1[0], &cv2[0],
                                                      &x[0], V, k, zik)
+                if not isfinite(logit):
+                    status[i] = FAIL_NOT_FINITE
+                    break
                 if _bernoulli_logit(rng, logit) != (zik != 0.0):
                     Z[i, k] = 1.0 - zik
                     for p in range(a, b_):
                         x[p] = x[p] + (1.0 - 2.0 * zik) * V[indices[p], k]
         free(rng)
+    raise_for_status(status_arr, "The feature draw of new users", item="user", advice=_ADVICE)

@@ -12,8 +12,10 @@ from sklearn_cogaps import (
     CoGAPS,
     ExtremeDeconvolution,
     HierarchicalPMF,
+    MaxMarginMF,
     WeightedBackgroundPMF,
 )
+from sklearn_cogaps import _m3f_fast
 from sklearn_cogaps._ebpm import ebpm
 from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps._utils._status import (
@@ -27,6 +29,10 @@ from sklearn_cogaps._utils._status import (
 RNG = np.random.default_rng(0)
 COUNTS = RNG.poisson(3.0, size=(24, 30)).astype(float)
 POINTS = RNG.normal(size=(600, 2))  # 2 chunks of points in the E-step
+# 24 users rate 30 items on 1..5, about 60 % of the pairs, every user and item at least once
+RATINGS = np.where(RNG.uniform(size=(24, 30)) < 0.6, RNG.integers(1, 6, size=(24, 30)), np.nan)
+RATINGS[np.arange(24), np.arange(24)] = 3.0
+RATINGS[np.arange(6), np.arange(24, 30)] = 4.0
 
 
 def _cogaps():
@@ -45,6 +51,15 @@ def _xd():
     return ExtremeDeconvolution(n_components=2, max_iter=2, tol=0.0, random_state=0)
 
 
+def _m3f(prior="gaussian"):
+    return MaxMarginMF(n_components=2, prior=prior, max_new_features=2, max_iter=2, burn_in=1,
+                       random_state=0)
+
+
+def _rate_new_users(fitted):
+    return fitted.predict_ratings(RATINGS, observed=RATINGS)
+
+
 # site -> (what runs it, how its items are named, how many items it has)
 RUNS = {
     "cogaps_rows": (lambda fitted: fitted.transform(COUNTS), _cogaps, "row", 24),
@@ -60,6 +75,17 @@ RUNS = {
     "xd_estep": (lambda est: est.fit(POINTS), _xd, "chunk", 2),
     "xd_log_prob": (lambda fitted: fitted.score_samples(POINTS),
                     lambda: _xd().fit(POINTS), "point", 600),
+    "m3f_rows": (lambda est: est.fit(RATINGS), _m3f, "user", 24),
+    "m3f_users": (lambda est: est.fit(RATINGS), _m3f, "user", 24),
+    "m3f_items": (lambda est: est.fit(RATINGS), lambda: _m3f("ibp"), "item", 30),
+    "m3f_features": (lambda est: est.fit(RATINGS), lambda: _m3f("ibp"), "user", 24),
+    "m3f_new_user_features": (_rate_new_users, lambda: _m3f("ibp").fit(RATINGS), "user", 24),
+}
+# The loops that both priors run, each tested above with one prior, here with the other.
+OTHER_PRIOR = {
+    "m3f_rows": (lambda est: est.fit(RATINGS), lambda: _m3f("ibp"), "user", 24),
+    "m3f_items": (lambda est: est.fit(RATINGS), _m3f, "item", 30),
+    "m3f_users": (_rate_new_users, lambda: _m3f().fit(RATINGS), "user", 24),
 }
 
 
@@ -94,7 +120,18 @@ def test_a_failing_item_reaches_the_caller(site, n_threads, where, code, fault, 
     """With two threads and a static schedule, the first item is met by the first thread
     and the last by the second, so both threads' failures are seen (the CoGAPS rows are
     scheduled dynamically: any thread may meet either)."""
-    run, make, item, n_items = RUNS[site]
+    _fail_and_recover(RUNS[site], site, n_threads, where, code, fault)
+
+
+@pytest.mark.parametrize("site", sorted(OTHER_PRIOR))
+@pytest.mark.parametrize(("where", "code"), [("non-last", "no_memory"), ("last", "not_finite")])
+def test_a_failing_m3f_item_reaches_the_caller_with_the_other_prior(site, where, code, fault,
+                                                                    every_thread):
+    _fail_and_recover(OTHER_PRIOR[site], site, 2, where, code, fault)
+
+
+def _fail_and_recover(run_spec, site, n_threads, where, code, fault):
+    run, make, item, n_items = run_spec
     target = make()
     index = 0 if where == "non-last" else n_items - 1
     error = MemoryError if code == "no_memory" else NonFiniteError
@@ -139,6 +176,43 @@ def test_a_cholesky_failure_of_one_point_names_the_point_and_component(fault, ev
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_real_non_positive_definite_precision_is_reported(every_thread):
+    # negative augmentation statistics make P = I + sum cv2 v v' indefinite: the Cholesky
+    # factorisation of the rows that have them fails, whichever thread factorises them
+    R = sparse.csr_matrix(np.nan_to_num(RATINGS))
+    indptr, indices = R.indptr.astype(np.intc), R.indices.astype(np.intc)
+    entry = np.arange(R.nnz, dtype=np.intc)
+    other = np.ones((30, 2))
+    cv1 = np.zeros(R.nnz)
+    cv2 = np.full(R.nnz, 0.1)
+    bad = slice(indptr[20], indptr[21])
+    cv2[bad] = -10.0
+    out = np.zeros((24, 2))
+    seeds = np.arange(24, dtype=np.uint64)
+    with threadpool_limits(2, user_api="openmp"):
+        with pytest.raises(ValueError, match=r"The draw of the user factors of 1 user\(s\) "
+                                             r"\(first: user 20\) met a covariance that is "
+                                             r"not positive definite\. The hinge"):
+            _m3f_fast.sample_factors(indptr, indices, entry, cv1, cv2, other, 1.0, out,
+                                     seeds, 2, "user")
+        cv2[bad] = np.nan
+        with pytest.raises(ValueError, match=r"of 1 user\(s\) \(first: user 20\)"):
+            _m3f_fast.sample_factors(indptr, indices, entry, cv1, cv2, other, 1.0, out,
+                                     seeds, 2, "user")
+
+
+@pytest.mark.parametrize("prior", ["gaussian", "ibp"])
+def test_an_overflowing_fit_of_max_margin_mf_raises(prior):
+    # with a hinge weight this large the augmentation statistics (C^2 / 4 ...) overflow, and
+    # the fit says so instead of returning NaN
+    with pytest.raises(NonFiniteError, match="The threshold and augmentation pass of 24 "
+                                             r"user\(s\) \(first: user 0\) met a value that "
+                                             "is not finite. The hinge statistics"):
+        _m3f(prior).set_params(C=1e200).fit(RATINGS)
+    with pytest.raises(ValueError, match="The threshold scale must be below 1.34e"):
+        _m3f(prior).set_params(margin=1e306).fit(RATINGS)
+
+
 def test_no_fault_gives_the_same_bits_for_one_and_two_threads(every_thread):
     results = []
     for n in (1, 2):

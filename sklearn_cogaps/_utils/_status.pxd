@@ -20,6 +20,11 @@ cdef enum:
     SITE_EBPM_POSTERIOR = 7
     SITE_XD_ESTEP = 8
     SITE_XD_LOG_PROB = 9
+    SITE_M3F_ROWS = 10
+    SITE_M3F_USERS = 11
+    SITE_M3F_ITEMS = 12
+    SITE_M3F_FEATURES = 13
+    SITE_M3F_NEW_USER_FEATURES = 14
 
 cdef int injected_fault(int site, Py_ssize_t item) noexcept nogil
 

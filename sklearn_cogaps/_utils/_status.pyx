@@ -23,6 +23,11 @@ SITES = {
     "ebpm_posterior": SITE_EBPM_POSTERIOR,
     "xd_estep": SITE_XD_ESTEP,
     "xd_log_prob": SITE_XD_LOG_PROB,
+    "m3f_rows": SITE_M3F_ROWS,
+    "m3f_users": SITE_M3F_USERS,
+    "m3f_items": SITE_M3F_ITEMS,
+    "m3f_features": SITE_M3F_FEATURES,
+    "m3f_new_user_features": SITE_M3F_NEW_USER_FEATURES,
 }
 # The failure codes, for the Python side.
 NO_MEMORY = FAIL_NO_MEMORY
