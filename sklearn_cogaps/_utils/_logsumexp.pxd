@@ -8,14 +8,21 @@ ctypedef fused real:
     double
 
 
-cdef inline double log_sum_exp_pair(const double* a, const double* b, Py_ssize_t n) noexcept nogil:
-    """log sum_k exp(a_k + b_k); -inf if every term is."""
-    cdef double m = -INFINITY, t, acc = 0.0
+cdef inline double max_pair_sum(const double* a, const double* b, Py_ssize_t n) noexcept nogil:
+    """max_k (a_k + b_k); -inf if every term is (or n is 0). NaN terms are passed over."""
+    cdef double m = -INFINITY, t
     cdef Py_ssize_t k
     for k in range(n):
         t = a[k] + b[k]
         if t > m:
             m = t
+    return m
+
+
+cdef inline double log_sum_exp_pair(const double* a, const double* b, Py_ssize_t n) noexcept nogil:
+    """log sum_k exp(a_k + b_k); -inf if every term is."""
+    cdef double m = max_pair_sum(a, b, n), acc = 0.0
+    cdef Py_ssize_t k
     if m == -INFINITY:
         return -INFINITY
     for k in range(n):
@@ -27,12 +34,8 @@ cdef inline double shifted_exp_pair(const double* a, const double* b, double* w,
                                     Py_ssize_t n) noexcept nogil:
     """w_k = exp(a_k + b_k - m) with m = max_k (a_k + b_k); returns m (-inf and w = 0 if every
     term is -inf). The caller has log sum_k exp(a_k + b_k) = m + log(sum_k w_k)."""
-    cdef double m = -INFINITY, t
+    cdef double m = max_pair_sum(a, b, n)
     cdef Py_ssize_t k
-    for k in range(n):
-        t = a[k] + b[k]
-        if t > m:
-            m = t
     if m == -INFINITY:
         for k in range(n):
             w[k] = 0.0
