@@ -471,3 +471,28 @@ def test_birth_death_option_reaches_the_estimator(data, tmp_path, capsys):
                       birth_death="reversible").fit(data[0]).loadings_
     np.testing.assert_allclose(outputs["reversible"], expected)
     assert not np.array_equal(outputs["reversible"], outputs["cogaps"])
+
+
+@pytest.mark.parametrize("with_pandas", [True, False])
+@pytest.mark.parametrize("counts", [False, True])
+def test_table_without_an_index_column_is_refused(
+    data, tmp_path, capsys, monkeypatch, with_pandas, counts
+):
+    # to_csv(index=False) or write.csv(row.names=FALSE): the first column is data, not names
+    X = data[0]
+    values = np.round(3 * X) if counts else X
+    path = tmp_path / "no_index.csv"
+    lines = [",".join(data[2])]
+    lines += [",".join(repr(float(v)) for v in row) for row in values]
+    path.write_text("\n".join(lines) + "\n")
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2
+    assert "first column" in err and "looks like data" in err and "row names" in err
+    # numbered rows (unique integers) are names
+    lines = [",".join(["", *data[2]])]
+    lines += [",".join([str(i), *(repr(float(v)) for v in row)]) for i, row in enumerate(values)]
+    path.write_text("\n".join(lines) + "\n")
+    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
