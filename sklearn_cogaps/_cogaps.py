@@ -14,6 +14,7 @@ from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._base import (
+    DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
     draw_seeds,
@@ -144,7 +145,11 @@ def _as_dtype(values, dtype):
 
 
 class CoGAPS(
-    NonNegativeFactorisationMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+    DataInFitMixin,
+    NonNegativeFactorisationMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
 ):
     """Coordinated Gene Activity in Pattern Sets: Bayesian NMF by atomic-domain Gibbs sampling.
 
@@ -334,6 +339,11 @@ class CoGAPS(
     >>> model.components_.shape, model.loadings_.shape
     ((2, 60), (20, 2))
     """
+
+    _fit_advice = (
+        "CoGAPS(n_components=K).fit(X, uncertainty=U), with X of shape (n_samples, "
+        "n_features), the transpose of R's data (nPatterns is n_components)"
+    )
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],

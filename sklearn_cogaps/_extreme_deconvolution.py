@@ -25,7 +25,7 @@ from sklearn.utils.validation import (
 )
 
 from . import _xd_fast
-from ._base import check_ignored_y, validate_input
+from ._base import DataInFitMixin, check_ignored_y, validate_input
 from ._progress import Progress
 from ._utils._adam import Adam
 from ._utils._openmp_helpers import effective_n_threads, kernel_threads
@@ -155,7 +155,7 @@ def _component_error(i, j, reg_covar):
     )
 
 
-class ExtremeDeconvolution(DensityMixin, BaseEstimator):
+class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
     """Gaussian mixture of the noise-free data behind noisy, projected, incomplete observations.
 
     Each observation is ``x_i = R_i v_i + e_i`` where ``e_i ~ N(0, S_i)`` has a known covariance
@@ -283,6 +283,11 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
     >>> np.round(np.sort(xd.means_[:, 0]), 1)
     array([-2.1,  1.9])
     """
+
+    _fit_advice = (
+        "ExtremeDeconvolution(n_components=K).fit(X, X_cov=Xerr), with the noise of each "
+        "point by keyword (astroML's XDGMM(K).fit(X, Xerr))"
+    )
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
