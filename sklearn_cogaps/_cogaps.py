@@ -21,7 +21,11 @@ from ._base import (
     effective_n_threads,
     validate_input,
 )
-from ._cogaps_distributed import clear_distributed_attributes, fit_distributed
+from ._cogaps_distributed import (
+    check_single_chain_parameters,
+    clear_distributed_attributes,
+    fit_distributed,
+)
 from ._progress import Progress
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
@@ -575,11 +579,7 @@ class CoGAPS(
                     "and fixed_patterns need distributed=None."
                 )
             return fit_distributed(self, X, uncertainty)
-        if self.explicit_sets is not None:
-            raise ValueError(
-                "explicit_sets is used only in distributed mode; set distributed to "
-                "'genome-wide' or 'single-cell', or explicit_sets=None."
-            )
+        check_single_chain_parameters(self)
         clear_distributed_attributes(self)
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
