@@ -578,13 +578,15 @@ class CoGAPS(
                     "A distributed fit holds its consensus fixed itself; fixed_components "
                     "and fixed_patterns need distributed=None."
                 )
+            self._n_calibration_iter = None  # the subsets' chains have their own phases
             return fit_distributed(self, X, uncertainty)
         check_single_chain_parameters(self)
         clear_distributed_attributes(self)
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
-        if self._continues_chain(X, data, fixed):
+        continued = self._continues_chain(X, data, fixed)
+        if continued:
             sampler, history, atoms = self._restore_sampler(data, n_threads)
             iterations = [True] * self.max_iter
         else:
@@ -615,6 +617,10 @@ class CoGAPS(
         if self.warm_start:
             self._sampler_state = {**sampler.get_state(), "birth_death": self.birth_death}
         self.n_iter_ = len(new_history)
+        if not continued:
+            # the chain's calibration phase: its first iterations, whatever later warm
+            # starts append (they sample only)
+            self._n_calibration_iter = min(len(new_history), self.max_iter)
         self._check_finite_fit()
         return self
 
