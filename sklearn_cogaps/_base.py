@@ -112,6 +112,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
     X : {ndarray, sparse matrix}
         The validated data.
     """
+    if isinstance(estimator, NonNegativeFactorisationMixin):
+        _check_not_triplets(estimator, X)
     X, names = unwrap_anndata(X)
     if check is check_array:
         return check_array(X, **kwargs)
@@ -132,6 +134,32 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
                 f"adata[:, {type(estimator).__name__.lower()}.feature_names_in_]."
             )
     return X
+
+
+# column names of a long table of (user, item, count) triplets, lower case without "_"
+_TRIPLET_COLUMNS = ({"userid", "itemid"}, {"user", "item"})
+
+
+def _check_not_triplets(estimator, X):
+    """Refuse a long table of (user, item, count) triplets, the input of hpfrec's ``HPF.fit``.
+
+    Fitted as it is, it would be factorised as a matrix of three features (user number,
+    item number, count), with no error.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None:
+        return
+    names = {str(c).lower().replace("_", "") for c in columns}
+    if not any(pair <= names for pair in _TRIPLET_COLUMNS):
+        return
+    raise ValueError(
+        f"X looks like a table of (user, item, count) triplets (columns {list(columns)}), "
+        f"as hpfrec's HPF.fit takes; {type(estimator).__name__} factorises the matrix "
+        "itself, users x items, and would read the triplets as three features. Build the "
+        "matrix: users, items = pd.factorize(df['UserId'])[0], "
+        "pd.factorize(df['ItemId'])[0]; X = scipy.sparse.csr_matrix((df['Count'], "
+        "(users, items)))."
+    )
 
 
 def _shape(obj):

@@ -116,6 +116,20 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
     assert pickle.loads(pickle.dumps(model)).get_params() == model.get_params()
 
 
+@pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
+def test_a_table_of_user_item_count_triplets_is_refused(estimator):
+    """hpfrec's HPF.fit takes (UserId, ItemId, Count) rows; here it would be a 3-feature X."""
+    import pandas as pd
+
+    rng = np.random.RandomState(0)
+    triplets = pd.DataFrame({"UserId": rng.randint(0, 9, 50), "ItemId": rng.randint(0, 7, 50),
+                             "Count": rng.randint(1, 5, 50)})
+    with pytest.raises(ValueError, match=r"triplets.*csr_matrix\(\(df\['Count'\]"):
+        estimator.fit(triplets)
+    with pytest.raises(ValueError, match="triplets"):
+        estimator.fit(triplets.rename(columns={"UserId": "user", "ItemId": "item"}))
+
+
 @pytest.mark.parametrize(
     "estimator, X",
     [(e, COUNTS) for e in _factorisations()]
