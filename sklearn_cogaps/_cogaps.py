@@ -148,6 +148,35 @@ def _as_dtype(values, dtype):
     return values if dtype == np.float64 else np.asarray(values, dtype=dtype)
 
 
+def _check_uncertainty_labels(X, uncertainty):
+    """Refuse a labelled uncertainty whose rows or columns are X's in another order.
+
+    Both become arrays, matched by position: a DataFrame of standard deviations with its
+    genes or samples in another order would pair each entry with another entry's sigma.
+    Labels that share nothing with X's (a DataFrame with a default index) mean positions.
+    """
+    if not hasattr(uncertainty, "columns") or not hasattr(uncertainty, "index"):
+        return
+    labels = [
+        ("column", getattr(X, "columns", getattr(X, "var_names", None)), uncertainty.columns),
+        ("row", getattr(X, "index", getattr(X, "obs_names", None)), uncertainty.index),
+    ]
+    for axis, of_x, of_u in labels:
+        if of_x is None or len(of_x) != len(of_u):
+            continue
+        of_x, of_u = np.asarray(of_x, dtype=object), np.asarray(of_u, dtype=object)
+        if np.array_equal(of_x, of_u) or not set(of_x) & set(of_u):
+            continue
+        how = "in another order" if set(of_x) == set(of_u) else "in part"
+        raise ValueError(
+            f"The {axis} labels of 'uncertainty' are those of X {how} (first "
+            f"{of_u[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
+            "position, so values would get other entries' standard deviations. Align it "
+            "first: uncertainty.loc[X.index, X.columns] (for an AnnData, "
+            "uncertainty.loc[adata.obs_names, adata.var_names])."
+        )
+
+
 class CoGAPS(
     DataInFitMixin,
     NonNegativeFactorisationMixin,
@@ -568,6 +597,7 @@ class CoGAPS(
         (True, 0.0)
         """
         check_ignored_y(self, y, X, advice=_UNCERTAINTY_ADVICE)
+        _check_uncertainty_labels(X, uncertainty)
         self._atom_densities = self._resolve_atom_densities()
         X = self._validate_X(X, reset=True)
         name = self._uncertainty_name(uncertainty)
@@ -1030,6 +1060,7 @@ class CoGAPS(
             rows are sampled with a float32 residual, as in ``fit``), float64 otherwise.
         """
         check_is_fitted(self)
+        _check_uncertainty_labels(X, uncertainty)
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)
@@ -1132,6 +1163,7 @@ class CoGAPS(
         """
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice=_UNCERTAINTY_ADVICE.replace("fit", "score"))
+        _check_uncertainty_labels(X, uncertainty)
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)
