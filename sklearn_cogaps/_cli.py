@@ -739,6 +739,27 @@ def _run_example(args, make_model):
     return model, None, None
 
 
+def _check_same_order(what, of_input, of_uncertainty, args):
+    """Refuse an uncertainty file whose names are the input's in another order.
+
+    Entries are matched by position, so reordered rows or columns would give each value
+    another entry's standard deviation. Names that share nothing with the input's (a
+    numbered index) mean positions.
+    """
+    if of_input is None or of_uncertainty is None or len(of_input) != len(of_uncertainty):
+        return
+    a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
+    if a == b or not set(a) & set(b):
+        return
+    how = "in another order" if set(a) == set(b) else "in part"
+    raise CommandLineError(
+        f"the {what} names of '{args.uncertainty}' are those of '{args.input}' {how} "
+        f"(first {b[:3]} against {a[:3]}); entries are matched by position, so values "
+        f"would get other entries' standard deviations. Write the uncertainty with the "
+        f"{what}s in the order of the input."
+    )
+
+
 def _run_file(args, make_model):
     X, samples, features = read_matrix(args.input, transpose=args.transpose, layer=args.layer)
     uncertainty = args.uncertainty if args.uncertainty in _NAMED_UNCERTAINTIES else None
@@ -749,7 +770,11 @@ def _run_file(args, make_model):
                 "sparse-data model computes a named uncertainty from the stored values "
                 "(--uncertainty relative or poisson)."
             )
-        uncertainty, _, _ = read_matrix(args.uncertainty, transpose=args.transpose)
+        uncertainty, u_samples, u_features = read_matrix(
+            args.uncertainty, transpose=args.transpose
+        )
+        _check_same_order("sample", samples, u_samples, args)
+        _check_same_order("feature", features, u_features, args)
         if sparse.issparse(uncertainty):
             uncertainty = uncertainty.toarray()
         if sparse.issparse(X):  # the sparse-data model takes no uncertainty: fit densely
