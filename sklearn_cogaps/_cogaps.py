@@ -148,32 +148,47 @@ def _as_dtype(values, dtype):
     return values if dtype == np.float64 else np.asarray(values, dtype=dtype)
 
 
-def _check_uncertainty_labels(X, uncertainty):
-    """Refuse a labelled uncertainty whose rows or columns are X's in another order.
+def _check_labels(X, name, value, axes=("column", "row")):
+    """Refuse a labelled side input whose rows or columns are X's in another order.
 
-    Both become arrays, matched by position: a DataFrame of standard deviations with its
-    genes or samples in another order would pair each entry with another entry's sigma.
-    Labels that share nothing with X's (a DataFrame with a default index) mean positions.
+    Side inputs become arrays, matched to X by position: a DataFrame of standard deviations
+    (or of fixed amplitudes) with its genes or samples in another order would pair each
+    entry of X with another entry's value. Labels that share nothing with X's (a DataFrame
+    with a default index) mean positions.
+
+    Parameters
+    ----------
+    X : object
+        The data as given (a DataFrame or an AnnData carries labels).
+    name : str
+        The side input's name, for the message.
+    value : object
+        The side input as given.
+    axes : tuple of {"column", "row"}, default=("column", "row")
+        Which of its labels are X's: its columns are X's columns (features), its rows X's
+        rows (samples).
     """
-    if not hasattr(uncertainty, "columns") or not hasattr(uncertainty, "index"):
+    if not hasattr(value, "columns") or not hasattr(value, "index"):
         return
-    labels = [
-        ("column", getattr(X, "columns", getattr(X, "var_names", None)), uncertainty.columns),
-        ("row", getattr(X, "index", getattr(X, "obs_names", None)), uncertainty.index),
-    ]
-    for axis, of_x, of_u in labels:
-        if of_x is None or len(of_x) != len(of_u):
+    labels = {
+        "column": (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
+        "row": (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
+    }
+    for axis in axes:
+        of_x, of_v = labels[axis]
+        if of_x is None or len(of_x) != len(of_v):
             continue
-        of_x, of_u = np.asarray(of_x, dtype=object), np.asarray(of_u, dtype=object)
-        if np.array_equal(of_x, of_u) or not set(of_x) & set(of_u):
+        of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
+        if np.array_equal(of_x, of_v) or not set(of_x) & set(of_v):
             continue
-        how = "in another order" if set(of_x) == set(of_u) else "in part"
+        how = "in another order" if set(of_x) == set(of_v) else "in part"
+        where = "X.index" if axis == "row" else "X.columns"
         raise ValueError(
-            f"The {axis} labels of 'uncertainty' are those of X {how} (first "
-            f"{of_u[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
-            "position, so values would get other entries' standard deviations. Align it "
-            "first: uncertainty.loc[X.index, X.columns] (for an AnnData, "
-            "uncertainty.loc[adata.obs_names, adata.var_names])."
+            f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
+            f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
+            f"position, so values would be paired with the wrong entries of X. Align it "
+            f"first, for example {name}.loc[X.index, X.columns] or {name}[{where}] (for an "
+            "AnnData, adata.obs_names and adata.var_names)."
         )
 
 
@@ -597,7 +612,9 @@ class CoGAPS(
         (True, 0.0)
         """
         check_ignored_y(self, y, X, advice=_UNCERTAINTY_ADVICE)
-        _check_uncertainty_labels(X, uncertainty)
+        _check_labels(X, "uncertainty", uncertainty)
+        _check_labels(X, "fixed_components", fixed_components, axes=("column",))
+        _check_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
         self._atom_densities = self._resolve_atom_densities()
         X = self._validate_X(X, reset=True)
         name = self._uncertainty_name(uncertainty)
@@ -1060,7 +1077,7 @@ class CoGAPS(
             rows are sampled with a float32 residual, as in ``fit``), float64 otherwise.
         """
         check_is_fitted(self)
-        _check_uncertainty_labels(X, uncertainty)
+        _check_labels(X, "uncertainty", uncertainty)
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)
@@ -1163,7 +1180,7 @@ class CoGAPS(
         """
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice=_UNCERTAINTY_ADVICE.replace("fit", "score"))
-        _check_uncertainty_labels(X, uncertainty)
+        _check_labels(X, "uncertainty", uncertainty)
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)

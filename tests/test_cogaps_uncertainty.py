@@ -168,6 +168,13 @@ def test_a_labelled_uncertainty_in_another_order_is_refused():
                        (U.rename(columns={"g0": "g9"}), "column labels.*in part")]:
         with pytest.raises(ValueError, match=match + r".*uncertainty\.loc\[X\.index, X\.columns\]"):
             model.fit(X, uncertainty=bad)
+    # fixed amplitudes of the same genes in another order (a previous fit's components_)
+    H = pd.DataFrame(rng.uniform(size=(2, 6)), columns=X.columns)
+    with pytest.raises(ValueError, match="column labels of 'fixed_components'.*another order"):
+        model.fit(X, fixed_components=H[H.columns[::-1]])
+    P = pd.DataFrame(rng.uniform(size=(8, 2)), index=X.index)
+    with pytest.raises(ValueError, match="row labels of 'fixed_patterns'.*another order"):
+        model.fit(X, fixed_patterns=P.iloc[::-1])
     model.fit(X, uncertainty=U)
     with pytest.raises(ValueError, match="column labels"):
         model.transform(X, uncertainty=U[U.columns[::-1]])
