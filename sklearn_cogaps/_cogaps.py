@@ -1169,7 +1169,10 @@ class CoGAPS(
                 default=None
             Standard deviation of each entry, or the name of a model of it (see
             :meth:`fit`); None uses the fitted ``uncertainty_model_`` (``"relative"``,
-            ``max(0.1 * X, 0.1)``, after a fit with an array).
+            ``max(0.1 * X, 0.1)``, after a fit with an array, with a warning: in
+            ``GridSearchCV`` or ``cross_validate``, route the array to ``score`` with
+            ``sklearn.set_config(enable_metadata_routing=True)`` and
+            ``set_fit_request(uncertainty=True).set_score_request(uncertainty=True)``).
 
         Returns
         -------
@@ -1181,6 +1184,18 @@ class CoGAPS(
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice=_UNCERTAINTY_ADVICE.replace("fit", "score"))
         _check_labels(X, "uncertainty", uncertainty)
+        if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
+            warnings.warn(
+                "CoGAPS was fitted with an uncertainty array, but score got no uncertainty: "
+                "it scores X under the 'relative' model max(0.1 * X, 0.1), not the "
+                "likelihood of the fit, so models compared this way are not compared on "
+                "your uncertainty. Pass score(X, uncertainty=U); in GridSearchCV or "
+                "cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) "
+                "and estimator.set_fit_request(uncertainty=True)"
+                ".set_score_request(uncertainty=True).",
+                UserWarning,
+                stacklevel=2,
+            )
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)
