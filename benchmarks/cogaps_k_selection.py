@@ -1,11 +1,14 @@
 """Choosing the number of CoGAPS patterns by grid search, and how long the chains must run.
 
-On ``make_patterns(n_samples=40, n_features=200, n_components=3, random_state=S)`` (``S``
-from ``--data-seed``, default 0) this script runs
-``GridSearchCV(CoGAPS(max_iter=N), {"n_components": [2, 3, 4, 6, 8]}, cv=3)`` for each
-``N`` of ``--max-iter`` and prints the mean test scores, the chosen K and the number of
-``ConvergenceWarning``s the fits raised. Then, on the training set of every split, it prints
-the chi-square of the posterior mean (``chisq_``) of ours and, with ``--peer-python``, of the
+On ``make_patterns(n_samples=40, n_features=200, n_components=3, random_state=S)`` for each
+``S`` of ``--data-seeds`` and each ``N`` of ``--max-iter``, this script runs
+``GridSearchCV(CoGAPS(max_iter=N, random_state=0), {"n_components": [2, 3, 4, 6, 8]}, cv=...)``
+with two kinds of folds: ``cv=3`` (contiguous folds, what an integer gives) and
+``KFold(3, shuffle=True, random_state=0)``; it prints the mean test scores, the chosen K and
+the number of ``ConvergenceWarning``s the fits raised. The samples of ``make_patterns`` are
+ordered along the patterns' axis, so a contiguous fold holds out one end of that axis.
+Then, on the training sets of the contiguous folds of the first data seed, it prints the
+chi-square of the posterior mean (``chisq_``) of ours and, with ``--peer-python``, of the
 C++ CoGAPS (its ``meanChiSq``, sequential sampler, one thread) for K = 3 and 8, two seeds
 each: whether a chain of ``N`` iterations has converged is a property of CoGAPS's sampler,
 which both programs run, not of the score. Run from the repository root::
@@ -50,12 +53,12 @@ print(json.dumps(float(pycogaps.runCogapsFromMatrix(matrix, params, pycogaps.Mat
 """
 
 
-def grid_search(X, max_iter):
+def grid_search(X, max_iter, cv):
     """Mean test scores, the chosen K and the number of convergence warnings."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         search = GridSearchCV(CoGAPS(max_iter=max_iter, random_state=0),
-                              {"n_components": CANDIDATES}, cv=3).fit(X)
+                              {"n_components": CANDIDATES}, cv=cv).fit(X)
     n_warnings = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
     return search.cv_results_["mean_test_score"], search.best_params_["n_components"], n_warnings
 
@@ -73,22 +76,30 @@ def peer_chisq(peer, X, K, max_iter, seed):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--max-iter", nargs="+", type=int, default=[300, 1000, 3000])
+    parser.add_argument("--max-iter", nargs="+", type=int, default=[300, 1000])
     parser.add_argument("--peer-python", help="Python where the C++ CoGAPS's `pycogaps` imports")
-    parser.add_argument("--data-seed", type=int, default=0, help="random_state of make_patterns")
+    parser.add_argument("--data-seeds", nargs="+", type=int, default=[0, 1, 2],
+                        help="random_state of make_patterns (default: 0 1 2)")
     args = parser.parse_args(argv)
-    X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3, random_state=args.data_seed)
+    folds = {"cv=3": 3, "shuffled": KFold(3, shuffle=True, random_state=0)}
 
-    print(f"GridSearchCV(CoGAPS(max_iter=N, random_state=0), cv=3) on make_patterns(40, 200, 3, "
-          f"random_state={args.data_seed})")
-    print(f"{'N':>5}  " + "  ".join(f"{'K=' + str(k):>8}" for k in CANDIDATES)
+    print("GridSearchCV(CoGAPS(max_iter=N, random_state=0)) on make_patterns(40, 200, 3, "
+          "random_state=S): mean test scores")
+    print(f"{'N':>5} {'S':>3} {'folds':>9}  " + "  ".join(f"{'K=' + str(k):>8}" for k in CANDIDATES)
           + f"  {'chosen':>6}  {'warnings':>8}")
     for max_iter in args.max_iter:
-        scores, best, n_warnings = grid_search(X, max_iter)
-        print(f"{max_iter:>5}  " + "  ".join(f"{s:8.1f}" for s in scores)
-              + f"  {best:>6}  {n_warnings:>8}", flush=True)
+        for data_seed in args.data_seeds:
+            X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3,
+                                    random_state=data_seed)
+            for name, cv in folds.items():
+                scores, best, n_warnings = grid_search(X, max_iter, cv)
+                print(f"{max_iter:>5} {data_seed:>3} {name:>9}  " + "  ".join(f"{s:8.1f}" for s in scores)
+                      + f"  {best:>6}  {n_warnings:>8}", flush=True)
 
-    print("\nchisq_ of the fit on each split's training set (3 splits x seeds 1, 2): median [all]")
+    X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3,
+                            random_state=args.data_seeds[0])
+    print(f"\nchisq_ of the fit on each contiguous split's training set (S={args.data_seeds[0]}; 3 splits x "
+          "seeds 1, 2): median [all]")
     for max_iter in args.max_iter:
         for K in (3, 8):
             ours, theirs = [], []
