@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from ._utils._openmp_helpers import effective_n_threads
 
 __all__ = [
+    "DataInFitMixin",
     "NonNegativeFactorisationMixin",
     "check_ignored_y",
     "draw_seeds",
@@ -111,6 +112,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
     X : {ndarray, sparse matrix}
         The validated data.
     """
+    if isinstance(estimator, NonNegativeFactorisationMixin):
+        _check_not_triplets(estimator, X)
     X, names = unwrap_anndata(X)
     if check is check_array:
         return check_array(X, **kwargs)
@@ -131,6 +134,32 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
                 f"adata[:, {type(estimator).__name__.lower()}.feature_names_in_]."
             )
     return X
+
+
+# column names of a long table of (user, item, count) triplets, lower case without "_"
+_TRIPLET_COLUMNS = ({"userid", "itemid"}, {"user", "item"})
+
+
+def _check_not_triplets(estimator, X):
+    """Refuse a long table of (user, item, count) triplets, the input of hpfrec's ``HPF.fit``.
+
+    Fitted as it is, it would be factorised as a matrix of three features (user number,
+    item number, count), with no error.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None:
+        return
+    names = {str(c).lower().replace("_", "") for c in columns}
+    if not any(pair <= names for pair in _TRIPLET_COLUMNS):
+        return
+    raise ValueError(
+        f"X looks like a table of (user, item, count) triplets (columns {list(columns)}), "
+        f"as hpfrec's HPF.fit takes; {type(estimator).__name__} factorises the matrix "
+        "itself, users x items, and would read the triplets as three features. Build the "
+        "matrix: users, items = pd.factorize(df['UserId'])[0], "
+        "pd.factorize(df['ItemId'])[0]; X = scipy.sparse.csr_matrix((df['Count'], "
+        "(users, items)))."
+    )
 
 
 def _shape(obj):
@@ -182,6 +211,39 @@ def check_ignored_y(estimator, y, X, *, method="fit", advice):
         f"argument, of shape {y_shape}, is not a target of length n_samples = {n} that it "
         f"could ignore (X has shape {x_shape}); it would be dropped silently. To {advice}."
     )
+
+
+def _is_data(value):
+    """Whether a constructor argument is a data set rather than a parameter value."""
+    if _is_anndata(value) or sparse.issparse(value) or hasattr(value, "iloc"):
+        return True
+    try:
+        return np.ndim(value) >= 1
+    except (TypeError, ValueError):  # ragged sequences
+        return isinstance(value, (list, tuple))
+
+
+class DataInFitMixin:
+    """Refuse data given to the constructor, as in R's ``CoGAPS(data, uncertainty)``.
+
+    The estimators take their parameters in the constructor and their data in ``fit``.
+    Data passed positionally to the constructor would otherwise become ``n_components``
+    (failing later with a message about an integer parameter) or meet Python's bare
+    ``TypeError`` about positional arguments. A class using it sets ``_fit_advice``, the
+    call to write instead. Put it left of ``BaseEstimator``.
+    """
+
+    _fit_advice = "Estimator(n_components=K).fit(X)"
+
+    def __new__(cls, *args, **kwargs):
+        for position, value in enumerate(args):
+            if _is_data(value):
+                raise TypeError(
+                    f"{cls.__name__}() takes its parameters, not data: positional argument "
+                    f"{position + 1} is a data set of shape {_shape(value)}. Create the "
+                    f"estimator, then give it the data: {cls._fit_advice}."
+                )
+        return super().__new__(cls)
 
 
 class NonNegativeFactorisationMixin:

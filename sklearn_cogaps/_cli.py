@@ -115,7 +115,9 @@ def _read_delimited(path, sep):
             f"{frame.iat[i, j]!r}; every column after the index column must hold numbers "
             "(the first row is the header)."
         ) from None
-    return values, _names(frame.index), _names(frame.columns)
+    rows = _names(frame.index)
+    _check_row_names(rows, path)
+    return values, rows, _names(frame.columns)
 
 
 def _read_delimited_numpy(path, sep):
@@ -147,7 +149,43 @@ def _read_delimited_numpy(path, sep):
                     f"{cell!r}; every column after the index column must hold numbers "
                     "(the first row is the header)."
                 ) from None
-    return values, np.array([row[0] for row in body], dtype=str), np.array(header[1:], dtype=str)
+    rows = np.array([row[0] for row in body], dtype=str)
+    _check_row_names(rows, path)
+    return values, rows, np.array(header[1:], dtype=str)
+
+
+def _check_row_names(rows, path):
+    """Refuse a first column that holds data rather than row names.
+
+    A table written without its index (pandas' ``to_csv(index=False)``, R's
+    ``write.csv(row.names=FALSE)``) would otherwise lose its first data column, read as the
+    row names. A column of numbers is taken for data when some are fractional or when they
+    repeat (numbered rows are unique integers); names that are not all numbers pass.
+    """
+    numbers = []
+    for name in rows:
+        try:
+            numbers.append(float(name))
+        except ValueError:
+            return
+    numbers = np.asarray(numbers)
+    finite = numbers[np.isfinite(numbers)]
+    fractional = finite[finite != np.round(finite)]
+    unique, counts = np.unique(numbers, return_counts=True)
+    repeated = unique[counts > 1]
+    if not len(fractional) and not len(repeated):
+        return
+    found = (
+        f"holds fractional numbers ({', '.join(map(repr, fractional[:3].tolist()))}, ...)"
+        if len(fractional)
+        else f"repeats numbers ({', '.join(map(repr, repeated[:3].tolist()))}, ...)"
+    )
+    raise CommandLineError(
+        f"the first column of '{path}' is read as the row names, but it {found}: it looks "
+        "like data, which would be dropped. Give the table a first column of unique row "
+        "names (pandas: df.to_csv(path) with its index; R: write.csv(x, path) with "
+        "row.names), or save the matrix as .npy."
+    )
 
 
 def _names(index):
@@ -701,6 +739,27 @@ def _run_example(args, make_model):
     return model, None, None
 
 
+def _check_same_order(what, of_input, of_uncertainty, args):
+    """Refuse an uncertainty file whose names are the input's in another order.
+
+    Entries are matched by position, so reordered rows or columns would give each value
+    another entry's standard deviation. Names that share nothing with the input's (a
+    numbered index) mean positions.
+    """
+    if of_input is None or of_uncertainty is None or len(of_input) != len(of_uncertainty):
+        return
+    a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
+    if a == b or not set(a) & set(b):
+        return
+    how = "in another order" if set(a) == set(b) else "in part"
+    raise CommandLineError(
+        f"the {what} names of '{args.uncertainty}' are those of '{args.input}' {how} "
+        f"(first {b[:3]} against {a[:3]}); entries are matched by position, so values "
+        f"would get other entries' standard deviations. Write the uncertainty with the "
+        f"{what}s in the order of the input."
+    )
+
+
 def _run_file(args, make_model):
     X, samples, features = read_matrix(args.input, transpose=args.transpose, layer=args.layer)
     uncertainty = args.uncertainty if args.uncertainty in _NAMED_UNCERTAINTIES else None
@@ -711,7 +770,11 @@ def _run_file(args, make_model):
                 "sparse-data model computes a named uncertainty from the stored values "
                 "(--uncertainty relative or poisson)."
             )
-        uncertainty, _, _ = read_matrix(args.uncertainty, transpose=args.transpose)
+        uncertainty, u_samples, u_features = read_matrix(
+            args.uncertainty, transpose=args.transpose
+        )
+        _check_same_order("sample", samples, u_samples, args)
+        _check_same_order("feature", features, u_features, args)
         if sparse.issparse(uncertainty):
             uncertainty = uncertainty.toarray()
         if sparse.issparse(X):  # the sparse-data model takes no uncertainty: fit densely

@@ -14,13 +14,18 @@ from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._base import (
+    DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
     draw_seeds,
     effective_n_threads,
     validate_input,
 )
-from ._cogaps_distributed import clear_distributed_attributes, fit_distributed
+from ._cogaps_distributed import (
+    check_single_chain_parameters,
+    clear_distributed_attributes,
+    fit_distributed,
+)
 from ._progress import Progress
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
@@ -143,8 +148,56 @@ def _as_dtype(values, dtype):
     return values if dtype == np.float64 else np.asarray(values, dtype=dtype)
 
 
+def _check_labels(X, name, value, axes=("column", "row")):
+    """Refuse a labelled side input whose rows or columns are X's in another order.
+
+    Side inputs become arrays, matched to X by position: a DataFrame of standard deviations
+    (or of fixed amplitudes) with its genes or samples in another order would pair each
+    entry of X with another entry's value. Labels that share nothing with X's (a DataFrame
+    with a default index) mean positions.
+
+    Parameters
+    ----------
+    X : object
+        The data as given (a DataFrame or an AnnData carries labels).
+    name : str
+        The side input's name, for the message.
+    value : object
+        The side input as given.
+    axes : tuple of {"column", "row"}, default=("column", "row")
+        Which of its labels are X's: its columns are X's columns (features), its rows X's
+        rows (samples).
+    """
+    if not hasattr(value, "columns") or not hasattr(value, "index"):
+        return
+    labels = {
+        "column": (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
+        "row": (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
+    }
+    for axis in axes:
+        of_x, of_v = labels[axis]
+        if of_x is None or len(of_x) != len(of_v):
+            continue
+        of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
+        if np.array_equal(of_x, of_v) or not set(of_x) & set(of_v):
+            continue
+        how = "in another order" if set(of_x) == set(of_v) else "in part"
+        where = "X.index" if axis == "row" else "X.columns"
+        raise ValueError(
+            f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
+            f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
+            f"position, so values would be paired with the wrong entries of X. Align it "
+            f"first, for example {name}.loc[X.index, X.columns] or {name}[{where}] (for an "
+            "AnnData, adata.obs_names and adata.var_names)."
+        )
+
+
 class CoGAPS(
-    NonNegativeFactorisationMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+    DataInFitMixin,
+    NonNegativeFactorisationMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
 ):
     """Coordinated Gene Activity in Pattern Sets: Bayesian NMF by atomic-domain Gibbs sampling.
 
@@ -334,6 +387,11 @@ class CoGAPS(
     >>> model.components_.shape, model.loadings_.shape
     ((2, 60), (20, 2))
     """
+
+    _fit_advice = (
+        "CoGAPS(n_components=K).fit(X, uncertainty=U), with X of shape (n_samples, "
+        "n_features), the transpose of R's data (nPatterns is n_components)"
+    )
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -554,6 +612,9 @@ class CoGAPS(
         (True, 0.0)
         """
         check_ignored_y(self, y, X, advice=_UNCERTAINTY_ADVICE)
+        _check_labels(X, "uncertainty", uncertainty)
+        _check_labels(X, "fixed_components", fixed_components, axes=("column",))
+        _check_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
         self._atom_densities = self._resolve_atom_densities()
         X = self._validate_X(X, reset=True)
         name = self._uncertainty_name(uncertainty)
@@ -564,17 +625,15 @@ class CoGAPS(
                     "A distributed fit holds its consensus fixed itself; fixed_components "
                     "and fixed_patterns need distributed=None."
                 )
+            self._n_calibration_iter = None  # the subsets' chains have their own phases
             return fit_distributed(self, X, uncertainty)
-        if self.explicit_sets is not None:
-            raise ValueError(
-                "explicit_sets is used only in distributed mode; set distributed to "
-                "'genome-wide' or 'single-cell', or explicit_sets=None."
-            )
+        check_single_chain_parameters(self)
         clear_distributed_attributes(self)
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
         n_threads = effective_n_threads()
         data = self._model_data(X, uncertainty)
-        if self._continues_chain(X, data, fixed):
+        continued = self._continues_chain(X, data, fixed)
+        if continued:
             sampler, history, atoms = self._restore_sampler(data, n_threads)
             iterations = [True] * self.max_iter
         else:
@@ -605,6 +664,10 @@ class CoGAPS(
         if self.warm_start:
             self._sampler_state = {**sampler.get_state(), "birth_death": self.birth_death}
         self.n_iter_ = len(new_history)
+        if not continued:
+            # the chain's calibration phase: its first iterations, whatever later warm
+            # starts append (they sample only)
+            self._n_calibration_iter = min(len(new_history), self.max_iter)
         self._check_finite_fit()
         return self
 
@@ -1014,6 +1077,7 @@ class CoGAPS(
             rows are sampled with a float32 residual, as in ``fit``), float64 otherwise.
         """
         check_is_fitted(self)
+        _check_labels(X, "uncertainty", uncertainty)
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)
@@ -1105,7 +1169,10 @@ class CoGAPS(
                 default=None
             Standard deviation of each entry, or the name of a model of it (see
             :meth:`fit`); None uses the fitted ``uncertainty_model_`` (``"relative"``,
-            ``max(0.1 * X, 0.1)``, after a fit with an array).
+            ``max(0.1 * X, 0.1)``, after a fit with an array, with a warning: in
+            ``GridSearchCV`` or ``cross_validate``, route the array to ``score`` with
+            ``sklearn.set_config(enable_metadata_routing=True)`` and
+            ``set_fit_request(uncertainty=True).set_score_request(uncertainty=True)``).
 
         Returns
         -------
@@ -1116,6 +1183,19 @@ class CoGAPS(
         """
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice=_UNCERTAINTY_ADVICE.replace("fit", "score"))
+        _check_labels(X, "uncertainty", uncertainty)
+        if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
+            warnings.warn(
+                "CoGAPS was fitted with an uncertainty array, but score got no uncertainty: "
+                "it scores X under the 'relative' model max(0.1 * X, 0.1), not the "
+                "likelihood of the fit, so models compared this way are not compared on "
+                "your uncertainty. Pass score(X, uncertainty=U); in GridSearchCV or "
+                "cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) "
+                "and estimator.set_fit_request(uncertainty=True)"
+                ".set_score_request(uncertainty=True).",
+                UserWarning,
+                stacklevel=2,
+            )
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)

@@ -9,6 +9,7 @@ not depend on the backend or on the number of workers.
 """
 
 import math
+import warnings
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -20,7 +21,22 @@ from sklearn.utils import check_random_state
 
 from ._base import draw_seeds
 
-__all__ = ["clear_distributed_attributes", "consensus_patterns", "fit_distributed"]
+__all__ = [
+    "check_single_chain_parameters",
+    "clear_distributed_attributes",
+    "consensus_patterns",
+    "fit_distributed",
+]
+
+# the parameters that only distributed mode reads, with the defaults of CoGAPS.__init__
+_DISTRIBUTED_ONLY = {
+    "n_sets": 4,
+    "cut": None,
+    "min_ns": None,
+    "max_ns": None,
+    "explicit_sets": None,
+    "n_jobs": None,
+}
 
 # The fitted attributes only a distributed fit sets.
 _DISTRIBUTED_ATTRIBUTES = (
@@ -254,7 +270,7 @@ def _ship(data):
 def _run_subsets(parallel, model, data, n_components, seeds, fixed):
     """Fit every subset through joblib; each task receives only its own subset's data."""
     template = clone(model).set_params(
-        distributed=None, explicit_sets=None, n_components=n_components, warm_start=False
+        distributed=None, n_components=n_components, warm_start=False, **_DISTRIBUTED_ONLY
     )
     return parallel(
         delayed(_fit_subset)(clone(template).set_params(random_state=int(seed)), part, fixed)
@@ -389,6 +405,55 @@ def fit_distributed(model, X, uncertainty=None):
         # float32 data give float32 attributes, as in a single fit
         setattr(model, name, np.asarray(getattr(model, name), dtype=X.dtype))
     return model
+
+
+def check_single_chain_parameters(model):
+    """Refuse or flag the parameters of distributed mode in a fit that runs one chain.
+
+    ``explicit_sets`` raises a ``ValueError``; the others (``n_sets``, ``cut``, ``min_ns``,
+    ``max_ns``, ``n_jobs``) give a ``UserWarning``, as scikit-learn warns about ``l1_ratio``
+    without an elastic-net penalty: they would otherwise be dropped silently (a grid over
+    ``n_sets`` would fit the same model every time, ``n_jobs`` would not parallelise the
+    chain), while a model switched back with ``set_params(distributed=None)`` still fits.
+
+    Parameters
+    ----------
+    model : CoGAPS
+        An estimator with ``distributed=None``.
+    """
+    if model.explicit_sets is not None:
+        raise ValueError(
+            "explicit_sets is used only in distributed mode; set distributed to "
+            "'genome-wide' or 'single-cell', or explicit_sets=None."
+        )
+    changed = [
+        f"{name}={getattr(model, name)!r}"
+        for name, default in _DISTRIBUTED_ONLY.items()
+        if not _is_default(getattr(model, name), default)
+    ]
+    if not changed:
+        return
+    advice = (
+        " A single chain is parallelised by threads: set OMP_NUM_THREADS or use "
+        "threadpoolctl.threadpool_limits."
+        if any(c.startswith("n_jobs=") for c in changed)
+        else ""
+    )
+    warnings.warn(
+        f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} used only in "
+        f"distributed mode; distributed=None fits one chain and ignores "
+        f"{'it' if len(changed) == 1 else 'them'}. Set distributed to 'genome-wide' or "
+        f"'single-cell', or leave {', '.join(c.split('=')[0] for c in changed)} at "
+        f"{'its default' if len(changed) == 1 else 'their defaults'}.{advice}",
+        UserWarning,
+        stacklevel=4,  # the caller of fit, past sklearn's _fit_context wrapper
+    )
+
+
+def _is_default(value, default):
+    return value is default if default is None else (
+        not isinstance(value, (list, tuple, np.ndarray)) and value == default
+    )
 
 
 def clear_distributed_attributes(model):

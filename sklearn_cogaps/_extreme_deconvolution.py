@@ -25,7 +25,7 @@ from sklearn.utils.validation import (
 )
 
 from . import _xd_fast
-from ._base import check_ignored_y, validate_input
+from ._base import DataInFitMixin, check_ignored_y, validate_input
 from ._progress import Progress
 from ._utils._adam import Adam
 from ._utils._openmp_helpers import effective_n_threads, kernel_threads
@@ -155,7 +155,7 @@ def _component_error(i, j, reg_covar):
     )
 
 
-class ExtremeDeconvolution(DensityMixin, BaseEstimator):
+class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
     """Gaussian mixture of the noise-free data behind noisy, projected, incomplete observations.
 
     Each observation is ``x_i = R_i v_i + e_i`` where ``e_i ~ N(0, S_i)`` has a known covariance
@@ -283,6 +283,11 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
     >>> np.round(np.sort(xd.means_[:, 0]), 1)
     array([-2.1,  1.9])
     """
+
+    _fit_advice = (
+        "ExtremeDeconvolution(n_components=K).fit(X, X_cov=Xerr), with the noise of each "
+        "point by keyword (astroML's XDGMM(K).fit(X, Xerr))"
+    )
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -683,6 +688,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         """
         check_ignored_y(self, y, X, advice=_NOISE_ADVICE)
         data = self._validate_inputs(X, X_cov, projection, sample_weight, reset=True)
+        self._fitted_with_noise = data.noise_mode != 0
         if data.n < self.n_components:
             raise ValueError(
                 f"Expected n_samples >= n_components but got n_components = "
@@ -952,6 +958,9 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         history = np.append(np.asarray(history, dtype=np.float64), stats[3] / batch_weight)
         self._online_state = state.to_arrays()
         self._online_seen = seen
+        self._fitted_with_noise = data.noise_mode != 0 or (
+            not first and getattr(self, "_fitted_with_noise", False)
+        )
         self._set_params(state.params(), data.X.dtype)
         self.lower_bounds_ = history
         self.lower_bound_ = float(history[-1])
@@ -1013,6 +1022,27 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
         return self._log_prob(data, params)[0]
 
+    def _warn_if_noise_free(self, method, X_cov):
+        """Warn when a model fitted to noisy points scores points given without noise.
+
+        Model selection (``GridSearchCV``, ``cross_validate``) calls ``score(X_test)``
+        without the test points' ``X_cov`` unless it is routed to ``score``: the noisy
+        points are then scored under the deconvolved density, whose narrow components
+        penalise them, and the criterion no longer selects the model of the data.
+        """
+        if X_cov is not None or not getattr(self, "_fitted_with_noise", False):
+            return
+        warnings.warn(
+            f"{type(self).__name__} was fitted with X_cov, but {method} got no X_cov: the "
+            "points are scored as noise-free under the deconvolved density, which does not "
+            f"compare models of noisy data. Pass their noise, {method}(X, X_cov=...), or "
+            "X_cov=np.zeros_like(X) for points without noise. In GridSearchCV or "
+            "cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) and "
+            "estimator.set_fit_request(X_cov=True).set_score_request(X_cov=True).",
+            UserWarning,
+            stacklevel=3,
+        )
+
     @_observations_doc
     def score_samples(self, X, *, X_cov=None, projection=None):
         """Log-likelihood of each observation under the mixture convolved with its noise.
@@ -1041,7 +1071,10 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
             Ignored. A second positional array of the shape of X, or of three dimensions,
             is refused: pass the noise by keyword, ``X_cov=``.
         X_cov : array-like, default=None
-            Their noise, as in `fit`.
+            Their noise, as in `fit`. A model fitted with ``X_cov`` warns when it gets none
+            here: in ``GridSearchCV`` or ``cross_validate``, route it with
+            ``sklearn.set_config(enable_metadata_routing=True)`` and
+            ``set_fit_request(X_cov=True).set_score_request(X_cov=True)``.
         projection : array-like, default=None
             Their projections, as in `fit`.
 
@@ -1052,6 +1085,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         """
         check_ignored_y(self, y, X, method="score",
                         advice=_NOISE_ADVICE.replace("fit(", "score("))  # fmt: skip
+        self._warn_if_noise_free("score", X_cov)
         return float(self.score_samples(X, X_cov=X_cov, projection=projection).mean())
 
     @_observations_doc
@@ -1157,6 +1191,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         bic : float
             ``-2 log L + n_free_parameters log n``; fixed parameters are not counted.
         """
+        self._warn_if_noise_free("bic", X_cov)
         log_prob = self.score_samples(X, X_cov=X_cov, projection=projection)
         return -2 * log_prob.sum() + self._n_parameters() * np.log(log_prob.shape[0])
 
@@ -1173,6 +1208,7 @@ class ExtremeDeconvolution(DensityMixin, BaseEstimator):
         aic : float
             ``-2 log L + 2 n_free_parameters``.
         """
+        self._warn_if_noise_free("aic", X_cov)
         log_prob = self.score_samples(X, X_cov=X_cov, projection=projection)
         return -2 * log_prob.sum() + 2 * self._n_parameters()
 

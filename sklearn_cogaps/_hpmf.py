@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
+    DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
     draw_seeds,
@@ -386,7 +387,11 @@ def _pathwise_step(counts, L, F, rng, opt, params, n_mc, learn, n_threads):
 # ---------------------------------------------------------------------------------------------
 
 class HierarchicalPMF(
-    NonNegativeFactorisationMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+    DataInFitMixin,
+    NonNegativeFactorisationMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
 ):
     """Hierarchical Poisson matrix factorisation with empirical-Bayes Gamma priors.
 
@@ -508,6 +513,8 @@ class HierarchicalPMF(
     >>> bool(np.all(np.diff(model.lower_bounds_) > -1e-6 * abs(model.lower_bound_)))
     True
     """
+
+    _fit_advice = "HierarchicalPMF(n_components=K).fit(X)"
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],

@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ._base import (
+    DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
     draw_seeds,
@@ -148,7 +149,11 @@ class _Sweeper:
 
 
 class WeightedBackgroundPMF(
-    NonNegativeFactorisationMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+    DataInFitMixin,
+    NonNegativeFactorisationMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
 ):
     """Empirical-Bayes Poisson matrix factorisation with a weighted background (EBPMF-WBG).
 
@@ -255,6 +260,8 @@ class WeightedBackgroundPMF(
     >>> bool(np.all(np.diff(model.lower_bounds_) > -1e-6 * abs(model.lower_bound_)))
     True
     """
+
+    _fit_advice = "WeightedBackgroundPMF(n_components=K).fit(X)"
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],

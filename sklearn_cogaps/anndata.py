@@ -214,6 +214,9 @@ def fit_anndata(
     X = read_anndata_matrix(adata, layer)
     if refit:
         estimator.fit(X, **fit_params)
+        # the gene names, as fit(adata) records them: transform and score then refuse an
+        # AnnData whose genes are not these, in this order
+        estimator.feature_names_in_ = np.asarray(adata.var_names, dtype=object)
     factors = sample_factors(estimator)
     if factors.shape[0] != adata.n_obs or estimator.components_.shape[1] != adata.n_vars:
         raise ValueError(

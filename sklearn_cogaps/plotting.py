@@ -283,16 +283,19 @@ def plot_trace(estimator, *, ax=None, **line_kwargs):
     ax = _axes(ax)
     iterations = np.arange(1, values.size + 1)
     ax.plot(iterations, values, **line_kwargs)
-    max_iter = getattr(estimator, "max_iter", None)
+    # the calibration phase of the chain: its first max_iter iterations when one fit ran
+    # it, as recorded by the fit (a warm start appends sampling iterations only, with a
+    # max_iter that may differ)
+    n_calibration = getattr(estimator, "_n_calibration_iter", getattr(estimator, "max_iter", None))
     if label == "chi-square":
         if np.all(values > 0):
             ax.set_yscale("log")
-        if max_iter is not None and values.size > max_iter:
-            ax.axvline(max_iter + 0.5, color="0.5", linestyle="--", linewidth=1)
-            ax.text(max_iter + 0.5, 0.98, " sampling", transform=ax.get_xaxis_transform(),
+        if n_calibration is not None and values.size > n_calibration:
+            ax.axvline(n_calibration + 0.5, color="0.5", linestyle="--", linewidth=1)
+            ax.text(n_calibration + 0.5, 0.98, " sampling", transform=ax.get_xaxis_transform(),
                     va="top", color="0.3")
-            ax.text(max_iter + 0.5, 0.98, "calibration ", transform=ax.get_xaxis_transform(),
-                    va="top", ha="right", color="0.3")
+            ax.text(n_calibration + 0.5, 0.98, "calibration ",
+                    transform=ax.get_xaxis_transform(), va="top", ha="right", color="0.3")
     ax.set_xlabel("iteration")
     ax.set_ylabel(label)
     ax.set_title(type(estimator).__name__)

@@ -134,3 +134,19 @@ def test_errors_say_what_to_do(expression, monkeypatch):
     monkeypatch.setitem(sys.modules, "anndata", None)
     with pytest.raises(ImportError, match=r"pip install \"sklearn_cogaps\[anndata\]\""):
         fit_anndata(adata, CoGAPS())
+
+
+def test_the_fitted_estimator_knows_the_genes_and_refuses_them_reordered(expression):
+    """As after fit(adata): an AnnData whose genes are in another order is refused, not
+    transformed position by position; the markers are named."""
+    adata = _adata(expression, layers={"counts": np.round(expression * 3)})
+    for layer in (None, "counts"):
+        model = CoGAPS(n_components=2, max_iter=5, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit_anndata(adata, model, layer=layer)
+        assert_array_equal(model.feature_names_in_, adata.var_names)
+        assert str(model.pattern_markers()[0][0][0]).startswith("gene")
+        reordered = adata[:, adata.var_names[::-1]].copy()
+        with pytest.raises(ValueError, match="var_names differ"):
+            model.transform(reordered)

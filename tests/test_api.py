@@ -1,6 +1,7 @@
 """The API every estimator shares: positional side inputs, AnnData input, interruptions,
 progress lines, shared attribute names, deprecations."""
 
+import pickle
 import re
 import warnings
 
@@ -88,6 +89,45 @@ def test_poisson_factorisations_refuse_an_array_of_the_shape_of_X(estimator):
     _quiet(estimator.fit, COUNTS)
     with pytest.raises(ValueError, match=r"call score\(X\)"):
         estimator.score(COUNTS, np.ones((COUNTS.shape[0], COUNTS.shape[1], 2)))
+
+
+@pytest.mark.parametrize(
+    "cls, advice",
+    [
+        (CoGAPS, "fit(X, uncertainty=U)"),
+        (HierarchicalPMF, "fit(X)"),
+        (WeightedBackgroundPMF, "fit(X)"),
+        (ExtremeDeconvolution, "fit(X, X_cov=Xerr)"),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, advice):
+    """R's CoGAPS(data, uncertainty) and the like: the error says where the data go."""
+    import pandas as pd
+
+    U = np.maximum(0.1 * COUNTS, 0.1)
+    for args in [(COUNTS,), (COUNTS, U), (2, U), (COUNTS.tolist(),), (sparse.csr_matrix(COUNTS),),
+                 (pd.DataFrame(COUNTS),)]:
+        with pytest.raises(TypeError, match=r"takes its parameters, not data.*" + re.escape(advice)):
+            cls(*args)
+    # parameters, clones and pickles are untouched
+    model = cls(2)
+    assert model.n_components == 2 and clone(model).n_components == 2
+    assert pickle.loads(pickle.dumps(model)).get_params() == model.get_params()
+
+
+@pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
+def test_a_table_of_user_item_count_triplets_is_refused(estimator):
+    """hpfrec's HPF.fit takes (UserId, ItemId, Count) rows; here it would be a 3-feature X."""
+    import pandas as pd
+
+    rng = np.random.RandomState(0)
+    triplets = pd.DataFrame({"UserId": rng.randint(0, 9, 50), "ItemId": rng.randint(0, 7, 50),
+                             "Count": rng.randint(1, 5, 50)})
+    with pytest.raises(ValueError, match=r"triplets.*csr_matrix\(\(df\['Count'\]"):
+        estimator.fit(triplets)
+    with pytest.raises(ValueError, match="triplets"):
+        estimator.fit(triplets.rename(columns={"UserId": "user", "ItemId": "item"}))
 
 
 @pytest.mark.parametrize(

@@ -471,3 +471,51 @@ def test_birth_death_option_reaches_the_estimator(data, tmp_path, capsys):
                       birth_death="reversible").fit(data[0]).loadings_
     np.testing.assert_allclose(outputs["reversible"], expected)
     assert not np.array_equal(outputs["reversible"], outputs["cogaps"])
+
+
+@pytest.mark.parametrize("with_pandas", [True, False])
+@pytest.mark.parametrize("counts", [False, True])
+def test_table_without_an_index_column_is_refused(
+    data, tmp_path, capsys, monkeypatch, with_pandas, counts
+):
+    # to_csv(index=False) or write.csv(row.names=FALSE): the first column is data, not names
+    X = data[0]
+    values = np.round(3 * X) if counts else X
+    path = tmp_path / "no_index.csv"
+    lines = [",".join(data[2])]
+    lines += [",".join(repr(float(v)) for v in row) for row in values]
+    path.write_text("\n".join(lines) + "\n")
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2
+    assert "first column" in err and "looks like data" in err and "row names" in err
+    # numbered rows (unique integers) are names
+    lines = [",".join(["", *data[2]])]
+    lines += [",".join([str(i), *(repr(float(v)) for v in row)]) for i, row in enumerate(values)]
+    path.write_text("\n".join(lines) + "\n")
+    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+
+
+def test_uncertainty_file_with_reordered_names_is_refused(data, tmp_path, capsys):
+    X, samples, features = data
+    U = np.maximum(0.2 * X, 0.3)
+    _write_delimited(tmp_path / "x.csv", X, samples, features, ",")
+    _write_delimited(tmp_path / "u.csv", U[:, ::-1], samples, features[::-1], ",")
+    status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
+    assert status == 2
+    assert "feature names of" in err and "in another order" in err
+    _write_delimited(tmp_path / "u.csv", U[::-1], samples[::-1], features, ",")
+    status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
+    assert status == 2 and "sample names of" in err
+    # in the input's order, or with names that mean positions, it is used
+    for rows in (samples, [f"row{i}" for i in range(len(samples))]):
+        _write_delimited(tmp_path / "u.csv", U, rows, features, ",")
+        out = tmp_path / "out.npz"
+        status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty",
+                                       tmp_path / "u.csv", "-o", out])
+        assert status == 0, err
+        expected = CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X, uncertainty=U)
+        with np.load(out) as r:
+            assert_array_equal(r["amplitudes"], expected.components_)

@@ -2,6 +2,7 @@
 subsets, reproducibility across joblib backends (processes and a real Dask cluster), errors."""
 
 import pickle
+import warnings
 
 import joblib
 import numpy as np
@@ -98,7 +99,8 @@ def test_a_plain_refit_drops_the_distributed_attributes(cells):
     X, _, _ = cells
     model = _fit_small(X, max_iter=20)
     assert model.n_components_ > 0
-    model.set_params(distributed=None).fit(X)
+    with pytest.warns(UserWarning, match="n_sets=2 is used only in distributed mode"):
+        model.set_params(distributed=None).fit(X)
     for name in ("n_components_", "subsets_", "subset_patterns_", "pattern_clusters_",
                  "consensus_correlation_", "subset_chisq_"):
         assert not hasattr(model, name), name
@@ -294,6 +296,24 @@ def test_bad_parameters_are_refused(params, match):
     X = _cells_X()
     with pytest.raises(ValueError, match=match):
         CoGAPS(n_components=3, max_iter=5, **params).fit(X)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(n_sets=8), "n_sets=8 is used only in distributed mode"),
+        (dict(cut=2, max_ns=5), "cut=2, max_ns=5 are used only in distributed mode"),
+        (dict(min_ns=1), "min_ns=1 is used only"),
+        (dict(n_jobs=2), "n_jobs=2 is used only.*OMP_NUM_THREADS"),
+    ],
+)
+def test_one_chain_warns_that_it_ignores_the_parameters_of_distributed_mode(params, match):
+    X = _cells_X()[:20, :30]
+    with pytest.warns(UserWarning, match=match):
+        CoGAPS(n_components=2, max_iter=2, random_state=0, **params).fit(X)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*used only in distributed mode")
+        CoGAPS(n_components=2, max_iter=2, random_state=0).fit(X)
 
 
 def _subset_shipments(monkeypatch, X, n_sets):

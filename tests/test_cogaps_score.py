@@ -90,3 +90,32 @@ def test_an_unconverged_chain_warns_and_a_converged_one_does_not():
         model = CoGAPS(n_components=2, max_iter=1000, random_state=0).fit(X)
     sampling = model.chisq_history_[-1000:]
     assert abs(sampling[:250].mean() - sampling[-250:].mean()) < 0.05 * sampling[-250:].mean()
+
+
+def test_scoring_without_the_uncertainty_array_of_the_fit_warns_and_routing_passes_it():
+    """GridSearchCV and cross_validate call score(X_test) without the fit's uncertainty
+    unless it is routed: the score then says that it uses the relative model instead."""
+    import sklearn
+    from sklearn.model_selection import KFold, cross_validate
+
+    rng = np.random.RandomState(0)
+    X = rng.poisson(4.0, (12, 8)).astype(float)
+    U = np.maximum(np.sqrt(X), 1.0)
+    model = CoGAPS(n_components=2, max_iter=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, uncertainty=U)
+        with pytest.warns(UserWarning, match="fitted with an uncertainty array.*set_score_request"):
+            model.score(X)
+        warnings.filterwarnings("error", message=".*fitted with an uncertainty array")
+        model.score(X, uncertainty=U)
+        CoGAPS(n_components=2, max_iter=5, random_state=0).fit(X).score(X)
+        cv = KFold(2, shuffle=True, random_state=0)
+        with sklearn.config_context(enable_metadata_routing=True):
+            est = CoGAPS(n_components=2, max_iter=5, random_state=0)
+            est.set_fit_request(uncertainty=True).set_score_request(uncertainty=True)
+            routed = cross_validate(est, X, params={"uncertainty": U}, cv=cv)["test_score"]
+        for score, (train, test) in zip(routed, cv.split(X)):
+            fold = CoGAPS(n_components=2, max_iter=5, random_state=0)
+            fold.fit(X[train], uncertainty=U[train])
+            assert score == pytest.approx(fold.score(X[test], uncertainty=U[test]))

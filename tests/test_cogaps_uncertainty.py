@@ -152,3 +152,34 @@ def test_command_line_poisson_uncertainty(counts, suffix, tmp_path, capsys):
     with np.load(tmp_path / "out.npz") as r:
         assert_array_equal(r["amplitudes"], expected.components_)
         assert float(r["chisq"]) == expected.chisq_
+
+
+def test_a_labelled_uncertainty_in_another_order_is_refused():
+    """A DataFrame of standard deviations is matched to X by position: genes or samples in
+    another order would pair each entry with another's sigma."""
+    pd = pytest.importorskip("pandas", reason="labelled uncertainty tables are DataFrames")
+    rng = np.random.RandomState(0)
+    X = pd.DataFrame(rng.poisson(3.0, (8, 6)).astype(float),
+                     index=[f"s{i}" for i in range(8)], columns=[f"g{j}" for j in range(6)])
+    U = np.maximum(0.1 * X, 0.1)
+    model = CoGAPS(n_components=2, max_iter=3, random_state=0)
+    for bad, match in [(U[U.columns[::-1]], "column labels.*in another order"),
+                       (U.iloc[::-1], "row labels.*in another order"),
+                       (U.rename(columns={"g0": "g9"}), "column labels.*in part")]:
+        with pytest.raises(ValueError, match=match + r".*uncertainty\.loc\[X\.index, X\.columns\]"):
+            model.fit(X, uncertainty=bad)
+    # fixed amplitudes of the same genes in another order (a previous fit's components_)
+    H = pd.DataFrame(rng.uniform(size=(2, 6)), columns=X.columns)
+    with pytest.raises(ValueError, match="column labels of 'fixed_components'.*another order"):
+        model.fit(X, fixed_components=H[H.columns[::-1]])
+    P = pd.DataFrame(rng.uniform(size=(8, 2)), index=X.index)
+    with pytest.raises(ValueError, match="row labels of 'fixed_patterns'.*another order"):
+        model.fit(X, fixed_patterns=P.iloc[::-1])
+    model.fit(X, uncertainty=U)
+    with pytest.raises(ValueError, match="column labels"):
+        model.transform(X, uncertainty=U[U.columns[::-1]])
+    with pytest.raises(ValueError, match="row labels"):
+        model.score(X, uncertainty=U.iloc[::-1])
+    # labels that share nothing with X's (a default index) mean positions
+    positional = pd.DataFrame(U.to_numpy())
+    assert model.score(X, uncertainty=positional) == model.score(X, uncertainty=U)

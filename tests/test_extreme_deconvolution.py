@@ -452,3 +452,41 @@ def test_minibatch_em_with_projections_and_missing_values():
     assert em.lower_bound_ - xd.lower_bound_ < 0.05
     mean, cov = xd.deconvolve(X[:5], X_cov=S[:5], projection=R[:5])
     assert mean.shape == (5, 3) and np.all(np.linalg.eigvalsh(cov) > 0)
+
+
+def test_scoring_without_the_noise_of_a_noisy_fit_warns_and_routing_passes_it():
+    """GridSearchCV and cross_validate score held-out points without their X_cov unless it
+    is routed to score: a model fitted to noisy points says so instead of scoring them as
+    noise-free points."""
+    import sklearn
+    from sklearn.model_selection import KFold, cross_validate
+
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(-3, 0.3, (40, 2)), rng.normal(3, 0.3, (40, 2))])
+    var = rng.uniform(0.5, 2.0, X.shape)
+    X = X + rng.normal(size=X.shape) * np.sqrt(var)
+    noisy = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        noisy.fit(X, X_cov=var)
+        plain = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0).fit(X)
+    for method in ("score", "bic", "aic"):
+        with pytest.warns(UserWarning, match=rf"fitted with X_cov, but {method} got no X_cov"):
+            getattr(noisy, method)(X)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*fitted with X_cov")
+        noisy.score(X, X_cov=var)
+        noisy.score(X, X_cov=np.zeros_like(X))
+        plain.score(X)
+        with sklearn.config_context(enable_metadata_routing=True):
+            est = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0)
+            est.set_fit_request(X_cov=True).set_score_request(X_cov=True)
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            cv = KFold(2, shuffle=True, random_state=0)
+            routed = cross_validate(est, X, params={"X_cov": var}, cv=cv)["test_score"]
+    for score, (train, test) in zip(routed, cv.split(X)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fold = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0)
+            fold.fit(X[train], X_cov=var[train])
+        assert score == pytest.approx(fold.score(X[test], X_cov=var[test]))

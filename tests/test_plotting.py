@@ -153,6 +153,20 @@ def test_traces_of_every_estimator(cogaps, counts):
         plot_trace(nmf)
 
 
+def test_phase_boundary_of_a_warm_started_chain(cogaps):
+    """A warm start appends sampling iterations, with a max_iter that may differ: the
+    boundary stays after the chain's calibration phase."""
+    X, _ = cogaps
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CoGAPS(n_components=2, max_iter=12, warm_start=True, random_state=0).fit(X)
+        model.set_params(max_iter=5).fit(X)
+    assert model.chisq_history_.size == 12 + 12 + 5
+    ax = plot_trace(model)
+    boundaries = [ln.get_xdata()[0] for ln in ax.get_lines()[1:]]
+    assert boundaries == [12.5]
+
+
 @pytest.fixture(scope="module")
 def catalogue():
     rng = np.random.RandomState(1)
