@@ -21,8 +21,12 @@ from ._cogaps_stats cimport _entry_precision
 
 cdef void _transpose(const floating* src, Py_ssize_t n, Py_ssize_t m, floating* dst,
                      int n_threads) noexcept nogil:
-    """dst (m x n) = src (n x m)^T, by 32 x 32 tiles."""
+    """dst (m x n) = src (n x m)^T, by 32 x 32 tiles; on one thread without entering a
+    parallel region (small residuals are transposed twice per iteration)."""
     cdef Py_ssize_t ib, jb, i, j, i_end, j_end, n_blocks = (n + 31) // 32
+    if n_threads <= 1:
+        _transpose_serial(src, n, m, dst)
+        return
     for ib in prange(n_blocks, schedule='static', num_threads=n_threads):
         i_end = min(ib * 32 + 32, n)
         jb = 0
@@ -32,6 +36,27 @@ cdef void _transpose(const floating* src, Py_ssize_t n, Py_ssize_t m, floating* 
                 for j in range(jb, j_end):
                     dst[j * n + i] = src[i * m + j]
             jb = jb + 32
+
+
+cdef void _transpose_serial(const floating* src, Py_ssize_t n, Py_ssize_t m,
+                           floating* dst) noexcept nogil:
+    """dst (m x n) = src (n x m)^T on the calling thread, by 32 x 32 tiles."""
+    cdef Py_ssize_t ib, jb, i, j, i_end, j_end
+    cdef const floating* s
+    cdef floating* d
+    ib = 0
+    while ib < n:
+        i_end = min(ib + 32, n)
+        jb = 0
+        while jb < m:
+            j_end = min(jb + 32, m)
+            for j in range(jb, j_end):
+                s = src + j
+                d = dst + j * n
+                for i in range(ib, i_end):
+                    d[i] = s[i * m]
+            jb = jb + 32
+        ib = ib + 32
 
 
 cdef void _residual_rows(const floating* X, const double* M, const double* Ot,

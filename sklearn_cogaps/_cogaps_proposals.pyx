@@ -13,13 +13,13 @@ the compound Poisson-exponential prior; doc/testing.rst derives both.
 from libc.math cimport sqrt, log, log1p, exp, expm1, erf, erfc, fmax, isfinite
 from libc.stdint cimport uint64_t, int64_t
 
-from ._utils._rng cimport Rng, rng_spawn, rng_uniform, rng_below, rng_poisson
+from ._utils._rng cimport Rng, rng_spawn, rng_uniform, rng_below, rng_poisson, divisor_init
 from ._utils._truncnorm cimport truncnorm_sample
 from ._utils._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
                                      domain_random_atom, domain_random_free_position)
 from ._row_sums cimport cg_residual_update_f64, cg_residual_update_f32
 from ._utils._status cimport FAIL_NO_MEMORY, FAIL_NOT_FINITE
-from ._cogaps_stats cimport (Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, APPLY,
+from ._cogaps_stats cimport (Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, APPLY,
                              KILL, _locate, _element_stats,
                              _pair_stats)
 
@@ -34,6 +34,7 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
     h.n_rows = n_rows
     h.n_cols = n_cols
     h.K = K
+    divisor_init(&h.k_div, <uint64_t>K)
     h.alpha = alpha
     h.lam = lam
     h.cap = max_mass / lam
@@ -159,13 +160,18 @@ def _log_gauss_integral_for_tests(double a, double b, double cap):
     return _log_gauss_integral(a, b, cap)
 
 
-cdef int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t n_high) noexcept nogil:
+cdef int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t n_high,
+                      KindCache* cache) noexcept nogil:
     """The update type (Algorithm 2) when the atom count lies in [n_low, n_high]; -1 when
     that range leaves the birth/death choice undecided (section 2.3). The death
     probability increases with the count, so comparing u with both ends decides it
     whenever possible. With fewer than 2 atoms the update is a birth (CoGAPS's rule); under
     the reversible moves only an empty domain forces a birth, so that the last atom can
-    die and every count keeps its reverse move."""
+    die and every count keeps its reverse move.
+
+    ``cache`` keeps the death probabilities of the two ends while they do not change (a
+    batch changes them only with its births and deaths); the caller empties it
+    (``n_low = n_high = -1``) when it starts."""
     cdef AtomicDomain* d = h.dom
     cdef double u
     cdef int64_t forced = 1 if h.reversible else 2
@@ -176,9 +182,17 @@ cdef int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t n_high)
     u = rng_uniform(master)
     if u < 0.5:
         u = rng_uniform(master)
-        if u < death_probability(<double>n_low, h.alpha, <double>d.n_bins, <double>d.length):
+        if cache.n_low != n_low:
+            cache.n_low = n_low
+            cache.p_low = death_probability(<double>n_low, h.alpha, <double>d.n_bins,
+                                            <double>d.length)
+        if u < cache.p_low:
             return DEATH
-        if u >= death_probability(<double>n_high, h.alpha, <double>d.n_bins, <double>d.length):
+        if cache.n_high != n_high:
+            cache.n_high = n_high
+            cache.p_high = (cache.p_low if n_high == n_low else death_probability(
+                <double>n_high, h.alpha, <double>d.n_bins, <double>d.length))
+        if u >= cache.p_high:
             return BIRTH
         return -1
     if u < 0.75:
@@ -219,7 +233,10 @@ cdef void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil:
 
 cdef void _propose(Half* h, Rng* master, Proposal* p) noexcept nogil:
     """A proposal of the sequential chain, with its own stream for the evaluation."""
-    p.kind = _choose_kind(h, master, h.dom.n_atoms, h.dom.n_atoms)
+    cdef KindCache cache
+    cache.n_low = -1
+    cache.n_high = -1
+    p.kind = _choose_kind(h, master, h.dom.n_atoms, h.dom.n_atoms, &cache)
     _fill(h, master, p)
     rng_spawn(master, &p.rng)
 

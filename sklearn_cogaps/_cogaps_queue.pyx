@@ -14,7 +14,7 @@ from libc.stdlib cimport realloc
 from ._utils._rng cimport Rng, rng_spawn, rng_poisson
 from ._utils._atomic_domain cimport AtomicDomain
 from ._utils._status cimport FAIL_NO_MEMORY
-from ._cogaps_stats cimport Half, Proposal, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
+from ._cogaps_stats cimport Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
 from ._cogaps_proposals cimport (_choose_kind, _fill, _evaluate, _decide_birth_death,
                                  _apply_matrix, _apply_domain)
 
@@ -69,31 +69,31 @@ cdef inline bint _between(uint64_t lo, uint64_t hi, bint wraps, uint64_t pos) no
     return lo < pos < hi
 
 
-cdef void _interval(const Half* h, const Proposal* p, uint64_t* lo, uint64_t* hi,
-                    bint* wraps) noexcept nogil:
-    """The stretch of the domain whose atoms a move or an exchange depends on: between the
-    moved atom's neighbours, or between the two exchanged atoms."""
+cdef inline void _interval(const Half* h, Proposal* p) noexcept nogil:
+    """The stretch of the domain whose atoms a move or an exchange depends on, stored in
+    ``p.lo``, ``p.hi`` and ``p.wraps``: between the moved atom's neighbours, or between the
+    two exchanged atoms."""
     cdef AtomicDomain* d = h.dom
     cdef int64_t left, right
-    wraps[0] = False
+    p.wraps = False
     if p.kind == MOVE:
         left = d.prev[p.atom1]
         right = d.next[p.atom1]
-        lo[0] = d.pos[left] if left >= 0 else 0
-        hi[0] = d.pos[right] if right >= 0 else d.length
+        p.lo = d.pos[left] if left >= 0 else 0
+        p.hi = d.pos[right] if right >= 0 else d.length
     else:
-        lo[0] = d.pos[p.atom1]
-        hi[0] = d.pos[p.atom2]
-        wraps[0] = hi[0] <= lo[0]
+        p.lo = d.pos[p.atom1]
+        p.hi = d.pos[p.atom2]
+        p.wraps = p.hi <= p.lo
 
 
-cdef bint _conflicts(const Half* h, const Proposal* p, const Proposal* batch,
+cdef bint _conflicts(const Half* h, Proposal* p, const Proposal* batch,
                      Py_ssize_t nb) noexcept nogil:
-    """Whether proposal ``p`` depends on a queued one (section 2.1 and 2.2)."""
+    """Whether proposal ``p`` depends on a queued one (section 2.1 and 2.2). The stretch of
+    a move or an exchange is stored in ``p`` on the way, for the births that follow it in
+    the batch."""
     cdef AtomicDomain* d = h.dom
     cdef int64_t stamp = h.batch_id
-    cdef uint64_t lo, hi
-    cdef bint wraps
     cdef Py_ssize_t b
     # the same row of the matrix being updated
     if h.row_mark[p.r1] == stamp or h.row_mark[p.r2] == stamp:
@@ -112,15 +112,14 @@ cdef bint _conflicts(const Half* h, const Proposal* p, const Proposal* batch,
         # a birth inside the stretch a queued move or exchange depends on
         for b in range(nb):
             if batch[b].kind == MOVE or batch[b].kind == EXCHANGE:
-                _interval(h, &batch[b], &lo, &hi, &wraps)
-                if _between(lo, hi, wraps, p.pos):
+                if _between(batch[b].lo, batch[b].hi, batch[b].wraps, p.pos):
                     return True
             elif batch[b].kind == BIRTH and batch[b].pos == p.pos:
                 return True
     elif p.kind == MOVE or p.kind == EXCHANGE:
-        _interval(h, p, &lo, &hi, &wraps)
+        _interval(h, p)
         for b in range(nb):
-            if batch[b].kind == BIRTH and _between(lo, hi, wraps, batch[b].pos):
+            if batch[b].kind == BIRTH and _between(p.lo, p.hi, p.wraps, batch[b].pos):
                 return True
     return False
 
@@ -166,12 +165,15 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
     cdef int kind
     cdef Proposal* p
     cdef Rng before
+    cdef KindCache cache
+    cache.n_low = -1
+    cache.n_high = -1
     h.batch_id += 1
     while nb < max_size:
         p = &batch[nb]
         before = master[0]
         # after the queue, the count lies in [n - deaths, n + births] (section 2.3)
-        kind = _choose_kind(h, master, n - deaths, n + births)
+        kind = _choose_kind(h, master, n - deaths, n + births, &cache)
         if kind < 0:
             master[0] = before
             break

@@ -21,7 +21,7 @@
 from libc.math cimport fmax
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
-from ._utils._rng cimport Rng
+from ._utils._rng cimport Rng, Divisor, divisor_div
 from ._utils._atomic_domain cimport AtomicDomain
 from ._row_sums cimport cg_row_sums_f64, cg_row_sums_f32
 
@@ -50,6 +50,7 @@ cdef struct Half:
     Py_ssize_t n_rows
     Py_ssize_t n_cols
     Py_ssize_t K
+    Divisor k_div        # bin -> (row, column) without a division (_locate)
     double alpha
     double lam           # rate of the exponential prior on an atom's mass
     double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
@@ -93,12 +94,29 @@ cdef struct Proposal:
     # once the atom count before the proposal is known (_decide_birth_death)
     double log_accept
     double log_u
+    # queued move or exchange: the stretch of the domain it depends on (_cogaps_queue)
+    uint64_t lo
+    uint64_t hi
+    bint wraps
+
+
+cdef struct KindCache:
+    # death probabilities at the two ends of the count range, kept while the ends do not
+    # change (_choose_kind); n_low = n_high = -1 when empty
+    int64_t n_low
+    int64_t n_high
+    double p_low
+    double p_high
 
 
 cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
-    cdef uint64_t b = pos // h.dom.bin_length
-    r[0] = <Py_ssize_t>(b // <uint64_t>h.K)
-    q[0] = <Py_ssize_t>(b % <uint64_t>h.K)
+    """Row and column of the matrix element whose bin holds ``pos``: bin = pos //
+    bin_length, row = bin // K, column = bin % K, by prepared divisions (exact)."""
+    cdef uint64_t rem, row
+    cdef uint64_t b = divisor_div(&h.dom.bin_div, pos, &rem)
+    row = divisor_div(&h.k_div, b, &rem)
+    r[0] = <Py_ssize_t>row
+    q[0] = <Py_ssize_t>rem
 
 
 cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,

@@ -177,7 +177,8 @@ static inline void CG_NAME(cg_row_sums)(const double* o1, const double* o2, cons
 /* res -= delta * o, each entry formed in double and rounded once to the storage type: the
    residual row follows a change delta of one matrix element. */
 static inline __attribute__((always_inline))
-void CG_NAME(cg_residual_update_body)(CG_T* res, const double* o, double delta, ptrdiff_t n)
+void CG_NAME(cg_residual_update_body)(CG_T* restrict res, const double* restrict o,
+                                      double delta, ptrdiff_t n)
 {
     ptrdiff_t c;
     for (c = 0; c < n; c++)
@@ -210,8 +211,8 @@ void CG_NAME(cg_residual_row_body)(const CG_T* x, const double* m, const double*
    entries), so any vector width gives the bits of the plain loop. */
 #ifdef CG_HAVE_AVX_DISPATCH
 __attribute__((target("avx")))
-static void CG_NAME(cg_residual_update_avx)(CG_T* res, const double* o, double delta,
-                                            ptrdiff_t n)
+static void CG_NAME(cg_residual_update_avx)(CG_T* restrict res, const double* restrict o,
+                                            double delta, ptrdiff_t n)
 {
     CG_NAME(cg_residual_update_body)(res, o, delta, n);
 }

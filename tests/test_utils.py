@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sklearn_cogaps._utils._rng import draw
+from sklearn_cogaps._utils._rng import _below_by_for_tests, _divide_for_tests, draw
 from sklearn_cogaps._utils._truncnorm import sample_truncnorm
 
 N = 20000
@@ -42,6 +42,31 @@ def test_uniform_integers_are_unbiased():
     assert k.min() == 0 and k.max() == 6
     counts = np.bincount(k, minlength=7)
     assert stats.chisquare(counts).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 7, 2600, 4089, 2**32 + 1, 2**63 - 25, 2**63,
+                               2**64 - 4089, 2**64 - 1, (2**64 - 1) // 4089])
+def test_prepared_division_is_exact(d):
+    # the sampler divides by a multiplication (bins, uniform atoms and positions); it must
+    # give Python's exact quotient and remainder for every 64-bit dividend, edges included
+    rng = np.random.default_rng(d % 1000)
+    x = np.concatenate([
+        rng.integers(0, 2**64, 2000, dtype=np.uint64, endpoint=False),
+        np.array([0, 1, d - 1, d, d + 1, 2**64 - 1, 2**64 - 2, (2**64 - 1) // d * d],
+                 dtype=object).astype(np.uint64) if d < 2**64 - 2 else
+        np.array([0, 1, d - 1, d, 2**64 - 2], dtype=object).astype(np.uint64),
+    ])
+    q, r = _divide_for_tests(x, d)
+    expected = [divmod(int(v), d) for v in x]
+    assert [int(v) for v in q] == [e[0] for e in expected]
+    assert [int(v) for v in r] == [e[1] for e in expected]
+
+
+@pytest.mark.parametrize("n", [1, 3, 1000, 2600, 2**40 + 3, 2**52 + 1])
+def test_prepared_uniform_integers_are_the_plain_ones(n):
+    # same stream, same draws: the chain does not change with the prepared division
+    plain = draw("below", 3000, 11, float(n))
+    assert np.array_equal(_below_by_for_tests(3000, 11, n).astype(np.int64), plain)
 
 
 def test_same_seed_same_stream_and_different_seeds_differ():

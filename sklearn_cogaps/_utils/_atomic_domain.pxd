@@ -2,7 +2,7 @@
 # [0, n_bins * bin_length) and positive masses; bin = position // bin_length maps each
 # atom to one matrix element. See doc/cogaps.rst ("The atomic domain") for the design.
 from libc.stdint cimport uint64_t, int64_t
-from ._rng cimport Rng
+from ._rng cimport Rng, Divisor
 
 
 cdef struct AtomicDomain:
@@ -28,6 +28,13 @@ cdef struct AtomicDomain:
     uint64_t bin_length
     uint64_t n_bins
     uint64_t length
+    # the divisions of every proposal, prepared once (_rng.pxd, Divisor): position -> bin,
+    # a uniform position, and a uniform atom (for the count it was last prepared for)
+    Divisor bin_div
+    Divisor length_div
+    uint64_t length_threshold
+    Divisor atoms_div
+    uint64_t atoms_threshold
 
 
 cdef int domain_init(AtomicDomain* d, uint64_t n_bins, int64_t capacity) noexcept nogil

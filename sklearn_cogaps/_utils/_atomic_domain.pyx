@@ -12,7 +12,7 @@ import numpy as np
 
 from libc.stdlib cimport malloc, realloc, free
 from libc.stdint cimport uint64_t, int64_t
-from ._rng cimport Rng, rng_below, rng_seed, splitmix64
+from ._rng cimport Rng, rng_below_by, rng_seed, splitmix64, divisor_init
 
 
 cdef uint64_t _U64_MAX = 0xFFFFFFFFFFFFFFFF
@@ -66,6 +66,10 @@ cdef int domain_init(AtomicDomain* d, uint64_t n_bins, int64_t capacity) noexcep
     d.n_bins = n_bins
     d.bin_length = _U64_MAX // n_bins
     d.length = d.bin_length * n_bins
+    divisor_init(&d.bin_div, d.bin_length)
+    divisor_init(&d.length_div, d.length)
+    d.length_threshold = (<uint64_t>0 - d.length) % d.length
+    d.atoms_div.d = 0
     if capacity < 16:
         capacity = 16
     return _grow(d, capacity)
@@ -211,15 +215,20 @@ cdef void domain_erase(AtomicDomain* d, int64_t atom) noexcept nogil:
 
 
 cdef int64_t domain_random_atom(AtomicDomain* d, Rng* rng) noexcept nogil:
-    """A live atom chosen uniformly (the domain must not be empty)."""
-    return d.order[rng_below(rng, <uint64_t>d.n_atoms)]
+    """A live atom chosen uniformly (the domain must not be empty): ``rng_below`` with the
+    division prepared once per atom count."""
+    cdef uint64_t n = <uint64_t>d.n_atoms
+    if d.atoms_div.d != n:
+        divisor_init(&d.atoms_div, n)
+        d.atoms_threshold = (<uint64_t>0 - n) % n
+    return d.order[rng_below_by(rng, &d.atoms_div, d.atoms_threshold)]
 
 
 cdef uint64_t domain_random_free_position(AtomicDomain* d, Rng* rng) noexcept nogil:
     """A uniform position of the domain not occupied by an atom."""
-    cdef uint64_t pos = rng_below(rng, d.length)
+    cdef uint64_t pos = rng_below_by(rng, &d.length_div, d.length_threshold)
     while domain_find(d, pos) >= 0:
-        pos = rng_below(rng, d.length)
+        pos = rng_below_by(rng, &d.length_div, d.length_threshold)
     return pos
 
 

@@ -55,12 +55,73 @@ cdef inline double rng_uniform(Rng* r) noexcept nogil:
 
 
 cdef inline uint64_t rng_below(Rng* r, uint64_t n) noexcept nogil:
-    """Uniform integer in [0, n), without modulo bias; n must be positive."""
-    cdef uint64_t threshold = (<uint64_t>0 - n) % n
+    """Uniform integer in [0, n), without modulo bias; n must be positive.
+
+    Draws below ``threshold = 2**64 mod n`` are rejected. The threshold is less than n, so
+    it is only computed (a 64-bit division) for a draw below n, which for the small n of
+    most calls almost never happens; the draws and the result are those of the plain
+    rule."""
+    cdef uint64_t threshold
+    cdef uint64_t x = rng_next(r)
+    if x < n:
+        threshold = (<uint64_t>0 - n) % n
+        while x < threshold:
+            x = rng_next(r)
+    return x % n
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    /* The high 64 bits of the 128-bit product a b. */
+    static inline uint64_t cg_mulhi64(uint64_t a, uint64_t b)
+    {
+    #if defined(__SIZEOF_INT128__)
+        return (uint64_t)(((unsigned __int128)a * b) >> 64);
+    #else
+        uint64_t a0 = a & 0xFFFFFFFFu, a1 = a >> 32, b0 = b & 0xFFFFFFFFu, b1 = b >> 32;
+        uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+        uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
+        return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+    #endif
+    }
+    """
+    uint64_t cg_mulhi64(uint64_t a, uint64_t b) noexcept nogil
+
+
+cdef struct Divisor:
+    # x // d by a multiplication: magic = (2**64 - 1) // d, made once per divisor
+    uint64_t d
+    uint64_t magic
+
+
+cdef inline void divisor_init(Divisor* v, uint64_t d) noexcept nogil:
+    """Prepare exact division by ``d`` (> 0): one 64-bit division here, none per use."""
+    v.d = d
+    v.magic = <uint64_t>0xFFFFFFFFFFFFFFFF // d
+
+
+cdef inline uint64_t divisor_div(const Divisor* v, uint64_t x, uint64_t* rem) noexcept nogil:
+    """x // d, and x % d in ``rem``, exactly. With m = (2**64 - 1) // d, the high word of
+    x m is x / d minus less than 2, never more: at most two corrections."""
+    cdef uint64_t q = cg_mulhi64(x, v.magic)
+    cdef uint64_t r = x - q * v.d
+    while r >= v.d:
+        r -= v.d
+        q += 1
+    rem[0] = r
+    return q
+
+
+cdef inline uint64_t rng_below_by(Rng* r, const Divisor* v, uint64_t threshold) noexcept nogil:
+    """:func:`rng_below` for a prepared divisor ``v`` and its ``threshold``
+    ``(2**64 - v.d) % v.d``: the same draws and the same result, without division."""
+    cdef uint64_t rem
     cdef uint64_t x = rng_next(r)
     while x < threshold:
         x = rng_next(r)
-    return x % n
+    divisor_div(v, x, &rem)
+    return rem
 
 
 cdef inline double rng_normal(Rng* r) noexcept nogil:
