@@ -140,11 +140,13 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
 _TRIPLET_COLUMNS = ({"userid", "itemid"}, {"user", "item"})
 
 
-def _check_not_triplets(estimator, X):
-    """Refuse a long table of (user, item, count) triplets, the input of hpfrec's ``HPF.fit``.
+def _check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
+    """Refuse a long table of (user, item, value) triplets, the input of hpfrec's ``HPF.fit``
+    (counts) or of rating libraries (ratings).
 
-    Fitted as it is, it would be factorised as a matrix of three features (user number,
-    item number, count), with no error.
+    Fitted as it is, it would be read as a matrix of three features (user number, item
+    number, value), with no error. ``value`` names the value column in the advice and
+    ``source`` the tool whose input such a table is.
     """
     columns = getattr(X, "columns", None)
     if columns is None:
@@ -153,11 +155,11 @@ def _check_not_triplets(estimator, X):
     if not any(pair <= names for pair in _TRIPLET_COLUMNS):
         return
     raise ValueError(
-        f"X looks like a table of (user, item, count) triplets (columns {list(columns)}), "
-        f"as hpfrec's HPF.fit takes; {type(estimator).__name__} factorises the matrix "
-        "itself, users x items, and would read the triplets as three features. Build the "
-        "matrix: users, items = pd.factorize(df['UserId'])[0], "
-        "pd.factorize(df['ItemId'])[0]; X = scipy.sparse.csr_matrix((df['Count'], "
+        f"X looks like a table of (user, item, {value.lower()}) triplets (columns "
+        f"{list(columns)}), as {source} takes; {type(estimator).__name__} factorises the "
+        "matrix itself, users x items, and would read the triplets as three features. Build "
+        "the matrix: users, items = pd.factorize(df['UserId'])[0], "
+        f"pd.factorize(df['ItemId'])[0]; X = scipy.sparse.csr_matrix((df['{value}'], "
         "(users, items)))."
     )
 

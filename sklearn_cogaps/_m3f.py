@@ -18,6 +18,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
+    DataInFitMixin,
+    _check_not_triplets,
     _shape,
     check_ignored_y,
     draw_seeds,
@@ -334,7 +336,7 @@ class _Chain:
 # The estimator
 # ---------------------------------------------------------------------------------------------
 
-class MaxMarginMF(BaseEstimator):
+class MaxMarginMF(DataInFitMixin, BaseEstimator):
     """Gibbs max-margin matrix factorisation of ordinal ratings (Gibbs M3F and iPM3F).
 
     Users (rows) rate items (columns) on L ordered levels. A rating is explained by a score
@@ -476,6 +478,8 @@ class MaxMarginMF(BaseEstimator):
         "warm_start": ["boolean"],
     }
 
+    _fit_advice = "MaxMarginMF(n_components=K).fit(R)"
+
     def __init__(
         self,
         n_components=30,
@@ -525,6 +529,7 @@ class MaxMarginMF(BaseEstimator):
     # -- validation --------------------------------------------------------------------------
 
     def _validate_ratings(self, X, reset, name="X"):
+        _check_not_triplets(self, X, value="Rating", source="a rating library's loader")
         X = validate_input(
             self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
             ensure_all_finite="allow-nan", reset=reset,

@@ -98,6 +98,7 @@ def test_poisson_factorisations_refuse_an_array_of_the_shape_of_X(estimator):
         (HierarchicalPMF, "fit(X)"),
         (WeightedBackgroundPMF, "fit(X)"),
         (ExtremeDeconvolution, "fit(X, X_cov=Xerr)"),
+        (MaxMarginMF, "MaxMarginMF(n_components=K).fit(R)"),
     ],
     ids=lambda v: getattr(v, "__name__", ""),
 )
@@ -128,6 +129,17 @@ def test_a_table_of_user_item_count_triplets_is_refused(estimator):
         estimator.fit(triplets)
     with pytest.raises(ValueError, match="triplets"):
         estimator.fit(triplets.rename(columns={"UserId": "user", "ItemId": "item"}))
+
+
+def test_a_table_of_user_item_rating_triplets_is_refused_by_maxmarginmf():
+    """A long ratings table would otherwise be a 3-item matrix with the ids as ratings."""
+    import pandas as pd
+
+    rng = np.random.RandomState(0)
+    triplets = pd.DataFrame({"user": rng.randint(0, 9, 50), "item": rng.randint(0, 7, 50),
+                             "rating": rng.randint(1, 6, 50)})
+    with pytest.raises(ValueError, match=r"rating\) triplets.*csr_matrix\(\(df\['Rating'\]"):
+        MaxMarginMF(n_components=2, max_iter=2, burn_in=0).fit(triplets)
 
 
 @pytest.mark.parametrize(
