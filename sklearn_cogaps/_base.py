@@ -174,6 +174,26 @@ def _shape(obj):
     return tuple(shape)
 
 
+def warn_warm_start_ignored(estimator, reason):
+    """Say that ``warm_start=True`` could not continue the previous fit, which is replaced.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator being fitted with ``warm_start=True`` after an earlier fit.
+    reason : str
+        Why the earlier fit cannot be continued (for example ``"X has 30 rows, the
+        previous fit had 40"``).
+    """
+    warnings.warn(
+        f"warm_start=True, but {reason}: {type(estimator).__name__} cannot continue the "
+        "previous fit and starts a new one. Fit data of the previous fit's shape to "
+        "continue it, or set warm_start=False to start anew without this warning.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def check_ignored_y(estimator, y, X, *, method="fit", advice):
     """Refuse a second positional argument that is not a ``y`` the estimator may ignore.
 

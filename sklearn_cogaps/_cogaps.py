@@ -20,6 +20,7 @@ from ._base import (
     draw_seeds,
     effective_n_threads,
     validate_input,
+    warn_warm_start_ignored,
 )
 from ._cogaps_distributed import (
     check_single_chain_parameters,
@@ -276,7 +277,8 @@ class CoGAPS(
         full sampler state (atoms, generator and sums) is kept in the fitted estimator
         only when ``warm_start=True``, so a pickled and restored estimator continues
         exactly as the original would; without it the pickle holds the fitted attributes
-        alone.
+        alone. On data of another shape, another ``n_components`` or the other model
+        (dense or sparse), the fit starts a new chain with a ``UserWarning``.
     distributed : {"genome-wide", "single-cell"} or None, default=None
         CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
         (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
@@ -803,14 +805,21 @@ class CoGAPS(
 
     def _continues_chain(self, X, data, fixed):
         state = getattr(self, "_sampler_state", None)
-        same_chain = (
-            self.warm_start
-            and state is not None
-            and state["sparse"] == (data[0] == "sparse")
-            and state["W"].shape == (X.shape[0], self.n_components)
-            and state["Ht"].shape == (X.shape[1], self.n_components)
-        )
-        if not same_chain:
+        if not self.warm_start or state is None:
+            return False
+        previous = (state["W"].shape[0], state["Ht"].shape[0], state["W"].shape[1])
+        if previous != (*X.shape, self.n_components):
+            warn_warm_start_ignored(
+                self, f"X has shape {X.shape} and n_components={self.n_components}, the "
+                f"previous chain had {previous[:2]} and {previous[2]}"
+            )
+            return False
+        if state["sparse"] != (data[0] == "sparse"):
+            was, now = ("sparse", "dense") if state["sparse"] else ("dense", "sparse")
+            warn_warm_start_ignored(
+                self, f"the previous chain used the {was} model and this fit the {now} one "
+                "(sparse_optimization or the input's format changed)"
+            )
             return False
         # states saved before the option existed come from CoGAPS's moves
         previous_moves = state.get("birth_death", "cogaps")

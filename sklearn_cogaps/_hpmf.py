@@ -28,6 +28,7 @@ from ._base import (
     check_ignored_y,
     draw_seeds,
     validate_input,
+    warn_warm_start_ignored,
 )
 from ._progress import Progress
 from ._utils._adam import Adam
@@ -447,7 +448,9 @@ class HierarchicalPMF(
         0: silent; 1: a progress line (iteration, ELBO, time elapsed and left) about every
         tenth of ``max_iter``; 2: a line after every iteration.
     warm_start : bool, default=False
-        Continue from the previous fit's variational parameters and priors.
+        Continue from the previous fit's variational parameters and priors. On data of
+        another shape or another ``n_components``, the fit starts anew with a
+        ``UserWarning``.
 
     Attributes
     ----------
@@ -632,12 +635,14 @@ class HierarchicalPMF(
 
     def _warm_state(self, counts):
         n, p = counts.shape
-        if (
-            not self.warm_start
-            or not hasattr(self, "components_")
-            or self.components_.shape != (self.n_components, p)
-            or self.loadings_shape_.shape[0] != n
-        ):
+        if not self.warm_start or not hasattr(self, "components_"):
+            return None
+        previous = (self.loadings_shape_.shape[0], *self.components_.shape[::-1])
+        if previous != (n, p, self.n_components):
+            warn_warm_start_ignored(
+                self, f"X has shape {(n, p)} and n_components={self.n_components}, the "
+                f"previous fit had {previous[:2]} and {previous[2]}"
+            )
             return None
         L = _Side(self.loadings_shape_, self.loadings_rate_,
                   self.prior_loadings_shape_, self.prior_loadings_rate_)

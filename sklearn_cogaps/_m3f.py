@@ -24,6 +24,7 @@ from ._base import (
     check_ignored_y,
     draw_seeds,
     validate_input,
+    warn_warm_start_ignored,
 )
 from ._progress import Progress
 from ._utils._openmp_helpers import kernel_threads
@@ -387,7 +388,8 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         every iteration.
     warm_start : bool, default=False
         Continue the chain of the previous fit on the same ratings for ``max_iter`` more
-        iterations, keeping its running means.
+        iterations, keeping its running means. With another number of users or items, or
+        another ``prior``, the fit starts a new chain with a ``UserWarning``.
 
     Attributes
     ----------
@@ -746,9 +748,19 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         R = self._validate_ratings(X, reset=True)
         self._check_fit_ratings(R)
         R_held = self._validate_ratings(y, reset=False, name="y") if held_out else None
-        warm = (self.warm_start and hasattr(self, "_chain_state")
-                and self._chain_state[0].shape[0] == R.shape[0]
-                and self._fit_prior == self.prior)
+        warm = self.warm_start and hasattr(self, "_chain_state")
+        previous = (self._chain_state[0].shape[0], self._chain_state[1].shape[0]) if warm else None
+        if warm and previous != R.shape:
+            warn_warm_start_ignored(
+                self, f"X has {R.shape[0]} users and {R.shape[1]} items, the previous fit had "
+                f"{previous[0]} and {previous[1]}"
+            )
+            warm = False
+        elif warm and self._fit_prior != self.prior:
+            warn_warm_start_ignored(
+                self, f"prior={self.prior!r}, the previous fit had prior={self._fit_prior!r}"
+            )
+            warm = False
         levels = self.levels_ if warm else self._infer_levels(R)
         self._check_levels(R, levels, "X")
         if R_held is not None:

@@ -27,6 +27,7 @@ from ._base import (
     draw_seeds,
     effective_n_threads,
     validate_input,
+    warn_warm_start_ignored,
 )
 from ._progress import Progress
 from ._utils._openmp_helpers import kernel_threads
@@ -196,7 +197,8 @@ class WeightedBackgroundPMF(
     warm_start : bool, default=False
         When True and the estimator was fitted before on data of the same shape with the
         same prior families, ``fit`` continues from the previous fit's posteriors, priors,
-        weights and background (``init``, ``W`` and ``H`` are then not used).
+        weights and background (``init``, ``W`` and ``H`` are then not used). Otherwise
+        a previous fit is not continued: the fit starts anew with a ``UserWarning``.
 
     Attributes
     ----------
@@ -497,13 +499,21 @@ class WeightedBackgroundPMF(
 
     def _warm_state(self, n, p):
         """Copies of the previous fit's state to continue from, or None to start anew."""
-        if not (
-            self.warm_start
-            and hasattr(self, "components_")
-            and self.loadings_mean_.shape == (n, self.n_components)
-            and self.factors_mean_.shape == (p, self.n_components)
-            and getattr(self, "_fit_families", None) == (self.prior_loadings, self.prior_factors)
-        ):
+        if not (self.warm_start and hasattr(self, "components_")):
+            return None
+        previous = (self.loadings_mean_.shape[0], *self.factors_mean_.shape)
+        if previous != (n, p, self.n_components):
+            warn_warm_start_ignored(
+                self, f"X has shape {(n, p)} and n_components={self.n_components}, the "
+                f"previous fit had {previous[:2]} and {previous[2]}"
+            )
+            return None
+        families = getattr(self, "_fit_families", None)
+        if families != (self.prior_loadings, self.prior_factors):
+            warn_warm_start_ignored(
+                self, f"the prior families are ({self.prior_loadings!r}, "
+                f"{self.prior_factors!r}), the previous fit had {families}"
+            )
             return None
         keys = ("pi0", "weights", "shape", "rate")
         return copy.deepcopy((

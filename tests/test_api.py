@@ -49,6 +49,11 @@ def _factorisations():
     ]
 
 
+def _factors(model):
+    """The fitted matrix over the features (items for MaxMarginMF)."""
+    return model.item_factors_ if hasattr(model, "item_factors_") else model.components_
+
+
 def _quiet(fit, *args, **kwargs):
     """Call without the warnings of the short fits of these tests (interruptions excepted)."""
     with warnings.catch_warnings():
@@ -451,10 +456,30 @@ def test_weighted_background_pmf_warm_start_continues_the_fit():
     assert warm.n_iter_ == 4
     assert_allclose(warm.lower_bounds_, long.lower_bounds_[4:], rtol=1e-10)
     assert_allclose(warm.components_, long.components_, rtol=1e-8)
-    # another shape or prior family starts anew
+    # another shape or prior family starts anew, and says so
     cold = WeightedBackgroundPMF(2, max_iter=4, tol=0.0, random_state=0).fit(COUNTS)
-    assert_array_equal(warm.set_params(prior_factors="gamma").fit(COUNTS).components_,
+    with pytest.warns(UserWarning, match=r"warm_start=True, but the prior families"):
+        warm.set_params(prior_factors="gamma").fit(COUNTS)
+    assert_array_equal(warm.components_,
                        cold.set_params(prior_factors="gamma").fit(COUNTS).components_)
+
+
+@pytest.mark.parametrize(
+    "estimator, X",
+    [(e, COUNTS) for e in _factorisations()] + [(_m3f_model(), RATINGS)],
+    ids=lambda v: type(v).__name__ if hasattr(v, "fit") else "",
+)
+def test_warm_start_that_cannot_continue_says_so(estimator, X):
+    """A warm start on data of another shape starts anew: never in silence."""
+    warm = clone(estimator).set_params(warm_start=True)
+    _quiet(warm.fit, X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the same shape continues quietly
+        _quiet(warm.fit, X)
+    with pytest.warns(UserWarning, match=r"warm_start=True, but X has .*starts a new one"):
+        _quiet(warm.fit, X[:-3])
+    fresh = _quiet(clone(estimator).fit, X[:-3])
+    assert_allclose(_factors(warm), _factors(fresh))
 
 
 def test_deprecated_cogaps_names_still_work_with_a_future_warning():
