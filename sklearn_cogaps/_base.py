@@ -174,6 +174,30 @@ def _shape(obj):
     return tuple(shape)
 
 
+def label_mismatch(of_x, of_side):
+    """How a side input's labels on one axis differ from X's, or None when they may be used.
+
+    Side inputs are matched to X by position. Equal labels, labels of another length (left
+    to the shape checks) and labels that share nothing with X's (a numbered index) mean
+    positions: None. Otherwise ``"in another order"`` (the same labels) or ``"in part"``.
+
+    Parameters
+    ----------
+    of_x, of_side : sequence or None
+        The labels of X and of the side input on the same axis (None: no labels).
+
+    Returns
+    -------
+    mismatch : str or None
+    """
+    if of_x is None or of_side is None or len(of_x) != len(of_side):
+        return None
+    a, b = [str(v) for v in of_x], [str(v) for v in of_side]
+    if a == b or not set(a) & set(b):
+        return None
+    return "in another order" if set(a) == set(b) else "in part"
+
+
 def warn_warm_start_ignored(estimator, reason):
     """Say that ``warm_start=True`` could not continue the previous fit, which is replaced.
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from ._base import label_mismatch
+
 __all__ = ["main", "read_matrix", "write_results"]
 
 INPUT_FORMATS = ".npy, .csv, .tsv, .mtx (or .mtx.gz), .h5ad"
@@ -746,12 +748,10 @@ def _check_same_order(what, of_input, of_uncertainty, args):
     another entry's standard deviation. Names that share nothing with the input's (a
     numbered index) mean positions.
     """
-    if of_input is None or of_uncertainty is None or len(of_input) != len(of_uncertainty):
+    how = label_mismatch(of_input, of_uncertainty)
+    if how is None:
         return
     a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
-    if a == b or not set(a) & set(b):
-        return
-    how = "in another order" if set(a) == set(b) else "in part"
     raise CommandLineError(
         f"the {what} names of '{args.uncertainty}' are those of '{args.input}' {how} "
         f"(first {b[:3]} against {a[:3]}); entries are matched by position, so values "

@@ -19,6 +19,7 @@ from ._base import (
     check_ignored_y,
     draw_seeds,
     effective_n_threads,
+    label_mismatch,
     validate_input,
     warn_warm_start_ignored,
 )
@@ -177,12 +178,10 @@ def _check_labels(X, name, value, axes=("column", "row")):
     }
     for axis in axes:
         of_x, of_v = labels[axis]
-        if of_x is None or len(of_x) != len(of_v):
+        how = label_mismatch(of_x, of_v)
+        if how is None:
             continue
         of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
-        if np.array_equal(of_x, of_v) or not set(of_x) & set(of_v):
-            continue
-        how = "in another order" if set(of_x) == set(of_v) else "in part"
         where = "X.index" if axis == "row" else "X.columns"
         raise ValueError(
             f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
