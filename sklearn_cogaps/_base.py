@@ -115,13 +115,20 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
     if isinstance(estimator, NonNegativeFactorisationMixin):
         _check_not_triplets(estimator, X)
     X, names = unwrap_anndata(X)
-    if check is check_array:
-        return check_array(X, **kwargs)
-    if names is None:
-        return validate_data(estimator, X, reset=reset, **kwargs)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="X does not have valid feature names")
-        X = validate_data(estimator, X, reset=reset, **kwargs)
+    try:
+        if check is check_array:
+            return check_array(X, **kwargs)
+        if names is None:
+            return validate_data(estimator, X, reset=reset, **kwargs)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="X does not have valid feature names")
+            X = validate_data(estimator, X, reset=reset, **kwargs)
+    except ValueError as error:
+        advice = getattr(estimator, "_negative_input_advice", None)
+        # scikit-learn's own sentence stays first: its checks look for it
+        if advice and str(error).startswith("Negative values in data passed to"):
+            raise ValueError(f"{error} {advice}") from None
+        raise
     if reset:
         estimator.feature_names_in_ = names
     else:
@@ -299,6 +306,13 @@ class NonNegativeFactorisationMixin:
     non-negative dense or sparse input, and they compute in float64. Put it left of
     ``ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator``.
     """
+
+    #: What to do instead, appended to scikit-learn's error on negative input.
+    _negative_input_advice = (
+        "The model is for non-negative data: pass the values before centring or "
+        "standardising (in a Pipeline, drop StandardScaler or use MinMaxScaler), or "
+        "shift them by their minimum."
+    )
 
     def __sklearn_is_fitted__(self):
         # not n_features_in_, which validation sets before a fit can fail or be interrupted

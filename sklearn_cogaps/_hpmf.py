@@ -519,6 +519,11 @@ class HierarchicalPMF(
 
     _fit_advice = "HierarchicalPMF(n_components=K).fit(X)"
 
+    _negative_input_advice = (
+        "The model is for counts: pass the raw counts, before normalising, centring or "
+        "log-transforming them."
+    )
+
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "solver": [StrOptions({"vbem", "newton", "pathwise"})],

@@ -265,6 +265,11 @@ class WeightedBackgroundPMF(
 
     _fit_advice = "WeightedBackgroundPMF(n_components=K).fit(X)"
 
+    _negative_input_advice = (
+        "The model is for counts: pass the raw counts, before normalising, centring or "
+        "log-transforming them."
+    )
+
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "prior_loadings": [StrOptions(set(EBPM_FAMILIES))],

@@ -502,3 +502,24 @@ def test_partial_fit_validates_its_parameters_at_every_call():
     xd.set_params(step_exponent=2.0)
     with pytest.raises(InvalidParameterError, match="step_exponent"):
         xd.partial_fit(POINTS)
+
+
+@pytest.mark.parametrize(
+    "estimator, advice",
+    [
+        (CoGAPS(2, max_iter=5), "drop StandardScaler or use MinMaxScaler"),
+        (HierarchicalPMF(2, max_iter=5), "pass the raw counts"),
+        (WeightedBackgroundPMF(2, max_iter=5), "pass the raw counts"),
+    ],
+)
+def test_negative_input_says_what_to_pass_instead(estimator, advice):
+    """A standardised matrix (the habit of a Pipeline with StandardScaler) is refused with
+    scikit-learn's sentence first and what to pass instead, in fit and after it."""
+    from sklearn.preprocessing import StandardScaler
+
+    pipeline = make_pipeline(StandardScaler(), clone(estimator))
+    with pytest.raises(ValueError, match=rf"^Negative values in data passed to X.*{advice}"):
+        pipeline.fit(COUNTS)
+    fitted = _quiet(clone(estimator).fit, COUNTS)
+    with pytest.raises(ValueError, match=advice):
+        fitted.transform(-COUNTS)
