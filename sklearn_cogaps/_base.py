@@ -1,5 +1,6 @@
 """What the estimators share: input checks, seeding, thread counts, matching factors."""
 
+import functools
 import warnings
 
 import numpy as np
@@ -31,6 +32,24 @@ def _is_anndata(obj):
         and hasattr(obj, "var_names")
         and hasattr(obj, "obs_names")
     )
+
+
+def _index_by_obs_names(method):
+    """``method`` (``transform`` or ``fit_transform``) whose pandas output, for an AnnData
+    input, is indexed by the AnnData's ``obs_names``: scikit-learn's ``set_output`` takes
+    the index of a DataFrame input only, and would number the cells 0, 1, ..."""
+    if getattr(method, "_indexes_by_obs_names", False):
+        return method
+
+    @functools.wraps(method)
+    def wrapped(self, X, *args, **kwargs):
+        out = method(self, X, *args, **kwargs)
+        if _is_anndata(X) and hasattr(out, "columns") and len(out) == len(X.obs_names):
+            out.index = X.obs_names.copy()
+        return out
+
+    wrapped._indexes_by_obs_names = True
+    return wrapped
 
 
 def unwrap_anndata(X):
@@ -313,6 +332,12 @@ class NonNegativeFactorisationMixin:
         "standardising (in a Pipeline, drop StandardScaler or use MinMaxScaler), or "
         "shift them by their minimum."
     )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)  # scikit-learn's set_output wraps transform here
+        for name in ("transform", "fit_transform"):
+            if hasattr(cls, name):
+                setattr(cls, name, _index_by_obs_names(getattr(cls, name)))
 
     def __sklearn_is_fitted__(self):
         # not n_features_in_, which validation sets before a fit can fail or be interrupted

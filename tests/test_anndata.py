@@ -150,3 +150,25 @@ def test_the_fitted_estimator_knows_the_genes_and_refuses_them_reordered(express
         reordered = adata[:, adata.var_names[::-1]].copy()
         with pytest.raises(ValueError, match="var_names differ"):
             model.transform(reordered)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CoGAPS(2, max_iter=20, random_state=0),
+    lambda: HierarchicalPMF(2, max_iter=20, random_state=0),
+    lambda: WeightedBackgroundPMF(2, max_iter=20, random_state=0),
+])
+def test_pandas_output_is_indexed_by_the_cells(expression, make):
+    """``set_output(transform="pandas")`` on an AnnData keeps the cell names, as it keeps a
+    DataFrame's index, in fit_transform and transform; the values are the array output's."""
+    adata = _adata(expression)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = make().set_output(transform="pandas")
+        scores = model.fit_transform(adata)
+        subset = model.transform(adata[3:7])
+        plain = make().fit(adata)
+        assert_array_equal(scores.to_numpy(), plain.transform(adata))
+    assert list(scores.index) == list(adata.obs_names)
+    assert list(subset.index) == list(adata.obs_names[3:7])
+    assert list(scores.columns) == list(model.get_feature_names_out())
+    assert list(adata.obs_names) == [f"cell{i}" for i in range(expression.shape[0])]
