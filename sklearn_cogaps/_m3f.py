@@ -7,6 +7,7 @@ that every conditional is Gaussian, inverse Gaussian or Bernoulli; doc/m3f.rst d
 
 import copy
 import hashlib
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -52,6 +53,10 @@ _HELD_OUT_ADVICE = (
     "model.predict_ratings(X_test)), or neg_nmae_scorer(model, X_train, X_test): "
     "MaxMarginMF takes no per-entry side input"
 )
+
+
+# More levels than this, inferred from X, are more likely continuous values than stars.
+_MANY_LEVELS = 20
 
 
 def _threads_for(work):
@@ -363,7 +368,8 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
     n_levels : int or None, default=None
         Number of rating levels L when the ratings are 1..L. None infers the levels: 1..max
         when every rating is a positive integer, else the sorted distinct values of X (as
-        the classes of a classifier).
+        the classes of a classifier); more than 20 inferred levels give a warning (continuous
+        values are not ratings), which ``n_levels`` silences for a long scale mapped to 1..L.
     alpha : float, default=3.0
         Concentration of the Indian buffet process (``prior="ibp"``).
     max_new_features : int or None, default=None
@@ -550,6 +556,16 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
             raise ValueError(
                 f"X has a single rating level ({levels[0]:g}); an ordinal model needs at "
                 "least two. Pass n_levels if the scale has more levels than X shows."
+            )
+        if self.n_levels is None and levels.size > _MANY_LEVELS:
+            warnings.warn(
+                f"X has {levels.size} rating levels ({levels[0]:g} to {levels[-1]:g}); each "
+                f"is an ordered class with one threshold per user, which suits a few levels "
+                f"(stars), not continuous values or counts. If these are ratings on a scale "
+                f"of that many levels, map them to 1..L and pass n_levels=L to say so; else "
+                f"bin them (or use another model).",
+                UserWarning,
+                stacklevel=3,
             )
         return levels
 

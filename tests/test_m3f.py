@@ -1,6 +1,7 @@
 """MaxMarginMF: samplers, conditionals, recovery on simulated ratings, API and input errors."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -688,3 +689,20 @@ def test_ibp_same_result_for_one_and_two_threads():
             out.append((m.user_factors_, m.item_factors_, m.objective_))
     for a, b in zip(*out):
         assert_array_equal(a, b)
+
+
+def test_many_inferred_levels_warn_and_n_levels_confirms():
+    """Continuous values would become hundreds of ordered classes: the fit says so, and
+    n_levels (ratings mapped to 1..L) is how a long scale is confirmed."""
+    rng = np.random.default_rng(0)
+    continuous = np.where(rng.uniform(size=(30, 20)) < 0.5, np.nan, rng.uniform(0, 5, (30, 20)))
+    with pytest.warns(UserWarning, match=r"X has \d+ rating levels .*pass n_levels=L"):
+        MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(continuous)
+    scale = np.where(np.isnan(continuous), np.nan, np.ceil(continuous * 5))  # 1..25
+    with pytest.warns(UserWarning, match="X has 25 rating levels"):
+        MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        m = MaxMarginMF(2, n_levels=25, max_iter=2, burn_in=1, random_state=0).fit(scale)
+        MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(np.minimum(scale, 5))
+    assert m.n_levels_ == 25
