@@ -103,15 +103,21 @@ def test_new_feature_probabilities_match_direct_integration():
     assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
 
 
-def test_gibbs_sampler_targets_the_exact_posterior():
-    # A diagonal ratings matrix makes every user-item pair an independent model with one
-    # rating: K = 2 standard normal factors give a Laplace(0, 1) prior on x = u . v, so the
-    # posterior of (x, theta) has a density known up to a constant. The final states of
-    # 3000 independent chains are compared with it (KS on x and on each threshold).
+def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
+    """KS p-values of the Gibbs sampler's final states against their exact posterior.
+
+    A diagonal ratings matrix makes every user-item pair an independent model with one
+    rating: K = 2 standard normal factors give a Laplace(0, 1) prior on x = u . v, so the
+    posterior of (x, theta) has a density known up to a constant. The final states of
+    3000 independent chains (``random_state=seed``) are compared with it (KS on x and on
+    the first threshold). The sampler runs with ``sampler_C_factor * C`` and the posterior
+    is at C: a factor other than 1 is a wrong sampler, which the comparison must reject.
+    """
     n, C, margin, rating = 3000, 1.5, 1.0, 2.0
     X = sparse.diags(np.full(n, rating)).tocsr()
-    model = MaxMarginMF(2, C=C, margin=margin, n_levels=3, threshold_mean=[-1.0, 1.0],
-                        threshold_scale=1.0, max_iter=150, burn_in=149, random_state=0)
+    model = MaxMarginMF(2, C=sampler_C_factor * C, margin=margin, n_levels=3,
+                        threshold_mean=[-1.0, 1.0], threshold_scale=1.0, max_iter=150,
+                        burn_in=149, random_state=seed)
     model.fit(X)
     U, V, theta, _ = model._chain_state
     x = np.sum(U * V, axis=1)
@@ -132,7 +138,7 @@ def test_gibbs_sampler_targets_the_exact_posterior():
     lap = 0.5 * np.exp(-np.abs(grid))
     dens = lap * theta_factor(grid, 0) * theta_factor(grid, 1)
     cdf = integrate.cumulative_trapezoid(dens, grid, initial=0)
-    assert stats.kstest(x, lambda q: np.interp(q, grid, cdf / cdf[-1])).pvalue > 1e-3
+    p_x = stats.kstest(x, lambda q: np.interp(q, grid, cdf / cdf[-1])).pvalue
     # the marginal of theta_1: x integrated out on the grid
     f2 = lap * theta_factor(grid, 1)
     tgrid = np.linspace(-8, 8, 1601)
@@ -141,7 +147,19 @@ def test_gibbs_sampler_targets_the_exact_posterior():
                                                                axis=1)
     tcdf = integrate.cumulative_trapezoid(tdens, tgrid, initial=0)
     tcdf /= tcdf[-1]
-    assert stats.kstest(theta[:, 0], lambda q: np.interp(q, tgrid, tcdf)).pvalue > 1e-3
+    p_theta = stats.kstest(theta[:, 0], lambda q: np.interp(q, tgrid, tcdf)).pvalue
+    return {"KS x": p_x, "KS theta_1": p_theta}
+
+
+def test_gibbs_sampler_targets_the_exact_posterior():
+    # A diagonal ratings matrix makes every user-item pair an independent model with one
+    # rating whose posterior of (x, theta) has a density known up to a constant: the final
+    # states of 3000 independent chains are compared with it (KS on x and on a threshold).
+    # fixed seed; benchmarks/m3f_sampler_pvalues.py repeats the comparison over seeds
+    # (doc/testing.rst, "MaxMarginMF")
+    p = exact_posterior_pvalues(seed=0)
+    assert p["KS x"] > 1e-3
+    assert p["KS theta_1"] > 1e-3
 
 
 def _theta_factor(xa, xb, Ta, Tb, C, margin, rho, s):
@@ -166,19 +184,25 @@ def _theta_factor(xa, xb, Ta, Tb, C, margin, rho, s):
     return total
 
 
-def test_gibbs_chain_of_coupled_users_and_items_targets_its_posterior():
-    # Two users who both rate two items (levels 1..2, K = 1): the four factors are coupled
-    # through the shared items and each user's threshold through both ratings. The
-    # posterior prior x exp(-C hinge) of x_11 = u_1 v_1 is computed by quadrature (the
-    # thresholds in closed form, u_2 by the trapezoid rule, the CDF in u_1 interpolated)
-    # and compared by KS with the final states of 2000 independent chains (a
-    # block-diagonal ratings matrix, one 2 x 2 block per chain).
+def coupled_users_pvalues(seed, sampler_C_factor=1.0):
+    """KS p-value of chains of two coupled users and items against their posterior.
+
+    Two users who both rate two items (levels 1..2, K = 1): the four factors are coupled
+    through the shared items and each user's threshold through both ratings. The
+    posterior prior x exp(-C hinge) of x_11 = u_1 v_1 is computed by quadrature (the
+    thresholds in closed form, u_2 by the trapezoid rule, the CDF in u_1 interpolated)
+    and compared by KS with the final states of 2000 independent chains (a
+    block-diagonal ratings matrix, one 2 x 2 block per chain, ``random_state=seed``).
+    The sampler runs with ``sampler_C_factor * C`` and the posterior is at C: a factor
+    other than 1 is a wrong sampler, which the comparison must reject.
+    """
     C, margin, rho, s = 2.0, 1.0, 0.0, 1.0
     Y = np.array([[2.0, 1.0], [2.0, 2.0]])
     T = np.where(Y <= 1, 1.0, -1.0)
     X = sparse.block_diag([sparse.csr_matrix(Y)] * 2000, format="csr")
-    m = MaxMarginMF(1, C=C, margin=margin, n_levels=2, threshold_mean=[rho],
-                    threshold_scale=s, max_iter=200, burn_in=199, random_state=0).fit(X)
+    m = MaxMarginMF(1, C=sampler_C_factor * C, margin=margin, n_levels=2,
+                    threshold_mean=[rho], threshold_scale=s, max_iter=200, burn_in=199,
+                    random_state=seed).fit(X)
     U, V, _, _ = m._chain_state
     x11 = U[0::2, 0] * V[0::2, 0]
 
@@ -210,7 +234,16 @@ def test_gibbs_chain_of_coupled_users_and_items_targets_its_posterior():
         prob = np.where(v1 > 0, below, np.where(v1 < 0, total - below, total * (q >= 0)))
         cdf[n] = np.sum(outer * prob)
     cdf /= np.sum(outer * total)
-    assert stats.kstest(x11, lambda q: np.interp(q, qs, cdf)).pvalue > 1e-3
+    return {"KS x_11": stats.kstest(x11, lambda q: np.interp(q, qs, cdf)).pvalue}
+
+
+def test_gibbs_chain_of_coupled_users_and_items_targets_its_posterior():
+    # Two users who both rate two items (K = 1), coupled through the shared items and
+    # each user's threshold: the posterior of x_11 = u_1 v_1, computed by quadrature, is
+    # compared by KS with the final states of 2000 independent chains.
+    # fixed seed; benchmarks/m3f_sampler_pvalues.py repeats the comparison over seeds
+    # (doc/testing.rst, "MaxMarginMF")
+    assert coupled_users_pvalues(seed=0)["KS x_11"] > 1e-3
 
 
 # -- fitting ----------------------------------------------------------------------------------
@@ -443,11 +476,15 @@ def _ibp_row_sweep_law(Z, V, items, cv1, cv2, alpha, sigma, kappa):
     return law
 
 
-def test_ibp_row_step_draws_the_exact_conditional():
-    # One sweep over one row of Z with lambda, theta and the other rows fixed, repeated
-    # from the same state with independent streams. Its law (the kept features and the
-    # number of new ones) is enumerated exactly; the new columns of V are checked against
-    # their Gaussian conditional. Feature 1 is the row's own (m_-i = 0), between others.
+def ibp_row_step_pvalues(seed):
+    """Chi-square and KS p-values of one IBP row sweep against its exact conditional law.
+
+    One sweep over one row of Z with lambda, theta and the other rows fixed, repeated
+    from the same state with independent streams (drawn from ``default_rng(seed + 1)``;
+    the problem itself is fixed). Its law (the kept features and the number of new ones)
+    is enumerated exactly; the new columns of V are checked against their Gaussian
+    conditional. Feature 1 is the row's own (m_-i = 0), between others.
+    """
     rng = np.random.default_rng(0)
     N, M, K = 4, 5, 4
     Z = np.array([[1, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 0], [1, 1, 0, 1]], dtype=float)
@@ -461,7 +498,7 @@ def test_ibp_row_step_draws_the_exact_conditional():
     law = _ibp_row_sweep_law(Z, V, items, cv1[3:], cv2[3:], alpha, sigma, kappa)
     counts = Z.sum(axis=0).astype(np.intc)
     cap = K + kappa
-    seeds = np.random.default_rng(1).integers(0, 2**63, size=n, dtype=np.uint64)
+    seeds = np.random.default_rng(seed + 1).integers(0, 2**63, size=n, dtype=np.uint64)
     observed = dict.fromkeys(law, 0)
     zs = []
     Zc, Vc, cc = np.zeros((N, cap)), np.zeros((M, cap)), np.zeros(cap, dtype=np.intc)
@@ -494,20 +531,34 @@ def test_ibp_row_step_draws_the_exact_conditional():
     pooled_o = np.append(o[big], o[~big].sum())
     pooled_e = np.append(e[big], e[~big].sum())
     assert big.sum() >= 15
-    assert stats.chisquare(pooled_o, pooled_e).pvalue > 1e-3
-    assert stats.kstest(zs, "norm").pvalue > 1e-3
+    return {"chi2 (kept, new) law": stats.chisquare(pooled_o, pooled_e).pvalue,
+            "KS new columns of V": stats.kstest(zs, "norm").pvalue}
 
 
-def test_ibp_sweeps_without_data_sample_the_ibp_prior():
-    # With no pseudo-likelihood (cv1 = cv2 = 0) the Z sweeps of the estimator, including
-    # the deletion of empty features, must leave the IBP prior invariant: K+ ~
-    # Poisson(alpha H_N) and each row's count ~ Poisson(alpha). Final states of
-    # independent chains started empty.
+def test_ibp_row_step_draws_the_exact_conditional():
+    # One sweep over one row of Z, repeated 12000 times from the same state: the law of
+    # the kept features and the number of new ones (enumerated exactly) by chi-square,
+    # the new columns of V (Gaussian conditional) by KS.
+    # fixed seed; benchmarks/m3f_sampler_pvalues.py repeats the comparison over seeds
+    # (doc/testing.rst, "MaxMarginMF")
+    p = ibp_row_step_pvalues(seed=0)
+    assert p["chi2 (kept, new) law"] > 1e-3
+    assert p["KS new columns of V"] > 1e-3
+
+
+def ibp_prior_pvalues(seed):
+    """Chi-square p-values of IBP sweeps without data against the IBP prior.
+
+    With no pseudo-likelihood (cv1 = cv2 = 0) the Z sweeps of the estimator, including
+    the deletion of empty features, must leave the IBP prior invariant: K+ ~
+    Poisson(alpha H_N) and each row's count ~ Poisson(alpha). Final states of 800
+    independent chains started empty (``RandomState(seed)``).
+    """
     N, M, alpha = 3, 2, 2.0
     R = sparse.csr_matrix(np.ones((N, M)))
     data = _Ratings(R, np.array([1.0, 2.0]))
     model = MaxMarginMF(1, prior="ibp", alpha=alpha, max_new_features=12)
-    rng = np.random.RandomState(0)
+    rng = np.random.RandomState(seed)
     n_chains, n_sweeps = 800, 20
     n_features, row_counts = [], []
     for _ in range(n_chains):
@@ -519,24 +570,40 @@ def test_ibp_sweeps_without_data_sample_the_ibp_prior():
         assert np.all(chain.U.sum(axis=0) > 0)
         n_features.append(chain.U.shape[1])
         row_counts.append(int(chain.U[0].sum()))
-    for values, mean in ((n_features, alpha * np.sum(1.0 / np.arange(1, N + 1))),
-                         (row_counts, alpha)):
+    pvalues = {}
+    for name, values, mean in (
+            ("chi2 K+", n_features, alpha * np.sum(1.0 / np.arange(1, N + 1))),
+            ("chi2 row count", row_counts, alpha)):
         top = 8
         o = np.bincount(np.minimum(values, top), minlength=top + 1)
         e = stats.poisson.pmf(np.arange(top + 1), mean)
         e[-1] = stats.poisson.sf(top - 1, mean)
-        assert stats.chisquare(o, e * n_chains).pvalue > 1e-3
+        pvalues[name] = stats.chisquare(o, e * n_chains).pvalue
+    return pvalues
 
 
-def test_ibp_chain_targets_its_posterior():
-    # Whole-chain test of Gibbs iPM3F (Z, V, thresholds and augmentation together): two
-    # users rate one item (levels 2 and 1). Under the IBP with N = 2 the features both
-    # users have, those of user 1 alone and those of user 2 alone are independent
-    # Poisson(alpha / 2) counts, so x_1 = Z_1 . V is 0 or Gaussian given the counts, and
-    # the posterior (prior x exp(-C hinge), thresholds and x_2 integrated in closed form)
-    # is an atom at 0 plus a density, computed by quadrature. A chain of 16000 sweeps,
-    # thinned by 8 (lag-one autocorrelation about 0.01), is compared with it: the atom by
-    # a binomial test, the rest by KS.
+def test_ibp_sweeps_without_data_sample_the_ibp_prior():
+    # With no pseudo-likelihood the Z sweeps, including the deletion of empty features,
+    # must leave the IBP prior invariant: K+ ~ Poisson(alpha H_N) and each row's count ~
+    # Poisson(alpha). Final states of independent chains started empty.
+    # fixed seed; benchmarks/m3f_sampler_pvalues.py repeats the comparison over seeds
+    # (doc/testing.rst, "MaxMarginMF")
+    for name, p in ibp_prior_pvalues(seed=0).items():
+        assert p > 1e-3, name
+
+
+def ibp_chain_pvalues(seed):
+    """Binomial and KS p-values of a whole Gibbs iPM3F chain against its posterior.
+
+    Whole-chain test of Gibbs iPM3F (Z, V, thresholds and augmentation together): two
+    users rate one item (levels 2 and 1). Under the IBP with N = 2 the features both
+    users have, those of user 1 alone and those of user 2 alone are independent
+    Poisson(alpha / 2) counts, so x_1 = Z_1 . V is 0 or Gaussian given the counts, and
+    the posterior (prior x exp(-C hinge), thresholds and x_2 integrated in closed form)
+    is an atom at 0 plus a density, computed by quadrature. A chain of 16000 sweeps
+    (``RandomState(seed + 1)``), thinned by 8 (lag-one autocorrelation about 0.01), is
+    compared with it: the atom by a binomial test, the rest by KS.
+    """
     C, ell, rho, vs, sigma, alpha = 2.0, 1.0, 0.0, 1.0, 1.0, 1.0
     T1, T2 = -1.0, 1.0
 
@@ -589,7 +656,7 @@ def test_ibp_chain_targets_its_posterior():
     model = MaxMarginMF(1, prior="ibp", C=C, margin=ell, n_levels=2, threshold_mean=[rho],
                         threshold_scale=vs, factor_scale=sigma, alpha=alpha)
     data = _Ratings(sparse.csr_matrix(np.array([[2.0], [1.0]])), np.array([1.0, 2.0]))
-    rng = np.random.RandomState(1)
+    rng = np.random.RandomState(seed + 1)
     chain = _Chain(np.zeros((2, 0)), np.zeros((1, 0)), np.full((2, 1), rho),
                    np.zeros((2, 1)), np.array([rho]), vs)
     model._row_pass(data, chain, rng.randint(0, 2**63, 2, dtype=np.uint64), False, 1)
@@ -599,8 +666,21 @@ def test_ibp_chain_targets_its_posterior():
         if it % 8 == 7:
             xs.append(float(chain.U[0] @ chain.V[0]))
     xs = np.array(xs)
-    assert stats.binomtest(int(np.sum(xs == 0)), xs.size, p_atom).pvalue > 1e-3
-    assert stats.kstest(xs[xs != 0], lambda q: np.interp(q, qs, cdf)).pvalue > 1e-3
+    return {"binomial atom at 0": stats.binomtest(int(np.sum(xs == 0)), xs.size, p_atom).pvalue,
+            "KS x_1 off the atom": stats.kstest(xs[xs != 0],
+                                                lambda q: np.interp(q, qs, cdf)).pvalue}
+
+
+def test_ibp_chain_targets_its_posterior():
+    # Whole-chain test of Gibbs iPM3F (Z, V, thresholds and augmentation together): two
+    # users rate one item; the posterior of x_1 = Z_1 . V, an atom at 0 plus a density, is
+    # computed by quadrature and compared with a chain of 16000 sweeps thinned by 8: the
+    # atom by a binomial test, the rest by KS.
+    # fixed seed; benchmarks/m3f_sampler_pvalues.py repeats the comparison over seeds
+    # (doc/testing.rst, "MaxMarginMF")
+    p = ibp_chain_pvalues(seed=0)
+    assert p["binomial atom at 0"] > 1e-3
+    assert p["KS x_1 off the atom"] > 1e-3
 
 
 def simulate_separable(n_users=100, n_items=70, k=3, density=0.5, margin=1.0, scale=3.0,
