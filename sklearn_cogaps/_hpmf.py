@@ -63,7 +63,9 @@ class _Counts:
         Xr = X if sparse.issparse(X) and X.format == "csr" else sparse.csr_matrix(X)
         # a canonical CSR matrix without stored zeros is used as it is, without a copy
         if not Xr.has_canonical_format or not np.all(Xr.data != 0):
-            Xr = Xr.copy() if Xr is X or Xr.data is getattr(X, "data", None) else Xr
+            # a CSR made from a CSR shares its arrays (as views): copy before working in place
+            shared = Xr is X or (sparse.issparse(X) and np.shares_memory(Xr.data, X.data))
+            Xr = Xr.copy() if shared else Xr
             Xr.sum_duplicates()
             Xr.eliminate_zeros()
         self.shape = Xr.shape
