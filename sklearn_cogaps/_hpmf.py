@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
+    COUNTS_ADVICE,
     DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
@@ -521,10 +522,7 @@ class HierarchicalPMF(
 
     _fit_advice = "HierarchicalPMF(n_components=K).fit(X)"
 
-    _negative_input_advice = (
-        "The model is for counts: pass the raw counts, before normalising, centring or "
-        "log-transforming them."
-    )
+    _negative_input_advice = COUNTS_ADVICE
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
