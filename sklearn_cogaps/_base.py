@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from ._utils._openmp_helpers import effective_n_threads
 
 __all__ = [
+    "COUNTS_ADVICE",
     "DataInFitMixin",
     "NonNegativeFactorisationMixin",
     "check_ignored_y",
@@ -21,6 +22,13 @@ __all__ = [
     "unwrap_anndata",
     "validate_input",
 ]
+
+
+#: What a count model's error on negative input adds (``_negative_input_advice``).
+COUNTS_ADVICE = (
+    "The model is for counts: pass the raw counts, before normalising, centring or "
+    "log-transforming them."
+)
 
 
 def _is_anndata(obj):

@@ -23,6 +23,7 @@ from ._base import (
     validate_input,
     warn_warm_start_ignored,
 )
+from ._utils._openmp_helpers import kernel_threads
 from ._cogaps_distributed import (
     check_single_chain_parameters,
     clear_distributed_attributes,
@@ -190,6 +191,11 @@ def _check_labels(X, name, value, axes=("column", "row")):
             f"first, for example {name}.loc[X.index, X.columns] or {name}[{where}] (for an "
             "AnnData, adata.obs_names and adata.var_names)."
         )
+
+
+def _n_entries(X):
+    """Entries a pass over X reads: the stored ones of a sparse matrix, all of a dense one."""
+    return X.nnz if sparse.issparse(X) else X.size
 
 
 class CoGAPS(
@@ -631,7 +637,9 @@ class CoGAPS(
         check_single_chain_parameters(self)
         clear_distributed_attributes(self)
         fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
+        # the chain gets the cap and decides per batch; a pass over the data, by its size
         n_threads = effective_n_threads()
+        pass_threads = kernel_threads(2 * self.n_components * _n_entries(X), n_threads)
         data = self._model_data(X, uncertainty)
         continued = self._continues_chain(X, data, fixed)
         if continued:
@@ -642,21 +650,22 @@ class CoGAPS(
             history = np.empty(0)
             atoms = np.empty((0, 2), dtype=np.int64)
             iterations = [False] * self.max_iter + [True] * self.max_iter
-        chisq = sampler.chi_square(n_threads)
+        chisq = sampler.chi_square(pass_threads)
         if not np.isfinite(chisq):
             raise ValueError(
                 f"The chi-square of X against the chain's start is {chisq}: the values of X "
                 "scaled by their uncertainty are too large to square. Rescale X or raise the "
                 "smallest uncertainties."
             )
-        new_history, new_atoms = self._run_chain(sampler, iterations, chisq, n_threads)
+        new_history, new_atoms = self._run_chain(sampler, iterations, chisq, n_threads,
+                                                 pass_threads)
         self._warn_if_unconverged(new_history[np.asarray(iterations[: len(new_history)])])
         self._set_posterior(
             sampler,
             data,
             np.concatenate([history, new_history]),
             np.concatenate([atoms, new_atoms]),
-            n_threads,
+            pass_threads,
             fixed,
         )
         _cast_attributes(self, X.dtype)
@@ -919,10 +928,11 @@ class CoGAPS(
         )
         return sampler, self.chisq_history_, self.n_atoms_history_
 
-    def _run_chain(self, sampler, iterations, chisq, n_threads):
+    def _run_chain(self, sampler, iterations, chisq, n_threads, pass_threads):
         """Run the chain, one Cython call per iteration (interruptible with Ctrl-C).
 
-        ``iterations`` lists, for each iteration, whether it samples (True) or calibrates.
+        ``iterations`` lists, for each iteration, whether it samples (True) or calibrates;
+        the chain runs with up to ``n_threads``, its chi-square passes with ``pass_threads``.
         """
         n = self.max_iter
         history = []
@@ -936,7 +946,7 @@ class CoGAPS(
                 # logL = -chisq / 2; re-computed exactly from time to time against drift
                 chisq -= 2.0 * dloglik
                 if (it + 1) % 100 == 0 or it + 1 in (n, total):
-                    chisq = sampler.chi_square(n_threads)
+                    chisq = sampler.chi_square(pass_threads)
                 if sampling:
                     sampler.accumulate()
                 history.append(chisq)
@@ -953,7 +963,7 @@ class CoGAPS(
             progress.interrupted(len(history), stacklevel=4)
         return np.asarray(history, dtype=np.float64), np.asarray(atoms, dtype=np.int64).reshape(-1, 2)
 
-    def _set_posterior(self, sampler, data, history, atoms, n_threads, fixed):
+    def _set_posterior(self, sampler, data, history, atoms, pass_threads, fixed):
         if sampler.n_accumulated == 0:
             # interrupted during calibration: the current state is the only sample
             sampler.accumulate()
@@ -972,9 +982,9 @@ class CoGAPS(
         if kind == "sparse":
             rows = _sparse_orientation(a)
             sigma0, poisson = _NAMED_UNCERTAINTIES[name]
-            self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, sigma0, n_threads, poisson)
+            self.chisq_ = sparse_chi_square(rows, w_mean, h_mean, sigma0, pass_threads, poisson)
         else:
-            self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, n_threads)
+            self.chisq_ = fit_chi_square(a, b, w_mean, h_mean, pass_threads)
         self.chisq_history_ = history
         self.n_atoms_history_ = atoms
 
@@ -1002,6 +1012,13 @@ class CoGAPS(
             row[cols] = 0.0
         return seeds
 
+    def _row_chain_threads(self, X):
+        """Threads for the per-row chains of ``transform`` and ``score`` on X: each
+        iteration of a row's chain makes about one proposal per atom, and each costs a pass
+        over the row's entries for each component."""
+        iterations = 2 * self.max_iter
+        return kernel_threads(iterations * self.components_.shape[0] * _n_entries(X))
+
     def _sample_sparse_patterns(self, X, name):
         """Patterns of the rows of X under the sparse-data model with the named
         uncertainty: each proposal costs O(nnz of the row * K), and the rows are never made
@@ -1017,7 +1034,7 @@ class CoGAPS(
             self.max_gibbs_mass_W,
             self.max_iter,
             self._row_seeds(rows),
-            effective_n_threads(),
+            self._row_chain_threads(rows),
             reversible=self._reversible,
             poisson=poisson,
         )
@@ -1049,7 +1066,7 @@ class CoGAPS(
             self.max_gibbs_mass_W,
             self.max_iter,
             self._row_seeds(X),
-            effective_n_threads(),
+            self._row_chain_threads(X),
             reversible=self._reversible,
         )
         return mean, std
@@ -1220,7 +1237,7 @@ class CoGAPS(
         folds = _entry_folds(seeds, x.shape[1], _SCORE_FOLDS)
         prec = _precision(sigma, x.dtype)
         Ht = np.ascontiguousarray(self.components_.T, dtype=np.float64)
-        n_threads = effective_n_threads()
+        n_threads = self._row_chain_threads(x)
         loglik = np.zeros(x.shape[0])
         for f in range(_SCORE_FOLDS):
             held = folds == f

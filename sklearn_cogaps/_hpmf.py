@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
+    COUNTS_ADVICE,
     DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
@@ -63,7 +64,9 @@ class _Counts:
         Xr = X if sparse.issparse(X) and X.format == "csr" else sparse.csr_matrix(X)
         # a canonical CSR matrix without stored zeros is used as it is, without a copy
         if not Xr.has_canonical_format or not np.all(Xr.data != 0):
-            Xr = Xr.copy() if Xr is X or Xr.data is getattr(X, "data", None) else Xr
+            # a CSR made from a CSR shares its arrays (as views): copy before working in place
+            shared = Xr is X or (sparse.issparse(X) and np.shares_memory(Xr.data, X.data))
+            Xr = Xr.copy() if shared else Xr
             Xr.sum_duplicates()
             Xr.eliminate_zeros()
         self.shape = Xr.shape
@@ -519,10 +522,7 @@ class HierarchicalPMF(
 
     _fit_advice = "HierarchicalPMF(n_components=K).fit(X)"
 
-    _negative_input_advice = (
-        "The model is for counts: pass the raw counts, before normalising, centring or "
-        "log-transforming them."
-    )
+    _negative_input_advice = COUNTS_ADVICE
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],

@@ -57,6 +57,8 @@ _HELD_OUT_ADVICE = (
 
 # More levels than this, inferred from X, are more likely continuous values than stars.
 _MANY_LEVELS = 20
+# Inferred integer levels 1..max beyond this are refused (a wrong entry, or not ratings).
+_MAX_LEVELS = 1000
 
 
 def _threads_for(work):
@@ -73,9 +75,9 @@ def _as_ratings_csr(X, name="X"):
     Stored NaNs of a sparse matrix are missing; stored zeros and duplicates are errors.
     """
     if sparse.issparse(X):
-        M = sparse.csr_matrix(X)
-        if M is X or M.data is getattr(X, "data", None):
-            M = M.copy()
+        # an owned copy: sorting, summing duplicates and dropping NaNs work in place, and a
+        # CSR made from a CSR shares the caller's arrays (views, so not ``is``-identical)
+        M = X.tocsr(copy=True)
         if not M.has_sorted_indices:
             M.sort_indices()
         n_before = M.nnz
@@ -549,7 +551,15 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         if self.n_levels is not None:
             levels = np.arange(1.0, self.n_levels + 1.0)
         elif np.all(values == np.round(values)) and values.min() >= 1:
-            levels = np.arange(1.0, values.max() + 1.0)
+            top = values.max()
+            if top > _MAX_LEVELS:  # before allocating 1..top
+                raise ValueError(
+                    f"X has a rating of {top:g}: as levels 1..max that makes {top:g} ordered "
+                    f"classes, each with a threshold per user. Ratings are a few levels "
+                    f"(stars); look for a wrong entry, or map the values to 1..L and pass "
+                    f"n_levels=L."
+                )
+            levels = np.arange(1.0, top + 1.0)
         else:
             levels = np.unique(values)
         if levels.size < 2:

@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ._base import (
+    COUNTS_ADVICE,
     DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
@@ -265,10 +266,7 @@ class WeightedBackgroundPMF(
 
     _fit_advice = "WeightedBackgroundPMF(n_components=K).fit(X)"
 
-    _negative_input_advice = (
-        "The model is for counts: pass the raw counts, before normalising, centring or "
-        "log-transforming them."
-    )
+    _negative_input_advice = COUNTS_ADVICE
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],

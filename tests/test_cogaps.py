@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import make_patterns
 
-from _shared import shared_fixture
+from _shared import every_path_parallel, shared_fixture
 
 # CoGAPS's own example and its published result, in shared/fixtures
 GIST = shared_fixture("gist")
@@ -59,7 +59,7 @@ def test_same_seed_same_result_and_different_seeds_differ(simulated, fitted):
     assert not np.array_equal(other.components_, fitted.components_)
 
 
-def test_result_does_not_depend_on_the_number_of_threads():
+def test_result_does_not_depend_on_the_number_of_threads(parallel_everywhere):
     X, _, _ = make_patterns(n_samples=60, n_features=5000, n_components=2, random_state=3)
     est = CoGAPS(n_components=2, max_iter=5, random_state=0)
     results = {}
@@ -409,12 +409,9 @@ def test_warm_start_continues_a_fixed_fit_and_refuses_another_fixed_matrix(simul
 
 @pytest.fixture
 def parallel_everywhere():
-    """Send every batch and every transpose to the parallel path, however small."""
-    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
-
-    previous = _set_parallel_thresholds(min_work=0, min_entries=0)
-    yield
-    _set_parallel_thresholds(*previous)
+    """Send every batch, transpose and kernel call to the parallel path, however small."""
+    with every_path_parallel():
+        yield
 
 
 @pytest.mark.parametrize("model", ["dense", "sparse", "fixed"])

@@ -16,8 +16,10 @@ from threadpoolctl import threadpool_limits
 from sklearn_cogaps import CoGAPS, match_components
 from sklearn_cogaps._cogaps import _precision
 from sklearn_cogaps._cogaps_chisq import fit_chi_square, residual
-from sklearn_cogaps._cogaps_sampler import GibbsSampler, _set_parallel_thresholds
+from sklearn_cogaps._cogaps_sampler import GibbsSampler
 from sklearn_cogaps.datasets import make_patterns
+
+from _shared import every_path_parallel
 
 # Short chains, compared with each other bit for bit or with the float64 chain of the same
 # length: whether they have converged is not what these tests are about.
@@ -51,11 +53,8 @@ def test_float32_chain_is_the_same_for_threads_and_parallel_paths(data, fixed):
     else:
         kwargs = {} if fixed is None else {fixed: H if fixed == "fixed_components" else W}
     runs = [_fit(X, 1, **kwargs), _fit(X, 2, **kwargs)]
-    previous = _set_parallel_thresholds(min_work=0, min_entries=0)
-    try:
+    with every_path_parallel():
         runs.append(_fit(X, 2, **kwargs))
-    finally:
-        _set_parallel_thresholds(*previous)
     est, Wt = runs[0]
     for name in ("loadings_", "loadings_std_", "components_", "components_std_"):
         assert getattr(est, name).dtype == np.float32, name

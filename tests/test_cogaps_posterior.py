@@ -26,6 +26,8 @@ from sklearn_cogaps._cogaps_proposals import _log_gauss_integral_for_tests
 from sklearn_cogaps._cogaps_queue import _set_parallel_thresholds
 from sklearn_cogaps._cogaps_sampler import GibbsSampler, sample_fixed_rows
 
+from _shared import every_path_parallel
+
 MAX_MASS = 100.0
 # Smallest p-value (Bonferroni over the statistics compared) a correct chain may give; the
 # seeds are fixed, so the tests are deterministic.
@@ -311,8 +313,7 @@ def test_reversible_chain_is_the_same_for_any_thread_count(model):
     X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=3, random_state=0)
     sparse_opt = model == "sparse"
     fits = []
-    previous = _set_parallel_thresholds(min_work=0, min_entries=0)
-    try:
+    with every_path_parallel():
         for threads in (1, 2):
             from threadpoolctl import threadpool_limits
 
@@ -321,8 +322,6 @@ def test_reversible_chain_is_the_same_for_any_thread_count(model):
                              sparse_optimization=sparse_opt).fit(X)
                 fits.append((est.loadings_, est.components_, est.chisq_history_,
                              est.transform(X[:5])))
-    finally:
-        _set_parallel_thresholds(*previous)
     for a, b in zip(*fits):
         np.testing.assert_array_equal(a, b)
 

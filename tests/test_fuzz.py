@@ -12,7 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
-from sklearn_cogaps import CoGAPS, ExtremeDeconvolution, HierarchicalPMF, WeightedBackgroundPMF
+from sklearn_cogaps import (
+    CoGAPS,
+    ExtremeDeconvolution,
+    HierarchicalPMF,
+    MaxMarginMF,
+    WeightedBackgroundPMF,
+)
 
 FUZZ = settings(
     derandomize=True,
@@ -55,9 +61,10 @@ def _snapshot(X):
     return [np.asarray(X).tobytes()]
 
 
-def _finite_attributes(est):
+def _finite_attributes(est, not_measured=()):
+    """Every fitted float is finite, except traces documented as NaN where not measured."""
     for name, value in vars(est).items():
-        if not name.endswith("_") or name.startswith("_"):
+        if not name.endswith("_") or name.startswith("_") or name in not_measured:
             continue
         if isinstance(value, np.ndarray) and value.dtype.kind == "f":
             assert np.all(np.isfinite(value)), name
@@ -135,3 +142,51 @@ def test_extreme_deconvolution(X, side):
     }[side]
     methods = ["score_samples", "predict_proba", "deconvolve", "bic"]
     _run(ExtremeDeconvolution(2, max_iter=10, random_state=0), X, methods, **kw)
+
+
+@st.composite
+def ratings(draw, max_users=12, max_items=6):
+    """Ratings 1..5 with missing entries (NaN in a dense array, not stored in a sparse
+    matrix) and special values planted among the observed ones."""
+    n = draw(st.sampled_from([0, 1, 2, 5, max_users]))
+    p = draw(st.sampled_from([0, 1, 3, max_items]))
+    rng = np.random.RandomState(draw(st.integers(0, 2**16)))
+    R = rng.randint(1, 6, size=(n, p)).astype(np.float64)
+    observed = rng.uniform(size=(n, p)) >= draw(st.sampled_from([0.0, 0.5, 0.9, 1.0]))
+    for _ in range(draw(st.integers(0, 3))):
+        if n and p:
+            i, j = rng.randint(n), rng.randint(p)
+            R[i, j] = draw(st.sampled_from(SPECIAL + [2.5, 6.0, 1e9]))
+            observed[i, j] = True
+    container = draw(st.sampled_from(["dense", "csr", "csc"]))
+    if container == "dense":
+        return np.where(observed, R, np.nan)
+    rows, cols = np.nonzero(observed)
+    return getattr(sparse, f"{container}_matrix")((R[rows, cols], (rows, cols)), shape=(n, p))
+
+
+@FUZZ
+@given(R=ratings(), n_levels=st.sampled_from([None, 5]))
+def test_max_margin_mf(R, n_levels):
+    est = MaxMarginMF(2, n_levels=n_levels, max_iter=4, burn_in=2, random_state=0)
+    before = _snapshot(R)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            est.fit(R)
+        except ValueError as exc:
+            assert str(exc), "a ValueError must say what is wrong"
+        else:
+            # held_out_nmae_ is NaN at iterations run without held-out ratings (documented)
+            _finite_attributes(est, not_measured={"held_out_nmae_"})
+            pred = est.predict_ratings(R)
+            values = pred.data if sparse.issparse(pred) else pred[~np.isnan(pred)]
+            assert np.all(np.isin(values, est.levels_))
+            assert values.size == (R.nnz if sparse.issparse(R) else np.sum(~np.isnan(R)))
+            try:
+                score = est.score(R)
+            except ValueError as exc:
+                assert str(exc)
+            else:
+                assert np.isfinite(score)
+    assert _snapshot(R) == before

@@ -1,9 +1,10 @@
 """Inputs are never modified, and every container gives the result of a canonical copy.
 
-For HierarchicalPMF, WeightedBackgroundPMF and ExtremeDeconvolution, every method is called
-on dense, CSR, CSC and COO input, read-only and memory-mapped arrays, and sparse matrices
-with explicit zeros, unsorted or duplicate indices; the results must equal those of a
-canonical copy, and the caller's object must be unchanged to the bit.
+For HierarchicalPMF, WeightedBackgroundPMF, ExtremeDeconvolution and MaxMarginMF, every
+method is called on dense, CSR, CSC and COO input, read-only and memory-mapped arrays, and
+sparse matrices with explicit zeros (stored NaNs for ratings), unsorted or duplicate
+indices; the results must equal those of a canonical copy, and the caller's object must be
+unchanged to the bit. CoGAPS has its own file, test_cogaps_inputs.py.
 """
 
 import copy
@@ -182,3 +183,56 @@ def test_xd_sample_weight_is_not_modified():
     before = sw.tobytes()
     ExtremeDeconvolution(2, max_iter=5, random_state=0).fit(X, X_cov=S, sample_weight=sw)
     assert sw.tobytes() == before
+
+
+def _ratings(seed=0):
+    """Ratings 1..5 of 30 users and 12 items, about half observed (NaN elsewhere)."""
+    rng = np.random.RandomState(seed)
+    R = rng.randint(1, 6, size=(30, 12)).astype(np.float64)
+    return np.where(rng.uniform(size=R.shape) < 0.5, np.nan, R)
+
+
+def _ratings_forms(R, tmp_path):
+    """Every container of the same ratings: dense with NaN for missing, sparse with the
+    ratings stored (also with stored NaNs, which are missing, and unsorted indices)."""
+    rows, cols = np.nonzero(~np.isnan(R))
+    csr = sparse.csr_matrix((R[rows, cols], (rows, cols)), shape=R.shape)
+    forms = {"dense": R.copy(), "read-only": _read_only(R), "memmap": _memmap(R, tmp_path, "R"),
+             "fortran": np.asfortranarray(R), "csr": csr.copy(), "csc": csr.tocsc(),
+             "coo": csr.tocoo()}  # fmt: skip
+    ro = csr.copy()
+    for a in (ro.data, ro.indices, ro.indptr):
+        a.flags.writeable = False
+    forms["read-only-csr"] = ro
+    # stored NaNs (missing) and indices in reverse order within each row
+    r2 = np.concatenate([rows, [0, 1]])
+    c2 = np.concatenate([cols, [np.flatnonzero(np.isnan(R[i]))[0] for i in (0, 1)]])
+    v2 = np.concatenate([R[rows, cols], [np.nan, np.nan]])
+    order = np.lexsort((-c2, r2))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r2, minlength=R.shape[0]))])
+    messy = sparse.csr_matrix((v2[order], c2[order], indptr), shape=R.shape)
+    assert not messy.has_sorted_indices
+    forms["messy-csr"] = messy
+    return forms
+
+
+def test_max_margin_mf_leaves_inputs_unchanged(tmp_path):
+    from sklearn_cogaps import MaxMarginMF
+
+    R = _ratings()
+    make = lambda: MaxMarginMF(2, max_iter=6, burn_in=2, random_state=0)  # noqa: E731
+    ref = make().fit(R)
+    pairs = sparse.csr_matrix(~np.isnan(R), dtype=np.float64)
+    expected = (ref.predict_ratings(pairs).toarray(), ref.score(R),
+                ref.predict_ratings(pairs[:4], observed=R[:4]).toarray())
+    for name, form in _ratings_forms(R, tmp_path).items():
+        before = _snapshot(form)
+        est = make().fit(form)
+        # the first four users again, as new users, in the same container
+        observed = (form.tocsr()[:4].asformat(form.format) if sparse.issparse(form)
+                    else np.asarray(form)[:4])
+        got = (est.predict_ratings(pairs).toarray(), est.score(form),
+               est.predict_ratings(pairs[:4], observed=observed).toarray())
+        for a, b in zip(expected, got):
+            assert_array_equal(a, b, err_msg=name)
+        assert _snapshot(form) == before, name

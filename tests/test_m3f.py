@@ -406,6 +406,7 @@ def test_holdout_and_errors_helpers():
         (np.array([[0.0, 2.0], [2.0, 3.0]]), 5, "not rating levels"),
         (np.full((2, 2), np.nan), None, "no observed rating"),
         (np.full((2, 2), 2.5), None, "single rating level"),
+        (np.array([[1.0, 1e9], [2.0, 3.0]]), None, r"a rating of 1e\+09.*n_levels=L"),
         (sparse.csr_matrix(([1.0, 0.0, 2.0], [0, 1, 1], [0, 2, 3]), shape=(2, 2)), None,
          "stored zeros"),
     ],
