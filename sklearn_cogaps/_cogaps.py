@@ -23,7 +23,6 @@ from ._base import (
     validate_input,
     warn_warm_start_ignored,
 )
-from ._utils._openmp_helpers import kernel_threads
 from ._cogaps_distributed import (
     check_single_chain_parameters,
     clear_distributed_attributes,
@@ -33,6 +32,7 @@ from ._progress import Progress
 from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
 from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
+from ._utils._openmp_helpers import kernel_threads
 
 __all__ = ["CoGAPS", "default_uncertainty"]
 
@@ -1013,9 +1013,9 @@ class CoGAPS(
         return seeds
 
     def _row_chain_threads(self, X):
-        """Threads for the per-row chains of ``transform`` and ``score`` on X: each
-        iteration of a row's chain makes about one proposal per atom, and each costs a pass
-        over the row's entries for each component."""
+        """Threads for the per-row chains of ``transform`` and ``score`` on X, from a rough
+        count of their work: 2 * max_iter iterations, each of about K proposals per row
+        that read the row's entries."""
         iterations = 2 * self.max_iter
         return kernel_threads(iterations * self.components_.shape[0] * _n_entries(X))
 

@@ -659,6 +659,15 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
 
+    def _check_enough_samples(self, n):
+        """The first fit starts each component's mean at a sample: it needs enough."""
+        if n < self.n_components:
+            raise ValueError(
+                f"Expected n_samples >= n_components but got n_components = "
+                f"{self.n_components}, n_samples = {n}: each component starts at a "
+                f"sample. Fit on at least {self.n_components} samples, or lower n_components."
+            )
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, *, X_cov=None, projection=None, sample_weight=None):
         """Fit the deconvolved mixture.
@@ -689,11 +698,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         check_ignored_y(self, y, X, advice=_NOISE_ADVICE)
         data = self._validate_inputs(X, X_cov, projection, sample_weight, reset=True)
         self._fitted_with_noise = data.noise_mode != 0
-        if data.n < self.n_components:
-            raise ValueError(
-                f"Expected n_samples >= n_components but got n_components = "
-                f"{self.n_components}, n_samples = {data.n}"
-            )
+        self._check_enough_samples(data.n)
         if np.sum(data.sample_weight) <= 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
         rng = check_random_state(self.random_state)
@@ -935,11 +940,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         # Work on local copies and set the attributes at the end: an interrupted call leaves
         # the estimator as it was.
         if first:
-            if data.n < self.n_components:
-                raise ValueError(
-                    f"Expected n_samples >= n_components but got n_components = "
-                    f"{self.n_components}, n_samples = {data.n}"
-                )
+            self._check_enough_samples(data.n)
             rng = check_random_state(self.random_state)
             params = tuple(np.asarray(a, dtype=np.float64) for a in self._initialize(data, rng))
             state = _OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)

@@ -271,6 +271,13 @@ def test_bad_input_raises_clear_errors(kwargs, match):
         ExtremeDeconvolution(2).fit(X, **kwargs)
 
 
+def test_too_few_samples_for_the_components_say_what_to_do():
+    X = np.random.RandomState(0).normal(size=(4, 2))
+    for start in ("fit", "partial_fit"):
+        with pytest.raises(ValueError, match=r"n_samples = 4: .*at least 6 samples, or lower n_"):
+            getattr(ExtremeDeconvolution(6), start)(X)
+
+
 def test_bad_parameters_raise_clear_errors():
     X = np.random.RandomState(0).normal(size=(20, 2))
     with pytest.raises(ValueError, match="means_init must be given"):
