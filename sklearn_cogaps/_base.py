@@ -314,6 +314,9 @@ class DataInFitMixin:
     """
 
     _fit_advice = "Estimator(n_components=K).fit(X)"
+    #: The peers' spellings of parameters this estimator names otherwise:
+    #: ``{name: (whose spelling, what to write instead)}``.
+    _peer_parameters = {}
 
     def __new__(cls, *args, **kwargs):
         for position, value in enumerate(args):
@@ -322,6 +325,13 @@ class DataInFitMixin:
                     f"{cls.__name__}() takes its parameters, not data: positional argument "
                     f"{position + 1} is a data set of shape {_shape(value)}. Create the "
                     f"estimator, then give it the data: {cls._fit_advice}."
+                )
+        for name, value in kwargs.items():
+            if name in cls._peer_parameters:
+                whose, instead = cls._peer_parameters[name]
+                raise TypeError(
+                    f"{cls.__name__}() has no parameter {name!r} ({whose}'s name, given "
+                    f"{value!r}); write {instead}."
                 )
         return super().__new__(cls)
 

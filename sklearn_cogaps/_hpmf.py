@@ -522,6 +522,13 @@ class HierarchicalPMF(
 
     _fit_advice = "HierarchicalPMF(n_components=K).fit(X)"
 
+    _peer_parameters = {
+        "k": ("hpfrec", "n_components=K"),
+        "nfactors": ("scHPF", "n_components=K"),
+        "maxiter": ("hpfrec", "max_iter=N"),
+        "random_seed": ("hpfrec", "random_state=seed"),
+    }
+
     _negative_input_advice = COUNTS_ADVICE
 
     _parameter_constraints: dict = {

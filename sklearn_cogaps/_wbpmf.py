@@ -266,6 +266,11 @@ class WeightedBackgroundPMF(
 
     _fit_advice = "WeightedBackgroundPMF(n_components=K).fit(X)"
 
+    _peer_parameters = {
+        "K": ("R ebpmf", "n_components=K"),
+        "maxiter": ("R ebpmf", "max_iter=N"),
+    }
+
     _negative_input_advice = COUNTS_ADVICE
 
     _parameter_constraints: dict = {

@@ -122,6 +122,28 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
     assert pickle.loads(pickle.dumps(model)).get_params() == model.get_params()
 
 
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: CoGAPS(nPatterns=3), r"no parameter 'nPatterns' \(R CoGAPS's name, given 3\); "
+                                      r"write n_components="),
+        (lambda: CoGAPS(nIterations=5000, seed=1), "write max_iter="),
+        (lambda: CoGAPS(nThreads=4), "OMP_NUM_THREADS or threadpoolctl"),
+        (lambda: CoGAPS(whichMatrixFixed="A"), r"fit\(X, fixed_components=H\) for 'A'"),
+        (lambda: HierarchicalPMF(k=5), r"'k' \(hpfrec's name, given 5\); write n_components="),
+        (lambda: HierarchicalPMF(nfactors=5), "scHPF's name"),
+        (lambda: WeightedBackgroundPMF(K=4), r"'K' \(R ebpmf's name, given 4\)"),
+    ],
+)
+def test_a_peer_s_parameter_name_says_ours(call, match):
+    """The spellings of R CoGAPS, hpfrec, scHPF and R ebpmf get our name, not Python's bare
+    'unexpected keyword argument'; other unknown names keep Python's error."""
+    with pytest.raises(TypeError, match=match):
+        call()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        CoGAPS(bogus=1)
+
+
 @pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
 def test_a_table_of_user_item_count_triplets_is_refused(estimator):
     """hpfrec's HPF.fit takes (UserId, ItemId, Count) rows; here it would be a 3-feature X."""
