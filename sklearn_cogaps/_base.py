@@ -310,7 +310,9 @@ class DataInFitMixin:
     Data passed positionally to the constructor would otherwise become ``n_components``
     (failing later with a message about an integer parameter) or meet Python's bare
     ``TypeError`` about positional arguments. A class using it sets ``_fit_advice``, the
-    call to write instead. Put it left of ``BaseEstimator``.
+    call to write instead, and ``_peer_parameters``, the peers' names of its parameters
+    (``CoGAPS(nPatterns=3)``), which get a ``TypeError`` with ours rather than Python's bare
+    "unexpected keyword argument". Put it left of ``BaseEstimator``.
     """
 
     _fit_advice = "Estimator(n_components=K).fit(X)"
