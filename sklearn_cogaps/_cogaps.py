@@ -401,26 +401,29 @@ class CoGAPS(
     )
 
     _peer_parameters = {
-        "nPatterns": ("R CoGAPS", "n_components=K"),
-        "nIterations": ("R CoGAPS", "max_iter=N (iterations of each phase, as nIterations)"),
-        "seed": ("R CoGAPS", "random_state=seed"),
-        "alphaA": ("R CoGAPS", "atom_density_H=... (its A is our H)"),
-        "alphaP": ("R CoGAPS", "atom_density_W=... (its P is our W)"),
-        "maxGibbsMassA": ("R CoGAPS", "max_gibbs_mass_H=..."),
-        "maxGibbsMassP": ("R CoGAPS", "max_gibbs_mass_W=..."),
-        "sparseOptimization": ("R CoGAPS", "sparse_optimization=True"),
-        "nSets": ("R CoGAPS", "n_sets=..."),
-        "minNS": ("R CoGAPS", "min_ns=..."),
-        "maxNS": ("R CoGAPS", "max_ns=..."),
-        "explicitSets": ("R CoGAPS", "explicit_sets=..."),
-        "singleCell": ("R CoGAPS", 'distributed="single-cell"'),
-        "nThreads": ("R CoGAPS", "nothing here: the fit uses OpenMP's threads, limited by "
-                     "OMP_NUM_THREADS or threadpoolctl.threadpool_limits(n, user_api='openmp')"),
-        "uncertainty": ("R CoGAPS", "CoGAPS(...).fit(X, uncertainty=U)"),
-        "fixedPatterns": ("R CoGAPS", "CoGAPS(...).fit(X, fixed_components=H) for "
-                          "whichMatrixFixed='A', or fit(X, fixed_patterns=W) for 'P'"),
-        "whichMatrixFixed": ("R CoGAPS", "CoGAPS(...).fit(X, fixed_components=H) for 'A', or "
-                             "fit(X, fixed_patterns=W) for 'P'"),
+        name: ("R CoGAPS", instead) for name, instead in {
+            "nPatterns": "n_components=K",
+            "nIterations": "max_iter=N (iterations of each phase, as nIterations)",
+            "seed": "random_state=seed",
+            "alphaA": "atom_density_H=... (its A is our H)",
+            "alphaP": "atom_density_W=... (its P is our W)",
+            "maxGibbsMassA": "max_gibbs_mass_H=...",
+            "maxGibbsMassP": "max_gibbs_mass_W=...",
+            "sparseOptimization": "sparse_optimization=True",
+            "nSets": "n_sets=...",
+            "minNS": "min_ns=...",
+            "maxNS": "max_ns=...",
+            "explicitSets": "explicit_sets=...",
+            "singleCell": 'distributed="single-cell"',
+            "nThreads": "nothing here: the fit uses OpenMP's threads, limited by "
+                        "OMP_NUM_THREADS or threadpoolctl.threadpool_limits(n, user_api='openmp')",
+            "uncertainty": "CoGAPS(...).fit(X, uncertainty=U)",
+            **dict.fromkeys(
+                ["fixedPatterns", "whichMatrixFixed"],
+                "CoGAPS(...).fit(X, fixed_components=H) for 'A' (whichMatrixFixed), or "
+                "fit(X, fixed_patterns=W) for 'P'",
+            ),
+        }.items()
     }
 
     _parameter_constraints = {
