@@ -19,44 +19,53 @@ from ._cogaps_stats cimport _entry_precision
 
 
 
+cdef extern from "_transpose.h" nogil:
+    enum: CG_TILE_ROWS
+    void cg_transpose_rows_f64(const double* src, Py_ssize_t n, Py_ssize_t m, double* dst,
+                               Py_ssize_t i0, Py_ssize_t i1)
+    void cg_transpose_rows_f32(const float* src, Py_ssize_t n, Py_ssize_t m, float* dst,
+                               Py_ssize_t i0, Py_ssize_t i1)
+
+
 cdef void _transpose(const floating* src, Py_ssize_t n, Py_ssize_t m, floating* dst,
                      int n_threads) noexcept nogil:
-    """dst (m x n) = src (n x m)^T, by 32 x 32 tiles; on one thread without entering a
-    parallel region (small residuals are transposed twice per iteration)."""
-    cdef Py_ssize_t ib, jb, i, j, i_end, j_end, n_blocks = (n + 31) // 32
+    """dst (m x n) = src (n x m)^T, by tiles (_transpose.h); the threads take blocks of
+    rows of src, so each element of dst is written by one thread. On one thread without
+    entering a parallel region (small residuals are transposed twice per iteration)."""
+    cdef Py_ssize_t ib, n_blocks = (n + CG_TILE_ROWS - 1) // CG_TILE_ROWS
     if n_threads <= 1:
-        _transpose_serial(src, n, m, dst)
+        _transpose_rows(src, n, m, dst, 0, n)
         return
     for ib in prange(n_blocks, schedule='static', num_threads=n_threads):
-        i_end = min(ib * 32 + 32, n)
-        jb = 0
-        while jb < m:
-            j_end = min(jb + 32, m)
-            for i in range(ib * 32, i_end):
-                for j in range(jb, j_end):
-                    dst[j * n + i] = src[i * m + j]
-            jb = jb + 32
+        _transpose_rows(src, n, m, dst, ib * CG_TILE_ROWS, min(ib * CG_TILE_ROWS + CG_TILE_ROWS, n))
 
 
-cdef void _transpose_serial(const floating* src, Py_ssize_t n, Py_ssize_t m,
-                           floating* dst) noexcept nogil:
-    """dst (m x n) = src (n x m)^T on the calling thread, by 32 x 32 tiles."""
-    cdef Py_ssize_t ib, jb, i, j, i_end, j_end
-    cdef const floating* s
-    cdef floating* d
-    ib = 0
-    while ib < n:
-        i_end = min(ib + 32, n)
-        jb = 0
-        while jb < m:
-            j_end = min(jb + 32, m)
-            for j in range(jb, j_end):
-                s = src + j
-                d = dst + j * n
-                for i in range(ib, i_end):
-                    d[i] = s[i * m]
-            jb = jb + 32
-        ib = ib + 32
+cdef inline void _transpose_rows(const floating* src, Py_ssize_t n, Py_ssize_t m,
+                                 floating* dst, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    if floating is float:
+        cg_transpose_rows_f32(src, n, m, dst, i0, i1)
+    else:
+        cg_transpose_rows_f64(src, n, m, dst, i0, i1)
+
+
+def transpose(const floating[:, ::1] src, int n_threads=1):
+    """The transpose of ``src`` by the sampler's kernel, for tests and benchmarks.
+
+    Parameters
+    ----------
+    src : ndarray of shape (n, m), float64 or float32, C-contiguous
+    n_threads : int, default=1
+
+    Returns
+    -------
+    dst : ndarray of shape (m, n), of src's dtype, C-contiguous
+    """
+    dst_arr = np.empty((src.shape[1], src.shape[0]), dtype=np.asarray(src).dtype)
+    cdef floating[:, ::1] dst = dst_arr
+    if src.shape[0] and src.shape[1]:
+        with nogil:
+            _transpose(&src[0, 0], src.shape[0], src.shape[1], &dst[0, 0], n_threads)
+    return dst_arr
 
 
 cdef void _residual_rows(const floating* X, const double* M, const double* Ot,

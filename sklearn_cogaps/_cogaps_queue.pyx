@@ -87,8 +87,20 @@ cdef inline void _interval(const Half* h, Proposal* p) noexcept nogil:
         p.wraps = p.hi <= p.lo
 
 
-cdef bint _conflicts(const Half* h, Proposal* p, const Proposal* batch,
-                     Py_ssize_t nb) noexcept nogil:
+cdef struct Queued:
+    # what later proposals of the batch are checked against, in compact arrays (a scan
+    # over them reads a few cache lines where one over the proposals would read them all):
+    # the positions of the queued births and the stretches of the queued moves and
+    # exchanges
+    Py_ssize_t n_births
+    uint64_t birth_pos[MAX_BATCH]
+    Py_ssize_t n_spans
+    uint64_t span_lo[MAX_BATCH]
+    uint64_t span_hi[MAX_BATCH]
+    bint span_wraps[MAX_BATCH]
+
+
+cdef bint _conflicts(const Half* h, Proposal* p, const Queued* queued) noexcept nogil:
     """Whether proposal ``p`` depends on a queued one (section 2.1 and 2.2). The stretch of
     a move or an exchange is stored in ``p`` on the way, for the births that follow it in
     the batch."""
@@ -109,19 +121,32 @@ cdef bint _conflicts(const Half* h, Proposal* p, const Proposal* batch,
         if d.next[p.atom1] >= 0 and h.atom_mark[d.next[p.atom1]] == stamp:
             return True
     if p.kind == BIRTH:
-        # a birth inside the stretch a queued move or exchange depends on
-        for b in range(nb):
-            if batch[b].kind == MOVE or batch[b].kind == EXCHANGE:
-                if _between(batch[b].lo, batch[b].hi, batch[b].wraps, p.pos):
-                    return True
-            elif batch[b].kind == BIRTH and batch[b].pos == p.pos:
+        # a birth inside the stretch a queued move or exchange depends on, or on a queued
+        # birth's position
+        for b in range(queued.n_spans):
+            if _between(queued.span_lo[b], queued.span_hi[b], queued.span_wraps[b], p.pos):
+                return True
+        for b in range(queued.n_births):
+            if queued.birth_pos[b] == p.pos:
                 return True
     elif p.kind == MOVE or p.kind == EXCHANGE:
         _interval(h, p)
-        for b in range(nb):
-            if batch[b].kind == BIRTH and _between(p.lo, p.hi, p.wraps, batch[b].pos):
+        for b in range(queued.n_births):
+            if _between(p.lo, p.hi, p.wraps, queued.birth_pos[b]):
                 return True
     return False
+
+
+cdef void _queue(Queued* queued, const Proposal* p) noexcept nogil:
+    """Record a queued proposal for the checks of the later ones."""
+    if p.kind == BIRTH:
+        queued.birth_pos[queued.n_births] = p.pos
+        queued.n_births += 1
+    elif p.kind == MOVE or p.kind == EXCHANGE:
+        queued.span_lo[queued.n_spans] = p.lo
+        queued.span_hi[queued.n_spans] = p.hi
+        queued.span_wraps[queued.n_spans] = p.wraps
+        queued.n_spans += 1
 
 
 cdef void _mark(Half* h, const Proposal* p) noexcept nogil:
@@ -140,7 +165,7 @@ cdef void _mark(Half* h, const Proposal* p) noexcept nogil:
             h.atom_mark[d.next[p.atom1]] = stamp
 
 
-cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
+cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queued,
                             Py_ssize_t max_size) noexcept nogil:
     """Queue proposals until the first conflict or ``max_size``; returns the batch size
     (>= 1: the first proposal of a batch cannot conflict).
@@ -161,33 +186,34 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch,
     and is drawn again from the updated state with the same numbers, which continues the
     rejection loop of the free-position draw."""
     cdef Py_ssize_t nb = 0
-    cdef int64_t n = h.dom.n_atoms, births = 0, deaths = 0
+    cdef int64_t n = h.dom.n_atoms, deaths = 0
     cdef int kind
     cdef Proposal* p
     cdef Rng before
     cdef KindCache cache
     cache.n_low = -1
     cache.n_high = -1
+    queued.n_births = 0
+    queued.n_spans = 0
     h.batch_id += 1
     while nb < max_size:
         p = &batch[nb]
         before = master[0]
         # after the queue, the count lies in [n - deaths, n + births] (section 2.3)
-        kind = _choose_kind(h, master, n - deaths, n + births, &cache)
+        kind = _choose_kind(h, master, n - deaths, n + queued.n_births, &cache)
         if kind < 0:
             master[0] = before
             break
         p.kind = kind
         _fill(h, master, p)
-        if _conflicts(h, p, batch, nb) or (h.reversible and kind != BIRTH
-                                           and births + deaths > 0):
+        if _conflicts(h, p, queued) or (h.reversible and kind != BIRTH
+                                        and queued.n_births + deaths > 0):
             master[0] = before
             break
         _mark(h, p)
+        _queue(queued, p)
         rng_spawn(master, &p.rng)
-        if kind == BIRTH:
-            births += 1
-        elif kind == DEATH:
+        if kind == DEATH:
             deaths += 1
         nb += 1
     return nb
@@ -202,10 +228,11 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
     cdef int64_t done = 0, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
     cdef Py_ssize_t nb, b
     cdef int threads, status
+    cdef Queued queued
     while done < n_prop:
         if _ensure_atom_marks(h) != 0:
             return FAIL_NO_MEMORY
-        nb = _fill_batch(h, master, batch, min(<int64_t>MAX_BATCH, n_prop - done))
+        nb = _fill_batch(h, master, batch, &queued, min(<int64_t>MAX_BATCH, n_prop - done))
         threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
         if h.reversible:
             _reversible_batch(h, batch, nb, tau, threads)

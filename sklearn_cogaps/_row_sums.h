@@ -32,6 +32,10 @@
 #define CG_HAVE_SSE2 1
 #endif
 
+/* Rows shorter than this are summed and updated by inlined code (cg_row_sums,
+   cg_residual_update) rather than by a call into the AVX kernels. */
+#define CG_SHORT_ROW 16
+
 #ifdef CG_HAVE_AVX_DISPATCH
 /* 1: AVX, 0: SSE2, -1: not decided yet. Deciding twice (two threads at once) is harmless:
    both write the same value. */

@@ -157,12 +157,15 @@ static void CG_NAME(cg_row_sums_avx)(const double* o1, const double* o2, const C
 }
 #endif
 
-/* The kernel every caller uses: the widest one the processor runs, all with the same bits. */
+/* The kernel every caller uses: the widest one the processor runs, all with the same bits.
+   Rows shorter than CG_SHORT_ROW go to the SSE2 kernel, which is inlined into the caller:
+   for a few columns the call into the AVX kernel costs more than its wider registers
+   save (GIST's amplitudes have rows of 9 samples). */
 static inline void CG_NAME(cg_row_sums)(const double* o1, const double* o2, const CG_T* res,
                                         const CG_T* w, ptrdiff_t n, double* s, double* smu)
 {
 #if defined(CG_HAVE_AVX_DISPATCH)
-    if (cg_avx_available()) {
+    if (n >= CG_SHORT_ROW && cg_avx_available()) {
         CG_NAME(cg_row_sums_avx)(o1, o2, res, w, n, s, smu);
         return;
     }
@@ -225,11 +228,12 @@ static void CG_NAME(cg_residual_row_avx)(const CG_T* x, const double* m, const d
 }
 #endif
 
+/* Short rows are updated by the inlined plain loop, as cg_row_sums sums them. */
 static inline void CG_NAME(cg_residual_update)(CG_T* res, const double* o, double delta,
                                                ptrdiff_t n)
 {
 #if defined(CG_HAVE_AVX_DISPATCH)
-    if (cg_avx_available()) {
+    if (n >= CG_SHORT_ROW && cg_avx_available()) {
         CG_NAME(cg_residual_update_avx)(res, o, delta, n);
         return;
     }

@@ -255,8 +255,13 @@ def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fi
     true_owner = np.argmax(H, axis=0)  # patterns have maximum 1, so amplitudes compare
     markers, ranks, scores = fitted.pattern_markers("all")
     assert sorted(np.concatenate(markers)) == list(range(X.shape[1]))  # a partition
-    agree = [np.mean(true_owner[markers[order[k]]] == k) for k in range(3)]
-    assert min(agree) > 0.9, agree
+    # a feature whose two largest planted amplitudes are close has no clear owner, and
+    # which pattern claims it varies with the chain; those with a clear owner must go to it
+    top = np.sort(H, axis=0)
+    clear = top[-1] >= 2.0 * top[-2]
+    owned = [true_owner[markers[order[k]]] == k for k in range(3)]
+    assert min(np.mean(o) for o in owned) > 0.85, owned
+    assert min(np.mean(o[clear[markers[order[k]]]]) for k, o in enumerate(owned)) > 0.95
     assert ranks.shape == scores.shape == (X.shape[1], 3)
     cut, _, _ = fitted.pattern_markers("cut")
     for k in range(3):
@@ -590,9 +595,27 @@ def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, pa
     X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
     prec = np.full(X.shape, 10.0)
     sampler = GibbsSampler(X.copy(), prec, np.zeros((20, 2)), np.zeros((50, 2)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
+    # the statistic is infinite once atoms sit both in row 3 (or 11) of W and in feature 7
+    # (or 30) of Ht, which under this sparse prior takes a few to a few tens of iterations
     with pytest.raises(ValueError, match="CoGAPS chain met a value that is not finite"):
-        for _ in range(20):
+        for _ in range(200):
             sampler.iterate(1.0, n_threads)
     seeds = np.arange(20, dtype=np.uint64)
     with pytest.raises(ValueError, match=r"of 2 row\(s\) \(first: row 3\) met a value that is not"):
         sample_fixed_rows(X, prec, np.ones((50, 2)), 0.01, 0.01, 100.0, 5, seeds, n_threads)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_the_residual_transpose_moves_every_value(dtype, n_threads):
+    """The tiled transpose of the residual between half-iterations (4 x 4 register blocks
+    inside 16 x 256 tiles): every shape's edges, on one thread and by blocks of rows."""
+    from sklearn_cogaps._cogaps_chisq import transpose
+
+    rng = np.random.default_rng(0)
+    for n in (1, 3, 4, 5, 9, 15, 16, 17, 33, 100):
+        for m in (1, 3, 4, 6, 9, 255, 256, 257, 600):
+            src = rng.standard_normal((n, m)).astype(dtype)
+            dst = transpose(src, n_threads)
+            assert dst.dtype == dtype and dst.flags.c_contiguous
+            assert np.array_equal(dst, src.T), (n, m)
