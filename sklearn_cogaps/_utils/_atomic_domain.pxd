@@ -2,7 +2,7 @@
 # [0, n_bins * bin_length) and positive masses; bin = position // bin_length maps each
 # atom to one matrix element. See doc/cogaps.rst ("The atomic domain") for the design.
 from libc.stdint cimport uint64_t, int64_t
-from ._rng cimport Rng, Divisor
+from ._rng cimport Rng, Divisor, divisor_init, rng_below_by
 
 
 cdef struct AtomicDomain:
@@ -43,5 +43,23 @@ cdef int64_t domain_insert(AtomicDomain* d, uint64_t pos, double mass) noexcept 
 cdef void domain_erase(AtomicDomain* d, int64_t atom) noexcept nogil
 cdef int64_t domain_find(AtomicDomain* d, uint64_t pos) noexcept nogil
 cdef int64_t domain_predecessor(AtomicDomain* d, uint64_t pos) noexcept nogil
-cdef int64_t domain_random_atom(AtomicDomain* d, Rng* rng) noexcept nogil
-cdef uint64_t domain_random_free_position(AtomicDomain* d, Rng* rng) noexcept nogil
+
+
+# The uniform choices of every proposal, inline so that the samplers compile them into
+# their loops.
+cdef inline int64_t domain_random_atom(AtomicDomain* d, Rng* rng) noexcept nogil:
+    """A live atom chosen uniformly (the domain must not be empty): ``rng_below`` with the
+    division prepared once per atom count."""
+    cdef uint64_t n = <uint64_t>d.n_atoms
+    if d.atoms_div.d != n:
+        divisor_init(&d.atoms_div, n)
+        d.atoms_threshold = (<uint64_t>0 - n) % n
+    return d.order[rng_below_by(rng, &d.atoms_div, d.atoms_threshold)]
+
+
+cdef inline uint64_t domain_random_free_position(AtomicDomain* d, Rng* rng) noexcept nogil:
+    """A uniform position of the domain not occupied by an atom."""
+    cdef uint64_t pos = rng_below_by(rng, &d.length_div, d.length_threshold)
+    while domain_find(d, pos) >= 0:
+        pos = rng_below_by(rng, &d.length_div, d.length_threshold)
+    return pos

@@ -214,24 +214,6 @@ cdef void domain_erase(AtomicDomain* d, int64_t atom) noexcept nogil:
     d.n_free += 1
 
 
-cdef int64_t domain_random_atom(AtomicDomain* d, Rng* rng) noexcept nogil:
-    """A live atom chosen uniformly (the domain must not be empty): ``rng_below`` with the
-    division prepared once per atom count."""
-    cdef uint64_t n = <uint64_t>d.n_atoms
-    if d.atoms_div.d != n:
-        divisor_init(&d.atoms_div, n)
-        d.atoms_threshold = (<uint64_t>0 - n) % n
-    return d.order[rng_below_by(rng, &d.atoms_div, d.atoms_threshold)]
-
-
-cdef uint64_t domain_random_free_position(AtomicDomain* d, Rng* rng) noexcept nogil:
-    """A uniform position of the domain not occupied by an atom."""
-    cdef uint64_t pos = rng_below_by(rng, &d.length_div, d.length_threshold)
-    while domain_find(d, pos) >= 0:
-        pos = rng_below_by(rng, &d.length_div, d.length_threshold)
-    return pos
-
-
 cdef class DomainForTests:
     """A Python handle on one atomic domain, to test the data structure.
 
