@@ -10,8 +10,7 @@
    kernels of _row_sums.h are), four SSE registers for floats (every x86-64 processor has
    SSE), element by element elsewhere and at the edges. On the benchmark shapes (200 to
    5000 rows of 200 to 5000 doubles) this moves a residual in about three quarters of the
-   time of 32 x 32 tiles copied element by element (benchmarks/bench_cogaps.py
-   --bandwidth prints both rates on this machine). */
+   time of 32 x 32 tiles copied element by element (doc/cogaps_scale.rst). */
 #ifndef SKLEARN_COGAPS_TRANSPOSE_H
 #define SKLEARN_COGAPS_TRANSPOSE_H
 
