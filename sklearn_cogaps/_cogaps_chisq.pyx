@@ -37,7 +37,8 @@ cdef void _transpose(const floating* src, Py_ssize_t n, Py_ssize_t m, floating* 
         _transpose_rows(src, n, m, dst, 0, n)
         return
     for ib in prange(n_blocks, schedule='static', num_threads=n_threads):
-        _transpose_rows(src, n, m, dst, ib * CG_TILE_ROWS, min(ib * CG_TILE_ROWS + CG_TILE_ROWS, n))
+        _transpose_rows(src, n, m, dst, ib * CG_TILE_ROWS,
+                        min(ib * CG_TILE_ROWS + CG_TILE_ROWS, n))
 
 
 cdef inline void _transpose_rows(const floating* src, Py_ssize_t n, Py_ssize_t m,

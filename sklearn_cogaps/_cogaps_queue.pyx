@@ -200,7 +200,7 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
     while nb < max_size:
         p = &batch[nb]
         before = master[0]
-        # after the queue, the count lies in [n - deaths, n + births] (section 2.3)
+        # after the queue, the count lies in [n - deaths, n + queued births] (section 2.3)
         kind = _choose_kind(h, master, n - deaths, n + queued.n_births, &cache)
         if kind < 0:
             master[0] = before
