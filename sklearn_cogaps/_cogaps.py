@@ -976,14 +976,15 @@ class CoGAPS(
                 if sampling:
                     sampler.accumulate()
                 history.append(chisq)
-                atoms.append(sampler.n_atoms)
                 n_atoms = sampler.n_atoms
-                progress(
-                    it + 1,
-                    chisq,
-                    f"{'sampling' if sampling else 'calibration':>11}  atoms W {n_atoms[0]} "
-                    f"H {n_atoms[1]}",
-                )
+                atoms.append(n_atoms)
+                if progress.due(it + 1):
+                    progress(
+                        it + 1,
+                        chisq,
+                        f"{'sampling' if sampling else 'calibration':>11}  atoms W {n_atoms[0]} "
+                        f"H {n_atoms[1]}",
+                    )
         except KeyboardInterrupt:
             # the samples of the complete iterations are kept (a sweep stops between rows)
             progress.interrupted(len(history), stacklevel=4)

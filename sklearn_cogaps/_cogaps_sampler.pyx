@@ -248,7 +248,8 @@ cdef class GibbsSampler:
                     nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         else:
             nh, nw = self._dense_iteration(tau, n_threads)
-        _raise_failure(min(nh, nw))
+        if nh < 0 or nw < 0:
+            _raise_failure(min(nh, nw))
         return nh, nw, self.half_h.loglik_change + self.half_w.loglik_change
 
     cdef tuple _dense_iteration(self, double tau, int n_threads):

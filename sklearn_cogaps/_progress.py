@@ -87,9 +87,7 @@ class Progress:
         extra : str, default=""
             More fields for the line (for example a phase or atom counts).
         """
-        if not self.verbose or iteration < 1:
-            return
-        if iteration % self.every and iteration != self.total:
+        if not self.due(iteration):
             return
         elapsed = time.perf_counter() - self.start
         left = elapsed / iteration * max(self.total - iteration, 0)
@@ -102,6 +100,24 @@ class Progress:
             file=sys.stdout,
             flush=True,
         )
+
+    def due(self, iteration):
+        """Whether the line of ``iteration`` is printed: loops whose extra fields cost
+        something to format ask first.
+
+        Parameters
+        ----------
+        iteration : int
+            The number of iterations completed so far.
+
+        Returns
+        -------
+        due : bool
+            True when :meth:`__call__` would print a line for ``iteration``.
+        """
+        if not self.verbose or iteration < 1:
+            return False
+        return iteration % self.every == 0 or iteration == self.total
 
     def note(self, text):
         """Print a line of free text, prefixed by the estimator's name, when verbose.
