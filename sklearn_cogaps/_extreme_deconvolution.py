@@ -43,6 +43,22 @@ _NOISE_ADVICE = (
     "n_features); projections go in projection=R and weights in sample_weight=w"
 )
 
+# What a model fitted with a side input does with points given without it (the fitted
+# model's flag, what happens, and the value that says the points need none).
+_MISSING_INPUTS = {
+    "X_cov": (
+        "_fitted_with_noise",
+        "the points are scored as noise-free under the deconvolved density, which does not "
+        "compare models of noisy data.",
+        "X_cov=np.zeros_like(X) for points without noise",
+    ),
+    "projection": (
+        "_fitted_with_projection",
+        "the points are taken as observations of v itself (the identity projection).",
+        "projection=np.eye(n_dims) for points that are v",
+    ),
+}
+
 # The parameters shared by the methods that take observations.
 _OBSERVATIONS = """X : {array-like, AnnData} of shape (n_samples, n_features)
             Observations (NaN for missing coordinates).
@@ -696,8 +712,10 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
             The fitted estimator.
         """
         check_ignored_y(self, y, X, advice=_NOISE_ADVICE)
+        _warn_if_noise_like(self, y, X_cov, "fit")
         data = self._validate_inputs(X, X_cov, projection, sample_weight, reset=True)
         self._fitted_with_noise = data.noise_mode != 0
+        self._fitted_with_projection = _projected(data)
         self._check_enough_samples(data.n)
         if np.sum(data.sample_weight) <= 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
@@ -932,6 +950,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         self._validate_params()
         check_ignored_y(self, y, X, method="partial_fit",
                         advice=_NOISE_ADVICE.replace("fit(", "partial_fit("))  # fmt: skip
+        _warn_if_noise_like(self, y, X_cov, "partial_fit")
         first = not hasattr(self, "means_")
         data = self._validate_inputs(X, X_cov, projection, sample_weight, reset=first)
         n_threads = effective_n_threads()
@@ -961,6 +980,9 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         self._online_seen = seen
         self._fitted_with_noise = data.noise_mode != 0 or (
             not first and getattr(self, "_fitted_with_noise", False)
+        )
+        self._fitted_with_projection = _projected(data) or (
+            not first and getattr(self, "_fitted_with_projection", False)
         )
         self._set_params(state.params(), data.X.dtype)
         self.lower_bounds_ = history
@@ -1023,26 +1045,31 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
         return self._log_prob(data, params)[0]
 
-    def _warn_if_noise_free(self, method, X_cov):
-        """Warn when a model fitted to noisy points scores points given without noise.
+    def _warn_if_missing(self, method, keyword, value):
+        """Warn when a model fitted with ``X_cov`` or ``projection`` reads points without it.
 
         Model selection (``GridSearchCV``, ``cross_validate``) calls ``score(X_test)``
-        without the test points' ``X_cov`` unless it is routed to ``score``: the noisy
-        points are then scored under the deconvolved density, whose narrow components
-        penalise them, and the criterion no longer selects the model of the data.
+        without the test points' side inputs unless they are routed to ``score``. Noisy
+        points scored as noise-free meet the deconvolved density, whose narrow components
+        penalise them, and the criterion no longer selects the model of the data; points
+        of a projected survey read without their projection are taken as points of v, with
+        a wrong likelihood and a wrong component. Nothing else would say so.
         """
-        if X_cov is not None or not getattr(self, "_fitted_with_noise", False):
+        flag, consequence, plain = _MISSING_INPUTS[keyword]
+        if value is not None or not getattr(self, flag, False):
             return
         warnings.warn(
-            f"{type(self).__name__} was fitted with X_cov, but {method} got no X_cov: the "
-            "points are scored as noise-free under the deconvolved density, which does not "
-            f"compare models of noisy data. Pass their noise, {method}(X, X_cov=...), or "
-            "X_cov=np.zeros_like(X) for points without noise. In GridSearchCV or "
-            "cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) and "
-            "estimator.set_fit_request(X_cov=True).set_score_request(X_cov=True).",
+            f"{type(self).__name__} was fitted with {keyword}, but {method} got no {keyword}: "
+            f"{consequence} Pass it, {method}(X, {keyword}=...), or {plain}. In GridSearchCV "
+            "or cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) "
+            f"and estimator.set_fit_request({keyword}=True).set_score_request({keyword}=True).",
             UserWarning,
             stacklevel=3,
         )
+
+    def _log_likelihoods(self, X, X_cov, projection):
+        """log p(x_i) of each observation (:meth:`score_samples` without its warnings)."""
+        return logsumexp(self._estimate_weighted_log_prob(X, X_cov, projection), axis=1)
 
     @_observations_doc
     def score_samples(self, X, *, X_cov=None, projection=None):
@@ -1058,7 +1085,8 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
             ``log p(x_i) = log sum_j alpha_j N(x_i | R_i m_j, R_i V_j R_i^T + S_i)`` over the
             observed coordinates of each point.
         """
-        return logsumexp(self._estimate_weighted_log_prob(X, X_cov, projection), axis=1)
+        self._warn_if_missing("score_samples", "projection", projection)
+        return self._log_likelihoods(X, X_cov, projection)
 
     @_observations_doc
     def score(self, X, y=None, *, X_cov=None, projection=None):
@@ -1086,8 +1114,10 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         """
         check_ignored_y(self, y, X, method="score",
                         advice=_NOISE_ADVICE.replace("fit(", "score("))  # fmt: skip
-        self._warn_if_noise_free("score", X_cov)
-        return float(self.score_samples(X, X_cov=X_cov, projection=projection).mean())
+        _warn_if_noise_like(self, y, X_cov, "score")
+        self._warn_if_missing("score", "X_cov", X_cov)
+        self._warn_if_missing("score", "projection", projection)
+        return float(self._log_likelihoods(X, X_cov, projection).mean())
 
     @_observations_doc
     def predict_proba(self, X, *, X_cov=None, projection=None):
@@ -1102,6 +1132,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         resp : ndarray of shape (n_samples, n_components)
             Responsibilities q_ij.
         """
+        self._warn_if_missing("predict_proba", "projection", projection)
         logp = self._estimate_weighted_log_prob(X, X_cov, projection)
         return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
 
@@ -1118,6 +1149,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
             Component indices.
         """
+        self._warn_if_missing("predict", "projection", projection)
         return self._estimate_weighted_log_prob(X, X_cov, projection).argmax(axis=1)
 
     @_observations_doc
@@ -1138,6 +1170,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         covariance : ndarray of shape (n_samples, n_dims, n_dims)
             ``sum_j q_ij [B_ij + (b_ij - mean)(b_ij - mean)^T]``.
         """
+        self._warn_if_missing("deconvolve", "projection", projection)
         data = self._predict_data(X, X_cov, projection)
         params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
         _, mean, cov = self._log_prob(data, params, posterior=True)
@@ -1192,8 +1225,9 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         bic : float
             ``-2 log L + n_free_parameters log n``; fixed parameters are not counted.
         """
-        self._warn_if_noise_free("bic", X_cov)
-        log_prob = self.score_samples(X, X_cov=X_cov, projection=projection)
+        self._warn_if_missing("bic", "X_cov", X_cov)
+        self._warn_if_missing("bic", "projection", projection)
+        log_prob = self._log_likelihoods(X, X_cov, projection)
         return -2 * log_prob.sum() + self._n_parameters() * np.log(log_prob.shape[0])
 
     @_observations_doc
@@ -1209,9 +1243,45 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         aic : float
             ``-2 log L + 2 n_free_parameters``.
         """
-        self._warn_if_noise_free("aic", X_cov)
-        log_prob = self.score_samples(X, X_cov=X_cov, projection=projection)
+        self._warn_if_missing("aic", "X_cov", X_cov)
+        self._warn_if_missing("aic", "projection", projection)
+        log_prob = self._log_likelihoods(X, X_cov, projection)
         return -2 * log_prob.sum() + 2 * self._n_parameters()
+
+
+def _projected(data):
+    """Whether validated points carry a projection other than the identity."""
+    return data.R is not None or data.Rproj.shape[0] > 0
+
+
+def _warn_if_noise_like(estimator, y, X_cov, method):
+    """Warn when the ignored ``y`` looks like the points' noise given without its keyword.
+
+    A 1-d ``y`` of length n_samples passes :func:`check_ignored_y` (scikit-learn's tools
+    pass targets along), but astroML's ``fit(X, Xerr)`` habit with one variance per point
+    also gives one. Non-negative values that are not all integers are not class labels:
+    they are most likely variances, dropped unless said.
+    """
+    if y is None or X_cov is not None:
+        return
+    try:
+        values = np.asarray(y)
+    except (TypeError, ValueError):
+        return
+    if values.ndim != 1 or values.dtype.kind != "f":
+        return
+    finite = values[np.isfinite(values)]
+    if finite.size == 0 or np.any(finite < 0) or np.all(finite == np.round(finite)):
+        return
+    warnings.warn(
+        f"{type(estimator).__name__}.{method} ignores y, whose values look like each point's "
+        "noise variance (non-negative, not integers). To use them, pass them by keyword: "
+        f"{method}(X, X_cov=np.repeat(y[:, None], n_features, axis=1)) for one variance "
+        "per point and coordinate, or X_cov of shape (n_samples, n_features, n_features) "
+        "for covariances.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _renormalise(q, weights, fixed_w):

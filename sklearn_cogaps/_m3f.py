@@ -99,6 +99,19 @@ def _as_ratings_csr(X, name="X"):
         return M
     X = np.asarray(X, dtype=np.float64)
     observed = ~np.isnan(X)
+    n_zeros = int(np.sum(X == 0))
+    if n_zeros:
+        # a dense matrix often holds 0 for "not rated": fitted as ratings they would become
+        # a level 0 and predictions of it (scikit-learn's checks give integer data with 0,
+        # so this warns rather than refuses)
+        warnings.warn(
+            f"{name} has {n_zeros} zeros, read as ratings of 0. In a dense ratings matrix a "
+            f"missing rating is NaN; if 0 means 'not rated', pass np.where({name} == 0, "
+            f"np.nan, {name}) or a sparse matrix of the ratings. A scale that starts at 0 "
+            "can be shifted to 1..L, which silences this warning.",
+            UserWarning,
+            stacklevel=4,
+        )
     rows, cols = np.nonzero(observed)
     return sparse.csr_matrix((X[rows, cols], (rows, cols)), shape=X.shape)
 
@@ -387,9 +400,11 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
     max_iter : int, default=50
         Gibbs iterations.
     burn_in : int, default=10
-        Iterations before the running means start; must be below ``max_iter``.
+        Iterations before the running means start; must be below ``max_iter`` (with
+        ``warm_start``, below the chain's length counting the earlier fits), and below
+        ``max_iter`` again when new users are rated.
     random_state : int, RandomState instance or None, default=None
-        Seed of the chain (and of the chains of new users in :meth:`predict`).
+        Seed of the chain (and of the chains of new users in :meth:`predict_ratings`).
     verbose : int, default=0
         0: silent; 1: a progress line (iteration, objective, number of features, time
         elapsed and left) about every tenth of ``max_iter`` iterations; 2: a line after
@@ -587,10 +602,13 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
             bad = np.unique(R.data[~ok])[:5]
             lv = (f"the integers 1..{levels.size}" if np.array_equal(
                 levels, np.arange(1.0, levels.size + 1.0)) else f"{levels.tolist()}")
+            zero = (" A dense matrix marks a missing rating with NaN, not 0: pass "
+                    f"np.where({name} == 0, np.nan, {name}) or a sparse matrix."
+                    if np.any(bad == 0) else "")
             raise ValueError(
                 f"{name} has ratings that are not rating levels: {bad.tolist()}. The levels "
                 f"are {lv}; ratings must be among them (set n_levels, or map the ratings "
-                "to the levels first)."
+                f"to the levels first).{zero}"
             )
 
     def _check_fit_ratings(self, R):
@@ -766,11 +784,6 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
                 f"got y of shape {_shape(y)}. To monitor held-out ratings pass them by "
                 "keyword, fit(X_train, y=X_test), with the matrices of holdout_ratings."
             )
-        if self.burn_in >= self.max_iter and not self.warm_start:
-            raise ValueError(
-                f"burn_in={self.burn_in} must be below max_iter={self.max_iter}: the running "
-                "means start after the burn-in."
-            )
         R = self._validate_ratings(X, reset=True)
         self._check_fit_ratings(R)
         R_held = self._validate_ratings(y, reset=False, name="y") if held_out else None
@@ -800,11 +813,19 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
             U, V, theta, ilam = (a.copy() for a in self._chain_state)
             if ilam.shape[0] != data.nnz:
                 warm = False
+        it0 = self.objective_.size if warm else 0
+        if it0 + self.max_iter <= self.burn_in:
+            done = f" after the {it0} of the warm start" if it0 else ""
+            raise ValueError(
+                f"burn_in={self.burn_in} must be below the chain's length, {it0 + self.max_iter} "
+                f"iterations (max_iter={self.max_iter}{done}): the running means start after "
+                "the burn-in, and a chain that ends within it has no sample to predict from. "
+                "Raise max_iter or lower burn_in."
+            )
         if warm:
             chain = _Chain(U, V, theta, ilam, rho, varsigma)
             chain.ids, chain.n_born = self._chain_ids.copy(), self._n_born_total
             sums = copy.deepcopy(self._sums)
-            it0 = self.objective_.size
             objective = list(self.objective_)
             n_feat = list(self.n_features_trace_)
             held_trace = list(getattr(self, "held_out_nmae_", np.full(it0, np.nan)))
@@ -812,7 +833,6 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         else:
             chain = self._initial_chain(data, rng, L, rho, varsigma)
             sums = _RunningSums(R.shape, L)
-            it0 = 0
             objective, n_feat, held_trace = [], [], []
             # lambda given the initial state, so that the first sweep has its statistics
             self._row_pass(data, chain, draw_seeds(rng, R.shape[0]), False, 1)
@@ -880,6 +900,12 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
     def _new_users(self, R):
         """Running means of the factors and thresholds of new users, V fixed (strong)."""
         check_is_fitted(self)
+        if self.max_iter <= self.burn_in:
+            raise ValueError(
+                f"Rating new users runs a chain of max_iter={self.max_iter} iterations "
+                f"averaged after burn_in={self.burn_in}: no sample would be averaged. Set "
+                "max_iter above burn_in (set_params) before predicting or scoring new users."
+            )
         self._check_levels(R, self.levels_, "observed")
         L = self.n_levels_
         rho = self.threshold_mean_

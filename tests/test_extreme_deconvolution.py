@@ -461,6 +461,55 @@ def test_minibatch_em_with_projections_and_missing_values():
     assert mean.shape == (5, 3) and np.all(np.linalg.eigvalsh(cov) > 0)
 
 
+def test_points_without_the_projection_of_a_projected_fit_warn():
+    """A model fitted to projected points lives in the space of v: points given without a
+    projection are taken as v itself, which every method that reads observations says,
+    unless the projection is given (the identity included)."""
+    rng = np.random.RandomState(0)
+    v = np.vstack([rng.normal(-3, 0.5, (60, 2)), rng.normal(3, 0.5, (60, 2))])
+    R = np.array([[2.0, 0.5], [-0.3, 1.5]])
+    X = v @ R.T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(n_components=2, max_iter=30, random_state=0)
+        xd.fit(X, projection=R)
+        plain = ExtremeDeconvolution(n_components=2, max_iter=30, random_state=0).fit(v)
+    for method in ("score", "score_samples", "bic", "aic", "predict", "predict_proba",
+                   "deconvolve"):
+        with pytest.warns(UserWarning, match=rf"fitted with projection, but {method} got no projection"):
+            getattr(xd, method)(X)
+    # the scores differ: the warning is about a real difference
+    assert xd.score(X, projection=R) > xd._log_likelihoods(X, None, None).mean() + 1.0
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*fitted with projection")
+        xd.score(X, projection=R)
+        xd.predict(v, projection=np.eye(2))
+        plain.score(v)
+
+
+def test_noise_variances_given_as_y_are_named():
+    """astroML's fit(X, Xerr) habit with one variance per point gives a 1-d y of length
+    n_samples, which scikit-learn's tools also pass along as a target: non-negative values
+    that are not integers are named, labels are not."""
+    rng = np.random.RandomState(0)
+    var = rng.uniform(0.5, 2.0, 200)
+    x = (np.concatenate([rng.normal(-3, 1, 100), rng.normal(3, 1, 100)])
+         + rng.normal(size=200) * np.sqrt(var))[:, None]
+    xd = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match=r"fit ignores y.*X_cov=np.repeat"):
+            xd.fit(x, var)
+        with pytest.warns(UserWarning, match=r"score ignores y"):
+            xd.score(x, var)
+        with pytest.warns(UserWarning, match=r"partial_fit ignores y"):
+            ExtremeDeconvolution(n_components=2, random_state=0).partial_fit(x, var)
+        warnings.filterwarnings("error", message=".*ignores y")
+        xd.fit(x, np.repeat([0.0, 1.0], 100))   # labels
+        xd.fit(x, rng.normal(size=200))         # a target with negative values
+        xd.fit(x, var, X_cov=var[:, None])      # the noise is given
+
+
 def test_scoring_without_the_noise_of_a_noisy_fit_warns_and_routing_passes_it():
     """GridSearchCV and cross_validate score held-out points without their X_cov unless it
     is routed to score: a model fitted to noisy points says so instead of scoring them as

@@ -403,7 +403,7 @@ def test_holdout_and_errors_helpers():
     [
         (np.array([[1.0, 6.0], [2.0, 3.0]]), 5, "not rating levels"),
         (np.array([[1.0, 2.5], [2.0, 3.0]]), 5, "not rating levels"),
-        (np.array([[0.0, 2.0], [2.0, 3.0]]), 5, "not rating levels"),
+        (np.array([[0.0, 2.0], [2.0, 3.0]]), 5, r"not rating levels: \[0.0\].*np.where"),
         (np.full((2, 2), np.nan), None, "no observed rating"),
         (np.full((2, 2), 2.5), None, "single rating level"),
         (np.array([[1.0, 1e9], [2.0, 3.0]]), None, r"a rating of 1e\+09.*n_levels=L"),
@@ -416,10 +416,58 @@ def test_bad_ratings_raise(X, n_levels, match):
         MaxMarginMF(2, n_levels=n_levels, max_iter=2, burn_in=1).fit(X)
 
 
-def test_bad_parameters_raise(split):
+def test_dense_zeros_are_named_wherever_ratings_are_read(split):
+    # a dense matrix with 0 for "not rated" must not become a level 0 of the fit, of the
+    # held-out split or of the errors without a word
+    train, test = split
+    dense = train.toarray()
+    assert np.sum(dense == 0) > 0
+    advice = r"zeros, read as ratings of 0.*np.where\(X == 0, np.nan, X\)"
+    with pytest.warns(UserWarning, match=advice):
+        m0 = MaxMarginMF(2, max_iter=2, burn_in=1).fit(dense)
+    assert m0.levels_[0] == 0
+    with pytest.warns(UserWarning, match=advice):
+        holdout_ratings(dense, 1, random_state=0)
+    with pytest.warns(UserWarning, match="X_true has .* zeros"):
+        rating_mae(dense, dense)
+    # new users are rated on the fitted levels, which 0 is not
+    m = MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(train)
+    with pytest.raises(ValueError, match=r"not rating levels: \[0.0\].*np.where"):
+        with pytest.warns(UserWarning, match="observed has"):
+            m.predict_ratings(test[:5], observed=dense[:5])
+    # the same matrix with NaN for "not rated" is the sparse one, without a warning
+    nan = np.where(dense == 0, np.nan, dense)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(nan)
+    np.testing.assert_array_equal(a.levels_, m.levels_)
+    np.testing.assert_array_equal(a.user_factors_, m.user_factors_)
+
+
+def test_a_chain_that_ends_in_its_burn_in_is_refused(split):
     train, test = split
     with pytest.raises(ValueError, match="burn_in"):
         MaxMarginMF(burn_in=5, max_iter=5).fit(train)
+    # a warm start counts the iterations already run; its first fit must pass the burn-in
+    with pytest.raises(ValueError, match=r"burn_in=10 must be below the chain's length, 5"):
+        MaxMarginMF(2, max_iter=5, burn_in=10, warm_start=True).fit(train)
+    m = MaxMarginMF(2, max_iter=6, burn_in=3, warm_start=True, random_state=0).fit(train)
+    m.set_params(max_iter=2)  # 8 iterations in all, 5 averaged
+    m.fit(train)
+    assert m.n_samples_averaged_ == 5
+    assert np.all(np.isfinite(m.user_factors_))
+    # new users run their own chain of max_iter iterations, averaged after burn_in
+    with pytest.raises(ValueError, match=r"max_iter=2 iterations averaged after burn_in=3"):
+        m.predict_ratings(test[:5], observed=train[:5])
+    with pytest.raises(ValueError, match="max_iter above burn_in"):
+        m.score(train[:5])
+    m.set_params(max_iter=4)
+    ratings = m.predict_ratings(test[:5], observed=train[:5])
+    assert np.all(np.isin(ratings.data, m.levels_))
+
+
+def test_bad_parameters_raise(split):
+    train, test = split
     with pytest.raises(ValueError, match="threshold_mean"):
         MaxMarginMF(threshold_mean=[0.0, 1.0], max_iter=2, burn_in=1).fit(train)
     m = MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(train)
