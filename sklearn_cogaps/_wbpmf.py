@@ -48,6 +48,7 @@ __all__ = ["WeightedBackgroundPMF"]
 _N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
 _MAX_TOTAL = 1e150  # largest total count: the updates form products of two count-sized numbers
 _CLAMP = 1e-8  # initial factors are clamped below at this value (as ebpmf.alpha does)
+_ML_ITER = 30  # multiplicative updates of the maximum-likelihood start of transform
 # What to do instead of passing data as the second positional argument.
 _NO_SIDE_INPUT = (
     "fit the counts alone, call fit(X); initial factors for init='custom' go by keyword, "
@@ -550,17 +551,77 @@ class WeightedBackgroundPMF(
 
     # ---------------------------------------------------------------- transform
     def _fit_rows(self, X):
-        """Fit l0 and q(l) of new rows with the feature side held fixed."""
-        n = X.shape[0]
-        K = self.n_components
-        sweeper = _Sweeper(X, effective_n_threads())
+        """Fit l0 and q(l) of new rows with the feature side held fixed.
+
+        A row's ELBO is not concave in q(l): under a mixture prior with mass near 0, a topic
+        ends on, off or barely on depending on where the row starts. Each row is therefore
+        fitted from three deterministic starts, in turn, and keeps the solution with the
+        higher ELBO (rows are independent, so the choice is exact, row by row):
+
+        - ``E[l_ik] = 1``, ``E[log l_ik] = 0``, the same for every row;
+        - the row's maximum-likelihood loadings under the fixed features (:meth:`_ml_start`),
+          as the fit starts from KL-NMF;
+        - the better of these two with the topics that explain less than one count of the
+          row switched off (``E[l_ik] = 0``; the row's largest topic is kept), for the rows
+          that have such topics. Such a topic settles at a small loading (about a third of a
+          count under the default prior) although switching it off is better: once off, it
+          is allotted no count and the prior's mass near 0 keeps it off, a fixed point that
+          the fit reaches but the other two starts do not.
+        """
+        n_threads = effective_n_threads()
+        sweeper = _Sweeper(X, n_threads)
         x_rows = np.asarray(X.sum(axis=1)).ravel()
+        every = np.arange(X.shape[0])
+        fit = self._sweep_rows(sweeper, x_rows, np.ones((X.shape[0], self.n_components)))
+        self._keep_better(fit, every, sweeper, x_rows, self._ml_start(sweeper))
+        l0, El = fit[0], fit[1]
+        counts = l0[:, None] * El * (self.w_ * (self.f0_ @ self.factors_mean_))
+        off = (counts < 1) & (counts < counts.max(axis=1, keepdims=True))
+        rows = np.flatnonzero(off.any(axis=1))
+        if rows.size:
+            self._keep_better(fit, rows, _Sweeper(X[rows], n_threads), x_rows[rows],
+                              np.where(off[rows], 0.0, El[rows]))
+        return (sweeper, x_rows, *fit)
+
+    def _keep_better(self, fit, rows, sweeper, x_rows, El):
+        """Fit ``rows`` (whose sweeper and sums are given) from ``El`` and keep, in place in
+        ``fit``, the rows where that gives a higher ELBO."""
+        new = self._sweep_rows(sweeper, x_rows, El)
+        old = tuple(a[rows] for a in fit)
+        better = self._row_elbo(sweeper, x_rows, *new) > self._row_elbo(sweeper, x_rows, *old)
+        for a, b in zip(fit, new):
+            a[rows[better]] = b[better]
+
+    def _ml_start(self, sweeper):
+        """``E[l]`` at the rows' maximum-likelihood loadings, with the features fixed.
+
+        With q(l) a point mass and no prior, the rows' bound ``sum_j X_ij log sum_k w_k l_ik
+        exp(E[log f_jk]) - sum_k l_ik w_k sum_j f0_j E[f_jk]`` is concave in ``l``;
+        ``_ML_ITER`` multiplicative (EM) updates ``l_ik <- sum_j E[Z_ijk] / (w_k sum_j f0_j
+        E[f_jk])`` climb it. The loadings are then scaled by their row means and clamped
+        below at ``_CLAMP``, as the fit's start is.
+        """
+        n, K = sweeper.n, self.n_components
+        colw = self.w_ * (self.f0_ @ self.factors_mean_)
+        lv = np.ascontiguousarray(self.factors_mean_log_)
+        L = np.ones((n, K))
+        for _ in range(_ML_ITER):
+            with np.errstate(divide="ignore"):
+                lu = np.ascontiguousarray(np.log(self.w_)[None, :] + np.log(L))
+            Y = np.column_stack([sweeper.expected_counts(lu, lv, k)[0] for k in range(K)])
+            L = np.divide(Y, colw, out=np.zeros_like(Y), where=colw > 0)
+        scale = L.mean(axis=1, keepdims=True)
+        return np.maximum(np.divide(L, scale, out=np.ones_like(L), where=scale > 0), _CLAMP)
+
+    def _sweep_rows(self, sweeper, x_rows, El):
+        """Coordinate ascent on l0 and q(l) of every row from ``E[l] = El``, a point mass."""
+        n, K = El.shape
         w, f0, Ef, Elogf = self.w_, self.f0_, self.factors_mean_, self.factors_mean_log_
         g = self.prior_loadings_
         colw = w * (f0 @ Ef)  # w_k sum_j f0_j E[f_jk]
-        # Start every row at E[l_ik] = 1, E[log l_ik] = 0: the same for every row.
-        El = np.ones((n, K))
-        Elogl = np.zeros((n, K))
+        El = El.copy()
+        with np.errstate(divide="ignore"):
+            Elogl = np.log(El)  # -inf: a topic switched off
         kl = np.zeros((n, K))
         l0 = _safe_divide(x_rows, El @ colw)
         active = np.ones(n, dtype=bool)
@@ -591,13 +652,23 @@ class WeightedBackgroundPMF(
             active &= ~(change <= self.tol * scale)
             if not active.any():
                 break
-        return sweeper, x_rows, l0, El, Elogl, kl
+        return l0, El, Elogl, kl
+
+    def _row_elbo(self, sweeper, x_rows, l0, El, Elogl, kl):
+        """Each row's part of the ELBO that :meth:`score` sums (less its log X! constant)."""
+        no_cols = np.zeros(self.f0_.size)  # the column part is the same for every fit of the rows
+        rows, _ = self._elbo_rows(
+            sweeper, x_rows, no_cols, self.w_, l0, self.f0_, El, self.factors_mean_, Elogl,
+            self.factors_mean_log_,
+        )
+        return rows - kl.sum(axis=1)
 
     def transform(self, X):
         """Fit the loadings of new rows on the data scale, with the features held fixed.
 
         Each row's ``l0_i`` and ``q(l_i)`` are fitted under the learned priors ``g_L`` with
-        ``f0``, ``q_F`` and ``w`` fixed; rows are independent of each other.
+        ``f0``, ``q_F`` and ``w`` fixed; rows are independent of each other. Each row keeps
+        the best, by its ELBO, of the fits from three deterministic starts (see ``_fit_rows``).
 
         Parameters
         ----------
