@@ -49,6 +49,12 @@ def _feature_index(gene_sets, n_features, feature_names):
         if lookup is not None:
             cols = [lookup[m] for m in members if m in lookup]
         else:
+            if any(isinstance(m, (bool, np.bool_)) for m in members):
+                # True and False are integers to Python: a mask would become {0, 1}
+                raise ValueError(
+                    f"Gene set {name!r} has boolean members; a set is a list of column "
+                    "indices (or of names, with feature_names): pass np.flatnonzero(mask)."
+                )
             if not all(isinstance(m, Integral) for m in members):
                 raise ValueError(
                     f"Gene set {name!r} has members that are not integer column indices; "

@@ -148,6 +148,18 @@ def anndata_results(estimator, key):
     return obsm, varm, uns
 
 
+def _with_layer(adata, layer):
+    """An AnnData whose ``.X`` is ``adata.layers[layer]`` (in memory), with the same names."""
+    import anndata
+    import pandas as pd
+
+    return anndata.AnnData(
+        X=read_anndata_matrix(adata, layer),
+        obs=pd.DataFrame(index=adata.obs_names),
+        var=pd.DataFrame(index=adata.var_names),
+    )
+
+
 def fit_anndata(
     adata, estimator, *, layer=None, key_added=None, copy=False, refit=True, **fit_params
 ):
@@ -211,9 +223,11 @@ def fit_anndata(
             "fit_anndata stores per-cell factors and per-gene components."
         )
     key = type(estimator).__name__.lower() if key_added is None else str(key_added)
-    X = read_anndata_matrix(adata, layer)
     if refit:
-        estimator.fit(X, **fit_params)
+        # fitted as an AnnData, so that labelled side inputs (an uncertainty or a fixed
+        # matrix as a DataFrame) are checked against obs_names and var_names, as fit(adata)
+        # checks them; a layer is fitted in an AnnData of its own with the same names
+        estimator.fit(adata if layer is None else _with_layer(adata, layer), **fit_params)
         # the gene names, as fit(adata) records them: transform and score then refuse an
         # AnnData whose genes are not these, in this order
         estimator.feature_names_in_ = np.asarray(adata.var_names, dtype=object)

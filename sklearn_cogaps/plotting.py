@@ -184,6 +184,7 @@ def plot_markers(
     if estimator is not None:
         if amplitudes is not None or patterns is not None:
             raise ValueError("give an estimator or amplitudes and patterns, not both.")
+        check_is_fitted(estimator, "components_")
         amplitudes = np.asarray(estimator.components_).T
         patterns = sample_factors(estimator)
         if feature_names is None:
@@ -199,6 +200,11 @@ def plot_markers(
         )
     if not (isinstance(n_markers, (int, np.integer)) and n_markers >= 1):
         raise ValueError(f"n_markers must be a positive integer; got {n_markers!r}.")
+    # labels of another length would name the wrong rows or columns
+    for what, labels, n in (("feature_names", feature_names, A.shape[0]),
+                            ("sample_names", sample_names, P.shape[0])):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{what} must have one label per {what[:-6]} ({n}); got {len(labels)}.")
     markers, _, _ = pattern_markers(A, P, threshold=threshold)
     shown = [m[:n_markers] for m in markers]
     rows = np.concatenate(shown).astype(int)

@@ -152,6 +152,30 @@ def test_the_fitted_estimator_knows_the_genes_and_refuses_them_reordered(express
             model.transform(reordered)
 
 
+def test_labelled_side_inputs_are_checked_against_the_cells_and_genes(expression):
+    """As fit(adata) does: an uncertainty or a fixed matrix given as a DataFrame whose
+    labels are in another order is refused, from .X and from a layer alike, and one in
+    the AnnData's order is used as it is."""
+    adata = _adata(expression, layers={"counts": np.round(expression * 3)})
+    rng = np.random.RandomState(0)
+    U = pd.DataFrame(rng.uniform(0.1, 2, expression.shape), index=adata.obs_names,
+                     columns=adata.var_names)
+    H = pd.DataFrame(rng.uniform(0, 1, (2, expression.shape[1])), index=["p0", "p1"],
+                     columns=adata.var_names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for layer in (None, "counts"):
+            with pytest.raises(ValueError, match="another order"):
+                fit_anndata(adata, CoGAPS(2, max_iter=5), layer=layer,
+                            uncertainty=U.iloc[::-1, ::-1])
+            with pytest.raises(ValueError, match="another order"):
+                fit_anndata(adata, CoGAPS(2, max_iter=5), layer=layer,
+                            fixed_components=H[adata.var_names[::-1]])
+            model = CoGAPS(2, max_iter=5, random_state=0)
+            fit_anndata(adata, model, layer=layer, fixed_components=H)
+            assert_array_equal(model.components_, H.to_numpy())
+
+
 @pytest.mark.parametrize("make", [
     lambda: CoGAPS(2, max_iter=20, random_state=0),
     lambda: HierarchicalPMF(2, max_iter=20, random_state=0),

@@ -135,6 +135,9 @@ def test_benjamini_hochberg_within_each_pattern():
         ({}, {}, "gene_sets is empty"),
         ({"a": "GENE"}, {}, "single string"),
         ({"a": ["x", "y"]}, {}, "not integer column indices"),
+        # a mask as a list: True and False are integers to Python, not the set {0, 1}
+        ({"a": [True, False, True, False, False]}, {}, r"boolean members.*flatnonzero"),
+        ({"a": np.array([True, False, True, False, False])}, {}, "boolean members"),
         ({"a": [0, 999]}, {}, "outside"),
         ({"a": ["nope"]}, {"feature_names": [f"g{j}" for j in range(5)]}, "no member"),
         ({"a": [0]}, {"feature_names": ["g0"]}, "one name per feature"),

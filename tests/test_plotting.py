@@ -122,6 +122,13 @@ def test_marker_heatmap_of_amplitudes_and_of_data(cogaps):
         plot_markers(model, X=X[:3])
     with pytest.raises(ValueError, match="n_markers must be"):
         plot_markers(model, n_markers=0)
+    # labels of another length would name the wrong features or samples
+    with pytest.raises(ValueError, match=r"feature_names must have one label per feature"):
+        plot_markers(model, feature_names=list(names) + ["extra"])
+    with pytest.raises(ValueError, match=r"sample_names must have one label per sample"):
+        plot_markers(model, X=X, sample_names=samples[:2])
+    with pytest.raises(NotFittedError):
+        plot_markers(CoGAPS(n_components=3))
 
 
 def test_traces_of_every_estimator(cogaps, counts):
