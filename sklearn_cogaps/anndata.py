@@ -224,13 +224,11 @@ def fit_anndata(
         )
     key = type(estimator).__name__.lower() if key_added is None else str(key_added)
     if refit:
-        # fitted as an AnnData, so that labelled side inputs (an uncertainty or a fixed
-        # matrix as a DataFrame) are checked against obs_names and var_names, as fit(adata)
-        # checks them; a layer is fitted in an AnnData of its own with the same names
+        # fitted as an AnnData, as fit(adata) is: labelled side inputs (an uncertainty or a
+        # fixed matrix as a DataFrame) are checked against obs_names and var_names, and the
+        # gene names are recorded, so that transform and score refuse an AnnData whose genes
+        # are not these, in this order; a layer is fitted in an AnnData with the same names
         estimator.fit(adata if layer is None else _with_layer(adata, layer), **fit_params)
-        # the gene names, as fit(adata) records them: transform and score then refuse an
-        # AnnData whose genes are not these, in this order
-        estimator.feature_names_in_ = np.asarray(adata.var_names, dtype=object)
     factors = sample_factors(estimator)
     if factors.shape[0] != adata.n_obs or estimator.components_.shape[1] != adata.n_vars:
         raise ValueError(

@@ -204,7 +204,9 @@ def plot_markers(
     for what, labels, n in (("feature_names", feature_names, A.shape[0]),
                             ("sample_names", sample_names, P.shape[0])):
         if labels is not None and len(labels) != n:
-            raise ValueError(f"{what} must have one label per {what[:-6]} ({n}); got {len(labels)}.")
+            raise ValueError(
+                f"{what} must have one label per {what[:-6]} ({n}); got {len(labels)}."
+            )
     markers, _, _ = pattern_markers(A, P, threshold=threshold)
     shown = [m[:n_markers] for m in markers]
     rows = np.concatenate(shown).astype(int)
