@@ -1,6 +1,7 @@
 """What the estimators share: input checks, seeding, thread counts, matching factors."""
 
 import functools
+import inspect
 import warnings
 
 import numpy as np
@@ -249,6 +250,43 @@ def warn_warm_start_ignored(estimator, reason):
         "continue it, or set warm_start=False to start anew without this warning.",
         UserWarning,
         stacklevel=3,
+    )
+
+
+def warn_unused_parameters(estimator, names, used_when, advice):
+    """Warn about parameters set away from their defaults that this fit does not read.
+
+    scikit-learn warns so about ``l1_ratio`` without an elastic-net penalty: a value that
+    changes nothing would otherwise be dropped silently (a grid over it would fit the same
+    model every time).
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator being fitted.
+    names : sequence of str
+        Parameters the current settings do not read.
+    used_when : str
+        When they are read, for the message (for example ``"solver='pathwise'"``).
+    advice : str
+        What to set to use them, for the message.
+    """
+    defaults = inspect.signature(type(estimator).__init__).parameters
+    changed = [
+        f"{name}={getattr(estimator, name)!r}"
+        for name in names
+        if getattr(estimator, name) != defaults[name].default
+    ]
+    if not changed:
+        return
+    one = len(changed) == 1
+    warnings.warn(
+        f"{', '.join(changed)} {'is' if one else 'are'} used only with {used_when}, and this "
+        f"fit ignores {'it' if one else 'them'}. {advice}, or leave "
+        f"{', '.join(c.split('=')[0] for c in changed)} at "
+        f"{'its default' if one else 'their defaults'}.",
+        UserWarning,
+        stacklevel=4,  # the caller of fit, past sklearn's _fit_context wrapper
     )
 
 

@@ -225,8 +225,8 @@ class CoGAPS(
 
     In CoGAPS's own names (genes × samples data ``D``), ``D = X.T``, the amplitude matrix
     ``A = H.T`` (``components_.T``) and the pattern matrix ``P = W``. As in CoGAPS, each
-    pattern (column of ``W``) is scaled to a maximum of 1 in the averaged samples and the
-    amplitudes carry the scale.
+    pattern (column of ``W``) is scaled to a maximum of 1 in every sample of the chain that is
+    averaged, and the amplitudes carry the scale.
 
     Parameters
     ----------
@@ -290,17 +290,19 @@ class CoGAPS(
         their patterns across subsets and refit every subset with the consensus held fixed;
         see :ref:`cogaps-distributed`. The number of consensus patterns, ``n_components_``,
         can differ from ``n_components``. None fits all of X in one chain.
-    n_sets : int, default=4
-        Number of random subsets in distributed mode (``nSets``).
+    n_sets : int, default=None
+        Number of random subsets in distributed mode (``nSets``). None means 4, or the
+        number of ``explicit_sets`` when they are given; an ``n_sets`` that differs from
+        the number of ``explicit_sets`` raises a ``ValueError``.
     cut : int, default=None
         Number of clusters the tree of the subsets' patterns is cut into (``cut``); None
         uses ``n_components``.
     min_ns : int, default=None
         Smallest cluster of patterns that gives a consensus pattern (``minNS``); None uses
-        ``ceil(n_sets / 2)``.
+        half the number of subsets, rounded up.
     max_ns : int, default=None
         Largest cluster kept whole; larger ones are split in two (``maxNS``). None uses
-        ``min_ns + n_sets``.
+        ``min_ns`` plus the number of subsets.
     explicit_sets : list of array-like, default=None
         The subsets of distributed mode, instead of random ones (``explicitSets``): lists
         of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
@@ -330,8 +332,10 @@ class CoGAPS(
         Posterior standard deviation of ``H`` (``Asd.T``).
     loadings_ : ndarray of shape (n_samples, n_components)
         Posterior mean of ``W`` for the training samples, the patterns (CoGAPS's
-        ``Pmean``), columns of maximum 1. :meth:`transform` re-samples ``W`` with ``H``
-        fixed; this is the chain's own mean.
+        ``Pmean``). Every sample of the chain is scaled to columns of maximum 1 before it
+        is averaged, as in CoGAPS, so a column's maximum is at most 1, and below 1 when the
+        sample where the pattern peaks changes along the chain. :meth:`transform` re-samples
+        ``W`` with ``H`` fixed; this is the chain's own mean.
     loadings_std_ : ndarray of shape (n_samples, n_components)
         Posterior standard deviation of ``W`` (``Psd``).
     chisq_ : float
@@ -441,7 +445,7 @@ class CoGAPS(
         "sparse_optimization": ["boolean"],
         "warm_start": ["boolean"],
         "distributed": [StrOptions({"genome-wide", "single-cell"}), None],
-        "n_sets": [Interval(Integral, 1, None, closed="left")],
+        "n_sets": [Interval(Integral, 1, None, closed="left"), None],
         "cut": [Interval(Integral, 1, None, closed="left"), None],
         "min_ns": [Interval(Integral, 1, None, closed="left"), None],
         "max_ns": [Interval(Integral, 1, None, closed="left"), None],
@@ -464,7 +468,7 @@ class CoGAPS(
         sparse_optimization=False,
         warm_start=False,
         distributed=None,
-        n_sets=4,
+        n_sets=None,
         cut=None,
         min_ns=None,
         max_ns=None,

@@ -30,13 +30,16 @@ __all__ = [
 
 # the parameters that only distributed mode reads, with the defaults of CoGAPS.__init__
 _DISTRIBUTED_ONLY = {
-    "n_sets": 4,
+    "n_sets": None,
     "cut": None,
     "min_ns": None,
     "max_ns": None,
     "explicit_sets": None,
     "n_jobs": None,
 }
+
+# the number of random subsets when n_sets=None and no explicit_sets are given (nSets)
+_DEFAULT_N_SETS = 4
 
 # The fitted attributes only a distributed fit sets.
 _DISTRIBUTED_ATTRIBUTES = (
@@ -338,8 +341,14 @@ def fit_distributed(model, X, uncertainty=None):
     if model.explicit_sets is not None:
         names = getattr(model, "feature_names_in_", None) if genome_wide else None
         subsets = _explicit_subsets(model.explicit_sets, n_total, axis_name, names)
+        if model.n_sets is not None and model.n_sets != len(subsets):
+            raise ValueError(
+                f"n_sets={model.n_sets} but explicit_sets holds {len(subsets)} subsets; "
+                "leave n_sets=None with explicit_sets (their number is n_sets)."
+            )
     else:
-        subsets = _random_subsets(n_total, model.n_sets, rng, axis_name)
+        n_sets = _DEFAULT_N_SETS if model.n_sets is None else model.n_sets
+        subsets = _random_subsets(n_total, n_sets, rng, axis_name)
     n_sets = len(subsets)
     cut, min_ns, max_ns = _check_matching_parameters(model, n_sets)
     # one seed per subset and phase, drawn before any fit: independent of the workers

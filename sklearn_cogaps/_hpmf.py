@@ -29,6 +29,7 @@ from ._base import (
     check_ignored_y,
     draw_seeds,
     validate_input,
+    warn_unused_parameters,
     warn_warm_start_ignored,
 )
 from ._progress import Progress
@@ -442,16 +443,19 @@ class HierarchicalPMF(
         Which prior hyperparameters empirical Bayes learns: shapes and rates, rates only,
         or none (fixed at ``prior_shape`` and ``prior_rate``).
     learning_rate : float, default=0.05
-        Adam's step size (``"pathwise"`` only).
+        Adam's step size (``"pathwise"`` only; another value with another solver warns that
+        it is ignored).
     n_mc_samples : int, default=1
-        Monte Carlo samples per gradient (``"pathwise"`` only).
+        Monte Carlo samples per gradient (``"pathwise"`` only; likewise).
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation and the Monte Carlo draws.
     verbose : int, default=0
         0: silent; 1: a progress line (iteration, ELBO, time elapsed and left) about every
         tenth of ``max_iter``; 2: a line after every iteration.
     warm_start : bool, default=False
-        Continue from the previous fit's variational parameters and priors. On data of
+        Continue from the previous fit's variational parameters and learned priors (the
+        hyperparameters ``learn_prior`` does not learn are those of ``prior_shape`` and
+        ``prior_rate`` as they are set now). On data of
         another shape or another ``n_components``, the fit starts anew with a
         ``UserWarning``.
 
@@ -614,14 +618,22 @@ class HierarchicalPMF(
                 _vbem_step(counts, L, F, z_l, self.learn_prior, n_threads)
         return L, F
 
+    def _scale(self, counts):
+        """sqrt(mean(X) / K): the prior mean of L and F whose product gives mean(X)."""
+        n, p = counts.shape
+        return np.sqrt(counts.row_sums.sum() / (n * p) / self.n_components)
+
+    def _prior_start(self, counts):
+        """The starting (or fixed) prior shapes and rates, one per component."""
+        a0 = float(self.prior_shape)
+        b0 = float(self.prior_rate) if self.prior_rate is not None else a0 / self._scale(counts)
+        return np.full(self.n_components, a0), np.full(self.n_components, b0)
+
     def _start(self, counts, rng, init):
         n, p = counts.shape
         K = self.n_components
-        a0 = float(self.prior_shape)
-        scale = np.sqrt(counts.row_sums.sum() / (n * p) / K)
-        b0 = float(self.prior_rate) if self.prior_rate is not None else a0 / scale
-        a = np.full(K, a0)
-        b = np.full(K, b0)
+        scale = self._scale(counts)
+        a, b = self._prior_start(counts)
         if init == "nmf":
             from sklearn.decomposition import NMF
 
@@ -660,6 +672,14 @@ class HierarchicalPMF(
                   self.prior_loadings_shape_, self.prior_loadings_rate_)
         F = _Side(self.components_shape_.T, self.components_rate_,
                   self.prior_components_shape_, self.prior_components_rate_)
+        # What learn_prior does not learn is fixed at prior_shape and prior_rate as they are
+        # now, not as they were in the previous fit (set_params may have changed them).
+        a, b = self._prior_start(counts)
+        for side in (L, F):
+            if self.learn_prior != "both":
+                side.a = a.copy()
+            if self.learn_prior == "none":
+                side.b = b.copy()
         return L, F
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -682,6 +702,9 @@ class HierarchicalPMF(
         """
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
         X = self._validate_counts(X, reset=True)
+        if self.solver != "pathwise":
+            warn_unused_parameters(self, ("learning_rate", "n_mc_samples"),
+                                   "solver='pathwise'", "Set solver='pathwise'")
         counts = _Counts(X)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)

@@ -121,7 +121,7 @@ def test_explicit_sets_and_feature_names(cells):
     assert np.all(corr > 0.9), corr
     by_index = CoGAPS(
         distributed="genome-wide", explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)],
-        **FIT,
+        n_sets=3, **FIT,
     ).fit(X.toarray())
     assert_array_equal(by_index.components_, model.components_)
 
@@ -290,6 +290,11 @@ def test_no_cluster_large_enough_is_an_error():
         (dict(distributed="genome-wide", explicit_sets=[[0, 300]]), "outside"),
         (dict(distributed="genome-wide", explicit_sets=[[]]), "empty"),
         (dict(distributed="genome-wide", explicit_sets=[["a"]]), "integer feature indices"),
+        (
+            dict(distributed="genome-wide", n_sets=2,
+                 explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)]),
+            "n_sets=2 but explicit_sets holds 3 subsets",
+        ),
     ],
 )
 def test_bad_parameters_are_refused(params, match):

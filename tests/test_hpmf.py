@@ -203,6 +203,41 @@ def test_fixed_priors_are_kept(example):
     assert np.all(np.diff(rate_only.lower_bounds_) >= -1e-10 * np.abs(rate_only.lower_bound_))
 
 
+def test_warm_start_reads_the_fixed_priors_as_set_now(example):
+    X = example[0][:50, :60]
+    est = HierarchicalPMF(2, learn_prior="none", prior_shape=0.7, prior_rate=2.0,
+                          max_iter=5, random_state=0, warm_start=True)
+    with pytest.warns(ConvergenceWarning):
+        est.fit(X)
+    est.set_params(prior_shape=1.5, prior_rate=0.5)
+    with pytest.warns(ConvergenceWarning):
+        est.fit(X)
+    assert_array_equal(est.prior_loadings_shape_, 1.5)
+    assert_array_equal(est.prior_components_rate_, 0.5)
+    # learn_prior="rate": the shapes are fixed at the new prior_shape, the rates learned
+    est.set_params(learn_prior="rate", prior_shape=0.9)
+    with pytest.warns(ConvergenceWarning):
+        est.fit(X)
+    assert_array_equal(est.prior_components_shape_, 0.9)
+    assert not np.allclose(est.prior_components_rate_, 0.5)
+
+
+@pytest.mark.parametrize("params", [dict(learning_rate=0.1), dict(n_mc_samples=4),
+                                    dict(learning_rate=0.1, n_mc_samples=4)])
+@pytest.mark.parametrize("solver", ["vbem", "newton"])
+def test_pathwise_parameters_with_another_solver_warn(example, solver, params):
+    X = example[0][:30, :40]
+    est = HierarchicalPMF(2, solver=solver, max_iter=300, random_state=0, **params)
+    with pytest.warns(UserWarning, match="used only with solver='pathwise'") as record:
+        est.fit(X)
+    message = " ".join(str(w.message) for w in record if "pathwise" in str(w.message))
+    for name in params:
+        assert f"{name}=" in message
+    # the same fit as with the defaults: the values were not read
+    plain = HierarchicalPMF(2, solver=solver, max_iter=300, random_state=0).fit(X)
+    assert_array_equal(est.components_, plain.components_)
+
+
 def test_warm_start_continues_and_pickles(example):
     X = example[0][:50, :60]
     est = HierarchicalPMF(2, max_iter=10, random_state=0, warm_start=True).fit(X)
