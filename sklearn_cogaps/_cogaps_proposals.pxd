@@ -11,8 +11,9 @@ from ._utils._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
                                      domain_random_atom, domain_random_free_position)
 from ._utils._status cimport FAIL_NO_MEMORY, FAIL_NOT_FINITE
 from ._row_sums cimport cg_residual_update_f64, cg_residual_update_f32
-from ._cogaps_stats cimport (Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT,
-                             APPLY, KILL, _locate, _element_stats, _pair_stats)
+from ._cogaps_stats cimport (Half, Proposal, KindCache, KIND_CACHE_SLOTS, BIRTH, DEATH, MOVE,
+                             EXCHANGE, REJECT, APPLY, KILL, _locate, _element_stats,
+                             _pair_stats)
 
 cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
                      Py_ssize_t n_cols, Py_ssize_t K, double alpha, double lam,
@@ -78,6 +79,24 @@ cdef inline double _log_birth_evidence(const Half* h, double s, double smu,
     return log(h.lam) + _log_gauss_integral(tau * s, tau * smu - h.lam, h.cap)
 
 
+cdef inline void _empty_kind_cache(KindCache* cache) noexcept nogil:
+    """Mark every slot of ``cache`` empty (at the start of a half-iteration)."""
+    cdef Py_ssize_t slot
+    for slot in range(KIND_CACHE_SLOTS):
+        cache.count[slot] = -1
+
+
+cdef inline double _cached_death_probability(const Half* h, KindCache* cache,
+                                             int64_t n) noexcept nogil:
+    """death_probability with n atoms, computed once per count while ``cache`` lives."""
+    cdef Py_ssize_t slot = n & (KIND_CACHE_SLOTS - 1)
+    if cache.count[slot] != n:
+        cache.count[slot] = n
+        cache.p_death[slot] = death_probability(<double>n, h.alpha, <double>h.dom.n_bins,
+                                                <double>h.dom.length)
+    return cache.p_death[slot]
+
+
 cdef inline int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t n_high,
                       KindCache* cache) noexcept nogil:
     """The update type (Algorithm 2) when the atom count lies in [n_low, n_high]; -1 when
@@ -87,10 +106,8 @@ cdef inline int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t 
     the reversible moves only an empty domain forces a birth, so that the last atom can
     die and every count keeps its reverse move.
 
-    ``cache`` keeps the death probabilities of the two ends while they do not change (a
-    batch changes them only with its births and deaths); the caller empties it
-    (``n_low = n_high = -1``) when it starts."""
-    cdef AtomicDomain* d = h.dom
+    ``cache`` keeps the death probabilities of the counts seen in this half-iteration
+    (the caller empties it, ``_empty_kind_cache``, when the half-iteration starts)."""
     cdef double u
     cdef int64_t forced = 1 if h.reversible else 2
     if n_high < forced:
@@ -100,17 +117,9 @@ cdef inline int _choose_kind(const Half* h, Rng* master, int64_t n_low, int64_t 
     u = rng_uniform(master)
     if u < 0.5:
         u = rng_uniform(master)
-        if cache.n_low != n_low:
-            cache.n_low = n_low
-            cache.p_low = death_probability(<double>n_low, h.alpha, <double>d.n_bins,
-                                            <double>d.length)
-        if u < cache.p_low:
+        if u < _cached_death_probability(h, cache, n_low):
             return DEATH
-        if cache.n_high != n_high:
-            cache.n_high = n_high
-            cache.p_high = (cache.p_low if n_high == n_low else death_probability(
-                <double>n_high, h.alpha, <double>d.n_bins, <double>d.length))
-        if u >= cache.p_high:
+        if u >= _cached_death_probability(h, cache, n_high):
             return BIRTH
         return -1
     if u < 0.75:

@@ -98,12 +98,9 @@ def _log_gauss_integral_for_tests(double a, double b, double cap):
     return _log_gauss_integral(a, b, cap)
 
 
-cdef void _propose(Half* h, Rng* master, Proposal* p) noexcept nogil:
+cdef void _propose(Half* h, Rng* master, Proposal* p, KindCache* cache) noexcept nogil:
     """A proposal of the sequential chain, with its own stream for the evaluation."""
-    cdef KindCache cache
-    cache.n_low = -1
-    cache.n_high = -1
-    p.kind = _choose_kind(h, master, h.dom.n_atoms, h.dom.n_atoms, &cache)
+    p.kind = _choose_kind(h, master, h.dom.n_atoms, h.dom.n_atoms, cache)
     _fill(h, master, p)
     rng_spawn(master, &p.rng)
 
@@ -114,10 +111,12 @@ cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil:
     Returns the number of proposals, or the (negative) failure of ``_apply_domain``.
     """
     cdef Proposal p
+    cdef KindCache cache
     cdef int status
     cdef int64_t t, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
+    _empty_kind_cache(&cache)
     for t in range(n_prop):
-        _propose(h, master, &p)
+        _propose(h, master, &p, &cache)
         _evaluate(h, &p, tau)
         _decide_birth_death(h, &p, h.dom.n_atoms)
         _apply_matrix(h, &p)

@@ -16,8 +16,8 @@ from ._utils._atomic_domain cimport AtomicDomain
 from ._utils._status cimport FAIL_NO_MEMORY
 from ._cogaps_stats cimport (Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL,
                              _prefetch)
-from ._cogaps_proposals cimport (_choose_kind, _fill, _evaluate, _decide_birth_death,
-                                 _apply_matrix, _apply_domain)
+from ._cogaps_proposals cimport (_choose_kind, _empty_kind_cache, _fill, _evaluate,
+                                 _decide_birth_death, _apply_matrix, _apply_domain)
 
 # Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
 # below PARALLEL_MIN_WORK (proposals x cost of one) a batch is evaluated on one thread, and
@@ -167,7 +167,7 @@ cdef void _mark(Half* h, const Proposal* p) noexcept nogil:
 
 
 cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queued,
-                            Py_ssize_t max_size) noexcept nogil:
+                            Py_ssize_t max_size, KindCache* cache) noexcept nogil:
     """Queue proposals until the first conflict or ``max_size``; returns the batch size
     (>= 1: the first proposal of a batch cannot conflict).
 
@@ -191,9 +191,6 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
     cdef int kind
     cdef Proposal* p
     cdef Rng before
-    cdef KindCache cache
-    cache.n_low = -1
-    cache.n_high = -1
     queued.n_births = 0
     queued.n_spans = 0
     h.batch_id += 1
@@ -201,7 +198,7 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
         p = &batch[nb]
         before = master[0]
         # after the queue, the count lies in [n - deaths, n + queued births] (section 2.3)
-        kind = _choose_kind(h, master, n - deaths, n + queued.n_births, &cache)
+        kind = _choose_kind(h, master, n - deaths, n + queued.n_births, cache)
         if kind < 0:
             master[0] = before
             break
@@ -232,10 +229,13 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
     cdef Py_ssize_t nb, b
     cdef int threads, status
     cdef Queued queued
+    cdef KindCache cache
+    _empty_kind_cache(&cache)
     while done < n_prop:
         if _ensure_atom_marks(h) != 0:
             return FAIL_NO_MEMORY
-        nb = _fill_batch(h, master, batch, &queued, min(<int64_t>MAX_BATCH, n_prop - done))
+        nb = _fill_batch(h, master, batch, &queued, min(<int64_t>MAX_BATCH, n_prop - done),
+                         &cache)
         threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
         if h.reversible:
             _reversible_batch(h, batch, nb, tau, threads)

@@ -100,13 +100,20 @@ cdef struct Proposal:
     bint wraps
 
 
+# slots of KindCache: a power of two, wider than the range an atom count spans in a
+# half-iteration
+cdef enum:
+    KIND_CACHE_SLOTS = 256
+
+
 cdef struct KindCache:
-    # death probabilities at the two ends of the count range, kept while the ends do not
-    # change (_choose_kind); n_low = n_high = -1 when empty
-    int64_t n_low
-    int64_t n_high
-    double p_low
-    double p_high
+    # death probabilities by atom count (_choose_kind), count n in slot n % KIND_CACHE_SLOTS;
+    # count[slot] = -1 when the slot is empty. Within a half-iteration the probability
+    # depends on the count alone, and every batch moves the ends of its count range with
+    # each birth and death it queues: computing each count's probability once saves two
+    # divisions for most birth/death choices, with the same bits.
+    int64_t count[KIND_CACHE_SLOTS]
+    double p_death[KIND_CACHE_SLOTS]
 
 
 cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
