@@ -422,6 +422,32 @@ class CoGAPS(
             "nThreads": "nothing here: the fit uses OpenMP's threads, limited by "
                         "OMP_NUM_THREADS or threadpoolctl.threadpool_limits(n, user_api='openmp')",
             "uncertainty": "CoGAPS(...).fit(X, uncertainty=U)",
+            "messages": "verbose=1",
+            "outputFrequency": "verbose=1 (a progress line about every tenth of max_iter)",
+            "transposeData": "fit(X.T): X here is samples x features, R's data genes x samples",
+            **dict.fromkeys(
+                ["geneNames", "sampleNames"],
+                "fit(df) with a pandas DataFrame (or an AnnData) that carries the names",
+            ),
+            **dict.fromkeys(
+                ["subsetIndices", "subsetDim"],
+                "fit(X[:, genes]) for subsetDim=1 or fit(X[samples]) for subsetDim=2; for "
+                "the subsets of distributed mode, explicit_sets=...",
+            ),
+            **dict.fromkeys(
+                ["checkpointInterval", "checkpointOutFile", "checkpointInFile"],
+                "warm_start=True and pickle the fitted estimator: it continues the chain "
+                "exactly where it stopped",
+            ),
+            **dict.fromkeys(
+                ["nSnapshots", "snapshotPhase"],
+                "nothing: fit with warm_start=True in steps of max_iter to keep states along "
+                "the chain; loadings_std_ and components_std_ summarise the samples",
+            ),
+            "asynchronousUpdates": "nothing: the chain is always the asynchronous one, with "
+                                   "the same result for any number of threads",
+            "BPPARAM": "n_jobs=... in distributed mode, or joblib.parallel_config(backend=...)",
+            "params": "CoGAPS(**parameters) with our names (the CogapsParams slots above)",
             **dict.fromkeys(
                 ["fixedPatterns", "whichMatrixFixed"],
                 "CoGAPS(...).fit(X, fixed_components=H) for 'A' (whichMatrixFixed), or "

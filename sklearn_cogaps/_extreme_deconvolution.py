@@ -25,7 +25,7 @@ from sklearn.utils.validation import (
 )
 
 from . import _xd_fast
-from ._base import DataInFitMixin, check_ignored_y, validate_input
+from ._base import DataInFitMixin, check_ignored_y, validate_input, warn_warm_start_ignored
 from ._progress import Progress
 from ._utils._adam import Adam
 from ._utils._openmp_helpers import effective_n_threads, kernel_threads
@@ -48,8 +48,9 @@ _NOISE_ADVICE = (
 _MISSING_INPUTS = {
     "X_cov": (
         "_fitted_with_noise",
-        "the points are scored as noise-free under the deconvolved density, which does not "
-        "compare models of noisy data.",
+        "the points are read as noise-free: they meet the deconvolved density itself (its "
+        "narrow components score noisy points low and assign them to the wrong component, "
+        "and deconvolve returns each point unchanged).",
         "X_cov=np.zeros_like(X) for points without noise",
     ),
     "projection": (
@@ -239,7 +240,9 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation, the minibatch order and `sample`.
     warm_start : bool, default=False
-        Start from the previous fit's parameters.
+        Start from the previous fit's parameters (one run, whatever ``n_init``), with the
+        components held fixed at their initial values. On data of another dimension or with
+        another ``n_components``, the fit starts anew with a ``UserWarning``.
     verbose : int, default=0
         0: silent; 1: a progress line (iteration, mean log-likelihood, time elapsed and
         left) about every tenth of ``max_iter``, or every ``verbose_interval`` iterations;
@@ -304,6 +307,18 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         "ExtremeDeconvolution(n_components=K).fit(X, X_cov=Xerr), with the noise of each "
         "point by keyword (astroML's XDGMM(K).fit(X, Xerr))"
     )
+
+    _peer_parameters = {
+        "n_iter": ("astroML's XDGMM", "max_iter=N"),
+        "maxiter": ("extreme-deconvolution", "max_iter=N"),
+        "splitnmerge": ("extreme-deconvolution", "split_merge=N"),
+        "xamp": ("extreme-deconvolution", "weights_init=xamp"),
+        "xmean": ("extreme-deconvolution", "means_init=xmean"),
+        "xcovar": ("extreme-deconvolution", "precisions_init=np.linalg.inv(xcovar)"),
+        "fixamp": ("extreme-deconvolution", "fixed_weights=fixamp"),
+        "fixmean": ("extreme-deconvolution", "fixed_means=fixmean"),
+        "fixcovar": ("extreme-deconvolution", "fixed_covariances=fixcovar"),
+    }
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -569,6 +584,32 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
                 )
         return tuple(masks)
 
+    def _warm_params(self, data, fixed):
+        """The previous fit's (weights, means, covariances) that ``warm_start`` continues,
+        with the components held fixed at their initial values; None to initialise anew
+        (no warm start, no previous fit, or one of another dimension or ``n_components``,
+        which warns)."""
+        if not (self.warm_start and hasattr(self, "means_")):
+            return None
+        K, d = self.n_components, _n_dims(data)
+        if self.means_.shape != (K, d):
+            warn_warm_start_ignored(
+                self, f"the data have dimension {d} and n_components={K}, the previous fit "
+                f"had {self.means_.shape[1]} and {self.means_.shape[0]}"
+            )
+            return None
+        weights, means, covs = (np.array(a, dtype=np.float64) for a in self._fitted_params())
+        init = self._check_init_params(K, d)
+        for current, start, mask in zip((weights, means, covs), init, fixed):
+            if mask.any():
+                current[mask] = start[mask]
+        if fixed[0].any() and not fixed[0].all():
+            # the free weights share what the fixed ones leave, in their previous proportions
+            free = ~fixed[0]
+            if weights[free].sum() > 0:
+                weights[free] *= max(1.0 - weights[fixed[0]].sum(), 0.0) / weights[free].sum()
+        return weights, means, covs
+
     def _check_init_params(self, K, d):
         """The user's initial parameters, validated; None where not given."""
         weights = means = covs = None
@@ -606,8 +647,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
     def _initialize(self, data, rng):
         """Initial (weights, means, covariances) in float64."""
         K = self.n_components
-        d = data.X.shape[1] if data.R is None and not data.Rproj.shape[0] else (
-            data.R.shape[1] if data.R is not None else data.Rproj.shape[2])
+        d = _n_dims(data)
         weights, means, covs = self._check_init_params(K, d)
         if weights is not None and means is not None and covs is not None:
             return weights, means, covs
@@ -722,15 +762,12 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         n_threads = effective_n_threads()
         fixed = self._fixed(self.n_components)
-        do_init = not (self.warm_start and hasattr(self, "means_"))
-        n_init = self.n_init if do_init else 1
+        previous = self._warm_params(data, fixed)
+        n_init = self.n_init if previous is None else 1
         best, interrupted = None, False
         for init in range(n_init):
             try:
-                if do_init:
-                    params = self._initialize(data, rng)
-                else:
-                    params = (self.weights_, self.means_, self.covariances_)
+                params = self._initialize(data, rng) if previous is None else previous
                 params = tuple(np.asarray(a, dtype=np.float64) for a in params)
                 if self.method == "em":
                     result = self._fit_em(data, params, fixed, n_threads)
@@ -952,6 +989,12 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
                         advice=_NOISE_ADVICE.replace("fit(", "partial_fit("))  # fmt: skip
         _warn_if_noise_like(self, y, X_cov, "partial_fit")
         first = not hasattr(self, "means_")
+        if not first and self.means_.shape[0] != self.n_components:
+            raise ValueError(
+                f"n_components={self.n_components}, but the model being updated has "
+                f"{self.means_.shape[0]} components. partial_fit continues the fitted "
+                "mixture; call fit to start one with the new n_components."
+            )
         data = self._validate_inputs(X, X_cov, projection, sample_weight, reset=first)
         n_threads = effective_n_threads()
         fixed = self._fixed(self.n_components)
@@ -1085,6 +1128,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
             ``log p(x_i) = log sum_j alpha_j N(x_i | R_i m_j, R_i V_j R_i^T + S_i)`` over the
             observed coordinates of each point.
         """
+        self._warn_if_missing("score_samples", "X_cov", X_cov)
         self._warn_if_missing("score_samples", "projection", projection)
         return self._log_likelihoods(X, X_cov, projection)
 
@@ -1132,6 +1176,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         resp : ndarray of shape (n_samples, n_components)
             Responsibilities q_ij.
         """
+        self._warn_if_missing("predict_proba", "X_cov", X_cov)
         self._warn_if_missing("predict_proba", "projection", projection)
         logp = self._estimate_weighted_log_prob(X, X_cov, projection)
         return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
@@ -1149,6 +1194,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,)
             Component indices.
         """
+        self._warn_if_missing("predict", "X_cov", X_cov)
         self._warn_if_missing("predict", "projection", projection)
         return self._estimate_weighted_log_prob(X, X_cov, projection).argmax(axis=1)
 
@@ -1170,6 +1216,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         covariance : ndarray of shape (n_samples, n_dims, n_dims)
             ``sum_j q_ij [B_ij + (b_ij - mean)(b_ij - mean)^T]``.
         """
+        self._warn_if_missing("deconvolve", "X_cov", X_cov)
         self._warn_if_missing("deconvolve", "projection", projection)
         data = self._predict_data(X, X_cov, projection)
         params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
@@ -1247,6 +1294,16 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         self._warn_if_missing("aic", "projection", projection)
         log_prob = self._log_likelihoods(X, X_cov, projection)
         return -2 * log_prob.sum() + 2 * self._n_parameters()
+
+
+def _n_dims(data):
+    """Dimension of v for validated points: the projection's number of columns, or the
+    number of features without one."""
+    if data.R is not None:
+        return data.R.shape[1]
+    if data.Rproj.shape[0]:
+        return data.Rproj.shape[2]
+    return data.X.shape[1]
 
 
 def _projected(data):

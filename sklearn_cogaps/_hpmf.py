@@ -531,6 +531,19 @@ class HierarchicalPMF(
         "nfactors": ("scHPF", "n_components=K"),
         "maxiter": ("hpfrec", "max_iter=N"),
         "random_seed": ("hpfrec", "random_state=seed"),
+        "a": ("hpfrec and scHPF", "prior_shape=a (one shape for both factors)"),
+        "c": ("hpfrec and scHPF", "prior_shape=c (one shape for both factors)"),
+        "a_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "b_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "c_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "d_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "ap": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "bp": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "cp": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "dp": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        "stop_thr": ("hpfrec", "tol=... (on the relative change of the ELBO)"),
+        "epsilon": ("scHPF", "tol=... (on the relative change of the ELBO)"),
+        "ncores": ("hpfrec", "threadpoolctl.threadpool_limits(n) around fit, or OMP_NUM_THREADS"),
     }
 
     _negative_input_advice = COUNTS_ADVICE

@@ -69,6 +69,23 @@ def _threads_for(work):
 # Ratings: validation, levels, held-out splits and errors
 # ---------------------------------------------------------------------------------------------
 
+def _ratings_digest(R):
+    """A fingerprint of the ratings CSR ``R`` (its pattern and values), to tell whether a
+    warm start is given the ratings of the chain it continues."""
+    digest = hashlib.sha256()
+    for part in (np.asarray(R.shape, dtype=np.int64), R.indptr.astype(np.int64),
+                 R.indices.astype(np.int64), R.data.astype(np.float64)):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    return digest.hexdigest()
+
+
+def _levels_text(levels):
+    """The rating levels for a message: ``1..5`` for 1..L, else the values."""
+    if np.array_equal(levels, np.arange(1.0, levels.size + 1.0)):
+        return f"1..{levels.size}"
+    return ", ".join(f"{v:g}" for v in levels)
+
+
 def _as_ratings_csr(X, name="X"):
     """CSR matrix of the observed entries of X: stored entries of a sparse X, non-NaN of a dense.
 
@@ -411,8 +428,10 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         every iteration.
     warm_start : bool, default=False
         Continue the chain of the previous fit on the same ratings for ``max_iter`` more
-        iterations, keeping its running means. With another number of users or items, or
-        another ``prior``, the fit starts a new chain with a ``UserWarning``.
+        iterations, keeping its running means. With other ratings (another number of users
+        or items, other pairs or values), other rating levels, another ``prior`` or another
+        ``n_components`` (``prior="gaussian"``), the fit starts a new chain with a
+        ``UserWarning``.
 
     Attributes
     ----------
@@ -552,6 +571,26 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         return tags
 
     # -- validation --------------------------------------------------------------------------
+
+    def _warm_start_mismatch(self, R, levels):
+        """Why ``warm_start`` cannot continue the previous chain on the ratings ``R`` with
+        ``levels``, or None when it can: the running means belong to the chain of one
+        model of one set of ratings."""
+        n_users, n_items = self._chain_state[0].shape[0], self._chain_state[1].shape[0]
+        if (n_users, n_items) != R.shape:
+            return (f"X has {R.shape[0]} users and {R.shape[1]} items, the previous fit had "
+                    f"{n_users} and {n_items}")
+        if self._fit_prior != self.prior:
+            return f"prior={self.prior!r}, the previous fit had prior={self._fit_prior!r}"
+        K = self._chain_state[0].shape[1]
+        if self.prior == "gaussian" and K != self.n_components:
+            return f"n_components={self.n_components}, the previous fit had {K}"
+        if not np.array_equal(levels, self.levels_):
+            return (f"the rating levels are {_levels_text(levels)} (n_levels={self.n_levels}), "
+                    f"the previous fit had {_levels_text(self.levels_)}")
+        if getattr(self, "_ratings_digest", None) != _ratings_digest(R):
+            return "X holds other ratings than the previous fit"
+        return None
 
     def _validate_ratings(self, X, reset, name="X"):
         _check_not_triplets(self, X, value="Rating", source="a rating library's loader")
@@ -787,20 +826,13 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         R = self._validate_ratings(X, reset=True)
         self._check_fit_ratings(R)
         R_held = self._validate_ratings(y, reset=False, name="y") if held_out else None
+        levels = self._infer_levels(R)
         warm = self.warm_start and hasattr(self, "_chain_state")
-        previous = (self._chain_state[0].shape[0], self._chain_state[1].shape[0]) if warm else None
-        if warm and previous != R.shape:
-            warn_warm_start_ignored(
-                self, f"X has {R.shape[0]} users and {R.shape[1]} items, the previous fit had "
-                f"{previous[0]} and {previous[1]}"
-            )
-            warm = False
-        elif warm and self._fit_prior != self.prior:
-            warn_warm_start_ignored(
-                self, f"prior={self.prior!r}, the previous fit had prior={self._fit_prior!r}"
-            )
-            warm = False
-        levels = self.levels_ if warm else self._infer_levels(R)
+        if warm:
+            reason = self._warm_start_mismatch(R, levels)
+            if reason is not None:
+                warn_warm_start_ignored(self, reason)
+                warm = False
         self._check_levels(R, levels, "X")
         if R_held is not None:
             _check_held_out(R, R_held)
@@ -811,8 +843,6 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         if warm:
             U, V, theta, ilam = (a.copy() for a in self._chain_state)
-            if ilam.shape[0] != data.nnz:
-                warm = False
         it0 = self.objective_.size if warm else 0
         if it0 + self.max_iter <= self.burn_in:
             done = f" after the {it0} of the warm start" if it0 else ""
@@ -876,6 +906,7 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
         self.n_components_ = U.shape[1]
         self._sums = sums
         self._fit_prior = self.prior
+        self._ratings_digest = _ratings_digest(R)
         self._chain_state = (chain.U, chain.V, chain.theta, chain.ilam)
         self._chain_ids = chain.ids
         self._n_born_total = chain.n_born

@@ -270,6 +270,8 @@ class WeightedBackgroundPMF(
     _peer_parameters = {
         "K": ("R ebpmf", "n_components=K"),
         "maxiter": ("R ebpmf", "max_iter=N"),
+        "ebpm_fn": ("R ebpmf's ebpm.fn", "prior_loadings=... and prior_factors=... (one of "
+                    "'gamma_mixture', 'gamma', 'point_gamma', 'exponential_mixture')"),
     }
 
     _negative_input_advice = COUNTS_ADVICE

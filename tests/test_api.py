@@ -133,6 +133,18 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
         (lambda: HierarchicalPMF(k=5), r"'k' \(hpfrec's name, given 5\); write n_components="),
         (lambda: HierarchicalPMF(nfactors=5), "scHPF's name"),
         (lambda: WeightedBackgroundPMF(K=4), r"'K' \(R ebpmf's name, given 4\)"),
+        (lambda: WeightedBackgroundPMF(ebpm_fn="point_gamma"), "prior_loadings=... and "),
+        (lambda: CoGAPS(messages=True), "write verbose=1"),
+        (lambda: CoGAPS(transposeData=True), r"fit\(X.T\)"),
+        (lambda: CoGAPS(checkpointInterval=250), "warm_start=True and pickle"),
+        (lambda: CoGAPS(BPPARAM=None), "n_jobs="),
+        (lambda: HierarchicalPMF(a=0.3), r"'a' \(hpfrec and scHPF's name, given 0.3\); write "
+                                         "prior_shape=a"),
+        (lambda: HierarchicalPMF(b_prime=1.0), "learn_prior='rate'"),
+        (lambda: HierarchicalPMF(stop_thr=1e-3), "write tol="),
+        (lambda: ExtremeDeconvolution(n_iter=50), r"astroML's XDGMM's name, given 50\); write "
+                                                  "max_iter=N"),
+        (lambda: ExtremeDeconvolution(xcovar=1), r"precisions_init=np.linalg.inv\(xcovar\)"),
     ],
 )
 def test_a_peer_s_parameter_name_says_ours(call, match):

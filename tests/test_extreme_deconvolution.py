@@ -394,6 +394,46 @@ def test_warm_start_continues_from_the_previous_fit():
     assert_allclose(xd.means_, ten.means_, rtol=1e-12)
 
 
+def test_warm_start_on_another_dimension_or_k_starts_anew_with_a_warning():
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(-3, 1, (100, 2)), rng.normal(3, 1, (100, 2))])
+    X3 = np.c_[X, rng.normal(size=200)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fresh3 = ExtremeDeconvolution(2, random_state=0).fit(X3)
+        fresh_k3 = ExtremeDeconvolution(3, random_state=0).fit(X)
+        xd = ExtremeDeconvolution(2, warm_start=True, random_state=0).fit(X)
+        with pytest.warns(UserWarning, match="dimension 3 and n_components=2, the previous "
+                          "fit had 2 and 2"):
+            xd.fit(X3)
+        assert_allclose(xd.means_, fresh3.means_)
+        assert xd.score(X3) == pytest.approx(fresh3.score(X3))
+        xd.set_params(n_components=3)
+        with pytest.warns(UserWarning, match="cannot continue the previous fit"):
+            xd.fit(X)
+        assert_allclose(xd.means_, fresh_k3.means_)
+    # partial_fit continues the fitted mixture: another K is refused, not broadcast
+    xd.set_params(n_components=2)
+    with pytest.raises(ValueError, match="n_components=2, but the model being updated has 3"):
+        xd.partial_fit(X)
+
+
+def test_warm_start_holds_the_fixed_components_at_their_initial_values():
+    rng = np.random.RandomState(1)
+    X = np.vstack([rng.normal(-3, 1, (100, 2)), rng.normal(3, 1, (100, 2))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(2, warm_start=True, random_state=0).fit(X)
+        xd.set_params(means_init=[[-10.0, 0.0], [10.0, 0.0]], fixed_means=[True, False])
+        xd.fit(X)
+    # the fixed mean where means_init puts it, not where the previous fit left it; the
+    # free component continues from its previous values
+    assert_array_equal(xd.means_[0], [-10.0, 0.0])
+    assert np.all(xd.means_[1] != [10.0, 0.0])
+    assert abs(xd.weights_.sum() - 1) < 1e-12
+    assert np.all(np.diff(xd.lower_bounds_) > -1e-10)
+
+
 def test_noise_of_missing_coordinates_is_ignored():
     model = _mixture(d=2, seed=31)
     X, S, _, _ = _draw(model, 400, seed=31)
@@ -526,14 +566,16 @@ def test_scoring_without_the_noise_of_a_noisy_fit_warns_and_routing_passes_it():
         warnings.simplefilter("ignore", ConvergenceWarning)
         noisy.fit(X, X_cov=var)
         plain = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0).fit(X)
-    for method in ("score", "bic", "aic"):
+    methods = ("score", "bic", "aic", "score_samples", "predict", "predict_proba", "deconvolve")
+    for method in methods:
         with pytest.warns(UserWarning, match=rf"fitted with X_cov, but {method} got no X_cov"):
             getattr(noisy, method)(X)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*fitted with X_cov")
-        noisy.score(X, X_cov=var)
-        noisy.score(X, X_cov=np.zeros_like(X))
-        plain.score(X)
+        for method in methods:
+            getattr(noisy, method)(X, X_cov=var)
+            getattr(noisy, method)(X, X_cov=np.zeros_like(X))
+            getattr(plain, method)(X)
         with sklearn.config_context(enable_metadata_routing=True):
             est = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0)
             est.set_fit_request(X_cov=True).set_score_request(X_cov=True)

@@ -306,6 +306,41 @@ def test_warm_start_continues_the_chain(split):
     assert m.held_out_nmae_.shape == (10,) and np.all(np.isnan(m.held_out_nmae_))
 
 
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ("n_components", "n_components=4, the previous fit had 3"),
+        ("n_levels", r"the rating levels are 1..7 \(n_levels=7\), the previous fit had 1..5"),
+        ("values", "X holds other ratings than the previous fit"),
+        ("fewer", "X holds other ratings than the previous fit"),
+    ],
+)
+def test_warm_start_on_another_model_or_other_ratings_starts_anew(split, change, match):
+    train, _ = split
+    kw = dict(C=1.0, margin=1.0, max_iter=5, burn_in=2, random_state=0)
+    m = MaxMarginMF(3, warm_start=True, **kw).fit(train)
+    X = train.copy()
+    params = {}
+    if change == "n_components":
+        params = dict(n_components=4)
+    elif change == "n_levels":
+        params = dict(n_levels=7)
+    elif change == "values":
+        X.data = 6.0 - X.data  # the same pairs, other ratings
+    else:
+        X = X.tolil()
+        X[0, X[0].nonzero()[1][0]] = 0
+        X = X.tocsr()
+        X.eliminate_zeros()
+    m.set_params(**params)
+    with pytest.warns(UserWarning, match=match):
+        m.fit(X)
+    fresh = MaxMarginMF(**{**dict(n_components=3), **kw, **params}).fit(X)
+    assert m.objective_.size == 5
+    assert_array_equal(m.user_factors_, fresh.user_factors_)
+    assert_array_equal(m.levels_, fresh.levels_)
+
+
 def test_held_out_ratings_as_y_are_traced_not_fitted(split):
     train, test = split
     kw = dict(C=1.0, margin=1.0, max_iter=12, burn_in=4, random_state=0)
