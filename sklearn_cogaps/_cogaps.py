@@ -193,6 +193,25 @@ def _check_labels(X, name, value, axes=("column", "row")):
         )
 
 
+def _likelihood_digest(X, uncertainty_name, uncertainty):
+    """A fingerprint of what the chain's likelihood reads: the validated X (its type,
+    pattern and values) and the uncertainty (its name, or the array's values). A warm start
+    continues a chain only on the data it sampled."""
+    digest = hashlib.blake2b(digest_size=16)
+    if sparse.issparse(X):
+        X = X.tocsr()
+        parts = (X.indptr, X.indices, X.data)
+    else:
+        parts = (np.ascontiguousarray(X),)
+    digest.update(f"{type(X).__name__} {X.shape} {X.dtype} {uncertainty_name}".encode())
+    if uncertainty_name is None:
+        U = uncertainty.toarray() if sparse.issparse(uncertainty) else uncertainty
+        parts += (np.ascontiguousarray(np.asarray(U, dtype=np.float64)),)
+    for part in parts:
+        digest.update(part.tobytes())
+    return digest.hexdigest()
+
+
 def _n_entries(X):
     """Entries a pass over X reads: the stored ones of a sparse matrix, all of a dense one."""
     return X.nnz if sparse.issparse(X) else X.size
@@ -276,14 +295,16 @@ class CoGAPS(
         stored and memory grows with the number of non-zeros. A scipy.sparse ``X``
         always uses this model. An ``uncertainty`` array cannot be combined with it.
     warm_start : bool, default=False
-        When True and the estimator was fitted before on data of the same shape, ``fit``
+        When True and the estimator was fitted before on the same data, ``fit``
         continues the same chain for ``max_iter`` more sampling iterations (no new
         calibration) and the posterior averages cover all sampling iterations so far. The
         full sampler state (atoms, generator and sums) is kept in the fitted estimator
         only when ``warm_start=True``, so a pickled and restored estimator continues
         exactly as the original would; without it the pickle holds the fitted attributes
-        alone. On data of another shape, another ``n_components`` or the other model
-        (dense or sparse), the fit starts a new chain with a ``UserWarning``.
+        alone. On other data (another shape, other values or dtype, another uncertainty),
+        another ``n_components``, other atom densities or the other model (dense or
+        sparse), the fit starts a new chain with a ``UserWarning``: the samples of two
+        likelihoods or priors are not averaged together.
     distributed : {"genome-wide", "single-cell"} or None, default=None
         CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
         (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
@@ -697,7 +718,8 @@ class CoGAPS(
         n_threads = effective_n_threads()
         pass_threads = kernel_threads(2 * self.n_components * _n_entries(X), n_threads)
         data = self._model_data(X, uncertainty)
-        continued = self._continues_chain(X, data, fixed)
+        likelihood = _likelihood_digest(X, name, uncertainty) if self.warm_start else None
+        continued = self._continues_chain(X, data, fixed, likelihood)
         if continued:
             sampler, history, atoms = self._restore_sampler(data, n_threads)
             iterations = [True] * self.max_iter
@@ -728,7 +750,12 @@ class CoGAPS(
         # the full state (atoms, generator, sums) only when a later fit may continue it
         self._sampler_state = None
         if self.warm_start:
-            self._sampler_state = {**sampler.get_state(), "birth_death": self.birth_death}
+            self._sampler_state = {
+                **sampler.get_state(),
+                "birth_death": self.birth_death,
+                "likelihood": likelihood,
+                "atom_densities": tuple(self._atom_densities),
+            }
         self.n_iter_ = len(new_history)
         if not continued:
             # the chain's calibration phase: its first iterations, whatever later warm
@@ -867,7 +894,7 @@ class CoGAPS(
         sigma = self._validate_uncertainty(uncertainty, X)
         return ("dense", X, _precision(sigma, X.dtype), name)
 
-    def _continues_chain(self, X, data, fixed):
+    def _continues_chain(self, X, data, fixed, likelihood):
         state = getattr(self, "_sampler_state", None)
         if not self.warm_start or state is None:
             return False
@@ -883,6 +910,21 @@ class CoGAPS(
             warn_warm_start_ignored(
                 self, f"the previous chain used the {was} model and this fit the {now} one "
                 "(sparse_optimization or the input's format changed)"
+            )
+            return False
+        # (states saved before these checks existed carry no digest or densities)
+        if state.get("likelihood", likelihood) != likelihood:
+            warn_warm_start_ignored(
+                self, "X or its uncertainty differ from the previous fit's, whose likelihood "
+                "the chain's samples follow"
+            )
+            return False
+        densities = tuple(self._atom_densities)
+        previous_densities = state.get("atom_densities", densities)
+        if previous_densities != densities:
+            warn_warm_start_ignored(
+                self, f"the atom densities (atom_density_W, atom_density_H) are {densities}, "
+                f"the previous chain's prior had {previous_densities}"
             )
             return False
         # states saved before the option existed come from CoGAPS's moves
@@ -1127,6 +1169,38 @@ class CoGAPS(
             reversible=self._reversible,
         )
         return mean, std
+
+    def fit_transform(self, X, y=None, *, uncertainty=None, fixed_components=None,
+                      fixed_patterns=None):
+        """Fit, then sample the patterns of X with the fitted amplitudes held fixed.
+
+        ``fit(X, ...).transform(X, uncertainty=uncertainty)``: the returned patterns come
+        from the same procedure, under the same uncertainty, as those of new samples in a
+        ``Pipeline``. The chain's own posterior mean of W is ``loadings_`` (the fixed W
+        itself with ``fixed_patterns``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative data.
+        y : Ignored
+            Not used, present for API consistency.
+        uncertainty : {"relative", "poisson"} or array-like of shape (n_samples, \
+                n_features), default=None
+            As in :meth:`fit`; also the one :meth:`transform` uses.
+        fixed_components : array-like of shape (n_components, n_features), default=None
+            As in :meth:`fit`.
+        fixed_patterns : array-like of shape (n_samples, n_components), default=None
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        W : ndarray of shape (n_samples, n_components)
+            Posterior mean of the patterns of each sample, as :meth:`transform` gives it.
+        """
+        self.fit(X, y, uncertainty=uncertainty, fixed_components=fixed_components,
+                 fixed_patterns=fixed_patterns)
+        return self.transform(X, uncertainty=uncertainty)
 
     def transform(self, X, *, uncertainty=None):
         """Sample the patterns of new samples with the amplitudes held fixed.

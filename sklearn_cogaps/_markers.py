@@ -13,7 +13,9 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
     pattern, each feature's amplitudes are divided by their largest one, and for pattern
     ``k`` every feature is scored by the Euclidean distance of that profile to the one-hot
     vector of ``k`` (0: the feature loads on pattern ``k`` only). Ranks are taken per
-    pattern (1 = closest; ties share the average rank).
+    pattern (1 = closest; ties share the average rank). A feature whose amplitudes are all
+    0 has no profile: its scores are NaN, it shares the last ranks of every pattern and it
+    marks none (R ranks its NaN scores last).
 
     Parameters
     ----------
@@ -23,13 +25,14 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
         Patterns (CoGAPS's ``Pmean``).
     threshold : {"all", "cut"}, default="all"
         ``"all"`` gives each feature to the pattern where it ranks best, so the markers
-        partition the features; ``"cut"`` keeps, for each pattern, the features in rank order
+        partition the features (those with some amplitude); ``"cut"`` keeps, for each pattern, the features in rank order
         up to the first one that ranks better in another pattern.
 
     Returns
     -------
     markers : list of ndarray of int
-        For each pattern, the indices of its marker features, best first.
+        For each pattern, the indices of its marker features, best first (features with
+        amplitudes all 0 are in none).
     ranks : ndarray of shape (n_features, n_components)
         Rank of each feature for each pattern.
     scores : ndarray of shape (n_features, n_components)
@@ -41,18 +44,25 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
         raise ValueError(f"threshold must be 'all' or 'cut'; got {threshold!r}.")
     A = np.asarray(amplitudes, dtype=np.float64) * np.asarray(patterns).max(axis=0)
     row_max = A.max(axis=1, keepdims=True)
-    profile = np.divide(A, row_max, out=np.zeros_like(A), where=row_max > 0)
+    # a feature whose amplitudes are all 0 has no profile (R's x / max(x) is NaN there)
+    detected = row_max[:, 0] > 0
+    profile = np.divide(A, row_max, out=np.full_like(A, np.nan), where=row_max > 0)
     K = A.shape[1]
     scores = np.empty_like(profile)
     for k in range(K):
         target = np.zeros(K)
         target[k] = 1.0
         scores[:, k] = np.sqrt(np.sum((profile - target) ** 2, axis=1))
-    ranks = np.column_stack([rankdata(scores[:, k]) for k in range(K)])
+    # the undetected features share the last ranks of every pattern
+    n_detected = int(detected.sum())
+    ranks = np.full_like(scores, (n_detected + 1 + A.shape[0]) / 2.0)
+    for k in range(K):
+        ranks[detected, k] = rankdata(scores[detected, k])
     best = ranks.min(axis=1)
     markers = []
     for k in range(K):
         order = np.argsort(ranks[:, k], kind="stable")
+        order = order[detected[order]]
         if threshold == "all":
             owner = np.argmin(ranks, axis=1)
             markers.append(order[owner[order] == k])

@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 from scipy import sparse
 
-from ._base import load_matrix
+from ._base import label_mismatch, load_matrix
 from ._results import sample_factors, trace
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
@@ -160,6 +160,26 @@ def _with_layer(adata, layer):
     )
 
 
+def _check_fitted_genes(estimator, adata):
+    """Refuse to store per-gene results under genes other than those fitted, in their
+    order (a model fitted with names carries them in ``feature_names_in_``)."""
+    fitted = getattr(estimator, "feature_names_in_", None)
+    if fitted is None:
+        return
+    fitted = [str(v) for v in fitted]
+    genes = [str(v) for v in adata.var_names]
+    if fitted == genes:
+        return
+    how = {"in another order": "the same genes in another order", "in part": "partly other "
+           "genes"}.get(label_mismatch(fitted, genes), "other genes")
+    raise ValueError(
+        f"The estimator was fitted to {how} than adata.var_names (first fitted: "
+        f"{fitted[:3]}, first in adata: {genes[:3]}); its per-gene results would be stored "
+        "under the wrong genes. Store them in adata[:, estimator.feature_names_in_], or "
+        "use refit=True."
+    )
+
+
 def fit_anndata(
     adata, estimator, *, layer=None, key_added=None, copy=False, refit=True, **fit_params
 ):
@@ -223,6 +243,11 @@ def fit_anndata(
             "fit_anndata stores per-cell factors and per-gene components."
         )
     key = type(estimator).__name__.lower() if key_added is None else str(key_added)
+    if not refit and fit_params:
+        raise TypeError(
+            f"fit_anndata(refit=False) does not fit, so it cannot use {sorted(fit_params)}; "
+            "pass them with refit=True, or fit the estimator with them first."
+        )
     if refit:
         # fitted as an AnnData, as fit(adata) is: labelled side inputs (an uncertainty or a
         # fixed matrix as a DataFrame) are checked against obs_names and var_names, and the
@@ -236,6 +261,7 @@ def fit_anndata(
             f"{estimator.components_.shape[1]} features; adata has {adata.n_obs} x "
             f"{adata.n_vars}. Use refit=True."
         )
+    _check_fitted_genes(estimator, adata)
     obsm, varm, uns = anndata_results(estimator, key)
     target = adata.copy() if copy else adata
     for name, value in obsm.items():

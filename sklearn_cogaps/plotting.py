@@ -30,6 +30,39 @@ def _axes(ax):
     return ax
 
 
+def _data_by_feature_names(X, feature_names):
+    """X as a float array whose columns follow ``feature_names``, and its sample labels.
+
+    A DataFrame or an AnnData carries its feature names: its columns are taken by name
+    (in another order they are put in the fitted order; other names are refused), and its
+    index or ``obs_names`` label the samples. Other inputs are read by position.
+    """
+    from scipy import sparse
+
+    from ._base import _is_anndata, label_mismatch, load_matrix
+
+    if _is_anndata(X):
+        columns, samples, X = list(X.var_names), list(X.obs_names), load_matrix(X.X)
+    elif hasattr(X, "columns") and hasattr(X, "index"):
+        columns, samples = list(X.columns), list(X.index)
+    else:
+        columns = samples = None
+    X = X.toarray() if sparse.issparse(X) else np.asarray(X, dtype=np.float64)
+    if columns is None or feature_names is None:
+        return X, samples
+    mismatch = label_mismatch(feature_names, columns)
+    if mismatch == "in part":
+        raise ValueError(
+            "X's feature names differ in part from the fitted ones (first of X: "
+            f"{[str(c) for c in columns[:3]]}, fitted: {[str(f) for f in feature_names[:3]]}); "
+            "pass the data of the fitted features."
+        )
+    if mismatch == "in another order":
+        position = {str(c): j for j, c in enumerate(columns)}
+        X = X[:, [position[str(f)] for f in feature_names]]
+    return X, samples
+
+
 def plot_patterns(
     patterns, *, x=None, groups=None, pattern_names=None, xlabel=None, ax=None, **line_kwargs
 ):
@@ -145,8 +178,11 @@ def plot_markers(
         Amplitudes (``components_.T``; CoGAPS's ``Amean``), when no estimator is given.
     patterns : array-like of shape (n_samples, n_components), default=None
         Patterns (CoGAPS's ``Pmean``), when no estimator is given.
-    X : array-like of shape (n_samples, n_features), default=None
+    X : {array-like, sparse matrix, DataFrame, AnnData} of shape (n_samples, n_features), \
+            default=None
         The data: show the markers' values across the samples instead of their amplitudes.
+        A DataFrame's columns (an AnnData's ``var_names``) are matched to the feature names
+        by name, and its index (``obs_names``) labels the samples.
     n_markers : int, default=10
         Markers shown per pattern (fewer when a pattern has fewer).
     threshold : {"all", "cut"}, default="all"
@@ -211,14 +247,14 @@ def plot_markers(
     shown = [m[:n_markers] for m in markers]
     rows = np.concatenate(shown).astype(int)
     if X is not None:
-        from scipy import sparse
-
-        X = X.toarray() if sparse.issparse(X) else np.asarray(X, dtype=np.float64)
+        X, x_samples = _data_by_feature_names(X, feature_names)
         if X.shape != (P.shape[0], A.shape[0]):
             raise ValueError(
                 f"X must have shape (n_samples, n_features) = {(P.shape[0], A.shape[0])}; "
                 f"got {X.shape}."
             )
+        if sample_names is None:
+            sample_names = x_samples
         values = X[:, rows].T
         columns = (
             [str(s) for s in sample_names]

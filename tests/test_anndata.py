@@ -106,6 +106,16 @@ def test_results_of_a_fitted_estimator_without_refitting(expression):
     assert_array_equal(adata.obsm["X_mine"], model.loadings_)
     with pytest.raises(ValueError, match="fitted to 20 samples x 30 features; adata has 5"):
         fit_anndata(_adata(expression[:5]), model, refit=False)
+    # a model fitted with gene names stores its results under those genes only
+    named = _adata(expression)
+    reversed_genes = named[:, named.var_names[::-1]].copy()
+    by_name = CoGAPS(n_components=2, max_iter=10, random_state=0).fit(reversed_genes)
+    with pytest.raises(ValueError, match="the same genes in another order than adata.var_names"):
+        fit_anndata(named, by_name, refit=False)
+    fit_anndata(reversed_genes, by_name, refit=False)
+    assert_array_equal(reversed_genes.varm["cogaps_components"], by_name.components_.T)
+    with pytest.raises(TypeError, match="refit=False\) does not fit, so it cannot use"):
+        fit_anndata(adata, model, refit=False, uncertainty="poisson")
 
 
 def test_backed_files_are_read_without_loading_the_rest(expression, tmp_path):

@@ -296,7 +296,10 @@ def test_cogaps_markers_name_the_genes_of_an_anndata():
     adata.var_names = [f"g{j}" for j in range(COUNTS.shape[1])]
     model = CoGAPS(n_components=2, max_iter=20, random_state=0).fit(adata)
     markers, _, _ = model.pattern_markers()
-    assert sorted(np.concatenate(markers)) == sorted(adata.var_names)
+    # every gene with some amplitude, by name (a short chain leaves some genes at 0)
+    detected = adata.var_names[model.components_.max(axis=0) > 0]
+    assert len(detected) > 0
+    assert sorted(np.concatenate(markers)) == sorted(detected)
 
 
 def test_a_layer_is_passed_as_a_matrix():

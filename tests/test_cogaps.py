@@ -211,6 +211,62 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
     assert cold.fit(X).n_iter_ == 100
 
 
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ("values", "X or its uncertainty differ"),
+        ("float32", "X or its uncertainty differ"),
+        ("poisson", "X or its uncertainty differ"),
+        ("array", "X or its uncertainty differ"),
+        ("density", r"atom densities \(atom_density_W, atom_density_H\) are \(0.01, 0.5\)"),
+    ],
+)
+def test_warm_start_on_another_likelihood_or_prior_starts_a_new_chain(simulated, change, match):
+    X, _, _ = simulated
+    sigma = np.maximum(0.1 * X, 0.1)
+    est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True)
+    est.fit(X, uncertainty=sigma if change == "array" else None)
+    data, fit_params, params = X, {}, {}
+    if change == "values":
+        data = X[::-1]
+    elif change == "float32":
+        data = X.astype(np.float32)
+    elif change == "poisson":
+        fit_params = dict(uncertainty="poisson")
+    elif change == "array":
+        fit_params = dict(uncertainty=2 * sigma)
+    else:
+        params = dict(atom_density_H=0.5)
+    est.set_params(**params)
+    with pytest.warns(UserWarning, match=match):
+        est.fit(data, **fit_params)
+    fresh = CoGAPS(n_components=3, max_iter=20, random_state=0, **params).fit(data, **fit_params)
+    assert est.chisq_history_.shape == (40,)  # a new chain, not 60 iterations
+    assert_array_equal(est.loadings_, fresh.loadings_)
+    # the same data, uncertainty and prior continue it
+    est.fit(data, **fit_params)
+    assert est.chisq_history_.shape == (60,)
+
+
+def test_fit_transform_passes_its_fit_parameters_on(simulated):
+    X, W, _ = simulated
+    sigma = np.full_like(X, 5.0)
+    est = CoGAPS(n_components=3, max_iter=30, random_state=0)
+    out = est.fit_transform(X, uncertainty=sigma)
+    assert est.uncertainty_model_ == "array"
+    assert_array_equal(out, est.transform(X, uncertainty=sigma))
+    assert not np.allclose(out, est.transform(X))  # the default uncertainty differs
+    fixed = CoGAPS(n_components=3, max_iter=30, random_state=0)
+    out = fixed.fit_transform(X, fixed_patterns=W)
+    assert_array_equal(fixed.loadings_, W)
+    assert_array_equal(out, fixed.transform(X))
+    # in a Pipeline, the step's fit parameters reach fit_transform
+    pipe = make_pipeline(FunctionTransformer(), CoGAPS(n_components=3, max_iter=30,
+                                                       random_state=0))
+    assert_array_equal(pipe.fit_transform(X, cogaps__uncertainty=sigma),
+                       est.fit_transform(X, uncertainty=sigma))
+
+
 def test_queue_batches_are_larger_than_one_on_many_rows():
     from sklearn_cogaps._cogaps_sampler import GibbsSampler
 
@@ -269,6 +325,18 @@ def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fi
         assert np.all(ranks[cut[k], k] <= ranks[cut[k]].min(axis=1))  # each ranks best here
     with pytest.raises(ValueError, match="threshold must be"):
         fitted.pattern_markers("some")
+
+
+@pytest.mark.parametrize("threshold", ["all", "cut"])
+def test_a_feature_without_amplitude_marks_no_pattern(threshold):
+    from sklearn_cogaps import pattern_markers
+
+    amplitudes = [[5, 0], [4, 0.1], [0, 0], [0, 5], [0.1, 4], [0, 0]]
+    markers, ranks, scores = pattern_markers(amplitudes, np.ones((3, 2)), threshold)
+    assert [m.tolist() for m in markers] == [[0, 1], [3, 4]]
+    assert np.all(np.isnan(scores[[2, 5]]))
+    assert_array_equal(ranks[[2, 5]], 5.5)  # the shared last ranks, 5 and 6
+    assert_array_equal(np.sort(ranks[[0, 1, 3, 4], 0]), [1, 2, 3, 4])
 
 
 def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulated):

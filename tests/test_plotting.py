@@ -131,6 +131,25 @@ def test_marker_heatmap_of_amplitudes_and_of_data(cogaps):
         plot_markers(CoGAPS(n_components=3))
 
 
+def test_marker_heatmap_reads_a_data_frame_by_its_names(cogaps):
+    pd = pytest.importorskip("pandas")
+    X, _ = cogaps
+    genes = [f"g{j}" for j in range(X.shape[1])]
+    cells = [f"c{i}" for i in range(X.shape[0])]
+    df = pd.DataFrame(X, columns=genes, index=cells)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CoGAPS(n_components=3, max_iter=40, random_state=0).fit(df)
+    expected = plot_markers(model, X=df, n_markers=3).images[0].get_array()
+    # the same genes in another order, and the cells in another order: matched by name
+    shuffled = df[genes[::-1]].iloc[::-1]
+    ax = plot_markers(model, X=shuffled, n_markers=3)
+    assert_allclose(ax.images[0].get_array(), expected[:, ::-1])
+    assert [t.get_text() for t in ax.get_xticklabels()] == cells[::-1]
+    with pytest.raises(ValueError, match="differ in part from the fitted ones"):
+        plot_markers(model, X=df.rename(columns={"g0": "other"}), n_markers=3)
+
+
 def test_traces_of_every_estimator(cogaps, counts):
     X, model = cogaps
     ax = plot_trace(model)
