@@ -468,7 +468,8 @@ class CoGAPS(
             "asynchronousUpdates": "nothing: the chain is always the asynchronous one, with "
                                    "the same result for any number of threads",
             "BPPARAM": "n_jobs=... in distributed mode, or joblib.parallel_config(backend=...)",
-            "params": "CoGAPS(**parameters) with our names (the CogapsParams slots above)",
+            "params": "CoGAPS(**parameters), with our names for the CogapsParams slots "
+                      "(n_components=, max_iter=, random_state=, ...)",
             **dict.fromkeys(
                 ["fixedPatterns", "whichMatrixFixed"],
                 "CoGAPS(...).fit(X, fixed_components=H) for 'A' (whichMatrixFixed), or "

@@ -215,9 +215,11 @@ class WeightedBackgroundPMF(
         Column background scales; a feature without counts in the training data gets its
         empirical-Bayes posterior mean (positive), so that it may be non-zero in new rows.
     loadings_ : ndarray of shape (n_samples, n_components)
-        The loadings of the training rows on the data scale, ``l0_i E[l_ik]`` (what
-        :meth:`transform` gives for new rows), so that ``loadings_ @ components_`` is the
-        fitted mean of ``X``.
+        The loadings of the training rows on the data scale, ``l0_i E[l_ik]`` (the
+        quantity :meth:`transform` gives for new rows), so that ``loadings_ @ components_``
+        is the fitted mean of ``X``. ``transform(X)`` fits each row afresh from its own
+        starts: the row problem is not concave, so on some training rows it can end at
+        another optimum than the fit's.
     loadings_mean_, loadings_mean_log_ : ndarray of shape (n_samples, n_components)
         Posterior ``E[l_ik]`` and ``E[log l_ik]`` of the training rows.
     factors_mean_, factors_mean_log_ : ndarray of shape (n_features, n_components)
