@@ -355,8 +355,11 @@ class CoGAPS(
         Posterior mean of ``W`` for the training samples, the patterns (CoGAPS's
         ``Pmean``). Every sample of the chain is scaled to columns of maximum 1 before it
         is averaged, as in CoGAPS, so a column's maximum is at most 1, and below 1 when the
-        sample where the pattern peaks changes along the chain. :meth:`transform` re-samples
-        ``W`` with ``H`` fixed; this is the chain's own mean.
+        sample where the pattern peaks changes along the chain. With a matrix held fixed
+        nothing is rescaled: ``loadings_`` is the fixed ``W``, or ``W`` averaged as sampled
+        against the fixed ``H`` (in ``distributed="single-cell"``, the consensus
+        amplitudes, whose rows have maximum 1). :meth:`transform` re-samples ``W`` with
+        ``H`` fixed; this is the chain's own mean.
     loadings_std_ : ndarray of shape (n_samples, n_components)
         Posterior standard deviation of ``W`` (``Psd``).
     chisq_ : float

@@ -268,12 +268,13 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         Whether the last fit met ``tol``.
     n_iter_ : int
         Iterations (or epochs) run by the last call to ``fit``, in the best of its ``n_init``
-        runs; after `partial_fit`, the number of its calls so far.
+        runs; after `partial_fit`, the number of its calls since the first one or since the
+        last ``fit``.
     lower_bound_ : float
         Mean log-likelihood per point of the fitted mixture on the training data.
     lower_bounds_ : ndarray of shape (``n_iter_``,)
         Mean log-likelihood after each iteration (for the stochastic methods, the mean over the
-        minibatches of each epoch; for `partial_fit`, that of each minibatch).
+        minibatches of each epoch; for `partial_fit`, that of each minibatch it was given).
     n_features_in_ : int
         Number of observed coordinates p (columns of X).
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -470,8 +471,8 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
             if not np.all(np.isfinite(P)):
                 raise ValueError("projection must be finite; got NaN or infinite entries.")
             d = P.shape[-1]
-            if R is not None and Rproj.shape[0] == 0 and np.array_equal(R, np.eye(*R.shape)):
-                R = None
+            if R is not None and R.shape[0] == R.shape[1] and np.array_equal(R, np.eye(d)):
+                R = None  # the square identity: the points are v (a rectangular one is not)
             if R is not None:
                 R = R.astype(dtype)
             else:
@@ -797,6 +798,7 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
                 ConvergenceWarning,
             )
         self._set_params(best["params"], data.X.dtype)
+        self._fit_weight = float(np.sum(data.sample_weight, dtype=np.float64))
         if hasattr(self, "_online_state"):
             del self._online_state
         self.converged_ = bool(best["converged"])
@@ -959,8 +961,10 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
         """One minibatch online-EM step on the points given.
 
         The first call initialises the mixture from these points (as `fit` would); later
-        calls update it with step size ``(t + 2) ** -step_exponent``. Use it for data that do
-        not fit in memory.
+        calls update it with step size ``(t + 2) ** -step_exponent`` after ``t`` updates.
+        After a ``fit``, the update continues the fitted mixture, and ``t`` counts the fitted
+        data as minibatches of this one's weight (the fitted data's total weight divided by
+        this minibatch's). Use it for data that do not fit in memory.
 
         Parameters
         ----------
@@ -1008,10 +1012,15 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
             state = _OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)
             seen, history = 0.0, np.empty(0)
         elif not hasattr(self, "_online_state"):
-            # Continue from a fit: its parameters, with this minibatch's weight.
+            # Continue from a fit: its parameters, as if its data had come before in
+            # minibatches of this one's weight, so that the step size continues Cappe's
+            # schedule from there instead of restarting at its largest step (one small
+            # minibatch would outweigh the whole fit). The traces start with this call.
+            fitted = getattr(self, "_fit_weight", batch_weight)
+            t = int(round(fitted / batch_weight)) if batch_weight > 0 else 0
             params = tuple(np.asarray(a, dtype=np.float64) for a in self._fitted_params())
-            state = _OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)
-            seen, history = batch_weight, self.lower_bounds_
+            state = _OnlineEMState(params, batch_weight, t=t, reg_covar=self.reg_covar)
+            seen, history = fitted, np.empty(0)
         else:
             state = _OnlineEMState.from_arrays(self._online_state, self.reg_covar)
             seen, history = self._online_seen, self.lower_bounds_

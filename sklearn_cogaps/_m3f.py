@@ -92,6 +92,11 @@ def _as_ratings_csr(X, name="X"):
     Stored NaNs of a sparse matrix are missing; stored zeros and duplicates are errors.
     """
     if sparse.issparse(X):
+        # a COO matrix's duplicates are counted on its pairs: converting it sums them
+        n_duplicates = 0
+        if X.format == "coo":
+            pairs = X.row.astype(np.int64) * X.shape[1] + X.col.astype(np.int64)
+            n_duplicates = pairs.size - np.unique(pairs).size
         # an owned copy: sorting, summing duplicates and dropping NaNs work in place, and a
         # CSR made from a CSR shares the caller's arrays (views, so not ``is``-identical)
         M = X.tocsr(copy=True)
@@ -99,9 +104,10 @@ def _as_ratings_csr(X, name="X"):
             M.sort_indices()
         n_before = M.nnz
         M.sum_duplicates()
-        if M.nnz != n_before:
+        n_duplicates += n_before - M.nnz
+        if n_duplicates:
             raise ValueError(
-                f"{name} has {n_before - M.nnz} duplicate stored entries (the same user and "
+                f"{name} has {n_duplicates} duplicate stored entries (the same user and "
                 "item more than once); keep one rating per pair."
             )
         if np.any(M.data == 0):

@@ -434,6 +434,21 @@ def test_warm_start_holds_the_fixed_components_at_their_initial_values():
     assert np.all(np.diff(xd.lower_bounds_) > -1e-10)
 
 
+def test_partial_fit_after_fit_counts_the_fitted_data():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(5000, 2)) + np.where(rng.rand(5000, 1) < 0.5, -3.0, 3.0)
+    S = np.full((5000, 2), 0.1)
+    xd = ExtremeDeconvolution(2, random_state=0).fit(X, X_cov=S)
+    before, means = xd.score(X, X_cov=S), xd.means_.copy()
+    xd.partial_fit(X[:5], X_cov=S[:5])  # five of the fitted points
+    # one minibatch of 5 points after 5000: a step of (1000 + 2) ** -0.6, about 1.6%
+    assert np.abs(xd.means_ - means).max() < 0.1
+    assert xd.score(X, X_cov=S) > before - 0.01
+    assert xd.n_iter_ == 1 and xd.lower_bounds_.shape == (1,)
+    xd.partial_fit(X[5:10], X_cov=S[5:10])
+    assert xd.n_iter_ == 2 and xd.lower_bounds_.shape == (2,)
+
+
 def test_noise_of_missing_coordinates_is_ignored():
     model = _mixture(d=2, seed=31)
     X, S, _, _ = _draw(model, 400, seed=31)
@@ -499,6 +514,26 @@ def test_minibatch_em_with_projections_and_missing_values():
     assert em.lower_bound_ - xd.lower_bound_ < 0.05
     mean, cov = xd.deconvolve(X[:5], X_cov=S[:5], projection=R[:5])
     assert mean.shape == (5, 3) and np.all(np.linalg.eigvalsh(cov) > 0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 2)])
+def test_a_rectangular_identity_projection_is_a_projection(shape):
+    """np.eye(p, d) with p != d maps v (d) to x (p): the fit is d-dimensional and scores
+    with its own projection; only the square identity means the points are v."""
+    rng = np.random.RandomState(0)
+    p, d = shape
+    v = rng.normal(size=(300, d)) * np.arange(1.0, d + 1.0) + 1.0
+    R = np.eye(p, d)
+    X = v @ R.T + 0.1 * rng.normal(size=(300, p))
+    S = np.full((300, p), 0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        xd = ExtremeDeconvolution(1, random_state=0).fit(X, X_cov=S, projection=R)
+        per_point = ExtremeDeconvolution(1, random_state=0).fit(
+            X, X_cov=S, projection=np.broadcast_to(R, (300, p, d)))
+    assert xd.means_.shape == (1, d)
+    assert np.isfinite(xd.score(X, X_cov=S, projection=R))
+    assert_allclose(xd.means_, per_point.means_, rtol=1e-10, atol=1e-12)
 
 
 def test_points_without_the_projection_of_a_projected_fit_warn():

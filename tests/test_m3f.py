@@ -444,11 +444,21 @@ def test_holdout_and_errors_helpers():
         (np.array([[1.0, 1e9], [2.0, 3.0]]), None, r"a rating of 1e\+09.*n_levels=L"),
         (sparse.csr_matrix(([1.0, 0.0, 2.0], [0, 1, 1], [0, 2, 3]), shape=(2, 2)), None,
          "stored zeros"),
+        # a pair rated twice, in COO (triplets) and in CSR: converting the COO would sum them
+        (sparse.coo_matrix(([2.0, 3.0, 4.0, 1.0], ([0, 0, 1, 1], [0, 0, 0, 1])), shape=(2, 2)),
+         None, "1 duplicate stored entries"),
+        (sparse.csr_matrix(([2.0, 3.0, 4.0, 1.0], [0, 0, 0, 1], [0, 2, 4]), shape=(2, 2)),
+         None, "1 duplicate stored entries"),
     ],
 )
 def test_bad_ratings_raise(X, n_levels, match):
     with pytest.raises(ValueError, match=match):
         MaxMarginMF(2, n_levels=n_levels, max_iter=2, burn_in=1).fit(X)
+    if "duplicate" in match:  # every reader of ratings refuses them
+        with pytest.raises(ValueError, match=match):
+            holdout_ratings(X, random_state=0)
+        with pytest.raises(ValueError, match=match):
+            rating_mae(X, X)
 
 
 def test_dense_zeros_are_named_wherever_ratings_are_read(split):
