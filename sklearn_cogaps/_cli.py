@@ -50,7 +50,7 @@ input formats: {INPUT_FORMATS}
   model (--sparse-optimization), or densely when --uncertainty is a FILE.
 
 output formats: {OUTPUT_FORMATS}
-  OUT.npz holds the arrays patterns (samples x K, each column of maximum 1),
+  OUT.npz holds the arrays patterns (samples x K, columns of maximum at most 1),
   patterns_std, amplitudes (K x features, components_), amplitudes_std,
   chisq_history, n_atoms_history (iterations x 2: atoms of W and of H), chisq
   (of the posterior mean), lambda (the prior rates of W and H), pattern_names,
@@ -104,6 +104,11 @@ def _read_delimited(path, sep):
     # is deprecated), an option before
     exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
     frame = pd.read_csv(path, sep=sep, index_col=0, **exact)
+    # the row names as written: the index column read as text, so that "0101" stays "0101"
+    # and "NA" stays "NA" (an index parsed with the values would lose both)
+    frame.index = pd.read_csv(
+        path, sep=sep, usecols=[0], header=None, skiprows=1, dtype=str, keep_default_na=False
+    ).iloc[:, 0].to_numpy()
     try:
         values = frame.to_numpy(dtype=np.float64)
     except (ValueError, TypeError):

@@ -152,6 +152,28 @@ def test_csv_without_pandas_and_transposed_files(data, reference, tmp_path, caps
 
 
 @pytest.mark.parametrize("with_pandas", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_names_that_look_like_numbers_stay_as_written(
+    data, reference, tmp_path, capsys, monkeypatch, with_pandas, transpose
+):
+    X, _, _ = data
+    # sample and gene identifiers with leading zeros, and one named NA
+    samples = np.array([f"{i:04d}" for i in range(X.shape[0] - 1)] + ["NA"])
+    features = np.array([f"{j:05d}" for j in range(X.shape[1])])
+    path = tmp_path / "ids.csv"
+    if transpose:
+        _write_delimited(path, X.T, features, samples, ",")
+    else:
+        _write_delimited(path, X, samples, features, ",")
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    argv = [path, *(["--transpose"] if transpose else []), *FAST, "-o", tmp_path / "out.npz"]
+    status, _, err = _run(capsys, argv)
+    assert status == 0, err
+    _check_npz(tmp_path / "out.npz", reference, samples, features)
+
+
+@pytest.mark.parametrize("with_pandas", [True, False])
 def test_tables_without_a_header_cell_above_the_index(
     data, reference, tmp_path, capsys, monkeypatch, with_pandas
 ):
