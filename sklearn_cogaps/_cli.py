@@ -58,7 +58,7 @@ output formats: {OUTPUT_FORMATS}
   (iterations run in each phase), and sample_names / feature_names when the
   input has them:
       r = numpy.load("OUT.npz"); r["patterns"]
-  OUT.csv (or OUT.tsv) writes five tables with the common prefix OUT:
+  OUT.csv (or OUT.tsv) writes six tables with the common prefix OUT:
   OUT_patterns.csv and OUT_patterns_std.csv (one row per sample),
   OUT_amplitudes.csv and OUT_amplitudes_std.csv (one row per feature, as
   CoGAPS's Amean and Asd), OUT_trace.csv (one row per iteration: phase,
