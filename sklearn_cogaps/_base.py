@@ -415,14 +415,15 @@ class NonNegativeFactorisationMixin:
             The reconstruction of the data (the posterior mean of its expectation).
         """
         check_is_fitted(self)
-        W = check_array(X, dtype=np.float64)
+        # float32 factors of a float32 fit stay float32, as scikit-learn's NMF keeps them
+        W = check_array(X, dtype=[np.float64, np.float32])
         if W.shape[1] != self.components_.shape[0]:
             raise ValueError(
                 f"inverse_transform expects per-sample factors of shape (n_samples, "
                 f"n_components={self.components_.shape[0]}); got {W.shape}. Pass the output "
                 f"of transform."
             )
-        return W @ self.components_
+        return W @ self.components_.astype(np.result_type(W, self.components_), copy=False)
 
     @property
     def _n_features_out(self):

@@ -2,6 +2,7 @@
 z-score per pattern (``calcCoGAPSStat``) and the over-representation of each pattern's markers
 in given gene sets (``getPatternGeneSet(method="overrepresentation")``)."""
 
+from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
@@ -22,9 +23,11 @@ def _feature_index(gene_sets, n_features, feature_names):
     Members are feature names when ``feature_names`` is given (names not among the features
     are ignored, as in the R package), else integer column indices.
     """
-    if isinstance(gene_sets, dict):
-        names = [str(name) for name in gene_sets]
-        sets = list(gene_sets.values())
+    if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
+        # a dict or any mapping, or a pandas Series of name -> members
+        pairs = list(gene_sets.items())
+        names = [str(name) for name, _ in pairs]
+        sets = [members for _, members in pairs]
     else:
         sets = list(gene_sets)
         names = [f"set{i}" for i in range(len(sets))]
@@ -104,8 +107,9 @@ def gene_set_statistic(
         Their posterior standard deviations, ``CoGAPS.components_std_``. As in the R
         package, a standard deviation of 0 is replaced by the machine epsilon, so an
         amplitude that kept one positive value in every sample gets a very large z-score.
-    gene_sets : dict of str to list
-        The gene sets: name -> members, the members being feature names when
+    gene_sets : dict of str to list, or pandas.Series
+        The gene sets: name -> members (a dict, any mapping, or a Series indexed by the
+        set names), the members being feature names when
         ``feature_names`` is given, else column indices. Members that are not features are
         ignored (a set with no member among the features is an error). A list of sets is
         accepted too; its sets are named ``set0``, ``set1``, ...
@@ -238,8 +242,9 @@ def marker_overrepresentation(
         Posterior mean amplitudes, ``CoGAPS.components_``.
     patterns : array-like of shape (n_samples, n_components)
         Posterior mean patterns, ``CoGAPS.loadings_``.
-    gene_sets : dict of str to list
-        The gene sets: name -> members (feature names when ``feature_names`` is given, else
+    gene_sets : dict of str to list, or pandas.Series
+        The gene sets: name -> members (a dict, any mapping, or a Series indexed by the set
+        names; feature names when ``feature_names`` is given, else
         column indices). Members that are not features are ignored. A list of sets is
         accepted too; its sets are named ``set0``, ``set1``, ...
     feature_names : array-like of str of shape (n_features,), default=None

@@ -9,7 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
-from numpy.testing import assert_array_equal
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
@@ -135,6 +135,10 @@ def test_float32_transform_is_row_wise(data):
     assert_array_equal(est.transform(X[::-1])[::-1], all_rows)
     # a float64 batch on a float32 fit returns float64
     assert est.transform(X.astype(np.float64)).dtype == np.float64
+    # and the reconstruction keeps the factors' precision, as scikit-learn's NMF does
+    assert est.inverse_transform(all_rows).dtype == np.float32
+    assert est.inverse_transform(all_rows.astype(np.float64)).dtype == np.float64
+    assert_allclose(est.inverse_transform(all_rows), all_rows @ est.components_, rtol=1e-6)
 
 
 def test_sparse_model_returns_float32_from_its_float64_computation(data):

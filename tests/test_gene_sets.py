@@ -85,6 +85,20 @@ def test_same_seed_same_null_and_names_resolve(fitted):
     assert_array_equal(a["mean_z"], c["mean_z"])
 
 
+def test_a_series_of_gene_sets_keeps_its_names(fitted):
+    pd = pytest.importorskip("pandas")
+    model, k, planted, _ = fitted
+    sets = {"planted": list(planted), "other": [0, 1, 2, 3, 4]}
+    from_dict = gene_set_statistic(model.components_, model.components_std_, sets,
+                                   n_permutations=100, random_state=0)
+    from_series = gene_set_statistic(model.components_, model.components_std_, pd.Series(sets),
+                                     n_permutations=100, random_state=0)
+    assert list(from_series["gene_set"]) == ["planted", "other"]
+    assert_array_equal(from_series["p_up"], from_dict["p_up"])
+    over = marker_overrepresentation(model.components_, model.loadings_, pd.Series(sets))
+    assert set(over["gene_set"]) == {"planted", "other"}
+
+
 def test_zero_standard_deviation_counts_as_machine_epsilon():
     H = np.array([[1.0, 0.0, 2.0, 0.5]])
     sd = np.array([[0.0, 0.0, 1.0, 1.0]])
