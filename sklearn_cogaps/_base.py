@@ -1,6 +1,7 @@
 """What the estimators share: input checks, seeding, thread counts, matching factors."""
 
 import functools
+import hashlib
 import inspect
 import warnings
 
@@ -251,6 +252,33 @@ def warn_warm_start_ignored(estimator, reason):
         UserWarning,
         stacklevel=3,
     )
+
+
+def fingerprint(*parts):
+    """A short digest of strings and arrays (their dtypes, shapes and values).
+
+    A warm start keeps one of the data its chain sampled, and continues the chain only on
+    data with the same fingerprint.
+
+    Parameters
+    ----------
+    *parts : str or array-like
+        What to digest, in order.
+
+    Returns
+    -------
+    digest : str
+        32 hexadecimal digits.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        if isinstance(part, str):
+            digest.update(part.encode())
+            continue
+        array = np.ascontiguousarray(part)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 def warn_unused_parameters(estimator, names, used_when, advice):

@@ -19,6 +19,7 @@ from ._base import (
     check_ignored_y,
     draw_seeds,
     effective_n_threads,
+    fingerprint,
     label_mismatch,
     validate_input,
     warn_warm_start_ignored,
@@ -194,22 +195,19 @@ def _check_labels(X, name, value, axes=("column", "row")):
 
 
 def _likelihood_digest(X, uncertainty_name, uncertainty):
-    """A fingerprint of what the chain's likelihood reads: the validated X (its type,
-    pattern and values) and the uncertainty (its name, or the array's values). A warm start
-    continues a chain only on the data it sampled."""
-    digest = hashlib.blake2b(digest_size=16)
+    """The fingerprint of what the chain's likelihood reads: the validated X (dense or
+    sparse, its pattern, dtype and values) and the uncertainty (its name, or the array's
+    values). A warm start continues a chain only on the data it sampled."""
     if sparse.issparse(X):
         X = X.tocsr()
-        parts = (X.indptr, X.indices, X.data)
+        parts = ("sparse", np.asarray(X.shape, dtype=np.int64), X.indptr.astype(np.int64),
+                 X.indices.astype(np.int64), X.data)
     else:
-        parts = (np.ascontiguousarray(X),)
-    digest.update(f"{type(X).__name__} {X.shape} {X.dtype} {uncertainty_name}".encode())
+        parts = ("dense", X)
     if uncertainty_name is None:
         U = uncertainty.toarray() if sparse.issparse(uncertainty) else uncertainty
-        parts += (np.ascontiguousarray(np.asarray(U, dtype=np.float64)),)
-    for part in parts:
-        digest.update(part.tobytes())
-    return digest.hexdigest()
+        return fingerprint(*parts, "array", np.asarray(U, dtype=np.float64))
+    return fingerprint(*parts, uncertainty_name)
 
 
 def _n_entries(X):

@@ -24,6 +24,7 @@ from ._base import (
     _shape,
     check_ignored_y,
     draw_seeds,
+    fingerprint,
     validate_input,
     warn_warm_start_ignored,
 )
@@ -70,13 +71,10 @@ def _threads_for(work):
 # ---------------------------------------------------------------------------------------------
 
 def _ratings_digest(R):
-    """A fingerprint of the ratings CSR ``R`` (its pattern and values), to tell whether a
-    warm start is given the ratings of the chain it continues."""
-    digest = hashlib.sha256()
-    for part in (np.asarray(R.shape, dtype=np.int64), R.indptr.astype(np.int64),
-                 R.indices.astype(np.int64), R.data.astype(np.float64)):
-        digest.update(np.ascontiguousarray(part).tobytes())
-    return digest.hexdigest()
+    """The fingerprint of the ratings CSR ``R`` (its pattern and values, whatever the
+    index dtypes), to tell whether a warm start is given the ratings of its chain."""
+    return fingerprint(np.asarray(R.shape, dtype=np.int64), R.indptr.astype(np.int64),
+                       R.indices.astype(np.int64), R.data.astype(np.float64))
 
 
 def _levels_text(levels):
