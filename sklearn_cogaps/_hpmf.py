@@ -54,6 +54,10 @@ _N_INIT_VBEM = 50
 # fits end within 3-13 nats of those from 50 on small simulated sets and higher on an
 # 8000 x 1500 one, while 50 cost twice a 100-iteration VBEM fit on 20000 x 5000 counts.
 _N_INIT_NMF = 5
+# What replaces the peers' hyperpriors on the prior rates (their a', b', c', d').
+_LEARNED_RATES = (
+    "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"
+)
 # Monte Carlo samples for the estimate of the exact ELBO reported after every fit.
 _N_EVAL_SAMPLES = 16
 
@@ -461,9 +465,8 @@ class HierarchicalPMF(
     warm_start : bool, default=False
         Continue from the previous fit's variational parameters and learned priors (the
         hyperparameters ``learn_prior`` does not learn are those of ``prior_shape`` and
-        ``prior_rate`` as they are set now). On data of
-        another shape or another ``n_components``, the fit starts anew with a
-        ``UserWarning``.
+        ``prior_rate`` as they are set now). On data of another shape or another
+        ``n_components``, the fit starts anew with a ``UserWarning``.
 
     Attributes
     ----------
@@ -539,14 +542,8 @@ class HierarchicalPMF(
         "random_seed": ("hpfrec", "random_state=seed"),
         "a": ("hpfrec and scHPF", "prior_shape=a (one shape for both factors)"),
         "c": ("hpfrec and scHPF", "prior_shape=c (one shape for both factors)"),
-        "a_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
-        "b_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
-        "c_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
-        "d_prime": ("hpfrec", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
-        "ap": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
-        "bp": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
-        "cp": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
-        "dp": ("scHPF", "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"),
+        **dict.fromkeys(["a_prime", "b_prime", "c_prime", "d_prime"], ("hpfrec", _LEARNED_RATES)),
+        **dict.fromkeys(["ap", "bp", "cp", "dp"], ("scHPF", _LEARNED_RATES)),
         "stop_thr": ("hpfrec", "tol=... (on the relative change of the ELBO)"),
         "epsilon": ("scHPF", "tol=... (on the relative change of the ELBO)"),
         "ncores": ("hpfrec", "threadpoolctl.threadpool_limits(n) around fit, or OMP_NUM_THREADS"),

@@ -25,8 +25,9 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
         Patterns (CoGAPS's ``Pmean``).
     threshold : {"all", "cut"}, default="all"
         ``"all"`` gives each feature to the pattern where it ranks best, so the markers
-        partition the features (those with some amplitude); ``"cut"`` keeps, for each pattern, the features in rank order
-        up to the first one that ranks better in another pattern.
+        partition the features (those with some amplitude); ``"cut"`` keeps, for each
+        pattern, the features in rank order up to the first one that ranks better in
+        another pattern.
 
     Returns
     -------
