@@ -114,7 +114,7 @@ def test_results_of_a_fitted_estimator_without_refitting(expression):
         fit_anndata(named, by_name, refit=False)
     fit_anndata(reversed_genes, by_name, refit=False)
     assert_array_equal(reversed_genes.varm["cogaps_components"], by_name.components_.T)
-    with pytest.raises(TypeError, match="refit=False\) does not fit, so it cannot use"):
+    with pytest.raises(TypeError, match=r"refit=False\) does not fit, so it cannot use"):
         fit_anndata(adata, model, refit=False, uncertainty="poisson")
 
 
