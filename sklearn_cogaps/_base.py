@@ -93,6 +93,21 @@ def unwrap_anndata(X):
     return load_matrix(matrix), names
 
 
+def _warn_if_fitted_on_a_layer(estimator, adata):
+    """Warn when an AnnData's ``.X`` is read by a model that fit_anndata fitted on one of
+    its layers (raw counts in a layer, normalised values in ``.X``, is the usual layout)."""
+    layer = getattr(estimator, "_anndata_layer", None)
+    if layer is None or layer not in adata.layers:
+        return
+    warnings.warn(
+        f"This {type(estimator).__name__} was fitted on the layer {layer!r} (fit_anndata), "
+        f"but an AnnData passed here is read through its .X, which may be on another "
+        f"scale. Pass adata.layers[{layer!r}] to use the fitted layer.",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
 def load_matrix(matrix):
     """A matrix of an AnnData (``.X`` or a layer), in memory: read from the file if backed.
 
@@ -143,6 +158,11 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
     """
     if isinstance(estimator, NonNegativeFactorisationMixin):
         _check_not_triplets(estimator, X)
+    if reset:
+        # fit_anndata(layer=...) records the layer after its fit; a plain fit forgets it
+        estimator.__dict__.pop("_anndata_layer", None)
+    elif _is_anndata(X):
+        _warn_if_fitted_on_a_layer(estimator, X)
     X, names = unwrap_anndata(X)
     try:
         if check is check_array:
@@ -247,8 +267,8 @@ def warn_warm_start_ignored(estimator, reason):
     """
     warnings.warn(
         f"warm_start=True, but {reason}: {type(estimator).__name__} cannot continue the "
-        "previous fit and starts a new one. Fit data of the previous fit's shape to "
-        "continue it, or set warm_start=False to start anew without this warning.",
+        "previous fit and starts a new one. To continue it, fit the previous fit's data "
+        "with its settings; or set warm_start=False to start anew without this warning.",
         UserWarning,
         stacklevel=3,
     )
@@ -281,7 +301,7 @@ def fingerprint(*parts):
     return digest.hexdigest()
 
 
-def warn_unused_parameters(estimator, names, used_when, advice):
+def warn_unused_parameters(estimator, names, used_when, advice, note="", stacklevel=4):
     """Warn about parameters set away from their defaults that this fit does not read.
 
     scikit-learn warns so about ``l1_ratio`` without an elastic-net penalty: a value that
@@ -295,27 +315,39 @@ def warn_unused_parameters(estimator, names, used_when, advice):
     names : sequence of str
         Parameters the current settings do not read.
     used_when : str
-        When they are read, for the message (for example ``"solver='pathwise'"``).
+        When they are read, for the message (for example ``"with solver='pathwise'"``).
     advice : str
         What to set to use them, for the message.
+    note : str, default=""
+        A sentence added to the message (for example what to use instead).
+    stacklevel : int, default=4
+        As for :func:`warnings.warn`; 4 names the caller of ``fit`` when ``fit`` calls
+        this function (past scikit-learn's ``_fit_context`` wrapper).
     """
     defaults = inspect.signature(type(estimator).__init__).parameters
     changed = [
         f"{name}={getattr(estimator, name)!r}"
         for name in names
-        if getattr(estimator, name) != defaults[name].default
+        if not _is_default(getattr(estimator, name), defaults[name].default)
     ]
     if not changed:
         return
     one = len(changed) == 1
     warnings.warn(
-        f"{', '.join(changed)} {'is' if one else 'are'} used only with {used_when}, and this "
+        f"{', '.join(changed)} {'is' if one else 'are'} used only {used_when}, and this "
         f"fit ignores {'it' if one else 'them'}. {advice}, or leave "
         f"{', '.join(c.split('=')[0] for c in changed)} at "
-        f"{'its default' if one else 'their defaults'}.",
+        f"{'its default' if one else 'their defaults'}.{' ' + note if note else ''}",
         UserWarning,
-        stacklevel=4,  # the caller of fit, past sklearn's _fit_context wrapper
+        stacklevel=stacklevel,
     )
+
+
+def _is_default(value, default):
+    """Whether a parameter holds its default (a list or an array never does)."""
+    if default is None:
+        return value is None
+    return not isinstance(value, (list, tuple, np.ndarray)) and value == default
 
 
 def check_ignored_y(estimator, y, X, *, method="fit", advice):

@@ -103,12 +103,30 @@ def _read_delimited(path, sep):
     # exact decimal-to-binary conversion: the default from pandas 3 on (where the option
     # is deprecated), an option before
     exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
-    frame = pd.read_csv(path, sep=sep, index_col=0, **exact)
+    try:
+        frame = pd.read_csv(path, sep=sep, index_col=0, **exact)
+    except (ValueError, pd.errors.ParserError) as error:
+        raise CommandLineError(
+            f"'{path}' cannot be read as a table separated by {_SEPARATORS[sep]}: {error}"
+        ) from None
     # the row names as written: the index column read as text, so that "0101" stays "0101"
     # and "NA" stays "NA" (an index parsed with the values would lose both)
     frame.index = pd.read_csv(
         path, sep=sep, usecols=[0], header=None, skiprows=1, dtype=str, keep_default_na=False
     ).iloc[:, 0].to_numpy()
+    # the column names as written too (pandas renames a repeated name "g0" to "g0.1")
+    header = pd.read_csv(
+        path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False
+    ).iloc[0].tolist()
+    frame.columns = header[len(header) - frame.shape[1]:]
+    logical = [j for j, dtype in enumerate(frame.dtypes) if pd.api.types.is_bool_dtype(dtype)]
+    if logical:
+        j = logical[0]
+        raise CommandLineError(
+            f"column '{frame.columns[j]}' of '{path}' holds logical values ({frame.iat[0, j]!r}), "
+            "not numbers; every column after the index column must hold numbers (remove "
+            "annotation columns, or write them as 0 and 1 if they are data)."
+        )
     try:
         values = frame.to_numpy(dtype=np.float64)
     except (ValueError, TypeError):
@@ -125,6 +143,28 @@ def _read_delimited(path, sep):
     rows = _names(frame.index)
     _check_row_names(rows, path)
     return values, rows, _names(frame.columns)
+
+
+_SEPARATORS = {",": "commas (.csv)", "\t": "tabs (.tsv)"}
+
+
+def _check_table(X, rows, cols, path, sep):
+    """Refuse a table read with the wrong separator (no data columns) or with missing
+    values, saying where and what to do."""
+    if X.shape[1] == 0:
+        raise CommandLineError(
+            f"'{path}' has no column after its index column when read as separated by "
+            f"{_SEPARATORS[sep]}; a table separated by tabs must be named .tsv, one by commas "
+            ".csv (other separators and decimal commas are not read)."
+        )
+    missing = np.argwhere(np.isnan(X))
+    if len(missing):
+        i, j = missing[0]
+        raise CommandLineError(
+            f"row '{rows[i]}', column '{cols[j]}' of '{path}' is empty or NA ({len(missing)} "
+            "such cells): CoGAPS has no model of missing values; fill them (with 0 for "
+            "undetected counts) or drop their rows or columns."
+        )
 
 
 def _read_delimited_numpy(path, sep):
@@ -276,7 +316,9 @@ def read_matrix(path, transpose=False, layer=None):
     if kind == ".npy":
         X = np.load(path, allow_pickle=False)
     elif kind in (".csv", ".tsv"):
-        X, rows, cols = _read_delimited(path, "," if kind == ".csv" else "\t")
+        sep = "," if kind == ".csv" else "\t"
+        X, rows, cols = _read_delimited(path, sep)
+        _check_table(X, rows, cols, path, sep)
     elif kind in (".mtx", ".mtx.gz"):
         from scipy.io import mmread
 
@@ -349,7 +391,8 @@ def write_results(path, model, sample_names=None, feature_names=None):
         ``OUT.npz`` writes one archive; ``OUT.csv`` or ``OUT.tsv`` writes the tables
         ``OUT_patterns``, ``OUT_patterns_std``, ``OUT_amplitudes``, ``OUT_amplitudes_std``
         (features in rows), ``OUT_trace`` and ``OUT_status`` (whether the chain is complete,
-        the iterations of each phase, the chi-square) with that extension.
+        the iterations of each phase, the chi-square, the uncertainty model) with that
+        extension.
     model : CoGAPS
         A fitted estimator.
     sample_names, feature_names : array-like of str, default=None
@@ -380,6 +423,7 @@ def write_results(path, model, sample_names=None, feature_names=None):
             "complete": np.bool_(status["complete"]),
             "n_calibration": np.int64(status["calibration"]),
             "n_sampling": np.int64(status["sampling"]),
+            "uncertainty_model": np.str_(model.uncertainty_model_),
         }
         if sample_names is not None:
             arrays["sample_names"] = np.asarray(sample_names, dtype=str)
@@ -435,6 +479,7 @@ def write_results(path, model, sample_names=None, feature_names=None):
         writer.writerow(["calibration_iterations", status["calibration"]])
         writer.writerow(["sampling_iterations", status["sampling"]])
         writer.writerow(["max_iter", model.max_iter])
+        writer.writerow(["uncertainty_model", model.uncertainty_model_])
         writer.writerow(["chisq", repr(float(model.chisq_))])
     written.append(out)
     return written
@@ -755,7 +800,19 @@ def _check_same_order(what, of_input, of_uncertainty, args):
     """
     how = label_mismatch(of_input, of_uncertainty)
     if how is None:
-        return
+        if of_input is None or of_uncertainty is None or len(of_input) != len(of_uncertainty):
+            return
+        a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
+        numbered = [str(i) for i in range(len(a))]
+        if a == b or set(a) & set(b) or numbered in (a, b):
+            return
+        # a table always carries names: none in common means another data set's file
+        raise CommandLineError(
+            f"the {what} names of '{args.uncertainty}' share none with those of "
+            f"'{args.input}' (first {b[:3]} against {a[:3]}): is it the uncertainty of "
+            f"these data? Write it with the input's {what} names (or a numbered index, "
+            "0, 1, 2, ..., to match by position)."
+        )
     a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
     raise CommandLineError(
         f"the {what} names of '{args.uncertainty}' are those of '{args.input}' {how} "
@@ -778,6 +835,17 @@ def _run_file(args, make_model):
         uncertainty, u_samples, u_features = read_matrix(
             args.uncertainty, transpose=args.transpose
         )
+        if uncertainty.shape != X.shape:
+            flip = (lambda shape: shape[::-1]) if args.transpose else (lambda shape: shape)
+            written = "genes x samples" if args.transpose else "samples x genes"
+            raise CommandLineError(
+                f"'{args.uncertainty}' holds a {' x '.join(map(str, flip(uncertainty.shape)))} "
+                f"table and '{args.input}' a {' x '.join(map(str, flip(X.shape)))} one: the "
+                f"uncertainty file must be written as the input is ({written}"
+                f"{', as --transpose reads both' if args.transpose else ''})"
+                + (", and it is the input's transpose." if uncertainty.shape == X.shape[::-1]
+                   else ".")
+            )
         _check_same_order("sample", samples, u_samples, args)
         _check_same_order("feature", features, u_features, args)
         if sparse.issparse(uncertainty):

@@ -184,13 +184,18 @@ def _check_labels(X, name, value, axes=("column", "row")):
         if how is None:
             continue
         of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
-        where = "X.index" if axis == "row" else "X.columns"
+        # pandas selects rows with .loc[rows] and columns with .loc[:, columns]
+        align = {
+            ("column", "row"): f"{name}.loc[X.index, X.columns]",
+            ("row",): f"{name}.loc[X.index]",
+            ("column",): f"{name}.loc[:, X.columns]",
+        }[tuple(sorted(axes))]
         raise ValueError(
             f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
             f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
             f"position, so values would be paired with the wrong entries of X. Align it "
-            f"first, for example {name}.loc[X.index, X.columns] or {name}[{where}] (for an "
-            "AnnData, adata.obs_names and adata.var_names)."
+            f"first: {align} (for an AnnData, adata.obs_names for X.index and "
+            "adata.var_names for X.columns)."
         )
 
 
@@ -297,12 +302,13 @@ class CoGAPS(
         continues the same chain for ``max_iter`` more sampling iterations (no new
         calibration) and the posterior averages cover all sampling iterations so far. The
         full sampler state (atoms, generator and sums) is kept in the fitted estimator
-        only when ``warm_start=True``, so a pickled and restored estimator continues
-        exactly as the original would; without it the pickle holds the fitted attributes
-        alone. On other data (another shape, other values or dtype, another uncertainty),
-        another ``n_components``, other atom densities or the other model (dense or
-        sparse), the fit starts a new chain with a ``UserWarning``: the samples of two
-        likelihoods or priors are not averaged together.
+        only when ``warm_start=True`` or the fit was interrupted (Ctrl-C), so a pickled and
+        restored estimator continues exactly as the original would, and an interrupted fit
+        continues after ``set_params(warm_start=True)``; otherwise the pickle holds the
+        fitted attributes alone. On other data (another shape, other values or dtype,
+        another uncertainty), another ``n_components``, other atom densities or the other
+        model (dense or sparse), the fit starts a new chain with a ``UserWarning``: the
+        samples of two likelihoods or priors are not averaged together.
     distributed : {"genome-wide", "single-cell"} or None, default=None
         CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
         (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
@@ -749,9 +755,12 @@ class CoGAPS(
             fixed,
         )
         _cast_attributes(self, X.dtype)
-        # the full state (atoms, generator, sums) only when a later fit may continue it
+        # the full state (atoms, generator, sums) only when a later fit may continue it:
+        # with warm_start, or after an interruption (the warning advises continuing)
         self._sampler_state = None
-        if self.warm_start:
+        if self.warm_start or len(new_history) < len(iterations):
+            if likelihood is None:
+                likelihood = _likelihood_digest(X, name, uncertainty)
             self._sampler_state = {
                 **sampler.get_state(),
                 "birth_death": self.birth_death,
@@ -781,7 +790,7 @@ class CoGAPS(
         quarter = n // 4
         first = float(np.mean(sampling_chisq[:quarter]))
         last = float(np.mean(sampling_chisq[-quarter:]))
-        fall = (first - last) / last if last > 0 else 0.0
+        fall = (first - last) / first if first > 0 else 0.0
         if fall > _UNCONVERGED_CHISQ_FALL:
             warnings.warn(
                 f"The chi-square fell by {fall:.0%} during the sampling phase (from "
@@ -852,6 +861,7 @@ class CoGAPS(
             ensure_min_features=1,
             input_name=name,
             copy=True,
+            order="C",  # the sampler reads the fixed matrix row by row
         )
         if M.shape != expected:
             raise ValueError(

@@ -49,6 +49,26 @@ cdef inline void _transpose_rows(const floating* src, Py_ssize_t n, Py_ssize_t m
         cg_transpose_rows_f64(src, n, m, dst, i0, i1)
 
 
+def aligned_empty(shape, dtype):
+    """An uninitialised C-contiguous array whose first element lies on a 64-byte boundary
+    (a cache line), so that a transpose into it can use streaming stores (_transpose.h).
+
+    Parameters
+    ----------
+    shape : tuple of int
+    dtype : dtype
+
+    Returns
+    -------
+    out : ndarray of the shape and dtype, a view of a slightly larger buffer
+    """
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(size + 64, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64
+    return raw[start:start + size].view(dtype).reshape(shape)
+
+
 def transpose(const floating[:, ::1] src, int n_threads=1):
     """The transpose of ``src`` by the sampler's kernel, for tests and benchmarks.
 
@@ -61,7 +81,7 @@ def transpose(const floating[:, ::1] src, int n_threads=1):
     -------
     dst : ndarray of shape (m, n), of src's dtype, C-contiguous
     """
-    dst_arr = np.empty((src.shape[1], src.shape[0]), dtype=np.asarray(src).dtype)
+    dst_arr = aligned_empty((src.shape[1], src.shape[0]), np.asarray(src).dtype)
     cdef floating[:, ::1] dst = dst_arr
     if src.shape[0] and src.shape[1]:
         with nogil:

@@ -9,7 +9,6 @@ not depend on the backend or on the number of workers.
 """
 
 import math
-import warnings
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -19,7 +18,7 @@ from scipy.spatial.distance import squareform
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from ._base import draw_seeds
+from ._base import draw_seeds, warn_unused_parameters
 
 __all__ = [
     "check_single_chain_parameters",
@@ -435,33 +434,18 @@ def check_single_chain_parameters(model):
             "explicit_sets is used only in distributed mode; set distributed to "
             "'genome-wide' or 'single-cell', or explicit_sets=None."
         )
-    changed = [
-        f"{name}={getattr(model, name)!r}"
-        for name, default in _DISTRIBUTED_ONLY.items()
-        if not _is_default(getattr(model, name), default)
-    ]
-    if not changed:
-        return
-    advice = (
-        " A single chain is parallelised by threads: set OMP_NUM_THREADS or use "
+    names = [name for name in _DISTRIBUTED_ONLY if name != "explicit_sets"]
+    threads = (
+        "A single chain is parallelised by threads: set OMP_NUM_THREADS or use "
         "threadpoolctl.threadpool_limits."
-        if any(c.startswith("n_jobs=") for c in changed)
-        else ""
     )
-    warnings.warn(
-        f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} used only in "
-        f"distributed mode; distributed=None fits one chain and ignores "
-        f"{'it' if len(changed) == 1 else 'them'}. Set distributed to 'genome-wide' or "
-        f"'single-cell', or leave {', '.join(c.split('=')[0] for c in changed)} at "
-        f"{'its default' if len(changed) == 1 else 'their defaults'}.{advice}",
-        UserWarning,
-        stacklevel=4,  # the caller of fit, past sklearn's _fit_context wrapper
-    )
-
-
-def _is_default(value, default):
-    return value is default if default is None else (
-        not isinstance(value, (list, tuple, np.ndarray)) and value == default
+    warn_unused_parameters(
+        model,
+        names,
+        "in distributed mode",
+        "Set distributed to 'genome-wide' or 'single-cell'",
+        note=threads if model.n_jobs is not None else "",
+        stacklevel=5,  # the caller of fit: past this function and fit's wrapper
     )
 
 

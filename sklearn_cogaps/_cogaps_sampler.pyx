@@ -26,8 +26,8 @@ from ._cogaps_proposals cimport _half_init, _sequential_half
 from ._cogaps_queue cimport MAX_BATCH, parallel_min_entries, _queued_half
 from ._cogaps_chisq cimport _transpose, _residual_rows
 from ._row_sums cimport cg_residual_row_f32
-from ._cogaps_chisq import (chi_square, fit_chi_square, residual, sparse_chi_square,
-                            _sparse_orientation)
+from ._cogaps_chisq import (aligned_empty, chi_square, fit_chi_square, residual,
+                            sparse_chi_square, _sparse_orientation)
 from ._cogaps_queue import _set_parallel_thresholds
 
 
@@ -158,10 +158,12 @@ cdef class GibbsSampler:
                 X = np.asarray(X, dtype=np.float32)
                 self.X_arr = np.ascontiguousarray(X if self.fixed_h else X.T)
                 self.buf_arr = np.empty((1, max(self.n, self.m)))
-            self.R_arr = np.array(R, dtype=dtype, order="C")
-            self.Rt_arr = np.empty((self.m, self.n), dtype=dtype)
-            self.prec_arr = np.ascontiguousarray(prec, dtype=dtype)
-            self.prect_arr = np.ascontiguousarray(self.prec_arr.T)
+            # always a copy: the chain writes the residual, which may be the caller's data
+            self.R_arr = aligned_empty((self.n, self.m), dtype)
+            self.R_arr[...] = R
+            self.Rt_arr = aligned_empty((self.m, self.n), dtype)
+            self.prec_arr = _aligned_copy(prec, dtype)
+            self.prect_arr = _aligned_copy(self.prec_arr.T, dtype)
             self.Wt_arr = np.empty((self.K, self.n), dtype=np.float64)
             self.Htt_arr = np.empty((self.K, self.m), dtype=np.float64)
             self._bind(&self.half_w, &self.dom_w, self.W_arr, self.m, alpha_w, lam_w, max_mass_w)
@@ -455,6 +457,17 @@ cdef class GibbsSampler:
         self.sum_h[...] = sh
         self.sq_h[...] = qh
         self.n_accumulated = n_acc
+
+
+def _aligned_copy(a, dtype):
+    """``a`` as a C-contiguous array of ``dtype`` on a 64-byte boundary: ``a`` itself when
+    it already is one, else a copy."""
+    a = np.asarray(a)
+    if a.dtype == dtype and a.flags.c_contiguous and a.ctypes.data % 64 == 0:
+        return a
+    out = aligned_empty(a.shape, dtype)
+    out[...] = a
+    return out
 
 
 cdef void* _address(arr) except? NULL:

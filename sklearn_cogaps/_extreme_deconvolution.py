@@ -240,9 +240,11 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation, the minibatch order and `sample`.
     warm_start : bool, default=False
-        Start from the previous fit's parameters (one run, whatever ``n_init``), with the
-        components held fixed at their initial values. On data of another dimension or with
-        another ``n_components``, the fit starts anew with a ``UserWarning``.
+        Start from the previous fit's parameters (one run, whatever ``n_init``); the
+        components named by ``fixed_weights``, ``fixed_means`` or ``fixed_covariances`` are
+        held at ``weights_init``, ``means_init`` or ``covariances_init``. On data of another
+        dimension or with another ``n_components``, the fit starts anew with a
+        ``UserWarning``.
     verbose : int, default=0
         0: silent; 1: a progress line (iteration, mean log-likelihood, time elapsed and
         left) about every tenth of ``max_iter``, or every ``verbose_interval`` iterations;
@@ -587,8 +589,8 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
 
     def _warm_params(self, data, fixed):
         """The previous fit's (weights, means, covariances) that ``warm_start`` continues,
-        with the components held fixed at their initial values; None to initialise anew
-        (no warm start, no previous fit, or one of another dimension or ``n_components``,
+        with the fixed components (``fixed_*``) at their initial values; None to initialise
+        anew (no warm start, no previous fit, or one of another dimension or ``n_components``,
         which warns)."""
         if not (self.warm_start and hasattr(self, "means_")):
             return None

@@ -720,7 +720,7 @@ class HierarchicalPMF(
         X = self._validate_counts(X, reset=True)
         if self.solver != "pathwise":
             warn_unused_parameters(self, ("learning_rate", "n_mc_samples"),
-                                   "solver='pathwise'", "Set solver='pathwise'")
+                                   "with solver='pathwise'", "Set solver='pathwise'")
         counts = _Counts(X)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)

@@ -14,6 +14,7 @@ _SAMPLE_FACTOR_ATTRIBUTES = ("loadings_",)
 _TRACES = (
     ("chisq_history_", "chi-square", True),
     ("lower_bounds_", None, False),
+    ("objective_", "max-margin objective", False),
 )
 _LOWER_BOUND_LABELS = {
     "HierarchicalPMF": "ELBO",
@@ -58,8 +59,9 @@ def trace(estimator):
     Returns
     -------
     values : ndarray of shape (n_iterations,)
-        Chi-square (CoGAPS), ELBO (the Poisson factorisations) or mean log-likelihood
-        (ExtremeDeconvolution) after each iteration.
+        Chi-square (CoGAPS), ELBO (the Poisson factorisations), mean log-likelihood
+        (ExtremeDeconvolution) or max-margin objective of each sample (MaxMarginMF) after
+        each iteration.
     label : str
         What the values are.
     log_scale : bool

@@ -10,7 +10,15 @@
    kernels of _row_sums.h are), four SSE registers for floats (every x86-64 processor has
    SSE), element by element elsewhere and at the edges. On the benchmark shapes (200 to
    5000 rows of 200 to 5000 doubles) this moves a residual in about three quarters of the
-   time of 32 x 32 tiles copied element by element (doc/cogaps_scale.rst). */
+   time of 32 x 32 tiles copied element by element (doc/cogaps_scale.rst).
+
+   A residual larger than the caches (CG_STREAM_MIN_BYTES) is written with streaming
+   stores when its rows allow them (aligned vector stores: dst on a 32-byte boundary for
+   doubles, 16 for floats, and rows a multiple of 4 values): the stores go to memory
+   without first reading each destination line into the cache, a third of the traffic of
+   a transpose, and they do not evict the rows the proposals read. A tile then writes four
+   rows of dst across its columns before the next four, so that the lines of those rows
+   are completed together. The values, hence the chain, are the same either way. */
 #ifndef SKLEARN_COGAPS_TRANSPOSE_H
 #define SKLEARN_COGAPS_TRANSPOSE_H
 
@@ -20,6 +28,15 @@
 
 #define CG_TILE_ROWS 16
 #define CG_TILE_COLS 256
+#define CG_STREAM_MIN_BYTES (4 << 20)
+
+/* Streaming stores are ordered before later loads and stores by a fence (the other
+   threads read dst after the parallel region). */
+#ifdef CG_HAVE_SSE2
+#define CG_STREAM_FENCE(stream) do { if (stream) _mm_sfence(); } while (0)
+#else
+#define CG_STREAM_FENCE(stream) do { (void)(stream); } while (0)
+#endif
 
 /* Element by element over the block [i0, i1) x [j0, j1). */
 #define CG_TRANSPOSE_BLOCK(T)                                                              \
@@ -37,18 +54,25 @@ CG_TRANSPOSE_BLOCK(float)
 #undef CG_TRANSPOSE_BLOCK
 
 #ifdef CG_HAVE_AVX_DISPATCH
-/* Four rows of four doubles at s (row stride m) become four columns at d (row stride n). */
+/* Four rows of four doubles at s (row stride m) become four columns at d (row stride n),
+   written with streaming stores when ``stream`` (d 32-byte aligned, n a multiple of 4). */
 __attribute__((target("avx")))
-static inline void cg_transpose_4x4_avx(const double* s, ptrdiff_t m, double* d, ptrdiff_t n)
+static inline void cg_transpose_4x4_avx(const double* s, ptrdiff_t m, double* d, ptrdiff_t n,
+                                        int stream)
 {
     __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + m);
     __m256d r2 = _mm256_loadu_pd(s + 2 * m), r3 = _mm256_loadu_pd(s + 3 * m);
     __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
     __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
-    _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
-    _mm256_storeu_pd(d + n, _mm256_permute2f128_pd(t1, t3, 0x20));
-    _mm256_storeu_pd(d + 2 * n, _mm256_permute2f128_pd(t0, t2, 0x31));
-    _mm256_storeu_pd(d + 3 * n, _mm256_permute2f128_pd(t1, t3, 0x31));
+    __m256d c[4] = {_mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
+                    _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
+    int k;
+    for (k = 0; k < 4; k++) {
+        if (stream)
+            _mm256_stream_pd(d + k * n, c[k]);
+        else
+            _mm256_storeu_pd(d + k * n, c[k]);
+    }
 }
 
 __attribute__((target("avx")))
@@ -59,37 +83,76 @@ static void cg_transpose_tile_f64_avx(const double* src, ptrdiff_t n, ptrdiff_t 
     ptrdiff_t i = i0, j;
     for (; i + 4 <= i1; i += 4) {
         for (j = j0; j + 4 <= j1; j += 4)
-            cg_transpose_4x4_avx(src + i * m + j, m, dst + j * n + i, n);
+            cg_transpose_4x4_avx(src + i * m + j, m, dst + j * n + i, n, 0);
         cg_transpose_block_double(src, n, m, dst, i, i + 4, j, j1);
     }
     cg_transpose_block_double(src, n, m, dst, i, i1, j0, j1);
 }
+
+__attribute__((target("avx")))
+static void cg_transpose_tile_f64_avx_stream(const double* src, ptrdiff_t n, ptrdiff_t m,
+                                             double* dst, ptrdiff_t i0, ptrdiff_t i1,
+                                             ptrdiff_t j0, ptrdiff_t j1)
+{
+    ptrdiff_t i, j, ie = i0 + ((i1 - i0) / 4) * 4, je = j0 + ((j1 - j0) / 4) * 4;
+    for (j = j0; j < je; j += 4)
+        for (i = i0; i < ie; i += 4)
+            cg_transpose_4x4_avx(src + i * m + j, m, dst + j * n + i, n, 1);
+    cg_transpose_block_double(src, n, m, dst, i0, i1, je, j1);
+    cg_transpose_block_double(src, n, m, dst, ie, i1, j0, je);
+}
 #endif
 
 #ifdef CG_HAVE_SSE2
-/* Four rows of four floats at s (row stride m) become four columns at d (row stride n). */
-static inline void cg_transpose_4x4_sse(const float* s, ptrdiff_t m, float* d, ptrdiff_t n)
+/* Four rows of four floats at s (row stride m) become four columns at d (row stride n),
+   written with streaming stores when ``stream`` (d 16-byte aligned, n a multiple of 4). */
+static inline void cg_transpose_4x4_sse(const float* s, ptrdiff_t m, float* d, ptrdiff_t n,
+                                        int stream)
 {
     __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + m);
     __m128 r2 = _mm_loadu_ps(s + 2 * m), r3 = _mm_loadu_ps(s + 3 * m);
+    __m128 c[4];
+    int k;
     _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    _mm_storeu_ps(d, r0);
-    _mm_storeu_ps(d + n, r1);
-    _mm_storeu_ps(d + 2 * n, r2);
-    _mm_storeu_ps(d + 3 * n, r3);
+    c[0] = r0;
+    c[1] = r1;
+    c[2] = r2;
+    c[3] = r3;
+    for (k = 0; k < 4; k++) {
+        if (stream)
+            _mm_stream_ps(d + k * n, c[k]);
+        else
+            _mm_storeu_ps(d + k * n, c[k]);
+    }
+}
+
+static void cg_transpose_tile_f32_stream(const float* src, ptrdiff_t n, ptrdiff_t m,
+                                         float* dst, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
+                                         ptrdiff_t j1)
+{
+    ptrdiff_t i, j, ie = i0 + ((i1 - i0) / 4) * 4, je = j0 + ((j1 - j0) / 4) * 4;
+    for (j = j0; j < je; j += 4)
+        for (i = i0; i < ie; i += 4)
+            cg_transpose_4x4_sse(src + i * m + j, m, dst + j * n + i, n, 1);
+    cg_transpose_block_float(src, n, m, dst, i0, i1, je, j1);
+    cg_transpose_block_float(src, n, m, dst, ie, i1, j0, je);
 }
 #endif
 
 static inline void cg_transpose_tile_f32(const float* src, ptrdiff_t n, ptrdiff_t m,
                                          float* dst, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
-                                         ptrdiff_t j1)
+                                         ptrdiff_t j1, int stream)
 {
     ptrdiff_t i = i0;
 #ifdef CG_HAVE_SSE2
     ptrdiff_t j;
+    if (stream) {
+        cg_transpose_tile_f32_stream(src, n, m, dst, i0, i1, j0, j1);
+        return;
+    }
     for (; i + 4 <= i1; i += 4) {
         for (j = j0; j + 4 <= j1; j += 4)
-            cg_transpose_4x4_sse(src + i * m + j, m, dst + j * n + i, n);
+            cg_transpose_4x4_sse(src + i * m + j, m, dst + j * n + i, n, 0);
         cg_transpose_block_float(src, n, m, dst, i, i + 4, j, j1);
     }
 #endif
@@ -98,9 +161,13 @@ static inline void cg_transpose_tile_f32(const float* src, ptrdiff_t n, ptrdiff_
 
 static inline void cg_transpose_tile_f64(const double* src, ptrdiff_t n, ptrdiff_t m,
                                          double* dst, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
-                                         ptrdiff_t j1)
+                                         ptrdiff_t j1, int stream)
 {
 #ifdef CG_HAVE_AVX_DISPATCH
+    if (stream && cg_avx_available()) {
+        cg_transpose_tile_f64_avx_stream(src, n, m, dst, i0, i1, j0, j1);
+        return;
+    }
     if (cg_avx_available()) {
         cg_transpose_tile_f64_avx(src, n, m, dst, i0, i1, j0, j1);
         return;
@@ -109,19 +176,42 @@ static inline void cg_transpose_tile_f64(const double* src, ptrdiff_t n, ptrdiff
     cg_transpose_block_double(src, n, m, dst, i0, i1, j0, j1);
 }
 
+/* Whether dst (rows of n values of size bytes, n_total values in all) is written with
+   streaming stores: larger than the caches, and aligned for vector stores (which exist
+   for doubles where AVX does, for floats on every x86-64 processor). */
+static inline int cg_transpose_streams(const void* dst, ptrdiff_t n, ptrdiff_t n_total,
+                                       size_t size)
+{
+#ifdef CG_HAVE_SSE2
+    size_t align = size == sizeof(double) ? 32 : 16;
+    if ((size_t)n_total * size < CG_STREAM_MIN_BYTES || n % 4 != 0 || (size_t)dst % align != 0)
+        return 0;
+#ifdef CG_HAVE_AVX_DISPATCH
+    return size == sizeof(float) || cg_avx_available();
+#else
+    return size == sizeof(float);
+#endif
+#else
+    (void)dst; (void)n; (void)n_total; (void)size;
+    return 0;
+#endif
+}
+
 /* The rows [i0, i1) of src, tile by tile. */
 #define CG_TRANSPOSE_ROWS(SUFFIX, T)                                                       \
     static inline void cg_transpose_rows_##SUFFIX(const T* src, ptrdiff_t n, ptrdiff_t m,  \
                                                   T* dst, ptrdiff_t i0, ptrdiff_t i1)      \
     {                                                                                      \
         ptrdiff_t ib, jb, ie, je;                                                          \
+        int stream = cg_transpose_streams(dst, n, n * m, sizeof(T));                       \
         for (ib = i0; ib < i1; ib += CG_TILE_ROWS) {                                       \
             ie = ib + CG_TILE_ROWS < i1 ? ib + CG_TILE_ROWS : i1;                          \
             for (jb = 0; jb < m; jb += CG_TILE_COLS) {                                     \
                 je = jb + CG_TILE_COLS < m ? jb + CG_TILE_COLS : m;                        \
-                cg_transpose_tile_##SUFFIX(src, n, m, dst, ib, ie, jb, je);                \
+                cg_transpose_tile_##SUFFIX(src, n, m, dst, ib, ie, jb, je, stream);        \
             }                                                                              \
         }                                                                                  \
+        CG_STREAM_FENCE(stream);                                                           \
     }
 CG_TRANSPOSE_ROWS(f64, double)
 CG_TRANSPOSE_ROWS(f32, float)

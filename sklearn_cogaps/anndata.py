@@ -106,7 +106,8 @@ def anndata_results(estimator, key):
         ``estimator`` (the class name), ``params`` (the constructor parameters; values an
         .h5ad cannot store are kept as their repr), ``n_iter``, the per-iteration trace
         (``chisq_history`` for CoGAPS, ``lower_bounds`` for the others), ``trace_name``, and
-        the final ``chisq`` or ``lower_bound`` when the estimator has them.
+        the final ``chisq`` or ``lower_bound`` when the estimator has them, and CoGAPS's
+        ``uncertainty_model`` (``uncertainty_model_``).
 
     Examples
     --------
@@ -145,6 +146,9 @@ def anndata_results(estimator, key):
         value = getattr(estimator, name, None)
         if value is not None:
             uns[name[:-1]] = float(value)
+    if hasattr(estimator, "uncertainty_model_"):
+        # the chi-square depends on it, and it is a fit parameter, not in params
+        uns["uncertainty_model"] = str(estimator.uncertainty_model_)
     return obsm, varm, uns
 
 
@@ -254,6 +258,8 @@ def fit_anndata(
         # gene names are recorded, so that transform and score refuse an AnnData whose genes
         # are not these, in this order; a layer is fitted in an AnnData with the same names
         estimator.fit(adata if layer is None else _with_layer(adata, layer), **fit_params)
+        # so that transform(adata) can say that it reads .X, not this layer
+        estimator._anndata_layer = layer
     factors = sample_factors(estimator)
     if factors.shape[0] != adata.n_obs or estimator.components_.shape[1] != adata.n_vars:
         raise ValueError(
@@ -264,6 +270,13 @@ def fit_anndata(
     _check_fitted_genes(estimator, adata)
     obsm, varm, uns = anndata_results(estimator, key)
     target = adata.copy() if copy else adata
+    # an earlier fit under the same key may have stored what this one has not (standard
+    # deviations): removed, so that every entry under the key is this fit's
+    for mapping, names in ((target.obsm, (f"X_{key}", f"X_{key}_std")),
+                           (target.varm, (f"{key}_components", f"{key}_components_std"))):
+        for name in names:
+            if name in mapping:
+                del mapping[name]
     for name, value in obsm.items():
         target.obsm[name] = value
     for name, value in varm.items():

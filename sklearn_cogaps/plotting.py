@@ -30,37 +30,59 @@ def _axes(ax):
     return ax
 
 
+def _labels(obj, axis):
+    """The labels of a pandas object along ``axis`` (0: index, 1: columns) as a list of
+    str, or None: other inputs and pandas' default ``RangeIndex`` carry no labels."""
+    index = getattr(obj, "index" if axis == 0 else "columns", None)
+    if index is None or not hasattr(index, "tolist") or type(index).__name__ == "RangeIndex":
+        return None
+    return [str(v) for v in index.tolist()]
+
+
+def _follow_labels(values, labels, wanted, axis, what, wanted_what):
+    """``values`` with its ``axis`` reordered so that its ``labels`` follow ``wanted``.
+
+    Positions are used when either side has no labels; the same labels in another order
+    are reordered; labels that differ are refused (``what`` and ``wanted_what`` name the
+    two sides in the message).
+    """
+    if labels is None or wanted is None:
+        return values
+    wanted = [str(v) for v in wanted]
+    if labels == wanted:
+        return values
+    same = set(labels) == set(wanted) and len(set(labels)) == len(labels) == len(wanted)
+    if same:
+        position = {label: i for i, label in enumerate(labels)}
+        return np.take(values, [position[label] for label in wanted], axis=axis)
+    raise ValueError(
+        f"The labels of {what} differ from {wanted_what} (first of {what}: {labels[:3]}, "
+        f"of {wanted_what}: {wanted[:3]}); pass data labelled like {wanted_what}, or an "
+        "array to match them by position."
+    )
+
+
 def _data_by_feature_names(X, feature_names):
     """X as a float array whose columns follow ``feature_names``, and its sample labels.
 
     A DataFrame or an AnnData carries its feature names: its columns are taken by name
     (in another order they are put in the fitted order; other names are refused), and its
-    index or ``obs_names`` label the samples. Other inputs are read by position.
+    index or ``obs_names`` label the samples. Other inputs are read by position. Returns
+    ``(X, sample_labels, feature_labels)``, the labels None when X has none.
     """
     from scipy import sparse
 
-    from ._base import _is_anndata, label_mismatch, load_matrix
+    from ._base import _is_anndata, load_matrix
 
     if _is_anndata(X):
-        columns, samples, X = list(X.var_names), list(X.obs_names), load_matrix(X.X)
-    elif hasattr(X, "columns") and hasattr(X, "index"):
-        columns, samples = list(X.columns), list(X.index)
+        columns = [str(v) for v in X.var_names]
+        samples = [str(v) for v in X.obs_names]
+        X = load_matrix(X.X)
     else:
-        columns = samples = None
+        columns, samples = _labels(X, 1), _labels(X, 0)
     X = X.toarray() if sparse.issparse(X) else np.asarray(X, dtype=np.float64)
-    if columns is None or feature_names is None:
-        return X, samples
-    mismatch = label_mismatch(feature_names, columns)
-    if mismatch == "in part":
-        raise ValueError(
-            "X's feature names differ in part from the fitted ones (first of X: "
-            f"{[str(c) for c in columns[:3]]}, fitted: {[str(f) for f in feature_names[:3]]}); "
-            "pass the data of the fitted features."
-        )
-    if mismatch == "in another order":
-        position = {str(c): j for j, c in enumerate(columns)}
-        X = X[:, [position[str(f)] for f in feature_names]]
-    return X, samples
+    X = _follow_labels(X, columns, feature_names, 1, "X's features", "the fitted features")
+    return X, samples, columns
 
 
 def plot_patterns(
@@ -109,6 +131,7 @@ def plot_patterns(
     """
     if hasattr(patterns, "fit"):
         patterns = sample_factors(patterns)
+    samples, columns = _labels(patterns, 0), _labels(patterns, 1)
     P = np.asarray(patterns, dtype=np.float64)
     if P.ndim != 2:
         raise ValueError(
@@ -116,14 +139,19 @@ def plot_patterns(
         )
     n, K = P.shape
     if pattern_names is None:
-        pattern_names = [f"Pattern_{k + 1}" for k in range(K)]
+        pattern_names = columns or [f"Pattern_{k + 1}" for k in range(K)]
     elif len(pattern_names) != K:
         raise ValueError(f"pattern_names has {len(pattern_names)} names for {K} patterns.")
     if x is not None and groups is not None:
         raise ValueError("give x or groups, not both.")
     ax = _axes(ax)
+    # a Series of x or groups is matched to a DataFrame of patterns by its index
+    if x is not None:
+        x = _follow_labels(np.asarray(x), _labels(x, 0), samples, 0, "x", "the patterns' samples")
     if groups is not None:
-        groups = np.asarray(groups)
+        groups = _follow_labels(
+            np.asarray(groups), _labels(groups, 0), samples, 0, "groups", "the patterns' samples"
+        )
         if groups.shape != (n,):
             raise ValueError(f"groups must have one label per sample ({n}); got {groups.shape}.")
         _, first = np.unique(groups, return_index=True)
@@ -133,7 +161,7 @@ def plot_patterns(
         ax.set_xticks(positions, [str(g) for g in levels])
         default_label = "group"
     else:
-        positions = np.arange(n, dtype=float) if x is None else np.asarray(x, dtype=float)
+        positions = np.arange(n, dtype=float) if x is None else x.astype(float)
         if positions.shape != (n,):
             raise ValueError(f"x must have one value per sample ({n}); got {positions.shape}.")
         order = np.argsort(positions, kind="stable")
@@ -247,14 +275,18 @@ def plot_markers(
     shown = [m[:n_markers] for m in markers]
     rows = np.concatenate(shown).astype(int)
     if X is not None:
-        X, x_samples = _data_by_feature_names(X, feature_names)
+        X, x_samples, x_features = _data_by_feature_names(X, feature_names)
         if X.shape != (P.shape[0], A.shape[0]):
             raise ValueError(
                 f"X must have shape (n_samples, n_features) = {(P.shape[0], A.shape[0])}; "
                 f"got {X.shape}."
             )
+        if feature_names is None:
+            feature_names = x_features  # a model fitted on an array: X names the positions
         if sample_names is None:
             sample_names = x_samples
+        else:
+            X = _follow_labels(X, x_samples, sample_names, 0, "X's samples", "sample_names")
         values = X[:, rows].T
         columns = (
             [str(s) for s in sample_names]
@@ -294,7 +326,7 @@ def plot_trace(estimator, *, ax=None, **line_kwargs):
 
     CoGAPS's chi-square is drawn on a logarithmic axis with its calibration and sampling
     phases marked; the Poisson factorisations show their ELBO, ExtremeDeconvolution its mean
-    log-likelihood per point.
+    log-likelihood per point, MaxMarginMF the max-margin objective of each sample.
 
     Parameters
     ----------
@@ -435,7 +467,9 @@ def plot_xd(
     covs2 = covs[:, dims][:, :, dims]
     ax = _axes(ax)
     if X is not None:
-        X = np.asarray(X, dtype=np.float64)
+        fitted = getattr(estimator, "feature_names_in_", None)
+        X = _follow_labels(np.asarray(X, dtype=np.float64), _labels(X, 1), fitted, 1,
+                           "X's columns", "the fitted features")
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(
                 f"X must have shape (n_samples, {d}) in the mixture's space; got {X.shape}."

@@ -49,7 +49,7 @@ def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
     uns = adata.uns["cogaps"]
     assert uns["estimator"] == "CoGAPS" and uns["n_iter"] == 60 and uns["trace_name"] == "chi-square"
     assert_array_equal(uns["chisq_history"], expected.chisq_history_)
-    assert uns["chisq"] == expected.chisq_
+    assert uns["chisq"] == expected.chisq_ and uns["uncertainty_model"] == "relative"
     assert uns["params"]["n_components"] == 2 and uns["params"]["random_state"] == 0
     assert_array_equal(model.components_, expected.components_)  # fitted in place
     # the results survive a round trip through an .h5ad file
@@ -78,6 +78,25 @@ def test_a_sparse_layer_a_key_and_a_copy(expression):
     assert_array_equal(uns["lower_bounds"], np.asarray(expected.lower_bounds_))
     assert uns["lower_bound"] == expected.lower_bound_
     assert "X_hpf_std" not in out.obsm  # no posterior standard deviation to store
+    # transform(adata) reads .X, not the fitted layer: said, not done in silence
+    with pytest.warns(UserWarning, match="fitted on the layer 'counts'"):
+        model.transform(out)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*fitted on the layer")
+        warnings.filterwarnings("ignore", message="X does not have valid feature names")
+        model.transform(out.layers["counts"])
+
+
+def test_a_key_reused_by_another_fit_keeps_nothing_of_the_first(expression):
+    adata = _adata(expression)
+    fit_anndata(adata, CoGAPS(n_components=3, max_iter=20, random_state=0), key_added="nmf")
+    assert adata.obsm["X_nmf_std"].shape == (20, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit_anndata(adata, HierarchicalPMF(n_components=2, max_iter=10, random_state=0),
+                    key_added="nmf")
+    assert adata.obsm["X_nmf"].shape == (20, 2)
+    assert "X_nmf_std" not in adata.obsm and "nmf_components_std" not in adata.varm
 
 
 def test_weighted_background_and_fit_params(expression):

@@ -55,6 +55,7 @@ def _check_npz(path, model, samples=None, features=None):
         assert_array_equal(r["n_atoms_history"], model.n_atoms_history_)
         assert float(r["chisq"]) == model.chisq_
         assert list(r["pattern_names"]) == ["Pattern_1", "Pattern_2"]
+        assert str(r["uncertainty_model"]) == model.uncertainty_model_
         if samples is None:
             assert "sample_names" not in r and "feature_names" not in r
         else:
@@ -174,6 +175,22 @@ def test_names_that_look_like_numbers_stay_as_written(
 
 
 @pytest.mark.parametrize("with_pandas", [True, False])
+def test_repeated_column_names_stay_as_written(
+    data, reference, tmp_path, capsys, monkeypatch, with_pandas
+):
+    X, samples, features = data
+    features = features.copy()
+    features[1] = features[0]  # pandas alone would rename the second one "gene0.1"
+    path = tmp_path / "repeated.csv"
+    _write_delimited(path, X, samples, features, ",")
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+    _check_npz(tmp_path / "out.npz", reference, samples, features)
+
+
+@pytest.mark.parametrize("with_pandas", [True, False])
 def test_tables_without_a_header_cell_above_the_index(
     data, reference, tmp_path, capsys, monkeypatch, with_pandas
 ):
@@ -273,13 +290,22 @@ def _bad_inputs(tmp_path, X):
     np.save(tmp_path / "u_wrong.npy", np.ones((3, 3)))
     (tmp_path / "text.csv").write_text(",a,b\nr1,1.0,oops\nr2,2.0,3.0\n")
     (tmp_path / "data.xlsx").write_text("")
+    # an annotation column left in the table: logical values are not data
+    (tmp_path / "logical.csv").write_text(
+        ",a,treated\nr1,1.0,TRUE\nr2,2.0,FALSE\nr3,3.0,TRUE\n"
+    )
+    (tmp_path / "empty_cell.csv").write_text(",a,b\nr1,1.0,\nr2,2.0,3.0\n")
+    (tmp_path / "tabs.csv").write_text("\ta\tb\nr1\t1.0\t2.0\nr2\t2.0\t3.0\n")
     return [
+        (["logical.csv"], "'treated'"),
+        (["empty_cell.csv"], "row 'r1', column 'b' of 'empty_cell.csv' is empty or NA"),
+        (["tabs.csv"], "must be named .tsv"),
         (["data.xlsx"], "cannot tell the format"),
         (["missing.npy"], "no such file"),
         (["vector.npy"], "a 2-D matrix is needed"),
         (["text.csv"], "oops"),
         (["negative.npy"], "Negative values"),
-        (["x.npy", "--uncertainty", "u_wrong.npy"], "'uncertainty' must have the shape of X"),
+        (["x.npy", "--uncertainty", "u_wrong.npy"], "must be written as the input is"),
         (["x.npy", "-o", "out.txt"], "cannot tell the format of the output"),
         (["x.npy", "-o", "no/such/folder/out.npz"], "does not exist"),
         (["--transpose"], "need an INPUT file"),
@@ -531,8 +557,16 @@ def test_uncertainty_file_with_reordered_names_is_refused(data, tmp_path, capsys
     _write_delimited(tmp_path / "u.csv", U[::-1], samples[::-1], features, ",")
     status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
     assert status == 2 and "sample names of" in err
-    # in the input's order, or with names that mean positions, it is used
-    for rows in (samples, [f"row{i}" for i in range(len(samples))]):
+    # names that share none with the input's: the file of other data
+    _write_delimited(tmp_path / "u.csv", U, [f"T{i}" for i in range(len(samples))], features, ",")
+    status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
+    assert status == 2 and "share none with those of" in err
+    # written as the input's transpose: said so
+    _write_delimited(tmp_path / "u.csv", U.T, features, samples, ",")
+    status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
+    assert status == 2 and "it is the input's transpose" in err
+    # in the input's order, or with a numbered index (positions), it is used
+    for rows in (samples, [str(i) for i in range(len(samples))]):
         _write_delimited(tmp_path / "u.csv", U, rows, features, ",")
         out = tmp_path / "out.npz"
         status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty",

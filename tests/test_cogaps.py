@@ -1,6 +1,7 @@
 """CoGAPS: recovery, reproducibility, transform, the published GIST result, input errors."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -282,7 +283,10 @@ def test_queue_batches_are_larger_than_one_on_many_rows():
     assert 2 < queued_w / batches_w < 20
 
 
-def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(simulated, monkeypatch):
+@pytest.mark.parametrize("warm_start", [True, False])
+def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(
+    simulated, monkeypatch, warm_start
+):
     from sklearn_cogaps import _cogaps
 
     class InterruptedSampler(_cogaps.GibbsSampler):
@@ -297,12 +301,16 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(simula
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
     X, _, _ = simulated
     with pytest.warns(FitInterruptedWarning, match="interrupted after 30 of 40 iterations"):
-        est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=True).fit(X)
+        est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=warm_start).fit(X)
     assert est.n_iter_ == 30 and est.chisq_history_.shape == (30,)
     assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
-    # the chain can be continued from where it stopped: 20 more iterations in this fit
+    # the chain can be continued from where it stopped (as the warning advises, also when
+    # the interrupted fit ran without warm_start): 20 more iterations in this fit
     monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler.__mro__[1])
-    assert est.fit(X).n_iter_ == 20 and est.chisq_history_.shape == (50,)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*starts a new")
+        est.set_params(warm_start=True).fit(X)
+    assert est.n_iter_ == 20 and est.chisq_history_.shape == (50,)
 
 
 def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fitted):
@@ -687,3 +695,9 @@ def test_the_residual_transpose_moves_every_value(dtype, n_threads):
             dst = transpose(src, n_threads)
             assert dst.dtype == dtype and dst.flags.c_contiguous
             assert np.array_equal(dst, src.T), (n, m)
+    # residuals larger than the caches are written with streaming stores when their rows
+    # allow them (a multiple of 4 values): the same values either way
+    for n, m in ((1024, 1300), (1028, 1031), (1027, 1300), (2048, 600)):
+        src = rng.standard_normal((n, m)).astype(dtype)
+        assert np.array_equal(transpose(src, n_threads), src.T), (n, m)
+        assert np.array_equal(transpose(np.ascontiguousarray(src.T), n_threads), src), (n, m)

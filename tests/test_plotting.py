@@ -20,6 +20,7 @@ from sklearn_cogaps import (  # noqa: E402
     CoGAPS,
     ExtremeDeconvolution,
     HierarchicalPMF,
+    MaxMarginMF,
     WeightedBackgroundPMF,
     pattern_markers,
 )
@@ -146,8 +147,51 @@ def test_marker_heatmap_reads_a_data_frame_by_its_names(cogaps):
     ax = plot_markers(model, X=shuffled, n_markers=3)
     assert_allclose(ax.images[0].get_array(), expected[:, ::-1])
     assert [t.get_text() for t in ax.get_xticklabels()] == cells[::-1]
-    with pytest.raises(ValueError, match="differ in part from the fitted ones"):
+    with pytest.raises(ValueError, match="differ from the fitted features"):
         plot_markers(model, X=df.rename(columns={"g0": "other"}), n_markers=3)
+    # names that share nothing with the fitted ones (other identifiers) are refused too
+    with pytest.raises(ValueError, match="differ from the fitted features"):
+        plot_markers(model, X=df.set_axis([f"ENSG{j}" for j in range(len(genes))], axis=1))
+    # sample_names with a frame in another row order: the rows follow sample_names
+    ax = plot_markers(model, X=shuffled, sample_names=cells, n_markers=3)
+    assert_allclose(ax.images[0].get_array(), expected)
+    assert [t.get_text() for t in ax.get_xticklabels()] == cells
+
+
+def test_marker_heatmap_of_an_array_fit_labels_rows_by_the_frame(cogaps):
+    pd = pytest.importorskip("pandas")
+    X, model = cogaps  # fitted on an array: no feature names
+    genes = np.array([f"g{j}" for j in range(X.shape[1])])
+    # the frame's columns are read by position and name the rows they are
+    df = pd.DataFrame(X[:, ::-1], columns=genes[::-1])
+    ax = plot_markers(model, X=df, n_markers=3)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    array_ax = plot_markers(model, X=X[:, ::-1], n_markers=3)
+    rows = [int(t.get_text()) for t in array_ax.get_yticklabels()]
+    assert labels == [str(genes[::-1][j]) for j in rows]
+
+
+def test_patterns_frame_names_its_lines_and_aligns_its_labels(cogaps):
+    pd = pytest.importorskip("pandas")
+    X, model = cogaps
+    cells = [f"c{i}" for i in range(X.shape[0])]
+    frame = pd.DataFrame(model.loadings_, index=cells, columns=["a", "b", "c"])
+    groups = pd.Series(["ctrl"] * 8 + ["treat"] * 8, index=cells)
+    expected = plot_patterns(frame, groups=groups.to_numpy())
+    # the groups in another order are matched by the samples' names
+    ax = plot_patterns(frame, groups=groups.iloc[::-1])
+    assert [ln.get_label() for ln in ax.get_lines()] == ["a", "b", "c"]
+    for got, want in zip(ax.get_lines(), expected.get_lines()):
+        assert_allclose(got.get_ydata(), want.get_ydata())
+    # the columns chosen are the lines' names
+    ax = plot_patterns(frame[["c", "a"]])
+    assert [ln.get_label() for ln in ax.get_lines()] == ["c", "a"]
+    assert_allclose(ax.get_lines()[0].get_ydata(), frame["c"].to_numpy())
+    times = pd.Series(np.arange(16.0), index=cells)
+    ax = plot_patterns(frame, x=times.iloc[::-1])
+    assert_allclose(ax.get_lines()[0].get_ydata(), frame["a"].to_numpy())
+    with pytest.raises(ValueError, match="differ from the patterns' samples"):
+        plot_patterns(frame, groups=groups.rename(index={"c0": "other"}))
 
 
 def test_traces_of_every_estimator(cogaps, counts):
@@ -174,6 +218,11 @@ def test_traces_of_every_estimator(cogaps, counts):
     ax = plot_trace(xd)
     assert ax.get_ylabel() == "mean log-likelihood per point"
     assert_array_equal(ax.get_lines()[0].get_ydata(), np.asarray(xd.lower_bounds_))
+    ratings = np.random.RandomState(0).randint(1, 6, size=(20, 15)).astype(float)
+    m3f = MaxMarginMF(n_components=2, max_iter=6, burn_in=2, random_state=0).fit(ratings)
+    ax = plot_trace(m3f)
+    assert ax.get_ylabel() == "max-margin objective"
+    assert_array_equal(ax.get_lines()[0].get_ydata(), m3f.objective_)
     nmf = NMF(2, init="nndsvda", tol=1e-2, random_state=0).fit(counts)
     with pytest.raises(TypeError, match="records no trace"):
         plot_trace(nmf)
@@ -226,6 +275,19 @@ def test_xd_ellipses_for_components_and_points(catalogue):
     )
     assert len(ax.collections) >= 2  # the density's filled contours and the points
     assert ax.get_xlabel() == "x0" and ax.get_ylabel() == "x2"
+
+
+def test_xd_reads_a_frame_by_its_column_names(catalogue):
+    pd = pytest.importorskip("pandas")
+    X, _, _ = catalogue
+    names = ["a", "b", "c"]
+    frame = pd.DataFrame(X, columns=names)
+    xd = ExtremeDeconvolution(n_components=2, tol=1e-3, random_state=0).fit(frame)
+    ax = plot_xd(xd, frame[["c", "b", "a"]], dims=(0, 2), density=False)
+    assert_allclose(ax.collections[0].get_offsets(), X[:, [0, 2]])
+    assert ax.get_xlabel() == "a" and ax.get_ylabel() == "c"
+    with pytest.raises(ValueError, match="differ from the fitted features"):
+        plot_xd(xd, frame.set_axis(["x", "y", "z"], axis=1))
 
 
 def test_xd_full_covariances_gaussian_mixture_and_errors(catalogue):
