@@ -254,6 +254,53 @@ def label_mismatch(of_x, of_side):
     return "in another order" if set(a) == set(b) else "in part"
 
 
+def check_side_labels(X, name, value, axes=("column", "row")):
+    """Refuse a labelled side input whose rows or columns are X's in another order.
+
+    Side inputs become arrays, matched to X by position: a DataFrame of standard deviations
+    (or of fixed amplitudes) with its genes or samples in another order would pair each
+    entry of X with another entry's value. Labels that share nothing with X's (a DataFrame
+    with a default index) mean positions.
+
+    Parameters
+    ----------
+    X : object
+        The data as given (a DataFrame or an AnnData carries labels).
+    name : str
+        The side input's name, for the message.
+    value : object
+        The side input as given.
+    axes : tuple of {"column", "row"}, default=("column", "row")
+        Which of its labels are X's: its columns are X's columns (features), its rows X's
+        rows (samples).
+    """
+    if not hasattr(value, "columns") or not hasattr(value, "index"):
+        return
+    labels = {
+        "column": (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
+        "row": (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
+    }
+    for axis in axes:
+        of_x, of_v = labels[axis]
+        how = label_mismatch(of_x, of_v)
+        if how is None:
+            continue
+        of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
+        # pandas selects rows with .loc[rows] and columns with .loc[:, columns]
+        align = {
+            ("column", "row"): f"{name}.loc[X.index, X.columns]",
+            ("row",): f"{name}.loc[X.index]",
+            ("column",): f"{name}.loc[:, X.columns]",
+        }[tuple(sorted(axes))]
+        raise ValueError(
+            f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
+            f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
+            f"position, so values would be paired with the wrong entries of X. Align it "
+            f"first: {align} (for an AnnData, adata.obs_names for X.index and "
+            "adata.var_names for X.columns)."
+        )
+
+
 def warn_warm_start_ignored(estimator, reason):
     """Say that ``warm_start=True`` could not continue the previous fit, which is replaced.
 

@@ -17,10 +17,10 @@ from ._base import (
     DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
+    check_side_labels,
     draw_seeds,
     effective_n_threads,
     fingerprint,
-    label_mismatch,
     validate_input,
     warn_warm_start_ignored,
 )
@@ -150,53 +150,6 @@ def _precision(sigma, dtype=np.float64):
 def _as_dtype(values, dtype):
     """``values`` (float64 results) in the dtype of the data, unchanged for float64."""
     return values if dtype == np.float64 else np.asarray(values, dtype=dtype)
-
-
-def _check_labels(X, name, value, axes=("column", "row")):
-    """Refuse a labelled side input whose rows or columns are X's in another order.
-
-    Side inputs become arrays, matched to X by position: a DataFrame of standard deviations
-    (or of fixed amplitudes) with its genes or samples in another order would pair each
-    entry of X with another entry's value. Labels that share nothing with X's (a DataFrame
-    with a default index) mean positions.
-
-    Parameters
-    ----------
-    X : object
-        The data as given (a DataFrame or an AnnData carries labels).
-    name : str
-        The side input's name, for the message.
-    value : object
-        The side input as given.
-    axes : tuple of {"column", "row"}, default=("column", "row")
-        Which of its labels are X's: its columns are X's columns (features), its rows X's
-        rows (samples).
-    """
-    if not hasattr(value, "columns") or not hasattr(value, "index"):
-        return
-    labels = {
-        "column": (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
-        "row": (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
-    }
-    for axis in axes:
-        of_x, of_v = labels[axis]
-        how = label_mismatch(of_x, of_v)
-        if how is None:
-            continue
-        of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
-        # pandas selects rows with .loc[rows] and columns with .loc[:, columns]
-        align = {
-            ("column", "row"): f"{name}.loc[X.index, X.columns]",
-            ("row",): f"{name}.loc[X.index]",
-            ("column",): f"{name}.loc[:, X.columns]",
-        }[tuple(sorted(axes))]
-        raise ValueError(
-            f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
-            f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
-            f"position, so values would be paired with the wrong entries of X. Align it "
-            f"first: {align} (for an AnnData, adata.obs_names for X.index and "
-            "adata.var_names for X.columns)."
-        )
 
 
 def _likelihood_digest(X, uncertainty_name, uncertainty):
@@ -704,9 +657,9 @@ class CoGAPS(
         (True, 0.0)
         """
         check_ignored_y(self, y, X, advice=_UNCERTAINTY_ADVICE)
-        _check_labels(X, "uncertainty", uncertainty)
-        _check_labels(X, "fixed_components", fixed_components, axes=("column",))
-        _check_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
+        check_side_labels(X, "uncertainty", uncertainty)
+        check_side_labels(X, "fixed_components", fixed_components, axes=("column",))
+        check_side_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
         self._atom_densities = self._resolve_atom_densities()
         X = self._validate_X(X, reset=True)
         name = self._uncertainty_name(uncertainty)
@@ -1245,7 +1198,7 @@ class CoGAPS(
             rows are sampled with a float32 residual, as in ``fit``), float64 otherwise.
         """
         check_is_fitted(self)
-        _check_labels(X, "uncertainty", uncertainty)
+        check_side_labels(X, "uncertainty", uncertainty)
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         self._check_uncertainty_shape(uncertainty, X)
@@ -1351,7 +1304,7 @@ class CoGAPS(
         """
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice=_UNCERTAINTY_ADVICE.replace("fit", "score"))
-        _check_labels(X, "uncertainty", uncertainty)
+        check_side_labels(X, "uncertainty", uncertainty)
         if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
             warnings.warn(
                 "CoGAPS was fitted with an uncertainty array, but score got no uncertainty: "

@@ -25,6 +25,7 @@ from ._base import (
     DataInFitMixin,
     NonNegativeFactorisationMixin,
     check_ignored_y,
+    check_side_labels,
     draw_seeds,
     effective_n_threads,
     validate_input,
@@ -396,6 +397,9 @@ class WeightedBackgroundPMF(
             The fitted estimator.
         """
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
+        # labelled starts are read by position: their samples and features must be X's
+        check_side_labels(X, "W", W, axes=("row",))
+        check_side_labels(X, "H", H, axes=("column",))
         X = self._validate_X(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
         with threadpool_limits(limits=1, user_api="blas"):

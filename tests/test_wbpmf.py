@@ -207,6 +207,12 @@ def test_errors(data):
         )
     with pytest.raises(ValueError, match="only with init='custom'"):
         WeightedBackgroundPMF(3).fit(X, W=np.ones((200, 3)), H=np.ones((3, 150)))
+    pd = pytest.importorskip("pandas")
+    genes = [f"g{j}" for j in range(X.shape[1])]
+    frame = pd.DataFrame(X.toarray() if sparse.issparse(X) else X, columns=genes)
+    H = pd.DataFrame(np.ones((3, 150)), columns=genes[::-1])  # the genes in another order
+    with pytest.raises(ValueError, match=r"column labels of 'H'.*H.loc\[:, X.columns\]"):
+        WeightedBackgroundPMF(3, init="custom").fit(frame, W=np.ones((200, 3)), H=H)
     with pytest.raises(ValueError, match="no positive entry"):
         WeightedBackgroundPMF(3).fit(sparse.csr_matrix((10, 5)))
     with pytest.raises(ValueError, match="prior_loadings"):
