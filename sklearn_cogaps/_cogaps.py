@@ -1242,9 +1242,9 @@ class CoGAPS(
         Returns
         -------
         patterns_z : ndarray of shape (n_samples, n_components)
-            ``loadings_ / loadings_std_``, 0 where the standard deviation is 0.
+            ``loadings_ / loadings_std_``, a standard deviation of 0 read as ``1e-6``.
         components_z : ndarray of shape (n_components, n_features)
-            ``components_ / components_std_``, 0 where the standard deviation is 0.
+            ``components_ / components_std_``, a standard deviation of 0 read as ``1e-6``.
         """
         check_is_fitted(self)
         return z_scores(self.loadings_, self.loadings_std_), z_scores(

@@ -8,7 +8,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._markers import pattern_markers
+from ._markers import pattern_markers, z_scores
 
 __all__ = ["gene_set_statistic", "marker_overrepresentation"]
 
@@ -21,7 +21,8 @@ def _feature_index(gene_sets, n_features, feature_names):
     """Each set as sorted unique column indices, with the set names.
 
     Members are feature names when ``feature_names`` is given (names not among the features
-    are ignored, as in the R package), else integer column indices.
+    are ignored, as in the R package; a name shared by several features takes them all),
+    else integer column indices.
     """
     if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
         # a dict or any mapping, or a pandas Series of name -> members
@@ -41,7 +42,11 @@ def _feature_index(gene_sets, n_features, feature_names):
                 f"feature_names must have one name per feature ({n_features}); got shape "
                 f"{feature_names.shape}."
             )
-        lookup = {name: j for j, name in enumerate(feature_names)}
+        # a name may label several columns (a gene measured twice): a member takes them
+        # all, as R's rownames %in% set does
+        lookup = {}
+        for j, feature in enumerate(feature_names):
+            lookup.setdefault(feature, []).append(j)
     index = []
     for name, members in zip(names, sets):
         if isinstance(members, str):
@@ -50,7 +55,7 @@ def _feature_index(gene_sets, n_features, feature_names):
             )
         members = list(members)
         if lookup is not None:
-            cols = [lookup[m] for m in members if m in lookup]
+            cols = [j for m in members if m in lookup for j in lookup[m]]
         else:
             if any(isinstance(m, (bool, np.bool_)) for m in members):
                 # True and False are integers to Python: a mask would become {0, 1}
@@ -105,8 +110,7 @@ def gene_set_statistic(
         Posterior mean amplitudes, ``CoGAPS.components_``.
     components_std : array-like of shape (n_components, n_features)
         Their posterior standard deviations, ``CoGAPS.components_std_``. As in the R
-        package, a standard deviation of 0 is replaced by the machine epsilon, so an
-        amplitude that kept one positive value in every sample gets a very large z-score.
+        package (``calcZ``), a standard deviation of 0 is replaced by ``1e-6``.
     gene_sets : dict of str to list, or pandas.Series
         The gene sets: name -> members (a dict, any mapping, or a Series indexed by the
         set names), the members being feature names when
@@ -154,7 +158,7 @@ def gene_set_statistic(
     array([[0.001, 0.35 ]])
     """
     mean = np.asarray(components, dtype=np.float64)
-    std = np.array(components_std, dtype=np.float64)
+    std = np.asarray(components_std, dtype=np.float64)
     if mean.ndim != 2 or std.shape != mean.shape:
         raise ValueError(
             "components and components_std must be 2-d arrays of the same shape "
@@ -163,9 +167,8 @@ def gene_set_statistic(
     if not isinstance(n_permutations, Integral) or n_permutations < 1:
         raise ValueError(f"n_permutations must be a positive integer; got {n_permutations!r}.")
     rng = check_random_state(random_state)
-    std[std == 0] = np.finfo(np.float64).eps
     # genes x patterns, as CoGAPS's zMatrix
-    z = (mean / std).T
+    z = z_scores(mean, std).T
     n_features, K = z.shape
     names, index = _feature_index(gene_sets, n_features, feature_names)
     sizes = np.array([cols.size for cols in index])

@@ -139,8 +139,13 @@ def _as_ratings_csr(X, name="X"):
 
 def _level_spread(levels):
     """E|l_a - l_b| for two independent uniform draws from the levels (E_L of the NMAE)."""
-    levels = np.asarray(levels, dtype=np.float64)
-    return float(np.abs(levels[:, None] - levels[None, :]).mean())
+    values = np.asarray(levels, dtype=np.float64).ravel()
+    if values.size < 2 or np.unique(values).size != values.size or not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"levels must be two or more distinct rating levels; got {levels!r} (for example "
+            "MaxMarginMF.levels_, or (1, 2, 3, 4, 5))."
+        )
+    return float(np.abs(values[:, None] - values[None, :]).mean())
 
 
 def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):

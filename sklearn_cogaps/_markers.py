@@ -43,6 +43,14 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
 
     if threshold not in ("all", "cut"):
         raise ValueError(f"threshold must be 'all' or 'cut'; got {threshold!r}.")
+    for name, values in (("amplitudes", amplitudes), ("patterns", patterns)):
+        values = np.asarray(values, dtype=np.float64)
+        problem = ("NaN or infinite values" if not np.all(np.isfinite(values))
+                   else "negative values" if np.any(values < 0) else None)
+        if problem:
+            raise ValueError(
+                f"{name} must be finite and non-negative (CoGAPS's factors are); got {problem}."
+            )
     A = np.asarray(amplitudes, dtype=np.float64) * np.asarray(patterns).max(axis=0)
     row_max = A.max(axis=1, keepdims=True)
     # a feature whose amplitudes are all 0 has no profile (R's x / max(x) is NaN there)
@@ -73,6 +81,12 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
     return markers, ranks, scores
 
 
+# What CoGAPS's calcZ divides by where a standard deviation is 0 (``stddev[stddev == 0]
+# <- 1e-6``): an element that kept one value in every sample, 0 when it never held an atom,
+# the fixed value after a fit with that matrix held fixed.
+ZERO_STD = 1e-6
+
+
 def z_scores(mean, std):
     """Posterior mean over posterior standard deviation, as CoGAPS's ``calcZ``.
 
@@ -85,9 +99,11 @@ def z_scores(mean, std):
     Returns
     -------
     z : ndarray
-        ``mean / std``; 0 where the standard deviation is 0 (an element that kept one value,
-        in practice 0, in every sample).
+        ``mean / std``, with a standard deviation of 0 replaced by ``1e-6`` as ``calcZ``
+        does (an element that kept one value in every sample: 0 when it never held an atom;
+        a matrix held fixed has standard deviation 0 everywhere).
     """
     mean = np.asarray(mean, dtype=np.float64)
-    std = np.asarray(std, dtype=np.float64)
-    return np.divide(mean, std, out=np.zeros_like(mean), where=std > 0)
+    std = np.array(std, dtype=np.float64)
+    std[std == 0] = ZERO_STD
+    return mean / std

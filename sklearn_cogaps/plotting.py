@@ -39,17 +39,18 @@ def _labels(obj, axis):
     return [str(v) for v in index.tolist()]
 
 
-def _follow_labels(values, labels, wanted, axis, what, wanted_what):
+def _follow_labels(values, labels, wanted, axis, what, wanted_what, disjoint_by_position=False):
     """``values`` with its ``axis`` reordered so that its ``labels`` follow ``wanted``.
 
     Positions are used when either side has no labels; the same labels in another order
     are reordered; labels that differ are refused (``what`` and ``wanted_what`` name the
-    two sides in the message).
+    two sides in the message), except labels that share none when ``disjoint_by_position``
+    (new names for the same positions, as ``sample_names`` gives).
     """
     if labels is None or wanted is None:
         return values
     wanted = [str(v) for v in wanted]
-    if labels == wanted:
+    if labels == wanted or (disjoint_by_position and not set(labels) & set(wanted)):
         return values
     same = set(labels) == set(wanted) and len(set(labels)) == len(labels) == len(wanted)
     if same:
@@ -286,7 +287,9 @@ def plot_markers(
         if sample_names is None:
             sample_names = x_samples
         else:
-            X = _follow_labels(X, x_samples, sample_names, 0, "X's samples", "sample_names")
+            # the same names in another order are followed; other names relabel
+            X = _follow_labels(X, x_samples, sample_names, 0, "X's samples", "sample_names",
+                               disjoint_by_position=True)
         values = X[:, rows].T
         columns = (
             [str(s) for s in sample_names]

@@ -99,12 +99,34 @@ def test_a_series_of_gene_sets_keeps_its_names(fitted):
     assert set(over["gene_set"]) == {"planted", "other"}
 
 
-def test_zero_standard_deviation_counts_as_machine_epsilon():
-    H = np.array([[1.0, 0.0, 2.0, 0.5]])
+def test_zero_standard_deviation_counts_as_calcz_reads_it():
+    # R's calcZ: stddev[stddev == 0] <- 1e-6; a near-zero amplitude with sd 0 is then the
+    # lowest z-score here, not the highest
+    H = np.array([[1e-9, 0.0, 2.0, 0.5]])
     sd = np.array([[0.0, 0.0, 1.0, 1.0]])
     result = gene_set_statistic(H, sd, {"a": [0], "b": [1]}, n_permutations=10, random_state=0)
-    assert result["mean_z"][0, 0] == 1.0 / np.finfo(float).eps
+    assert result["mean_z"][0, 0] == 1e-9 / 1e-6
     assert result["mean_z"][1, 0] == 0.0
+    assert_array_equal(z_scores(H, sd), [[1e-3, 0.0, 2.0, 0.5]])
+    # a name shared by two features (a gene measured twice) takes both, as R's %in% does
+    result = gene_set_statistic(H, sd + 1.0, {"g": ["x"]}, feature_names=["w", "x", "y", "x"],
+                                n_permutations=10, random_state=0)
+    assert result["set_size"][0] == 2 and result["mean_z"][0, 0] == (0.0 / 1 + 0.5 / 2) / 2
+
+
+def test_markers_and_nmae_refuse_inputs_they_would_misread():
+    from sklearn_cogaps import pattern_markers, rating_nmae
+
+    A, P = np.ones((5, 2)), np.ones((4, 2))
+    for bad, what in ((np.nan, "NaN or infinite"), (-1.0, "negative")):
+        A_bad = A.copy()
+        A_bad[0, 0] = bad
+        with pytest.raises(ValueError, match=f"amplitudes must be finite and non-negative.*{what}"):
+            pattern_markers(A_bad, P)
+    # a repeated level would change E_L; a single level has none
+    for levels in ((1, 1, 2), (3,)):
+        with pytest.raises(ValueError, match="two or more distinct rating levels"):
+            rating_nmae(np.array([[1.0]]), np.array([[2.0]]), levels=levels)
 
 
 def test_markers_over_represented_in_the_planted_set_only(fitted):
