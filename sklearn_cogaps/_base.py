@@ -161,8 +161,7 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
     if reset:
         # fit_anndata(layer=...) records the layer after its fit; a plain fit forgets it
         estimator.__dict__.pop("_anndata_layer", None)
-    elif _is_anndata(X):
-        _warn_if_fitted_on_a_layer(estimator, X)
+    adata = X if _is_anndata(X) else None
     X, names = unwrap_anndata(X)
     try:
         if check is check_array:
@@ -189,6 +188,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
                 f"first {list(names[:3])}. Select the fitted variables, for example "
                 f"adata[:, {type(estimator).__name__.lower()}.feature_names_in_]."
             )
+        if adata is not None:
+            _warn_if_fitted_on_a_layer(estimator, adata)
     return X
 
 
