@@ -153,7 +153,10 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
 
     The usual protocol of collaborative filtering ("weak generalisation"): every user with
     at least ``min_ratings`` ratings gives ``n_per_user`` of them, chosen uniformly at
-    random, to the held-out matrix; the others stay in the training matrix.
+    random, to the held-out matrix; the others stay in the training matrix. Items are not
+    protected: an item whose only ratings are held out has none in training, and
+    :class:`MaxMarginMF` then rates it from its factors' prior and the users' thresholds
+    (a new item), as the protocol scores it.
 
     Parameters
     ----------
