@@ -861,7 +861,16 @@ class CoGAPS(
 
     def _continues_chain(self, X, data, fixed, likelihood):
         state = getattr(self, "_sampler_state", None)
-        if not self.warm_start or state is None:
+        if not self.warm_start:
+            return False
+        if state is None:
+            if hasattr(self, "components_"):
+                # fitted before, to the end, without warm_start (or in distributed mode)
+                warn_warm_start_ignored(
+                    self, "the previous fit kept no sampler state (it ran with "
+                    "warm_start=False, or in distributed mode; set warm_start=True before "
+                    "the first fit to continue it later)"
+                )
             return False
         previous = (state["W"].shape[0], state["Ht"].shape[0], state["W"].shape[1])
         if previous != (*X.shape, self.n_components):

@@ -25,7 +25,13 @@ from sklearn.utils.validation import (
 )
 
 from . import _xd_fast
-from ._base import DataInFitMixin, check_ignored_y, validate_input, warn_warm_start_ignored
+from ._base import (
+    DataInFitMixin,
+    check_ignored_y,
+    check_side_labels,
+    validate_input,
+    warn_warm_start_ignored,
+)
 from ._progress import Progress
 from ._utils._adam import Adam
 from ._utils._openmp_helpers import effective_n_threads, kernel_threads
@@ -411,6 +417,9 @@ class ExtremeDeconvolution(DataInFitMixin, DensityMixin, BaseEstimator):
 
     def _validate_inputs(self, X, X_cov, projection, sample_weight, reset):
         """Validate X and its noise and projection; returns a ``_Data``."""
+        # noise variances as a DataFrame are matched to X by position: their labels must
+        # be X's, in X's order
+        check_side_labels(X, "X_cov", X_cov)
         kw = dict(dtype=[np.float64, np.float32], ensure_all_finite="allow-nan", order="C")
         if reset or projection is None:
             X = validate_input(self, X, reset=reset, **kw)

@@ -107,7 +107,8 @@ class _Side:
     """q(l_ik) = Gamma(alpha_ik, beta_k) with its Gamma(a_k, b_k) prior (one side: L or F)."""
 
     def __init__(self, alpha, beta, a, b):
-        self.alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+        # copies: the solvers write into them, and a warm start passes the fitted arrays
+        self.alpha = np.array(alpha, dtype=np.float64, order="C")
         self.beta = np.asarray(beta, dtype=np.float64).copy()
         self.a = np.asarray(a, dtype=np.float64).copy()
         self.b = np.asarray(b, dtype=np.float64).copy()

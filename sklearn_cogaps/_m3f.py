@@ -23,6 +23,7 @@ from ._base import (
     _check_not_triplets,
     _shape,
     check_ignored_y,
+    check_side_labels,
     draw_seeds,
     fingerprint,
     validate_input,
@@ -118,6 +119,9 @@ def _as_ratings_csr(X, name="X"):
             M.data[np.isnan(M.data)] = 0.0
             M.eliminate_zeros()
         return M
+    if hasattr(X, "to_numpy") and not hasattr(X, "toarray"):
+        # a DataFrame of nullable ratings (Int64, Float64): pd.NA is a missing rating
+        X = X.to_numpy(dtype=np.float64, na_value=np.nan)
     X = np.asarray(X, dtype=np.float64)
     observed = ~np.isnan(X)
     n_zeros = int(np.sum(X == 0))
@@ -1025,6 +1029,8 @@ class MaxMarginMF(DataInFitMixin, BaseEstimator):
                                    dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
         R = None
         if observed is not None:
+            # the new users' ratings are paired with the pairs of X by position
+            check_side_labels(X, "observed", observed)
             R = self._validate_ratings(observed, reset=False, name="observed")
         return self._predict(X_checked, R)
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
@@ -559,6 +560,19 @@ def test_sparse_transform_uses_the_stored_entries_and_equals_the_dense_model():
     # a model fitted with sparse_optimization transforms dense rows the same way
     est.set_params(sparse_optimization=True)
     assert_array_equal(est.transform(X_zeroed[[7, 3, 12]]), from_sparse[[7, 3, 12]])
+
+
+def test_warm_start_switched_on_after_a_plain_fit_says_it_starts_anew(simulated):
+    X, _, _ = simulated
+    model = CoGAPS(n_components=3, max_iter=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fresh = CoGAPS(n_components=3, max_iter=20, random_state=0).fit(X)
+        model.fit(X)
+        with pytest.warns(UserWarning, match="kept no sampler state"):
+            model.set_params(warm_start=True).fit(X)
+    assert model.n_iter_ == 40
+    assert_array_equal(model.components_, fresh.components_)
 
 
 def test_pickle_carries_the_sampler_state_only_with_warm_start(simulated):

@@ -380,6 +380,19 @@ def test_split_merge_escapes_a_local_optimum():
     assert np.all(np.diff(xd.lower_bounds_[: stuck.n_iter_]) > -1e-10)
 
 
+def test_labelled_noise_must_follow_the_labels_of_x():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    X = pd.DataFrame(rng.normal(size=(60, 2)), columns=["a", "b"],
+                     index=[f"star{i}" for i in range(60)])
+    noise = pd.DataFrame(rng.uniform(0.1, 0.5, size=(60, 2)), columns=["a", "b"], index=X.index)
+    ExtremeDeconvolution(n_components=1, random_state=0).fit(X, X_cov=noise)
+    with pytest.raises(ValueError, match=r"column labels of 'X_cov'.*loc\[X.index, X.columns\]"):
+        ExtremeDeconvolution(n_components=1).fit(X, X_cov=noise[["b", "a"]])
+    with pytest.raises(ValueError, match="row labels of 'X_cov'"):
+        ExtremeDeconvolution(n_components=1).fit(X, X_cov=noise.iloc[::-1])
+
+
 def test_warm_start_continues_from_the_previous_fit():
     model = _mixture(d=2, seed=30)
     X, S, _, _ = _draw(model, 1000, seed=30)

@@ -1,6 +1,7 @@
 """HierarchicalPMF: VBEM, Newton and pathwise solvers, transform, input handling."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -248,6 +249,20 @@ def test_pathwise_parameters_with_another_solver_warn(example, solver, params):
     # the same fit as with the defaults: the values were not read
     plain = HierarchicalPMF(2, solver=solver, max_iter=300, random_state=0).fit(X)
     assert_array_equal(est.components_, plain.components_)
+
+
+@pytest.mark.parametrize("solver", ["vbem", "newton"])
+def test_warm_start_leaves_the_previous_arrays_alone(example, solver):
+    X = example[0][:50, :60]
+    est = HierarchicalPMF(2, solver=solver, max_iter=5, random_state=0, warm_start=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X)
+        kept = est.loadings_shape_
+        before = kept.copy()
+        est.fit(X)
+    assert_array_equal(kept, before)  # the refit wrote new arrays, not into the kept ones
+    assert est.loadings_shape_ is not kept
 
 
 def test_warm_start_continues_and_pickles(example):

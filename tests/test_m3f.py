@@ -285,6 +285,28 @@ def test_new_user_predictions_depend_on_the_row_only(split, fitted):
     assert_array_equal(part, full[rows])
 
 
+def test_labelled_observed_ratings_and_nullable_frames_are_read_by_label(split, fitted):
+    pd = pytest.importorskip("pandas")
+    train, test = split
+    rows = [7, 3, 50, 12]
+    users = [f"u{i}" for i in rows]
+    items = [f"i{j}" for j in range(train.shape[1])]
+    pairs = pd.DataFrame(test[rows].toarray(), index=users, columns=items).replace(0, np.nan)
+    observed = pd.DataFrame(train[rows].toarray(), index=users, columns=items).replace(0, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # fitted without item names
+        expected = fitted.predict_ratings(pairs, observed=observed)
+        # the new users' ratings in another order would rate each user from another's
+        with pytest.raises(ValueError, match="row labels of 'observed'"):
+            fitted.predict_ratings(pairs, observed=observed.iloc[::-1])
+    # nullable ratings (pd.NA for missing) read as the float ones
+    assert rating_nmae(pairs.astype("Float64"), expected) == rating_nmae(pairs, expected)
+    nullable = observed.astype("Float64")
+    a_train, a_test = holdout_ratings(observed, random_state=0)
+    b_train, b_test = holdout_ratings(nullable, random_state=0)
+    assert (a_train != b_train).nnz == 0 and (a_test != b_test).nnz == 0
+
+
 def test_pickle_round_trip(split, fitted):
     train, test = split
     again = pickle.loads(pickle.dumps(fitted))
