@@ -53,6 +53,22 @@ CG_TRANSPOSE_BLOCK(double)
 CG_TRANSPOSE_BLOCK(float)
 #undef CG_TRANSPOSE_BLOCK
 
+/* A tile with streaming stores, by the 4 x 4 kernel KERNEL (its last argument 1): four rows
+   of dst at a time, each written across the tile's columns before the next four, so that
+   their cache lines are completed together; the edges element by element. */
+#define CG_TRANSPOSE_TILE_STREAM(SUFFIX, T, KERNEL, ATTRIBUTE)                              \
+    ATTRIBUTE static void cg_transpose_tile_##SUFFIX##_stream(                             \
+        const T* src, ptrdiff_t n, ptrdiff_t m, T* dst, ptrdiff_t i0, ptrdiff_t i1,        \
+        ptrdiff_t j0, ptrdiff_t j1)                                                        \
+    {                                                                                      \
+        ptrdiff_t i, j, ie = i0 + ((i1 - i0) / 4) * 4, je = j0 + ((j1 - j0) / 4) * 4;      \
+        for (j = j0; j < je; j += 4)                                                       \
+            for (i = i0; i < ie; i += 4)                                                   \
+                KERNEL(src + i * m + j, m, dst + j * n + i, n, 1);                         \
+        cg_transpose_block_##T(src, n, m, dst, i0, i1, je, j1);                            \
+        cg_transpose_block_##T(src, n, m, dst, ie, i1, j0, je);                            \
+    }
+
 #ifdef CG_HAVE_AVX_DISPATCH
 /* Four rows of four doubles at s (row stride m) become four columns at d (row stride n),
    written with streaming stores when ``stream`` (d 32-byte aligned, n a multiple of 4). */
@@ -89,18 +105,7 @@ static void cg_transpose_tile_f64_avx(const double* src, ptrdiff_t n, ptrdiff_t 
     cg_transpose_block_double(src, n, m, dst, i, i1, j0, j1);
 }
 
-__attribute__((target("avx")))
-static void cg_transpose_tile_f64_avx_stream(const double* src, ptrdiff_t n, ptrdiff_t m,
-                                             double* dst, ptrdiff_t i0, ptrdiff_t i1,
-                                             ptrdiff_t j0, ptrdiff_t j1)
-{
-    ptrdiff_t i, j, ie = i0 + ((i1 - i0) / 4) * 4, je = j0 + ((j1 - j0) / 4) * 4;
-    for (j = j0; j < je; j += 4)
-        for (i = i0; i < ie; i += 4)
-            cg_transpose_4x4_avx(src + i * m + j, m, dst + j * n + i, n, 1);
-    cg_transpose_block_double(src, n, m, dst, i0, i1, je, j1);
-    cg_transpose_block_double(src, n, m, dst, ie, i1, j0, je);
-}
+CG_TRANSPOSE_TILE_STREAM(f64_avx, double, cg_transpose_4x4_avx, __attribute__((target("avx"))))
 #endif
 
 #ifdef CG_HAVE_SSE2
@@ -126,17 +131,7 @@ static inline void cg_transpose_4x4_sse(const float* s, ptrdiff_t m, float* d, p
     }
 }
 
-static void cg_transpose_tile_f32_stream(const float* src, ptrdiff_t n, ptrdiff_t m,
-                                         float* dst, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
-                                         ptrdiff_t j1)
-{
-    ptrdiff_t i, j, ie = i0 + ((i1 - i0) / 4) * 4, je = j0 + ((j1 - j0) / 4) * 4;
-    for (j = j0; j < je; j += 4)
-        for (i = i0; i < ie; i += 4)
-            cg_transpose_4x4_sse(src + i * m + j, m, dst + j * n + i, n, 1);
-    cg_transpose_block_float(src, n, m, dst, i0, i1, je, j1);
-    cg_transpose_block_float(src, n, m, dst, ie, i1, j0, je);
-}
+CG_TRANSPOSE_TILE_STREAM(f32, float, cg_transpose_4x4_sse, )
 #endif
 
 static inline void cg_transpose_tile_f32(const float* src, ptrdiff_t n, ptrdiff_t m,
