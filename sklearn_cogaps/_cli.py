@@ -791,21 +791,29 @@ def _run_example(args, make_model):
     return model, None, None
 
 
+def _unrelated_names(a, b):
+    """Whether two tables' names on one axis share none, neither being a numbered index
+    (0, 1, 2, ...: positions)."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    a, b = [str(v) for v in a], [str(v) for v in b]
+    numbered = [str(i) for i in range(len(a))]
+    return not set(a) & set(b) and numbered not in (a, b)
+
+
 def _check_same_order(what, of_input, of_uncertainty, args):
-    """Refuse an uncertainty file whose names are the input's in another order.
+    """Refuse an uncertainty file whose names are the input's in another order, or share
+    none with them.
 
     Entries are matched by position, so reordered rows or columns would give each value
-    another entry's standard deviation. Names that share nothing with the input's (a
-    numbered index) mean positions.
+    another entry's standard deviation. A numbered index (0, 1, 2, ...) on either side
+    means positions.
     """
     how = label_mismatch(of_input, of_uncertainty)
+    if how is None and not _unrelated_names(of_input, of_uncertainty):
+        return
+    a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
     if how is None:
-        if of_input is None or of_uncertainty is None or len(of_input) != len(of_uncertainty):
-            return
-        a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
-        numbered = [str(i) for i in range(len(a))]
-        if a == b or set(a) & set(b) or numbered in (a, b):
-            return
         # a table always carries names: none in common means another data set's file
         raise CommandLineError(
             f"the {what} names of '{args.uncertainty}' share none with those of "
@@ -813,7 +821,6 @@ def _check_same_order(what, of_input, of_uncertainty, args):
             f"these data? Write it with the input's {what} names (or a numbered index, "
             "0, 1, 2, ..., to match by position)."
         )
-    a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
     raise CommandLineError(
         f"the {what} names of '{args.uncertainty}' are those of '{args.input}' {how} "
         f"(first {b[:3]} against {a[:3]}); entries are matched by position, so values "
