@@ -31,7 +31,13 @@ from ._cogaps_distributed import (
 )
 from ._progress import Progress
 from ._markers import pattern_markers, z_scores
-from ._cogaps_chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
+from ._cogaps_chisq import (
+    _sparse_orientation,
+    aligned_empty,
+    fit_chi_square,
+    residual,
+    sparse_chi_square,
+)
 from ._cogaps_sampler import GibbsSampler, sample_fixed_rows, sample_fixed_sparse_rows
 from ._utils._openmp_helpers import kernel_threads
 
@@ -130,8 +136,11 @@ def _fold_seeds(seeds, fold):
 
 def _precision(sigma, dtype=np.float64):
     """1 / sigma**2 in one new array (no temporaries: the data can be large), formed in
-    float64 and rounded once to ``dtype``, the storage type of a float32 fit."""
-    prec = np.square(sigma)
+    float64 and rounded once to ``dtype``, the storage type of a float32 fit. The array
+    starts on a cache line, as the sampler keeps it (it is not copied again)."""
+    sigma = np.asarray(sigma)
+    prec = aligned_empty(sigma.shape, np.float64)
+    np.square(sigma, out=prec)
     np.reciprocal(prec, out=prec)
     if dtype == np.float64:
         return prec
@@ -144,7 +153,9 @@ def _precision(sigma, dtype=np.float64):
             f"in which a {np.dtype(dtype).name} X is fitted. Pass X as float64 "
             "(X.astype(np.float64)), or rescale X and the uncertainty by the same factor."
         )
-    return prec.astype(dtype)
+    stored = aligned_empty(prec.shape, dtype)
+    stored[...] = prec
+    return stored
 
 
 def _as_dtype(values, dtype):
