@@ -45,6 +45,17 @@ def _run(capsys, argv):
     return status, out, err
 
 
+def _fit_table(capsys, monkeypatch, path, with_pandas, *options):
+    """Run the command line on the table ``path`` (with or without pandas) into out.npz;
+    returns the archive's path."""
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    out = path.parent / "out.npz"
+    status, _, err = _run(capsys, [path, *options, *FAST, "-o", out])
+    assert status == 0, err
+    return out
+
+
 def _check_npz(path, model, samples=None, features=None):
     with np.load(path) as r:  # no pickles needed
         assert_array_equal(r["patterns"], model.loadings_)
@@ -166,12 +177,9 @@ def test_names_that_look_like_numbers_stay_as_written(
         _write_delimited(path, X.T, features, samples, ",")
     else:
         _write_delimited(path, X, samples, features, ",")
-    if not with_pandas:
-        monkeypatch.setitem(sys.modules, "pandas", None)
-    argv = [path, *(["--transpose"] if transpose else []), *FAST, "-o", tmp_path / "out.npz"]
-    status, _, err = _run(capsys, argv)
-    assert status == 0, err
-    _check_npz(tmp_path / "out.npz", reference, samples, features)
+    options = ["--transpose"] if transpose else []
+    out = _fit_table(capsys, monkeypatch, path, with_pandas, *options)
+    _check_npz(out, reference, samples, features)
 
 
 @pytest.mark.parametrize("with_pandas", [True, False])
@@ -183,11 +191,7 @@ def test_repeated_column_names_stay_as_written(
     features[1] = features[0]  # pandas alone would rename the second one "gene0.1"
     path = tmp_path / "repeated.csv"
     _write_delimited(path, X, samples, features, ",")
-    if not with_pandas:
-        monkeypatch.setitem(sys.modules, "pandas", None)
-    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
-    assert status == 0, err
-    _check_npz(tmp_path / "out.npz", reference, samples, features)
+    _check_npz(_fit_table(capsys, monkeypatch, path, with_pandas), reference, samples, features)
 
 
 @pytest.mark.parametrize("with_pandas", [True, False])
@@ -202,11 +206,7 @@ def test_tables_without_a_header_cell_above_the_index(
         "\t".join([f'"{name}"', *(repr(float(v)) for v in row)]) for name, row in zip(samples, X)
     ]
     path.write_text("\n".join(lines) + "\n")
-    if not with_pandas:
-        monkeypatch.setitem(sys.modules, "pandas", None)
-    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
-    assert status == 0, err
-    _check_npz(tmp_path / "out.npz", reference, samples, features)
+    _check_npz(_fit_table(capsys, monkeypatch, path, with_pandas), reference, samples, features)
 
 
 def test_h5ad_round_trip_or_a_clear_error(data, reference, tmp_path, capsys, monkeypatch):
