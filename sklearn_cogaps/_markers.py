@@ -43,15 +43,16 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
 
     if threshold not in ("all", "cut"):
         raise ValueError(f"threshold must be 'all' or 'cut'; got {threshold!r}.")
+    amplitudes = np.asarray(amplitudes, dtype=np.float64)
+    patterns = np.asarray(patterns, dtype=np.float64)
     for name, values in (("amplitudes", amplitudes), ("patterns", patterns)):
-        values = np.asarray(values, dtype=np.float64)
         problem = ("NaN or infinite values" if not np.all(np.isfinite(values))
                    else "negative values" if np.any(values < 0) else None)
         if problem:
             raise ValueError(
                 f"{name} must be finite and non-negative (CoGAPS's factors are); got {problem}."
             )
-    A = np.asarray(amplitudes, dtype=np.float64) * np.asarray(patterns).max(axis=0)
+    A = amplitudes * patterns.max(axis=0)
     row_max = A.max(axis=1, keepdims=True)
     # a feature whose amplitudes are all 0 has no profile (R's x / max(x) is NaN there)
     detected = row_max[:, 0] > 0
