@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose
 from scipy import stats
 
 from sklearn_cogaps._utils._rng import _below_by_for_tests, _divide_for_tests, draw
@@ -67,6 +68,53 @@ def test_prepared_uniform_integers_are_the_plain_ones(n):
     # same stream, same draws: the chain does not change with the prepared division
     plain = draw("below", 3000, 11, float(n))
     assert np.array_equal(_below_by_for_tests(3000, 11, n).astype(np.int64), plain)
+
+
+def _ziggurat_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "ziggurat_tables.py"
+    spec = importlib.util.spec_from_file_location("ziggurat_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ziggurat_tables_are_the_scripts_output_and_have_equal_layers():
+    script = _ziggurat_script()
+    assert script.TARGET.read_text() == script.render()
+    k, w, f = script.tables()
+    x = np.array(w) * 2.0**52  # right edges; x[0] is the base's rectangle width q
+    area = script.V
+    # layer i >= 1 is [0, x_i] x [f(x_i), f(x_{i-1})], with f(x_0) read as 1 at the top
+    layers = x[1:] * (np.r_[1.0, f[1:-1]] - np.array(f[1:]))
+    assert_allclose(layers, area, rtol=1e-12)
+    # the base: the rectangle [0, r] x [0, f(r)] and the tail beyond r
+    assert_allclose(x[0] * f[255], area, rtol=1e-14)
+    assert_allclose(script.R * f[255] + stats.norm.sf(script.R) * np.sqrt(2 * np.pi), area,
+                    rtol=1e-12)
+    # a draw left of the next layer's edge is accepted at once
+    assert k[1] == 0
+    assert_allclose(np.array(k[2:], dtype=float), 2.0**52 * x[1:-1] / x[2:], rtol=1e-15)
+
+
+def test_normal_matches_the_exact_probabilities_of_every_layer_and_the_tail():
+    script = _ziggurat_script()
+    _, w, _ = script.tables()
+    x = draw("normal", 2_000_000, 2024)
+    # bins with the layers' edges as boundaries (and their mirror images): a wrong wedge
+    # or table entry shows as a bin off its probability
+    edges = np.array(w[1:]) * 2.0**52
+    edges = np.concatenate([[-np.inf], -edges[::-1], [0.0], edges, [np.inf]])
+    observed = np.histogram(x, edges)[0]
+    expected = np.diff(stats.norm.cdf(edges)) * x.size
+    chi2 = np.sum((observed - expected) ** 2 / expected)
+    assert stats.chi2(len(expected) - 1).sf(chi2) > 1e-3
+    # beyond r, the tail's shape: a normal truncated to |x| > r
+    tail = np.abs(x[np.abs(x) > script.R])
+    assert stats.kstest(tail, stats.truncnorm(script.R, np.inf).cdf).pvalue > 1e-3
+    assert np.mean(x > 0) == pytest.approx(0.5, abs=5 * 0.5 / np.sqrt(x.size))
 
 
 def test_same_seed_same_stream_and_different_seeds_differ():

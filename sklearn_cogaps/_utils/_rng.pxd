@@ -2,7 +2,9 @@
 # seeded through splitmix64. Every unit of work (a proposal, a row, a chunk) gets its own
 # generator derived from a parent stream, so results never depend on the thread count.
 from libc.stdint cimport uint64_t
-from libc.math cimport log, sqrt, cos, exp, floor, fabs, M_PI
+from libc.math cimport log, sqrt, exp, floor, fabs, M_PI
+
+from ._ziggurat cimport cg_zig_r, cg_zig_inv_r, cg_zig_k, cg_zig_w, cg_zig_f
 
 
 cdef struct Rng:
@@ -125,10 +127,33 @@ cdef inline uint64_t rng_below_by(Rng* r, const Divisor* v, uint64_t threshold) 
 
 
 cdef inline double rng_normal(Rng* r) noexcept nogil:
-    """Standard normal by the Box-Muller transform (one output per two uniforms)."""
-    cdef double u1 = rng_uniform(r)
-    cdef double u2 = rng_uniform(r)
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2)
+    """Standard normal by the 256-layer ziggurat (Marsaglia & Tsang 2000; the tables and
+    their construction in _ziggurat.pxd and tools/ziggurat_tables.py). One 64-bit draw
+    gives the layer (8 bits), the sign (1 bit) and a 52-bit abscissa; about 99% of draws
+    lie under the curve without evaluating it, the rest take the wedge test or the tail."""
+    cdef uint64_t bits, m
+    cdef Py_ssize_t layer
+    cdef double x, t, y
+    while True:
+        bits = rng_next(r)
+        layer = <Py_ssize_t>(bits & 0xFF)
+        m = (bits >> 9) & <uint64_t>0x000FFFFFFFFFFFFF
+        x = <double>m * cg_zig_w[layer]
+        if m < cg_zig_k[layer]:
+            return -x if (bits >> 8) & 1 else x
+        if layer == 0:
+            # beyond r: the tail by Marsaglia's (1964) exponential rejection
+            while True:
+                t = -log(rng_uniform(r)) * cg_zig_inv_r
+                y = -log(rng_uniform(r))
+                if y + y > t * t:
+                    break
+            x = cg_zig_r + t
+            return -x if (bits >> 8) & 1 else x
+        # the wedge of layer i, between the heights f(x_i) and f(x_{i-1})
+        y = cg_zig_f[layer] + rng_uniform(r) * (cg_zig_f[layer - 1] - cg_zig_f[layer])
+        if y < exp(-0.5 * x * x):
+            return -x if (bits >> 8) & 1 else x
 
 
 cdef inline double rng_exponential(Rng* r) noexcept nogil:
