@@ -14,8 +14,7 @@ from libc.stdlib cimport realloc
 from ._utils._rng cimport Rng, rng_spawn, rng_poisson
 from ._utils._atomic_domain cimport AtomicDomain
 from ._utils._status cimport FAIL_NO_MEMORY
-from ._cogaps_stats cimport (Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL,
-                             _prefetch)
+from ._cogaps_stats cimport Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
 from ._cogaps_proposals cimport (_choose_kind, _empty_kind_cache, _fill, _evaluate,
                                  _decide_birth_death, _apply_matrix, _apply_domain)
 
@@ -210,8 +209,6 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
             break
         _mark(h, p)
         _queue(queued, p)
-        # its rows travel from memory while the rest of the batch is formed
-        _prefetch(h, p)
         rng_spawn(master, &p.rng)
         if kind == DEATH:
             deaths += 1

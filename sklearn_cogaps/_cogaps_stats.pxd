@@ -23,7 +23,7 @@ from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from ._utils._rng cimport Rng, Divisor, divisor_div
 from ._utils._atomic_domain cimport AtomicDomain
-from ._row_sums cimport cg_row_sums_f64, cg_row_sums_f32, cg_prefetch_row, CG_SHORT_ROW
+from ._row_sums cimport cg_row_sums_f64, cg_row_sums_f32
 
 cdef enum:
     BIRTH = 0
@@ -248,16 +248,3 @@ cdef inline void _pair_stats(const Half* h, const Proposal* p, double* s, double
     _element_stats(h, p.r2, p.q2, &s2, &m2)
     s[0] = s1 + s2
     smu[0] = m1 - m2
-
-
-cdef inline void _prefetch(const Half* h, const Proposal* p) noexcept nogil:
-    """Ask for the residual and precision rows proposal ``p`` will read (dense model; short
-    rows are left to the caches, where a small residual stays anyway)."""
-    cdef Py_ssize_t item = 4 if h.f32 else 8, n = h.n_cols * item
-    if h.sparse or h.n_cols < CG_SHORT_ROW:
-        return
-    cg_prefetch_row(<const char*>h.R + p.r1 * n, n)
-    cg_prefetch_row(<const char*>h.prec + p.r1 * n, n)
-    if p.r2 != p.r1:
-        cg_prefetch_row(<const char*>h.R + p.r2 * n, n)
-        cg_prefetch_row(<const char*>h.prec + p.r2 * n, n)

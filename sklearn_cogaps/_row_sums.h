@@ -68,30 +68,6 @@ __attribute__((target("avx")))
 static inline __m256d cg_load4_f32(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
 #endif
 
-/* Ask for the first bytes of a row to be brought into the caches (a hint: nothing changes
-   if it is ignored). The queue asks for the rows of the next proposal while it evaluates
-   the current one, so that a short row read from memory is already on its way. */
-#define CG_PREFETCH_BYTES 4096
-static inline void cg_prefetch_row(const void* row, ptrdiff_t bytes)
-{
-#if defined(__GNUC__)
-    const char* p = (const char*)row;
-    ptrdiff_t i;
-    if (bytes > CG_PREFETCH_BYTES)
-        bytes = CG_PREFETCH_BYTES;
-    for (i = 0; i < bytes; i += 64)
-        __builtin_prefetch(p + i, 0, 3);
-    /* A prefetch has no effect the compiler can see, so GCC 12's mod/ref analysis deems
-       a function that only prefetches free of side effects and deletes every call of it
-       (the hints then never reach the processor). An empty volatile statement that takes
-       the row's address is an effect it must keep; it emits no instruction. */
-    __asm__ __volatile__("" : : "r"(p));
-#else
-    (void)row;
-    (void)bytes;
-#endif
-}
-
 /* The kernels, once per storage type of the residual and the precision:
    cg_row_sums_f64 and cg_row_sums_f32 (and their residual helpers). */
 #define CG_T double
