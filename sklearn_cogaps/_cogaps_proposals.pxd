@@ -2,7 +2,7 @@
 # section 4); see _cogaps_proposals.pyx. The functions every proposal runs are defined here,
 # inline, so that the queue (_cogaps_queue) and the sequential chain compile them into their
 # own loops instead of calling across modules for each of the millions of proposals of a fit.
-from libc.math cimport sqrt, log, log1p, exp, expm1, fmax, isfinite
+from libc.math cimport sqrt, log, log1p, exp, expm1, isfinite
 from libc.stdint cimport uint64_t, int64_t
 
 from ._utils._rng cimport Rng, rng_uniform, rng_below
@@ -264,6 +264,11 @@ cdef inline double _exp_clipped(double v) noexcept nogil:
     return exp(v)
 
 
+cdef inline double _non_negative(double v) noexcept nogil:
+    """max(v, 0), 0 for NaN, as fmax(v, 0.0) but without a call into libm."""
+    return v if v > 0.0 else 0.0
+
+
 cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double delta) noexcept nogil:
     """M[r, q] += delta, and the residual row follows: R[r, :] -= delta * O[:, q]."""
     cdef double* m = h.M + r * h.K + q
@@ -338,6 +343,6 @@ cdef inline int _apply_domain(Half* h, const Proposal* p) noexcept nogil:
     elif p.kind == MOVE:
         d.pos[p.atom1] = p.pos
     else:
-        d.mass[p.atom1] = fmax(d.mass[p.atom1] + p.value, 0.0)
-        d.mass[p.atom2] = fmax(d.mass[p.atom2] - p.value, 0.0)
+        d.mass[p.atom1] = _non_negative(d.mass[p.atom1] + p.value)
+        d.mass[p.atom2] = _non_negative(d.mass[p.atom2] - p.value)
     return 0

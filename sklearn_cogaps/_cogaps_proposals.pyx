@@ -13,7 +13,7 @@ and a reversible-jump pair (``Half.reversible``) whose stationary law is the pos
 the compound Poisson-exponential prior; doc/testing.rst derives both.
 """
 
-from libc.math cimport sqrt, log, exp, erf, erfc
+from libc.math cimport sqrt, log, exp, erf, erfc, fmax
 from libc.stdint cimport uint64_t, int64_t
 
 from ._utils._rng cimport Rng, rng_spawn, rng_poisson, divisor_init
