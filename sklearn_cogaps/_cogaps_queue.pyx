@@ -237,7 +237,9 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
         if h.reversible:
             _reversible_batch(h, batch, nb, tau, threads)
         elif threads > 1:
-            for b in prange(nb, schedule='static', num_threads=threads):
+            # dealt one proposal at a time: their costs differ (one row or two, nothing to
+            # apply when rejected), and a static split left one thread waiting for the other
+            for b in prange(nb, schedule='dynamic', num_threads=threads):
                 _evaluate(h, &batch[b], tau)
                 _apply_matrix(h, &batch[b])
         else:
@@ -267,7 +269,7 @@ cdef void _reversible_batch(Half* h, Proposal* batch, Py_ssize_t nb, double tau,
     cdef Py_ssize_t b
     cdef int64_t n = h.dom.n_atoms
     if threads > 1:
-        for b in prange(nb, schedule='static', num_threads=threads):
+        for b in prange(nb, schedule='dynamic', num_threads=threads):
             _evaluate(h, &batch[b], tau)
     else:
         for b in range(nb):
@@ -280,7 +282,7 @@ cdef void _reversible_batch(Half* h, Proposal* batch, Py_ssize_t nb, double tau,
             elif batch[b].kind == DEATH and batch[b].outcome == KILL:
                 n -= 1
     if threads > 1:
-        for b in prange(nb, schedule='static', num_threads=threads):
+        for b in prange(nb, schedule='dynamic', num_threads=threads):
             _apply_matrix(h, &batch[b])
     else:
         for b in range(nb):
