@@ -5,7 +5,7 @@
 from libc.math cimport sqrt, log, log1p, exp, expm1, isfinite
 from libc.stdint cimport uint64_t, int64_t
 
-from ._utils._rng cimport Rng, rng_uniform, rng_below
+from ._utils._rng cimport Rng, rng_uniform, rng_below, rng_poisson
 from ._utils._truncnorm cimport truncnorm_sample
 from ._utils._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
                                      domain_random_atom, domain_random_free_position)
@@ -20,6 +20,12 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
                      double max_mass) noexcept nogil
 cdef double _log_gauss_integral(double a, double b, double cap) noexcept nogil
 cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil
+
+
+cdef inline int64_t _n_proposals(const Half* h, Rng* master) noexcept nogil:
+    """The number of updates of a half-iteration: Poisson(max(n_atoms, 10)) (Algorithm 1)."""
+    cdef double n = <double>h.dom.n_atoms
+    return rng_poisson(master, n if n > 10.0 else 10.0)
 
 
 cdef inline double _prior_mass(const Half* h, Rng* rng) noexcept nogil:

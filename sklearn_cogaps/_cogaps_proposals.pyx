@@ -13,10 +13,10 @@ and a reversible-jump pair (``Half.reversible``) whose stationary law is the pos
 the compound Poisson-exponential prior; doc/testing.rst derives both.
 """
 
-from libc.math cimport sqrt, log, exp, erf, erfc, fmax
+from libc.math cimport sqrt, log, exp, erf, erfc
 from libc.stdint cimport uint64_t, int64_t
 
-from ._utils._rng cimport Rng, rng_spawn, rng_poisson, divisor_init
+from ._utils._rng cimport Rng, rng_spawn, divisor_init
 from ._cogaps_stats cimport Half, Proposal, KindCache
 
 
@@ -113,7 +113,7 @@ cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil:
     cdef Proposal p
     cdef KindCache cache
     cdef int status
-    cdef int64_t t, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
+    cdef int64_t t, n_prop = _n_proposals(h, master)
     _empty_kind_cache(&cache)
     for t in range(n_prop):
         _propose(h, master, &p, &cache)

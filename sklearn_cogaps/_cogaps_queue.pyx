@@ -7,15 +7,14 @@ proposal's own stream, so the chain is the same for any thread count.
 """
 
 from cython.parallel cimport prange
-from libc.math cimport fmax
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport realloc
 
-from ._utils._rng cimport Rng, rng_spawn, rng_poisson
+from ._utils._rng cimport Rng, rng_spawn
 from ._utils._atomic_domain cimport AtomicDomain
 from ._utils._status cimport FAIL_NO_MEMORY
 from ._cogaps_stats cimport Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
-from ._cogaps_proposals cimport (_choose_kind, _empty_kind_cache, _fill, _evaluate,
+from ._cogaps_proposals cimport (_n_proposals, _choose_kind, _empty_kind_cache, _fill, _evaluate,
                                  _decide_birth_death, _apply_matrix, _apply_domain)
 
 # Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
@@ -222,7 +221,7 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
 
     Returns the number of updates, or -1 when memory ran out.
     """
-    cdef int64_t done = 0, n_prop = rng_poisson(master, fmax(<double>h.dom.n_atoms, 10.0))
+    cdef int64_t done = 0, n_prop = _n_proposals(h, master)
     cdef Py_ssize_t nb, b
     cdef int threads, status
     cdef Queued queued
