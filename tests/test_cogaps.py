@@ -188,10 +188,10 @@ def test_reproduces_the_published_gist_result(dtype):
     D = pd.read_csv(GIST / "GIST_matrix.csv", index_col=0)
     published_P = pd.read_csv(GIST / "GIST_result_Pmean.csv", index_col=0).to_numpy()
     # Over 55 seeds (random_state 0-10, the even ones to 38, and 40-69) the chi-square ranged
-    # 4466-4546, median 4494, 32 of 55 at most 4500 (the C++ CoGAPS gave 4466-4499 on two seeds), and
-    # every fit matched the published patterns at 0.99 or more; seed 2 gives 4477. In
-    # float32 (residual and precisions stored in single precision) the same seed keeps both
-    # targets.
+    # 4466-4546, median 4494, 32 of 55 at most 4500 (the C++ CoGAPS gave 4466-4499 on two
+    # seeds), and every fit matched the published patterns at 0.99 or more; seed 2 gives
+    # 4477. In float32 (residual and precisions stored in single precision) the same seed
+    # keeps both targets.
     model = CoGAPS(n_components=3, max_iter=5000, random_state=2).fit(D.to_numpy(dtype=dtype).T)
     assert model.loadings_.dtype == dtype
     _, corr = match_components(published_P, model.loadings_.astype(np.float64))

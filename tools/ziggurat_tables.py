@@ -30,8 +30,9 @@ def tables():
     """The ziggurat's tables ``(k, w, f)``, 256 entries each.
 
     ``w[i] * m`` is the right edge x_i of layer i for a 52-bit integer m in [0, 2^52);
-    ``k[i]`` is 2^52 x_{i-1} / x_i (x_{-1} read as the base rectangle's r), the integers
-    below which a draw of layer i is accepted without evaluating f; ``f[i]`` is f(x_i).
+    ``k[i]`` is 2^52 x_{i-1} / x_i, the integers below which a draw of layer i is accepted
+    without evaluating f (for the base, whose ``w[0] * m`` spans its width q, 2^52 r / q;
+    ``k[1]`` is 0); ``f[i]`` is f(x_i).
     """
     k = [0] * 256
     w = [0.0] * 256

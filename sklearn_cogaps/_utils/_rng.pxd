@@ -139,21 +139,21 @@ cdef inline double rng_normal(Rng* r) noexcept nogil:
         layer = <Py_ssize_t>(bits & 0xFF)
         m = (bits >> 9) & <uint64_t>0x000FFFFFFFFFFFFF
         x = <double>m * cg_zig_w[layer]
-        if m < cg_zig_k[layer]:
-            return -x if (bits >> 8) & 1 else x
-        if layer == 0:
-            # beyond r: the tail by Marsaglia's (1964) exponential rejection
-            while True:
-                t = -log(rng_uniform(r)) * cg_zig_inv_r
-                y = -log(rng_uniform(r))
-                if y + y > t * t:
-                    break
-            x = cg_zig_r + t
-            return -x if (bits >> 8) & 1 else x
-        # the wedge of layer i, between the heights f(x_i) and f(x_{i-1})
-        y = cg_zig_f[layer] + rng_uniform(r) * (cg_zig_f[layer - 1] - cg_zig_f[layer])
-        if y < exp(-0.5 * x * x):
-            return -x if (bits >> 8) & 1 else x
+        if m >= cg_zig_k[layer]:
+            if layer == 0:
+                # beyond r: the tail by Marsaglia's (1964) exponential rejection
+                while True:
+                    t = -log(rng_uniform(r)) * cg_zig_inv_r
+                    y = -log(rng_uniform(r))
+                    if y + y > t * t:
+                        break
+                x = cg_zig_r + t
+            else:
+                # the wedge of layer i, between the heights f(x_i) and f(x_{i-1})
+                y = cg_zig_f[layer] + rng_uniform(r) * (cg_zig_f[layer - 1] - cg_zig_f[layer])
+                if not (y < exp(-0.5 * x * x)):
+                    continue
+        return -x if (bits >> 8) & 1 else x
 
 
 cdef inline double rng_exponential(Rng* r) noexcept nogil:
