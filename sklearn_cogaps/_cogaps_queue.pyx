@@ -6,7 +6,7 @@ formation is sequential and every evaluation is a function of the batch-start st
 proposal's own stream, so the chain is the same for any thread count.
 """
 
-from cython.parallel cimport prange
+from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport realloc
 
@@ -16,6 +16,54 @@ from ._utils._status cimport FAIL_NO_MEMORY
 from ._cogaps_stats cimport Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
 from ._cogaps_proposals cimport (_n_proposals, _choose_kind, _empty_kind_cache, _fill, _evaluate,
                                  _decide_birth_death, _apply_matrix, _apply_domain)
+
+cdef extern from *:
+    """
+    /* Publication of a batch's proposals, from the thread that forms them to the threads
+       that evaluate them while the rest of the batch is being formed (_formed_and_evaluated):
+       a release store of the number of proposals formed, acquire loads of it, a counter
+       that deals the proposals out. Without the GNU atomics (CG_HAVE_ATOMICS 0) the queue
+       forms each batch before evaluating it, and these are never called. */
+    #include <stdint.h>
+    #if defined(__GNUC__) || defined(__clang__)
+    #define CG_HAVE_ATOMICS 1
+    static inline void cg_store_release(int64_t* p, int64_t v)
+    { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline int64_t cg_load_acquire(const int64_t* p)
+    { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline int64_t cg_fetch_add(int64_t* p, int64_t v)
+    { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+    #if defined(__x86_64__) || defined(__i386__)
+    #define cg_spin_pause() __builtin_ia32_pause()
+    #else
+    #define cg_spin_pause() ((void)0)
+    #endif
+    #else
+    #define CG_HAVE_ATOMICS 0
+    static inline void cg_store_release(int64_t* p, int64_t v) { *p = v; }
+    static inline int64_t cg_load_acquire(const int64_t* p) { return *p; }
+    static inline int64_t cg_fetch_add(int64_t* p, int64_t v)
+    { int64_t old = *p; *p += v; return old; }
+    #define cg_spin_pause() ((void)0)
+    #endif
+    """
+    enum: CG_HAVE_ATOMICS
+    void cg_store_release(int64_t* p, int64_t v) noexcept nogil
+    int64_t cg_load_acquire(const int64_t* p) noexcept nogil
+    int64_t cg_fetch_add(int64_t* p, int64_t v) noexcept nogil
+    void cg_spin_pause() noexcept nogil
+
+
+cdef struct Publication:
+    # each counter on its own cache line: the forming thread writes `formed` while the
+    # others take proposals from `taken`
+    int64_t formed       # proposals of the batch formed so far (release store)
+    char _pad1[56]
+    int64_t taken        # proposals handed out for evaluation (fetch-add)
+    char _pad2[56]
+    int64_t closed       # 1 once the batch is complete: `formed` is its size
+    char _pad3[56]
+
 
 # Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
 # below PARALLEL_MIN_WORK (proposals x cost of one) a batch is evaluated on one thread, and
@@ -165,9 +213,11 @@ cdef void _mark(Half* h, const Proposal* p) noexcept nogil:
 
 
 cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queued,
-                            Py_ssize_t max_size, KindCache* cache) noexcept nogil:
+                            Py_ssize_t max_size, KindCache* cache,
+                            Publication* pub) noexcept nogil:
     """Queue proposals until the first conflict or ``max_size``; returns the batch size
-    (>= 1: the first proposal of a batch cannot conflict).
+    (>= 1: the first proposal of a batch cannot conflict). With ``pub``, every proposal is
+    published as soon as it is complete, and the batch closed at the end.
 
     The proposal that conflicts is not thrown away: the master generator is put back to
     where it was before that proposal, so the next batch makes it again, with the same
@@ -212,7 +262,53 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
         if kind == DEATH:
             deaths += 1
         nb += 1
+        if pub != NULL:
+            cg_store_release(&pub.formed, nb)
+    if pub != NULL:
+        cg_store_release(&pub.closed, 1)
     return nb
+
+
+cdef void _evaluate_published(Half* h, Proposal* batch, Publication* pub,
+                              double tau) noexcept nogil:
+    """Evaluate and apply to the matrix the proposals of a batch being formed, one at a
+    time, each as soon as it is published; return once the batch is closed and every
+    proposal is taken."""
+    cdef int64_t b
+    while True:
+        b = cg_fetch_add(&pub.taken, 1)
+        while b >= cg_load_acquire(&pub.formed):
+            if cg_load_acquire(&pub.closed):
+                # `formed` is final once `closed` is seen
+                if b >= cg_load_acquire(&pub.formed):
+                    return
+                break
+            cg_spin_pause()
+        _evaluate(h, &batch[b], tau)
+        _apply_matrix(h, &batch[b])
+
+
+cdef Py_ssize_t _formed_and_evaluated(Half* h, Rng* master, Proposal* batch, Queued* queued,
+                                      Py_ssize_t max_size, KindCache* cache, double tau,
+                                      int threads) noexcept nogil:
+    """Form a batch on one thread while the others evaluate its proposals as they come;
+    the forming thread joins them when the batch is complete. Returns the batch size.
+
+    Evaluating a queued proposal reads the batch-start domain and writes only its own
+    rows of the matrix and the residual, which the forming thread never reads (it reads
+    the domain and writes the marks): the batch evaluates exactly as if it had been
+    formed first. Formation is the serial part of the queue; overlapping it with the
+    evaluation of the batch's first proposals is what lets a second thread pay off when
+    forming a proposal costs a fair part of evaluating one (doc/cogaps_scale.rst)."""
+    cdef Publication pub
+    pub.formed = 0
+    pub.taken = 0
+    pub.closed = 0
+    with parallel(num_threads=threads):
+        if threadid() == 0:
+            _fill_batch(h, master, batch, queued, max_size, cache, &pub)
+        _evaluate_published(h, batch, &pub, tau)
+    return pub.formed
 
 
 cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
@@ -221,7 +317,7 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
 
     Returns the number of updates, or -1 when memory ran out.
     """
-    cdef int64_t done = 0, n_prop = _n_proposals(h, master)
+    cdef int64_t done = 0, n_prop = _n_proposals(h, master), size
     cdef Py_ssize_t nb, b
     cdef int threads, status
     cdef Queued queued
@@ -230,21 +326,26 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
     while done < n_prop:
         if _ensure_atom_marks(h) != 0:
             return FAIL_NO_MEMORY
-        nb = _fill_batch(h, master, batch, &queued, min(<int64_t>MAX_BATCH, n_prop - done),
-                         &cache)
-        threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
-        if h.reversible:
-            _reversible_batch(h, batch, nb, tau, threads)
-        elif threads > 1:
-            # dealt one proposal at a time: their costs differ (one row or two, nothing to
-            # apply when rejected), and a static split left one thread waiting for the other
-            for b in prange(nb, schedule='dynamic', num_threads=threads):
-                _evaluate(h, &batch[b], tau)
-                _apply_matrix(h, &batch[b])
+        size = min(<int64_t>MAX_BATCH, n_prop - done)
+        if (CG_HAVE_ATOMICS and n_threads > 1 and not h.reversible
+                and _expected_batch(h, size) * h.work >= PARALLEL_MIN_WORK):
+            nb = _formed_and_evaluated(h, master, batch, &queued, size, &cache, tau,
+                                       n_threads)
         else:
-            for b in range(nb):
-                _evaluate(h, &batch[b], tau)
-                _apply_matrix(h, &batch[b])
+            nb = _fill_batch(h, master, batch, &queued, size, &cache, NULL)
+            threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
+            if h.reversible:
+                _reversible_batch(h, batch, nb, tau, threads)
+            elif threads > 1:
+                # dealt one proposal at a time: their costs differ (one row or two, nothing
+                # to apply when rejected)
+                for b in prange(nb, schedule='dynamic', num_threads=threads):
+                    _evaluate(h, &batch[b], tau)
+                    _apply_matrix(h, &batch[b])
+            else:
+                for b in range(nb):
+                    _evaluate(h, &batch[b], tau)
+                    _apply_matrix(h, &batch[b])
         for b in range(nb):
             # in proposal order, after the parallel region: any failing proposal of the
             # batch is seen here, whichever thread evaluated it
@@ -286,6 +387,14 @@ cdef void _reversible_batch(Half* h, Proposal* batch, Py_ssize_t nb, double tau,
     else:
         for b in range(nb):
             _apply_matrix(h, &batch[b])
+
+
+cdef inline int64_t _expected_batch(const Half* h, int64_t size) noexcept nogil:
+    """The size the next batch is likely to have, before it is formed: the mean of this
+    matrix's batches so far, at most ``size``. It only chooses the threads; the chain
+    does not depend on it."""
+    cdef int64_t mean = h.n_queued // h.n_batches if h.n_batches > 0 else 1
+    return mean if mean < size else size
 
 
 cdef int _ensure_atom_marks(Half* h) noexcept nogil:
