@@ -5,7 +5,7 @@
 from libc.math cimport sqrt, log, log1p, exp, expm1, isfinite
 from libc.stdint cimport uint64_t, int64_t
 
-from ._utils._rng cimport Rng, rng_uniform, rng_below, rng_poisson
+from ._utils._rng cimport Rng, rng_seed, rng_uniform, rng_below, rng_poisson
 from ._utils._truncnorm cimport truncnorm_sample
 from ._utils._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
                                      domain_random_atom, domain_random_free_position)
@@ -140,16 +140,18 @@ cdef inline void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil:
     cdef uint64_t lo, hi
     p.atom1 = -1
     p.atom2 = -1
+    p.last_in_bin = False
     if p.kind == BIRTH:
         p.pos = domain_random_free_position(d, master)
         _locate(h, p.pos, &p.r1, &p.q1)
         p.r2 = p.r1
-    elif p.kind == DEATH:
-        p.atom1 = domain_random_atom(d, master)
+        return
+    p.atom1 = domain_random_atom(d, master)
+    p.mass1 = d.mass[p.atom1]
+    if p.kind == DEATH:
         _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
         p.r2 = p.r1
     elif p.kind == MOVE:
-        p.atom1 = domain_random_atom(d, master)
         left = d.prev[p.atom1]
         right = d.next[p.atom1]
         lo = d.pos[left] + 1 if left >= 0 else 0
@@ -158,15 +160,20 @@ cdef inline void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil:
         _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
         _locate(h, p.pos, &p.r2, &p.q2)
     else:
-        p.atom1 = domain_random_atom(d, master)
         p.atom2 = d.next[p.atom1] if d.next[p.atom1] >= 0 else d.first
+        p.mass2 = d.mass[p.atom2]
         _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
         _locate(h, d.pos[p.atom2], &p.r2, &p.q2)
+    if h.reversible and p.kind != EXCHANGE:
+        p.last_in_bin = _last_in_bin(d, p.atom1)
 
 
 cdef inline void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil:
-    """Decide a proposal from the current state and its own stream; change nothing."""
+    """Decide a proposal from the current state and its own stream; change nothing. The
+    stream is seeded here from ``p.seed`` (as ``rng_spawn`` would have when the proposal
+    was made), on the thread that evaluates it: the seeding is off the serial path."""
     cdef double s, smu, x, x0, x1, x2, dl
+    rng_seed(&p.rng, p.seed)
     p.outcome = REJECT
     p.dloglik = 0.0
     if p.kind == BIRTH:
@@ -187,7 +194,7 @@ cdef inline void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogi
     elif p.kind == DEATH and h.reversible:
         # the reverse of a birth: with the atom removed, accept with the inverse of that
         # birth's acceptance; a mass beyond the cap has no reverse birth and stays
-        x0 = h.dom.mass[p.atom1]
+        x0 = p.mass1
         _element_stats(h, p.r1, p.q1, &s, &smu)
         smu = smu + x0 * s
         if x0 > h.cap:
@@ -200,7 +207,7 @@ cdef inline void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogi
         # Remove the atom (mass x0), re-sample a mass x for it, and keep it with
         # probability min(1, exp(tau (x smu' - s x^2 / 2))), smu' with x0 removed
         # (000_f0854..., 1.3.2 and 4.3).
-        x0 = h.dom.mass[p.atom1]
+        x0 = p.mass1
         _element_stats(h, p.r1, p.q1, &s, &smu)
         smu = smu + x0 * s
         x = _gibbs_mass(h, &p.rng, s, smu, tau)
@@ -218,7 +225,7 @@ cdef inline void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogi
             p.outcome = APPLY
             return
         # moving mass x from (r1, q1) to (r2, q2): +x at 2, -x at 1 (1.3.3)
-        x = h.dom.mass[p.atom1]
+        x = p.mass1
         _pair_stats(h, p, &s, &smu)
         smu = -smu  # +x at (r2, q2) and -x at (r1, q1)
         dl = x * smu - 0.5 * s * x * x
@@ -230,8 +237,8 @@ cdef inline void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogi
             return
         # exchange: +delta at atom1, -delta at atom2, delta in [-x1, x2] (1.3.4); the
         # exponential prior of the two masses is constant because their sum is.
-        x1 = h.dom.mass[p.atom1]
-        x2 = h.dom.mass[p.atom2]
+        x1 = p.mass1
+        x2 = p.mass2
         _pair_stats(h, p, &s, &smu)
         if s * tau > 0.0:
             x = truncnorm_sample(&p.rng, smu / s, 1.0 / sqrt(tau * s), -x1, x2)
@@ -292,37 +299,40 @@ cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double del
         cg_residual_update_f64(<double*>h.R + off, o, delta, h.n_cols)
 
 
+cdef inline bint _last_in_bin(const AtomicDomain* d, int64_t a) noexcept nogil:
+    """Whether atom ``a`` is the only atom of its bin (neither neighbour shares it)."""
+    cdef int64_t left = d.prev[a], right = d.next[a]
+    cdef uint64_t b = d.pos[a] // d.bin_length
+    return ((left < 0 or d.pos[left] // d.bin_length != b)
+            and (right < 0 or d.pos[right] // d.bin_length != b))
+
+
 cdef inline double _leaving(const Half* h, const Proposal* p) noexcept nogil:
     """The change of element (r1, q1) when atom1 leaves it: minus its mass, or, under the
     reversible moves, minus the element itself when atom1 is the last atom of its bin, so
     that an empty bin gives an element exactly 0 (the posterior's point mass at zero)
-    rather than the round-off of the masses that came and went. The neighbours are those
-    of the batch-start domain; no other proposal of the batch touches this row."""
-    cdef AtomicDomain* d = h.dom
-    cdef int64_t a = p.atom1, left = d.prev[a], right = d.next[a]
-    cdef uint64_t b = d.pos[a] // d.bin_length
-    if (h.reversible and (left < 0 or d.pos[left] // d.bin_length != b)
-            and (right < 0 or d.pos[right] // d.bin_length != b)):
+    rather than the round-off of the masses that came and went. The bin's atoms are those
+    of the batch-start domain (``p.last_in_bin``); no other proposal of the batch touches
+    this row."""
+    if p.last_in_bin:
         return -h.M[p.r1 * h.K + p.q1]
-    return -d.mass[a]
+    return -p.mass1
 
 
 cdef inline void _apply_matrix(Half* h, const Proposal* p) noexcept nogil:
     """The matrix and residual part of a decided proposal: touches only its own rows, so
     the proposals of a batch apply it in parallel. Call before :func:`_apply_domain`."""
-    cdef double x0
     if p.outcome == REJECT:
         return
     if p.kind == BIRTH:
         _change_element(h, p.r1, p.q1, p.value)
     elif p.kind == DEATH:
-        x0 = h.dom.mass[p.atom1]
-        _change_element(h, p.r1, p.q1, _leaving(h, p) if p.outcome == KILL else p.value - x0)
+        _change_element(h, p.r1, p.q1,
+                        _leaving(h, p) if p.outcome == KILL else p.value - p.mass1)
     elif p.kind == MOVE:
         if p.r1 != p.r2 or p.q1 != p.q2:
-            x0 = h.dom.mass[p.atom1]
             _change_element(h, p.r1, p.q1, _leaving(h, p))
-            _change_element(h, p.r2, p.q2, x0)
+            _change_element(h, p.r2, p.q2, p.mass1)
     else:
         _change_element(h, p.r1, p.q1, p.value)
         _change_element(h, p.r2, p.q2, -p.value)

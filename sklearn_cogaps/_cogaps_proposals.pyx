@@ -16,7 +16,7 @@ the compound Poisson-exponential prior; doc/testing.rst derives both.
 from libc.math cimport sqrt, log, exp, erf, erfc
 from libc.stdint cimport uint64_t, int64_t
 
-from ._utils._rng cimport Rng, rng_spawn, divisor_init
+from ._utils._rng cimport Rng, rng_next, divisor_init
 from ._cogaps_stats cimport Half, Proposal, KindCache
 
 
@@ -99,10 +99,10 @@ def _log_gauss_integral_for_tests(double a, double b, double cap):
 
 
 cdef void _propose(Half* h, Rng* master, Proposal* p, KindCache* cache) noexcept nogil:
-    """A proposal of the sequential chain, with its own stream for the evaluation."""
+    """A proposal of the sequential chain, with the seed of its own stream."""
     p.kind = _choose_kind(h, master, h.dom.n_atoms, h.dom.n_atoms, cache)
     _fill(h, master, p)
-    rng_spawn(master, &p.rng)
+    p.seed = rng_next(master)
 
 
 cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil:

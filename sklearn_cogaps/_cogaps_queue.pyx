@@ -10,7 +10,7 @@ from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport realloc
 
-from ._utils._rng cimport Rng, rng_spawn
+from ._utils._rng cimport Rng, rng_next
 from ._utils._atomic_domain cimport AtomicDomain
 from ._utils._status cimport FAIL_NO_MEMORY
 from ._cogaps_stats cimport Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
@@ -63,6 +63,7 @@ cdef struct Publication:
     char _pad2[56]
     int64_t closed       # 1 once the batch is complete: `formed` is its size
     char _pad3[56]
+    int status           # the first failure of _apply_domain (forming thread only)
 
 
 # Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
@@ -258,48 +259,71 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
             break
         _mark(h, p)
         _queue(queued, p)
-        rng_spawn(master, &p.rng)
+        p.seed = rng_next(master)
         if kind == DEATH:
             deaths += 1
         nb += 1
         if pub != NULL:
+            p.evaluated = 0
             cg_store_release(&pub.formed, nb)
     if pub != NULL:
         cg_store_release(&pub.closed, 1)
     return nb
 
 
-cdef void _evaluate_published(Half* h, Proposal* batch, Publication* pub,
-                              double tau) noexcept nogil:
-    """Evaluate and apply to the matrix the proposals of a batch being formed, one at a
-    time, each as soon as it is published; return once the batch is closed and every
-    proposal is taken."""
-    cdef int64_t b
-    while True:
-        b = cg_fetch_add(&pub.taken, 1)
-        while b >= cg_load_acquire(&pub.formed):
-            if cg_load_acquire(&pub.closed):
-                # `formed` is final once `closed` is seen
-                if b >= cg_load_acquire(&pub.formed):
-                    return
-                break
-            cg_spin_pause()
-        _evaluate(h, &batch[b], tau)
-        _apply_matrix(h, &batch[b])
+cdef inline bint _take_and_evaluate(Half* h, Proposal* batch, Publication* pub,
+                                    double tau) noexcept nogil:
+    """Take the next proposal of the batch, wait until it is formed, evaluate it and apply
+    it to the matrix; False when the batch is closed and every proposal taken."""
+    cdef int64_t b = cg_fetch_add(&pub.taken, 1)
+    while b >= cg_load_acquire(&pub.formed):
+        if cg_load_acquire(&pub.closed):
+            # `formed` is final once `closed` is seen
+            if b >= cg_load_acquire(&pub.formed):
+                return False
+            break
+        cg_spin_pause()
+    _evaluate(h, &batch[b], tau)
+    _apply_matrix(h, &batch[b])
+    cg_store_release(&batch[b].evaluated, 1)
+    return True
 
 
-cdef Py_ssize_t _formed_and_evaluated(Half* h, Rng* master, Proposal* batch, Queued* queued,
-                                      Py_ssize_t max_size, KindCache* cache, double tau,
-                                      int threads) noexcept nogil:
-    """Form a batch on one thread while the others evaluate its proposals as they come;
-    the forming thread joins them when the batch is complete. Returns the batch size.
+cdef int _apply_in_order(Half* h, Proposal* batch, Publication* pub,
+                         double tau) noexcept nogil:
+    """On the thread that formed the batch, once it is complete: apply the proposals to
+    the domain in proposal order, each as soon as it is evaluated, and evaluate the ones
+    still untaken meanwhile. Returns the first failure of ``_apply_domain``, else 0 (the
+    proposals after a failure are evaluated, not applied to the domain, as in the
+    sequential path)."""
+    cdef int64_t b = 0, nb = pub.formed
+    cdef int status = 0
+    while b < nb:
+        if cg_load_acquire(&batch[b].evaluated):
+            if status == 0:
+                status = _apply_domain(h, &batch[b])
+            b += 1
+        elif not _take_and_evaluate(h, batch, pub, tau):
+            cg_spin_pause()  # the others are finishing the last proposals
+    return status
 
-    Evaluating a queued proposal reads the batch-start domain and writes only its own
-    rows of the matrix and the residual, which the forming thread never reads (it reads
-    the domain and writes the marks): the batch evaluates exactly as if it had been
-    formed first. Formation is the serial part of the queue; overlapping it with the
-    evaluation of the batch's first proposals is what lets a second thread pay off when
-    forming a proposal costs a fair part of evaluating one (doc/cogaps_scale.rst)."""
+
+cdef int _formed_and_evaluated(Half* h, Rng* master, Proposal* batch, Queued* queued,
+                               Py_ssize_t max_size, KindCache* cache, double tau,
+                               int threads, Py_ssize_t* size) noexcept nogil:
+    """A batch on several threads: one forms it while the others evaluate its proposals
+    as they come; once it is complete, the forming thread applies them to the domain in
+    order as they are evaluated, and evaluates the rest with the others. The batch size
+    goes to ``size``; returns the first failure of ``_apply_domain``, else 0.
+
+    Evaluating a proposal reads only what it carries of the batch-start domain (its atoms'
+    masses, ``_fill``) and its own rows of the matrix and the residual, and writes only
+    those rows; the forming thread reads the domain, writes the marks and then updates
+    the domain, never those rows. So the batch evaluates exactly as if it had been formed
+    first, and is applied in the same order: the chain is the one of one thread. Formation
+    and the domain updates are the serial part of the queue; overlapping them with the
+    evaluations is what lets more threads pay off when forming a proposal costs a fair
+    part of evaluating one (doc/cogaps_scale.rst)."""
     cdef Publication pub
     pub.formed = 0
     pub.taken = 0
@@ -307,8 +331,12 @@ cdef Py_ssize_t _formed_and_evaluated(Half* h, Rng* master, Proposal* batch, Que
     with parallel(num_threads=threads):
         if threadid() == 0:
             _fill_batch(h, master, batch, queued, max_size, cache, &pub)
-        _evaluate_published(h, batch, &pub, tau)
-    return pub.formed
+            pub.status = _apply_in_order(h, batch, &pub, tau)
+        else:
+            while _take_and_evaluate(h, batch, &pub, tau):
+                pass
+    size[0] = pub.formed
+    return pub.status
 
 
 cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
@@ -329,8 +357,10 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
         size = min(<int64_t>MAX_BATCH, n_prop - done)
         if (CG_HAVE_ATOMICS and n_threads > 1 and not h.reversible
                 and _expected_batch(h, size) * h.work >= PARALLEL_MIN_WORK):
-            nb = _formed_and_evaluated(h, master, batch, &queued, size, &cache, tau,
-                                       n_threads)
+            status = _formed_and_evaluated(h, master, batch, &queued, size, &cache, tau,
+                                           n_threads, &nb)
+            if status != 0:
+                return status
         else:
             nb = _fill_batch(h, master, batch, &queued, size, &cache, NULL)
             threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
@@ -346,12 +376,12 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
                 for b in range(nb):
                     _evaluate(h, &batch[b], tau)
                     _apply_matrix(h, &batch[b])
-        for b in range(nb):
-            # in proposal order, after the parallel region: any failing proposal of the
-            # batch is seen here, whichever thread evaluated it
-            status = _apply_domain(h, &batch[b])
-            if status != 0:
-                return status
+            for b in range(nb):
+                # in proposal order, after the parallel region: any failing proposal of
+                # the batch is seen here, whichever thread evaluated it
+                status = _apply_domain(h, &batch[b])
+                if status != 0:
+                    return status
         done += nb
         h.n_batches += 1
         h.n_queued += nb

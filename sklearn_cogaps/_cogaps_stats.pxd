@@ -86,7 +86,15 @@ cdef struct Proposal:
     Py_ssize_t q1
     Py_ssize_t r2
     Py_ssize_t q2
+    uint64_t seed        # the master's draw its own stream is seeded from (_evaluate)
     Rng rng              # the proposal's own stream for its evaluation
+    # what the evaluation needs of the batch-start domain, read when the proposal is made,
+    # so that evaluating it never reads the domain (which the queue updates meanwhile):
+    # the masses of atom1 and atom2, and whether atom1 is the last atom of its bin
+    # (reversible moves only)
+    double mass1
+    double mass2
+    bint last_in_bin
     int outcome
     double value         # birth/death: new mass; exchange: mass moved to atom1
     double dloglik       # untempered log-likelihood change if applied
@@ -98,6 +106,8 @@ cdef struct Proposal:
     uint64_t lo
     uint64_t hi
     bint wraps
+    # 1 once evaluated and applied to the matrix (_cogaps_queue, release store)
+    int64_t evaluated
 
 
 # slots of KindCache: a power of two, wider than the range an atom count spans in a
