@@ -105,14 +105,17 @@ cdef inline void divisor_init(Divisor* v, uint64_t d) noexcept nogil:
 
 cdef inline uint64_t divisor_div(const Divisor* v, uint64_t x, uint64_t* rem) noexcept nogil:
     """x // d, and x % d in ``rem``, exactly. With m = (2**64 - 1) // d, the high word of
-    x m is x / d minus less than 2, never more: at most two corrections."""
+    x m is x / d minus less than 2, never more: at most two corrections. They are made
+    without a branch (a comparison's 0 or 1 times d), whose outcome, random from one call
+    to the next, the processor would guess wrong about half the time."""
     cdef uint64_t q = cg_mulhi64(x, v.magic)
     cdef uint64_t r = x - q * v.d
-    while r >= v.d:
-        r -= v.d
-        q += 1
-    rem[0] = r
-    return q
+    cdef uint64_t c = <uint64_t>(r >= v.d)
+    r -= c * v.d
+    q += c
+    c = <uint64_t>(r >= v.d)
+    rem[0] = r - c * v.d
+    return q + c
 
 
 cdef inline uint64_t rng_below_by(Rng* r, const Divisor* v, uint64_t threshold) noexcept nogil:
