@@ -372,16 +372,22 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
                 for b in prange(nb, schedule='dynamic', num_threads=threads):
                     _evaluate(h, &batch[b], tau)
                     _apply_matrix(h, &batch[b])
+            if threads > 1 or h.reversible:
+                for b in range(nb):
+                    # in proposal order, after the parallel region: any failing proposal
+                    # of the batch is seen here, whichever thread evaluated it
+                    status = _apply_domain(h, &batch[b])
+                    if status != 0:
+                        return status
             else:
+                # one pass: evaluating a proposal reads none of the domain the ones
+                # before it change (it carries what it needs of it, _fill)
                 for b in range(nb):
                     _evaluate(h, &batch[b], tau)
                     _apply_matrix(h, &batch[b])
-            for b in range(nb):
-                # in proposal order, after the parallel region: any failing proposal of
-                # the batch is seen here, whichever thread evaluated it
-                status = _apply_domain(h, &batch[b])
-                if status != 0:
-                    return status
+                    status = _apply_domain(h, &batch[b])
+                    if status != 0:
+                        return status
         done += nb
         h.n_batches += 1
         h.n_queued += nb
