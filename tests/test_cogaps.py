@@ -500,16 +500,18 @@ def parallel_everywhere():
         yield
 
 
-@pytest.mark.parametrize("model", ["dense", "sparse", "fixed"])
+@pytest.mark.parametrize("model", ["dense", "sparse", "fixed", "reversible"])
 def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywhere):
     from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
 
     X, W = _data_with_true_zeros(seed=1)
     data = sparse.csr_matrix(X) if model == "sparse" else X
     kwargs = {"fixed_patterns": W} if model == "fixed" else {}
-    est = CoGAPS(n_components=3, max_iter=15, random_state=0)
+    moves = "reversible" if model == "reversible" else "cogaps"
+    est = CoGAPS(n_components=3, max_iter=15, random_state=0, birth_death=moves)
     runs = []
-    for n_threads in (1, 2):
+    # three threads on fewer cores: a thread may wait for one the system has descheduled
+    for n_threads in (1, 2, 3):
         with threadpool_limits(n_threads, user_api="openmp"):
             est.fit(data, **kwargs)
             runs.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
