@@ -170,8 +170,8 @@ cdef inline void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil:
 
 cdef inline void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogil:
     """Decide a proposal from the current state and its own stream; change nothing. The
-    stream is seeded here from ``p.seed`` (as ``rng_spawn`` would have when the proposal
-    was made), on the thread that evaluates it: the seeding is off the serial path."""
+    stream is seeded here from ``p.seed``, the master's draw taken when the proposal was
+    made: on the thread that evaluates it, off the serial path."""
     cdef double s, smu, x, x0, x1, x2, dl
     rng_seed(&p.rng, p.seed)
     p.outcome = REJECT

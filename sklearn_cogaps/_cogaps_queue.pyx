@@ -1,9 +1,10 @@
 """The asynchronous chain (000_f0854fe1e49e50a3, section 2): proposals are drawn one after
 the other from the state at the start of a batch and queued while they are independent of
-every queued proposal; the batch is then evaluated in parallel (each proposal with its own
-stream, touching only its own rows) and its atomic-domain changes applied in order. Batch
-formation is sequential and every evaluation is a function of the batch-start state and the
-proposal's own stream, so the chain is the same for any thread count.
+every queued proposal; the other threads evaluate each queued proposal while the batch is
+still being formed (each proposal with its own stream, touching only its own rows), and its
+atomic-domain changes are applied in order. Batch formation is sequential and every
+evaluation is a function of the batch-start state and the proposal's own stream, so the
+chain is the same for any thread count.
 """
 
 from cython.parallel cimport prange, parallel, threadid

@@ -46,11 +46,6 @@ cdef inline uint64_t rng_next(Rng* r) noexcept nogil:
     return result
 
 
-cdef inline void rng_spawn(Rng* parent, Rng* child) noexcept nogil:
-    """Seed ``child`` from the next draw of ``parent``: an independent stream per unit of work."""
-    rng_seed(child, rng_next(parent))
-
-
 cdef inline double rng_uniform(Rng* r) noexcept nogil:
     """Uniform on the open interval (0, 1): 53 random bits, centred in their cell."""
     return (<double>(rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0)
