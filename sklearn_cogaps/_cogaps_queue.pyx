@@ -21,7 +21,7 @@ from ._cogaps_proposals cimport (_n_proposals, _choose_kind, _empty_kind_cache, 
 cdef extern from *:
     """
     /* Publication of a batch's proposals, from the thread that forms them to the threads
-       that evaluate them while the rest of the batch is being formed (_formed_and_evaluated):
+       that evaluate them while the rest of the batch is being formed (_formed_while_evaluated):
        a release store of the number of proposals formed, acquire loads of it, a counter
        that deals the proposals out. Without the GNU atomics (CG_HAVE_ATOMICS 0) the queue
        forms each batch before evaluating it, and these are never called. */
@@ -34,6 +34,17 @@ cdef extern from *:
     { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     static inline int64_t cg_fetch_add(int64_t* p, int64_t v)
     { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+    /* Take the counter's value and add 1 if it is below `limit`; -1 otherwise. */
+    static inline int64_t cg_take_below(int64_t* p, int64_t limit)
+    {
+        int64_t t = __atomic_load_n(p, __ATOMIC_RELAXED);
+        while (t < limit) {
+            if (__atomic_compare_exchange_n(p, &t, t + 1, 1, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED))
+                return t;
+        }
+        return -1;
+    }
     /* A short wait spins (64 pauses, a microsecond or two); a longer one gives the core
        away at every turn, so that a thread waiting for another that the system has
        descheduled (more threads than cores) does not hold on to the core that thread
@@ -63,6 +74,8 @@ cdef extern from *:
     static inline int64_t cg_load_acquire(const int64_t* p) { return *p; }
     static inline int64_t cg_fetch_add(int64_t* p, int64_t v)
     { int64_t old = *p; *p += v; return old; }
+    static inline int64_t cg_take_below(int64_t* p, int64_t limit)
+    { return *p < limit ? (*p)++ : -1; }
     static inline void cg_spin_pause(int64_t* spins) { (void)spins; }
     #endif
     """
@@ -70,19 +83,22 @@ cdef extern from *:
     void cg_store_release(int64_t* p, int64_t v) noexcept nogil
     int64_t cg_load_acquire(const int64_t* p) noexcept nogil
     int64_t cg_fetch_add(int64_t* p, int64_t v) noexcept nogil
+    int64_t cg_take_below(int64_t* p, int64_t limit) noexcept nogil
     void cg_spin_pause(int64_t* spins) noexcept nogil
 
 
 cdef struct Publication:
-    # each counter on its own cache line: the forming thread writes `formed` while the
-    # others take proposals from `taken`
-    int64_t formed       # proposals of the batch formed so far (release store)
+    # the proposals of a half-iteration, numbered across its batches; each counter on its
+    # own cache line: the forming thread writes `formed` while the others take proposals
+    # from `taken`
+    int64_t formed       # proposals formed so far (release store)
     char _pad1[56]
     int64_t taken        # proposals handed out for evaluation (fetch-add)
     char _pad2[56]
-    int64_t closed       # 1 once the batch is complete: `formed` is its size
-    char _pad3[56]
-    int status           # the first failure of _apply_domain (forming thread only)
+    int64_t first        # number of the current batch's first proposal
+    int64_t finished     # 1 once the half-iteration is over: no proposal will follow
+    char _pad3[48]
+    int status           # the first failure of the forming thread, else 0
 
 
 # Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
@@ -237,7 +253,7 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
                             Publication* pub) noexcept nogil:
     """Queue proposals until the first conflict or ``max_size``; returns the batch size
     (>= 1: the first proposal of a batch cannot conflict). With ``pub``, every proposal is
-    published as soon as it is complete, and the batch closed at the end.
+    published as soon as it is complete.
 
     The proposal that conflicts is not thrown away: the master generator is put back to
     where it was before that proposal, so the next batch makes it again, with the same
@@ -284,78 +300,119 @@ cdef Py_ssize_t _fill_batch(Half* h, Rng* master, Proposal* batch, Queued* queue
         nb += 1
         if pub != NULL:
             p.evaluated = 0
-            cg_store_release(&pub.formed, nb)
-    if pub != NULL:
-        cg_store_release(&pub.closed, 1)
+            cg_store_release(&pub.formed, pub.first + nb)
     return nb
 
 
-cdef inline bint _take_and_evaluate(Half* h, Proposal* batch, Publication* pub,
-                                    double tau) noexcept nogil:
-    """Take the next proposal of the batch, wait until it is formed, evaluate it and apply
-    it to the matrix; False when the batch is closed and every proposal taken."""
-    cdef int64_t b = cg_fetch_add(&pub.taken, 1), spins = 0
-    while b >= cg_load_acquire(&pub.formed):
-        if cg_load_acquire(&pub.closed):
-            # `formed` is final once `closed` is seen
-            if b >= cg_load_acquire(&pub.formed):
-                return False
-            break
-        cg_spin_pause(&spins)
-    _evaluate(h, &batch[b], tau)
-    _apply_matrix(h, &batch[b])
-    cg_store_release(&batch[b].evaluated, 1)
-    return True
+cdef inline void _evaluate_taken(Half* h, Proposal* batch, Publication* pub, int64_t number,
+                                 double tau) noexcept nogil:
+    """Evaluate proposal ``number`` of the half-iteration (published) and apply it to the
+    matrix, then flag it. It belongs to the batch being formed or applied, since the
+    forming thread starts the next batch only once every proposal of this one is flagged;
+    so ``pub.first``, written before the batch's first proposal was published, is its
+    batch's first number."""
+    cdef Proposal* p = &batch[number - pub.first]
+    _evaluate(h, p, tau)
+    _apply_matrix(h, p)
+    cg_store_release(&p.evaluated, 1)
 
 
-cdef int _apply_in_order(Half* h, Proposal* batch, Publication* pub,
+cdef void _evaluate_stream(Half* h, Proposal* batch, Publication* pub,
+                           double tau) noexcept nogil:
+    """On the threads that do not form: take the half-iteration's proposals one at a time,
+    wait until each is published, evaluate it; return once the half-iteration is over."""
+    cdef int64_t number, spins
+    while True:
+        number = cg_fetch_add(&pub.taken, 1)
+        spins = 0
+        while number >= cg_load_acquire(&pub.formed):
+            if cg_load_acquire(&pub.finished):
+                # `formed` is final once `finished` is seen
+                if number >= cg_load_acquire(&pub.formed):
+                    return
+                break
+            cg_spin_pause(&spins)
+        _evaluate_taken(h, batch, pub, number, tau)
+
+
+cdef int _apply_in_order(Half* h, Proposal* batch, Py_ssize_t nb, Publication* pub,
                          double tau) noexcept nogil:
-    """On the thread that formed the batch, once it is complete: apply the proposals to
+    """On the forming thread, once a batch of ``nb`` proposals is complete: apply them to
     the domain in proposal order, each as soon as it is evaluated, and evaluate the ones
-    still untaken meanwhile. Returns the first failure of ``_apply_domain``, else 0 (the
-    proposals after a failure are evaluated, not applied to the domain, as in the
-    sequential path)."""
-    cdef int64_t b = 0, nb = pub.formed, spins = 0
-    cdef int status = 0
+    still untaken meanwhile (never one of a later batch, which it has yet to form).
+    Returns the first failure of ``_apply_domain``, else 0."""
+    cdef int64_t b = 0, number, spins = 0
+    cdef int status
     while b < nb:
         if cg_load_acquire(&batch[b].evaluated):
-            if status == 0:
-                status = _apply_domain(h, &batch[b])
+            status = _apply_domain(h, &batch[b])
+            if status != 0:
+                return status
             b += 1
-        elif not _take_and_evaluate(h, batch, pub, tau):
+            continue
+        number = cg_take_below(&pub.taken, pub.first + nb)
+        if number >= 0:
+            _evaluate_taken(h, batch, pub, number, tau)
+        else:
             cg_spin_pause(&spins)  # the others are finishing the last proposals
+    return 0
+
+
+cdef int _form_and_apply(Half* h, Proposal* batch, Rng* master, double tau, int64_t n_prop,
+                         Publication* pub, Queued* queued, KindCache* cache) noexcept nogil:
+    """The forming thread's part of :func:`_formed_while_evaluated`: form each batch,
+    publishing its proposals, then apply it in order; announce the end. Returns the first
+    failure, else 0."""
+    cdef int64_t done = 0
+    cdef Py_ssize_t nb
+    cdef int status = 0
+    _empty_kind_cache(cache)
+    while done < n_prop and status == 0:
+        status = _ensure_atom_marks(h)
+        if status != 0:
+            break
+        pub.first = done
+        nb = _fill_batch(h, master, batch, queued, min(<int64_t>MAX_BATCH, n_prop - done),
+                         cache, pub)
+        status = _apply_in_order(h, batch, nb, pub, tau)
+        done += nb
+        h.n_batches += 1
+        h.n_queued += nb
+    cg_store_release(&pub.finished, 1)
     return status
 
 
-cdef int _formed_and_evaluated(Half* h, Rng* master, Proposal* batch, Queued* queued,
-                               Py_ssize_t max_size, KindCache* cache, double tau,
-                               int threads, Py_ssize_t* size) noexcept nogil:
-    """A batch on several threads: one forms it while the others evaluate its proposals
-    as they come; once it is complete, the forming thread applies them to the domain in
-    order as they are evaluated, and evaluates the rest with the others. The batch size
-    goes to ``size``; returns the first failure of ``_apply_domain``, else 0.
+cdef int64_t _formed_while_evaluated(Half* h, Proposal* batch, Rng* master, double tau,
+                                     int threads, int64_t n_prop) noexcept nogil:
+    """The ``n_prop`` updates of a half-iteration on several threads: one thread forms the
+    batches one after the other and the others evaluate each proposal as soon as it is
+    queued; once a batch is complete, the forming thread applies it to the domain in order
+    as its proposals are evaluated, and evaluates the rest with the others, before it
+    forms the next. One parallel region serves the whole half-iteration. Returns
+    ``n_prop``, or the first failure of ``_apply_domain``.
 
     Evaluating a proposal reads only what it carries of the batch-start domain (its atoms'
     masses, ``_fill``) and its own rows of the matrix and the residual, and writes only
     those rows; the forming thread reads the domain, writes the marks and then updates
-    the domain, never those rows. So the batch evaluates exactly as if it had been formed
+    the domain, never those rows. So each batch evaluates exactly as if it had been formed
     first, and is applied in the same order: the chain is the one of one thread. Formation
     and the domain updates are the serial part of the queue; overlapping them with the
     evaluations is what lets more threads pay off when forming a proposal costs a fair
     part of evaluating one (doc/cogaps_scale.rst)."""
     cdef Publication pub
+    cdef Queued queued
+    cdef KindCache cache
     pub.formed = 0
     pub.taken = 0
-    pub.closed = 0
+    pub.first = 0
+    pub.finished = 0
+    pub.status = 0
     with parallel(num_threads=threads):
         if threadid() == 0:
-            _fill_batch(h, master, batch, queued, max_size, cache, &pub)
-            pub.status = _apply_in_order(h, batch, &pub, tau)
+            pub.status = _form_and_apply(h, batch, master, tau, n_prop, &pub, &queued, &cache)
         else:
-            while _take_and_evaluate(h, batch, &pub, tau):
-                pass
-    size[0] = pub.formed
-    return pub.status
+            _evaluate_stream(h, batch, &pub, tau)
+    return pub.status if pub.status != 0 else n_prop
 
 
 cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
@@ -369,44 +426,40 @@ cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
     cdef int threads, status
     cdef Queued queued
     cdef KindCache cache
+    if (CG_HAVE_ATOMICS and n_threads > 1 and not h.reversible
+            and _expected_batch(h, n_prop) * h.work >= PARALLEL_MIN_WORK):
+        return _formed_while_evaluated(h, batch, master, tau, n_threads, n_prop)
     _empty_kind_cache(&cache)
     while done < n_prop:
         if _ensure_atom_marks(h) != 0:
             return FAIL_NO_MEMORY
         size = min(<int64_t>MAX_BATCH, n_prop - done)
-        if (CG_HAVE_ATOMICS and n_threads > 1 and not h.reversible
-                and _expected_batch(h, size) * h.work >= PARALLEL_MIN_WORK):
-            status = _formed_and_evaluated(h, master, batch, &queued, size, &cache, tau,
-                                           n_threads, &nb)
-            if status != 0:
-                return status
+        nb = _fill_batch(h, master, batch, &queued, size, &cache, NULL)
+        threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
+        if h.reversible:
+            _reversible_batch(h, batch, nb, tau, threads)
+        elif threads > 1:
+            # dealt one proposal at a time: their costs differ (one row or two, nothing
+            # to apply when rejected)
+            for b in prange(nb, schedule='dynamic', num_threads=threads):
+                _evaluate(h, &batch[b], tau)
+                _apply_matrix(h, &batch[b])
+        if threads > 1 or h.reversible:
+            for b in range(nb):
+                # in proposal order, after the parallel region: any failing proposal of
+                # the batch is seen here, whichever thread evaluated it
+                status = _apply_domain(h, &batch[b])
+                if status != 0:
+                    return status
         else:
-            nb = _fill_batch(h, master, batch, &queued, size, &cache, NULL)
-            threads = n_threads if nb * h.work >= PARALLEL_MIN_WORK else 1
-            if h.reversible:
-                _reversible_batch(h, batch, nb, tau, threads)
-            elif threads > 1:
-                # dealt one proposal at a time: their costs differ (one row or two, nothing
-                # to apply when rejected)
-                for b in prange(nb, schedule='dynamic', num_threads=threads):
-                    _evaluate(h, &batch[b], tau)
-                    _apply_matrix(h, &batch[b])
-            if threads > 1 or h.reversible:
-                for b in range(nb):
-                    # in proposal order, after the parallel region: any failing proposal
-                    # of the batch is seen here, whichever thread evaluated it
-                    status = _apply_domain(h, &batch[b])
-                    if status != 0:
-                        return status
-            else:
-                # one pass: evaluating a proposal reads none of the domain the ones
-                # before it change (it carries what it needs of it, _fill)
-                for b in range(nb):
-                    _evaluate(h, &batch[b], tau)
-                    _apply_matrix(h, &batch[b])
-                    status = _apply_domain(h, &batch[b])
-                    if status != 0:
-                        return status
+            # one pass: evaluating a proposal reads none of the domain the ones before
+            # it change (it carries what it needs of it, _fill)
+            for b in range(nb):
+                _evaluate(h, &batch[b], tau)
+                _apply_matrix(h, &batch[b])
+                status = _apply_domain(h, &batch[b])
+                if status != 0:
+                    return status
         done += nb
         h.n_batches += 1
         h.n_queued += nb
