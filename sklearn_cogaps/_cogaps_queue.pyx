@@ -417,9 +417,12 @@ cdef int64_t _formed_while_evaluated(Half* h, Proposal* batch, Rng* master, doub
 
 cdef int64_t _queued_half(Half* h, Proposal* batch, Rng* master, double tau,
                           int n_threads) noexcept nogil:
-    """Poisson(max(n_atoms, 10)) updates of one matrix through the proposal queue.
+    """Poisson(max(n_atoms, 10)) updates of one matrix through the proposal queue: on
+    several threads when the batches hold enough work (:func:`_formed_while_evaluated`),
+    else each batch formed, then evaluated.
 
-    Returns the number of updates, or -1 when memory ran out.
+    Returns the number of updates, or the (negative) failure: FAIL_NO_MEMORY, or that of
+    ``_apply_domain``.
     """
     cdef int64_t done = 0, n_prop = _n_proposals(h, master), size
     cdef Py_ssize_t nb, b
