@@ -34,6 +34,7 @@ from ._markers import pattern_markers, z_scores
 from ._cogaps_chisq import (
     _sparse_orientation,
     aligned_empty,
+    padded_empty,
     fit_chi_square,
     residual,
     sparse_chi_square,
@@ -134,12 +135,14 @@ def _fold_seeds(seeds, fold):
     return z ^ (z >> np.uint64(31))
 
 
-def _precision(sigma, dtype=np.float64):
+def _precision(sigma, dtype=np.float64, padded=False):
     """1 / sigma**2 in one new array (no temporaries: the data can be large), formed in
     float64 and rounded once to ``dtype``, the storage type of a float32 fit. The array
-    starts on a cache line, as the sampler keeps it (it is not copied again)."""
+    starts on a cache line; ``padded``, its rows lie as the sampler keeps them
+    (``padded_empty``), so that a fit does not copy it again."""
     sigma = np.asarray(sigma)
-    prec = aligned_empty(sigma.shape, np.float64)
+    empty = padded_empty if padded else aligned_empty
+    prec = empty(sigma.shape, np.float64)
     np.square(sigma, out=prec)
     np.reciprocal(prec, out=prec)
     if dtype == np.float64:
@@ -153,7 +156,7 @@ def _precision(sigma, dtype=np.float64):
             f"in which a {np.dtype(dtype).name} X is fitted. Pass X as float64 "
             "(X.astype(np.float64)), or rescale X and the uncertainty by the same factor."
         )
-    stored = aligned_empty(prec.shape, dtype)
+    stored = empty(prec.shape, dtype)
     stored[...] = prec
     return stored
 
@@ -868,7 +871,7 @@ class CoGAPS(
                 cols.sort_indices()
             return ("sparse", rows, cols, name)
         sigma = self._validate_uncertainty(uncertainty, X)
-        return ("dense", X, _precision(sigma, X.dtype), name)
+        return ("dense", X, _precision(sigma, X.dtype, padded=True), name)
 
     def _continues_chain(self, X, data, fixed, likelihood):
         state = getattr(self, "_sampler_state", None)

@@ -21,32 +21,98 @@ from ._cogaps_stats cimport _entry_precision
 
 cdef extern from "_transpose.h" nogil:
     enum: CG_TILE_ROWS
-    void cg_transpose_rows_f64(const double* src, Py_ssize_t n, Py_ssize_t m, double* dst,
-                               Py_ssize_t i0, Py_ssize_t i1)
-    void cg_transpose_rows_f32(const float* src, Py_ssize_t n, Py_ssize_t m, float* dst,
-                               Py_ssize_t i0, Py_ssize_t i1)
+    enum: CG_STREAM_MIN_BYTES
+    void cg_transpose_rows_f64(const double* src, Py_ssize_t n, Py_ssize_t m, Py_ssize_t lds,
+                               double* dst, Py_ssize_t ldd, Py_ssize_t i0, Py_ssize_t i1)
+    void cg_transpose_rows_f32(const float* src, Py_ssize_t n, Py_ssize_t m, Py_ssize_t lds,
+                               float* dst, Py_ssize_t ldd, Py_ssize_t i0, Py_ssize_t i1)
 
 
-cdef void _transpose(const floating* src, Py_ssize_t n, Py_ssize_t m, floating* dst,
-                     int n_threads) noexcept nogil:
-    """dst (m x n) = src (n x m)^T, by tiles (_transpose.h); the threads take blocks of
-    rows of src, so each element of dst is written by one thread. On one thread without
-    entering a parallel region (small residuals are transposed twice per iteration)."""
+cdef void _transpose(const floating* src, Py_ssize_t n, Py_ssize_t m, Py_ssize_t lds,
+                     floating* dst, Py_ssize_t ldd, int n_threads) noexcept nogil:
+    """dst (m x n) = src (n x m)^T, by tiles (_transpose.h), where consecutive rows start
+    ``lds`` values apart in src and ``ldd`` in dst; the threads take blocks of rows of
+    src, so each element of dst is written by one thread. On one thread without entering
+    a parallel region (small residuals are transposed twice per iteration)."""
     cdef Py_ssize_t ib, n_blocks = (n + CG_TILE_ROWS - 1) // CG_TILE_ROWS
     if n_threads <= 1:
-        _transpose_rows(src, n, m, dst, 0, n)
+        _transpose_rows(src, n, m, lds, dst, ldd, 0, n)
         return
     for ib in prange(n_blocks, schedule='static', num_threads=n_threads):
-        _transpose_rows(src, n, m, dst, ib * CG_TILE_ROWS,
+        _transpose_rows(src, n, m, lds, dst, ldd, ib * CG_TILE_ROWS,
                         min(ib * CG_TILE_ROWS + CG_TILE_ROWS, n))
 
 
 cdef inline void _transpose_rows(const floating* src, Py_ssize_t n, Py_ssize_t m,
-                                 floating* dst, Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+                                 Py_ssize_t lds, floating* dst, Py_ssize_t ldd,
+                                 Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
     if floating is float:
-        cg_transpose_rows_f32(src, n, m, dst, i0, i1)
+        cg_transpose_rows_f32(src, n, m, lds, dst, ldd, i0, i1)
     else:
-        cg_transpose_rows_f64(src, n, m, dst, i0, i1)
+        cg_transpose_rows_f64(src, n, m, lds, dst, ldd, i0, i1)
+
+
+def residual_row_stride(n_rows, n_cols, itemsize):
+    """The number of values between the starts of consecutive rows of a dense residual
+    or precision matrix of the sampler: ``n_cols``, or a little more for a matrix that
+    its transposes stream through memory (at least ``CG_STREAM_MIN_BYTES``) with rows
+    of at least 256 bytes.
+
+    A transpose writes (or reads) a few values in each of hundreds of consecutive rows
+    of one matrix. Rows that do not start on a cache line share their first and last
+    lines with their neighbours, so the stores write partial lines; and rows whose
+    starts fall at nearly the same place modulo 4 KB (within two lines of it for one of
+    the first 16 multiples of the stride) compete for the same cache sets. Transposing a
+    500 x 5000 double matrix into rows 500 values apart took 3.4 ms, 528 apart 1.7 ms;
+    rows 512 apart 4.6 ms; 256 apart 3.1 times longer than 264 (doc/cogaps_scale.rst).
+    So the rows of a large matrix start a multiple of 64 bytes apart, at least 128 bytes
+    away from a multiple of 4 KB for those 16 multiples. Shorter rows are left as they
+    are: on rows of 9 values, 16 apart took 1.5 times longer (more bytes to move).
+
+    Parameters
+    ----------
+    n_rows, n_cols : int
+        Shape of the matrix.
+    itemsize : int
+        Bytes per value (8 or 4).
+
+    Returns
+    -------
+    stride : int
+        Values from the start of a row to the start of the next, at least ``n_cols``.
+    """
+    if n_rows * n_cols * itemsize < CG_STREAM_MIN_BYTES or n_cols * itemsize < 256:
+        return n_cols
+    line, page, margin = 64, 4096, 128
+    stride = -(-n_cols * itemsize // line) * line
+    while any(min((k * stride) % page, page - (k * stride) % page) < margin
+              for k in range(1, 17)):
+        stride += line
+    return stride // itemsize
+
+
+def padded_empty(shape, dtype):
+    """A zeroed matrix of ``shape`` whose rows start ``residual_row_stride`` values apart,
+    the first on a 64-byte boundary (a cache line), so that a transpose into it can use
+    streaming stores (_transpose.h).
+
+    Parameters
+    ----------
+    shape : tuple of two ints
+    dtype : dtype
+
+    Returns
+    -------
+    out : ndarray of the shape and dtype, the view of the first ``shape[1]`` columns of a
+        larger zeroed buffer (C-contiguous when no padding is needed)
+    """
+    dtype = np.dtype(dtype)
+    n_rows, n_cols = shape
+    stride = residual_row_stride(n_rows, n_cols, dtype.itemsize)
+    raw = np.zeros(n_rows * stride * dtype.itemsize + 64, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64
+    buffer = raw[start:start + n_rows * stride * dtype.itemsize].view(dtype)
+    return buffer.reshape(n_rows, stride)[:, :n_cols]
 
 
 def aligned_empty(shape, dtype):
@@ -69,39 +135,50 @@ def aligned_empty(shape, dtype):
     return raw[start:start + size].view(dtype).reshape(shape)
 
 
-def transpose(const floating[:, ::1] src, int n_threads=1):
+def transpose(const floating[:, :] src, int n_threads=1, bint padded=False):
     """The transpose of ``src`` by the sampler's kernel, for tests and benchmarks.
 
     Parameters
     ----------
-    src : ndarray of shape (n, m), float64 or float32, C-contiguous
+    src : ndarray of shape (n, m), float64 or float32
+        Its rows contiguous, possibly further apart than their length (as
+        :func:`padded_empty` lays them out).
     n_threads : int, default=1
+    padded : bool, default=False
+        Lay the result out as :func:`padded_empty` does, as the sampler keeps its
+        residuals; else C-contiguous.
 
     Returns
     -------
-    dst : ndarray of shape (m, n), of src's dtype, C-contiguous
+    dst : ndarray of shape (m, n), of src's dtype
     """
-    dst_arr = aligned_empty((src.shape[1], src.shape[0]), np.asarray(src).dtype)
-    cdef floating[:, ::1] dst = dst_arr
-    if src.shape[0] and src.shape[1]:
+    cdef Py_ssize_t n = src.shape[0], m = src.shape[1]
+    dtype = np.asarray(src).dtype
+    if n and m and src.strides[1] != dtype.itemsize:
+        raise ValueError("the rows of src must be contiguous")
+    dst_arr = (padded_empty if padded else aligned_empty)((m, n), dtype)
+    cdef floating[:, :] dst = dst_arr
+    if n and m:
         with nogil:
-            _transpose(&src[0, 0], src.shape[0], src.shape[1], &dst[0, 0], n_threads)
+            _transpose(&src[0, 0], n, m, src.strides[0] // sizeof(floating), &dst[0, 0],
+                       dst.strides[0] // sizeof(floating), n_threads)
     return dst_arr
 
 
 cdef void _residual_rows(const floating* X, const double* M, const double* Ot,
                         Py_ssize_t n_rows, Py_ssize_t n_cols, Py_ssize_t K, floating* R,
-                        double* buf, int n_threads) noexcept nogil:
+                        Py_ssize_t ldr, double* buf, int n_threads) noexcept nogil:
     """R = X - M O^T (all n_rows x n_cols; M is n_rows x K and Ot = O^T is K x n_cols), row
     by row: each entry x - m_0 o_0 - m_1 o_1 - ... in double, rounded once when stored
-    (_row_sums.h). ``buf`` holds n_threads x n_cols doubles of scratch."""
+    (_row_sums.h). The rows of R start ``ldr`` values apart (those of X are contiguous).
+    ``buf`` holds n_threads x n_cols doubles of scratch."""
     cdef Py_ssize_t i
     for i in prange(n_rows, schedule='static', num_threads=n_threads):
         if floating is float:
-            cg_residual_row_f32(X + i * n_cols, M + i * K, Ot, K, n_cols, R + i * n_cols,
+            cg_residual_row_f32(X + i * n_cols, M + i * K, Ot, K, n_cols, R + i * ldr,
                                 buf + threadid() * n_cols)
         else:
-            cg_residual_row_f64(X + i * n_cols, M + i * K, Ot, K, n_cols, R + i * n_cols,
+            cg_residual_row_f64(X + i * n_cols, M + i * K, Ot, K, n_cols, R + i * ldr,
                                 buf + threadid() * n_cols)
 
 
@@ -133,11 +210,11 @@ def residual(const floating[:, ::1] X, const double[:, ::1] W, const double[:, :
     cdef const double* w_p = &W[0, 0] if K else NULL
     cdef const double* h_p = &Htt[0, 0] if K else NULL
     with nogil:
-        _residual_rows(&X[0, 0], w_p, h_p, n, m, K, &R[0, 0], &buf[0, 0], n_threads)
+        _residual_rows(&X[0, 0], w_p, h_p, n, m, K, &R[0, 0], m, &buf[0, 0], n_threads)
     return out
 
 
-def fit_chi_square(const floating[:, ::1] X, const floating[:, ::1] prec,
+def fit_chi_square(const floating[:, ::1] X, const floating[:, :] prec,
                    const double[:, ::1] W, const double[:, ::1] Ht, int n_threads=1):
     """Chi-square of W Ht^T against X, row by row, without storing the product.
 
@@ -173,7 +250,7 @@ def fit_chi_square(const floating[:, ::1] X, const floating[:, ::1] prec,
     return total
 
 
-def chi_square(const floating[:, ::1] R, const floating[:, ::1] prec, int n_threads=1):
+def chi_square(const floating[:, :] R, const floating[:, :] prec, int n_threads=1):
     """Sum of R**2 * prec, with per-row partial sums added in row order.
 
     Parameters

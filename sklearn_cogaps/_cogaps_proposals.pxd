@@ -286,7 +286,7 @@ cdef inline void _change_element(Half* h, Py_ssize_t r, Py_ssize_t q, double del
     """M[r, q] += delta, and the residual row follows: R[r, :] -= delta * O[:, q]."""
     cdef double* m = h.M + r * h.K + q
     cdef const double* o = h.Ot + q * h.n_cols
-    cdef Py_ssize_t off = r * h.n_cols
+    cdef Py_ssize_t off = r * h.row_stride
     m[0] += delta
     if m[0] < 0.0:  # round-off after the last atom of a bin leaves
         m[0] = 0.0

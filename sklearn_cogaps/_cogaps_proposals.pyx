@@ -29,6 +29,7 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
     h.M = M
     h.n_rows = n_rows
     h.n_cols = n_cols
+    h.row_stride = n_cols
     h.K = K
     divisor_init(&h.k_div, <uint64_t>K)
     h.alpha = alpha

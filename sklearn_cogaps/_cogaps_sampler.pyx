@@ -26,8 +26,8 @@ from ._cogaps_proposals cimport _half_init, _sequential_half
 from ._cogaps_queue cimport MAX_BATCH, parallel_min_entries, _queued_half
 from ._cogaps_chisq cimport _transpose, _residual_rows
 from ._row_sums cimport cg_residual_row_f32
-from ._cogaps_chisq import (aligned_empty, chi_square, fit_chi_square, residual,
-                            sparse_chi_square, _sparse_orientation)
+from ._cogaps_chisq import (padded_empty, residual_row_stride, chi_square, fit_chi_square,
+                            residual, sparse_chi_square, _sparse_orientation)
 from ._cogaps_queue import _set_parallel_thresholds
 
 
@@ -158,12 +158,13 @@ cdef class GibbsSampler:
                 X = np.asarray(X, dtype=np.float32)
                 self.X_arr = np.ascontiguousarray(X if self.fixed_h else X.T)
                 self.buf_arr = np.empty((1, max(self.n, self.m)))
-            # always a copy: the chain writes the residual, which may be the caller's data
-            self.R_arr = aligned_empty((self.n, self.m), dtype)
+            # always a copy: the chain writes the residual, which may be the caller's data;
+            # the rows of the residuals and precisions are padded for the transposes
+            self.R_arr = padded_empty((self.n, self.m), dtype)
             self.R_arr[...] = R
-            self.Rt_arr = aligned_empty((self.m, self.n), dtype)
-            self.prec_arr = _aligned_copy(prec, dtype)
-            self.prect_arr = _aligned_copy(self.prec_arr.T, dtype)
+            self.Rt_arr = padded_empty((self.m, self.n), dtype)
+            self.prec_arr = _padded_copy(prec, dtype)
+            self.prect_arr = _padded_copy(self.prec_arr.T, dtype)
             self.Wt_arr = np.empty((self.K, self.n), dtype=np.float64)
             self.Htt_arr = np.empty((self.K, self.m), dtype=np.float64)
             self._bind(&self.half_w, &self.dom_w, self.W_arr, self.m, alpha_w, lam_w, max_mass_w)
@@ -195,9 +196,12 @@ cdef class GibbsSampler:
 
     cdef void _bind_dense(self, Half* h, Ot, R, prec) except *:
         cdef double[:, ::1] o_v = Ot
+        if R.strides != prec.strides:
+            raise ValueError("the residual and the precisions must share their row stride")
         h.Ot = &o_v[0, 0]
         h.R = _address(R)
         h.prec = _address(prec)
+        h.row_stride = R.strides[0] // R.itemsize
         h.f32 = self.f32
 
     cdef void _bind_sparse(self, Half* h, data, O, Z1, Z2) except *:
@@ -258,8 +262,10 @@ cdef class GibbsSampler:
         if self.f32:
             return self._dense_iteration_f32(tau, n_threads)
         cdef int64_t nh = 0, nw = 0
-        cdef double[:, ::1] R = self.R_arr
-        cdef double[:, ::1] Rt = self.Rt_arr
+        # the residual in each orientation, rows padded (padded_empty)
+        cdef double* R = <double*>self.half_w.R
+        cdef double* Rt = <double*>self.half_h.R
+        cdef Py_ssize_t ldr = self.half_w.row_stride, ldrt = self.half_h.row_stride
         cdef double[:, ::1] W = self.W_arr
         cdef double[:, ::1] Ht = self.Ht_arr
         cdef double[:, ::1] Wt = self.Wt_arr
@@ -274,12 +280,12 @@ cdef class GibbsSampler:
                 nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
             return nh, nw
         with nogil:
-            _transpose(&R[0, 0], self.n, self.m, &Rt[0, 0], transpose_threads)
-            _transpose(&W[0, 0], self.n, self.K, &Wt[0, 0], 1)
+            _transpose(R, self.n, self.m, ldr, Rt, ldrt, transpose_threads)
+            _transpose(&W[0, 0], self.n, self.K, self.K, &Wt[0, 0], self.n, 1)
             nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
             if nh >= 0:
-                _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], transpose_threads)
-                _transpose(&Ht[0, 0], self.m, self.K, &Htt[0, 0], 1)
+                _transpose(Rt, self.m, self.n, ldrt, R, ldr, transpose_threads)
+                _transpose(&Ht[0, 0], self.m, self.K, self.K, &Htt[0, 0], self.m, 1)
                 nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         return nh, nw
 
@@ -293,8 +299,9 @@ cdef class GibbsSampler:
         if self.buf_arr.shape[0] < threads:
             # scratch of the residual rows, one row per thread
             self.buf_arr = np.empty((threads, self.buf_arr.shape[1]))
-        cdef float[:, ::1] R = self.R_arr
-        cdef float[:, ::1] Rt = self.Rt_arr
+        cdef float* R = <float*>self.half_w.R
+        cdef float* Rt = <float*>self.half_h.R
+        cdef Py_ssize_t ldr = self.half_w.row_stride, ldrt = self.half_h.row_stride
         cdef const float[:, ::1] X = self.X_arr
         cdef double[:, ::1] buf = self.buf_arr
         cdef double[:, ::1] W = self.W_arr
@@ -304,19 +311,19 @@ cdef class GibbsSampler:
         with nogil:
             if self.fixed_h:
                 _residual_rows(&X[0, 0], &W[0, 0], &Htt[0, 0], self.n, self.m, self.K,
-                               &R[0, 0], &buf[0, 0], threads)
+                               R, ldr, &buf[0, 0], threads)
                 nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         if self.fixed_h:
             return nh, nw
         with nogil:
             if not self.fixed_w:
-                _transpose(&W[0, 0], self.n, self.K, &Wt[0, 0], 1)
+                _transpose(&W[0, 0], self.n, self.K, self.K, &Wt[0, 0], self.n, 1)
             _residual_rows(&X[0, 0], &Ht[0, 0], &Wt[0, 0], self.m, self.n, self.K,
-                           &Rt[0, 0], &buf[0, 0], threads)
+                           Rt, ldrt, &buf[0, 0], threads)
             nh = _queued_half(&self.half_h, self.batch, &self.rng, tau, n_threads)
             if nh >= 0 and not self.fixed_w:
-                _transpose(&Rt[0, 0], self.m, self.n, &R[0, 0], threads)
-                _transpose(&Ht[0, 0], self.m, self.K, &Htt[0, 0], 1)
+                _transpose(Rt, self.m, self.n, ldrt, R, ldr, threads)
+                _transpose(&Ht[0, 0], self.m, self.K, self.K, &Htt[0, 0], self.m, 1)
                 nw = _queued_half(&self.half_w, self.batch, &self.rng, tau, n_threads)
         return nh, nw
 
@@ -459,22 +466,29 @@ cdef class GibbsSampler:
         self.n_accumulated = n_acc
 
 
-def _aligned_copy(a, dtype):
-    """``a`` as a C-contiguous array of ``dtype`` on a 64-byte boundary: ``a`` itself when
-    it already is one, else a copy."""
+def _padded_copy(a, dtype):
+    """``a`` as a matrix of ``dtype`` laid out as :func:`padded_empty` lays it out (rows
+    ``residual_row_stride`` values apart, the first on a 64-byte boundary): ``a`` itself
+    when it already is one, else a copy."""
     a = np.asarray(a)
-    if a.dtype == dtype and a.flags.c_contiguous and a.ctypes.data % 64 == 0:
+    dtype = np.dtype(dtype)
+    n_rows, n_cols = a.shape
+    stride = residual_row_stride(n_rows, n_cols, dtype.itemsize) * dtype.itemsize
+    if (a.dtype == dtype and a.strides == (stride, dtype.itemsize)
+            and a.ctypes.data % 64 == 0):
         return a
-    out = aligned_empty(a.shape, dtype)
+    out = padded_empty(a.shape, dtype)
     out[...] = a
     return out
 
 
 cdef void* _address(arr) except? NULL:
-    """The first element of a C-contiguous float32 or float64 matrix, which the caller
-    keeps alive."""
-    cdef const float[:, ::1] f
-    cdef const double[:, ::1] d
+    """The first element of a float32 or float64 matrix whose rows are contiguous (they
+    may start further apart than their length), which the caller keeps alive."""
+    cdef const float[:, :] f
+    cdef const double[:, :] d
+    if arr.strides[1] != arr.itemsize:
+        raise ValueError("the rows of a residual or precision matrix must be contiguous")
     if arr.dtype == np.float32:
         f = arr
         return <void*>&f[0, 0]

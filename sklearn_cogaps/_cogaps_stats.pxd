@@ -49,6 +49,7 @@ cdef struct Half:
     bint f32             # R and prec hold floats (else doubles)
     Py_ssize_t n_rows
     Py_ssize_t n_cols
+    Py_ssize_t row_stride  # values between the starts of two rows of R and of prec
     Py_ssize_t K
     Divisor k_div        # bin -> (row, column) without a division (_locate)
     double alpha
@@ -153,7 +154,7 @@ cdef inline void _dense_sums(const Half* h, Py_ssize_t r, const double* o1, cons
     Vectorised in _row_sums.h: four partial sums in a fixed order (partial j takes the
     columns j mod 4), the same bits from the scalar, SSE2 and AVX kernels, so the result
     depends on the inputs only, never on the machine or the number of threads."""
-    cdef Py_ssize_t off = r * h.n_cols
+    cdef Py_ssize_t off = r * h.row_stride
     if h.f32:
         cg_row_sums_f32(o1, o2, <const float*>h.R + off, <const float*>h.prec + off,
                         h.n_cols, s, smu)

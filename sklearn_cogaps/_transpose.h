@@ -1,5 +1,8 @@
 /* dst (m x n) = src (n x m)^T for the rows [i0, i1) of src: the transposes of the CoGAPS
-   residual between its two half-iterations (_cogaps_chisq.pyx).
+   residual between its two half-iterations (_cogaps_chisq.pyx). Consecutive rows start
+   lds values apart in src and ldd values apart in dst (lds >= m, ldd >= n): the residuals
+   are stored with rows padded to a stride that suits the transposes
+   (residual_row_stride in _cogaps_chisq.pyx).
 
    A transpose only moves values, so every implementation gives the same bits; they differ
    in how many bytes they move per instruction and in how they meet the caches. The rows
@@ -40,14 +43,14 @@
 
 /* Element by element over the block [i0, i1) x [j0, j1). */
 #define CG_TRANSPOSE_BLOCK(T)                                                              \
-    static inline void cg_transpose_block_##T(const T* src, ptrdiff_t n, ptrdiff_t m,      \
-                                              T* dst, ptrdiff_t i0, ptrdiff_t i1,          \
+    static inline void cg_transpose_block_##T(const T* src, ptrdiff_t lds, T* dst,         \
+                                              ptrdiff_t ldd, ptrdiff_t i0, ptrdiff_t i1,   \
                                               ptrdiff_t j0, ptrdiff_t j1)                  \
     {                                                                                      \
         ptrdiff_t i, j;                                                                    \
         for (i = i0; i < i1; i++)                                                          \
             for (j = j0; j < j1; j++)                                                      \
-                dst[j * n + i] = src[i * m + j];                                           \
+                dst[j * ldd + i] = src[i * lds + j];                                       \
     }
 CG_TRANSPOSE_BLOCK(double)
 CG_TRANSPOSE_BLOCK(float)
@@ -58,15 +61,15 @@ CG_TRANSPOSE_BLOCK(float)
    their cache lines are completed together; the edges element by element. */
 #define CG_TRANSPOSE_TILE_STREAM(SUFFIX, T, KERNEL, ATTRIBUTE)                              \
     ATTRIBUTE static void cg_transpose_tile_##SUFFIX##_stream(                             \
-        const T* src, ptrdiff_t n, ptrdiff_t m, T* dst, ptrdiff_t i0, ptrdiff_t i1,        \
+        const T* src, ptrdiff_t lds, T* dst, ptrdiff_t ldd, ptrdiff_t i0, ptrdiff_t i1,    \
         ptrdiff_t j0, ptrdiff_t j1)                                                        \
     {                                                                                      \
         ptrdiff_t i, j, ie = i0 + ((i1 - i0) / 4) * 4, je = j0 + ((j1 - j0) / 4) * 4;      \
         for (j = j0; j < je; j += 4)                                                       \
             for (i = i0; i < ie; i += 4)                                                   \
-                KERNEL(src + i * m + j, m, dst + j * n + i, n, 1);                         \
-        cg_transpose_block_##T(src, n, m, dst, i0, i1, je, j1);                            \
-        cg_transpose_block_##T(src, n, m, dst, ie, i1, j0, je);                            \
+                KERNEL(src + i * lds + j, lds, dst + j * ldd + i, ldd, 1);                 \
+        cg_transpose_block_##T(src, lds, dst, ldd, i0, i1, je, j1);                        \
+        cg_transpose_block_##T(src, lds, dst, ldd, ie, i1, j0, je);                        \
     }
 
 #ifdef CG_HAVE_AVX_DISPATCH
@@ -92,17 +95,17 @@ static inline void cg_transpose_4x4_avx(const double* s, ptrdiff_t m, double* d,
 }
 
 __attribute__((target("avx")))
-static void cg_transpose_tile_f64_avx(const double* src, ptrdiff_t n, ptrdiff_t m,
-                                      double* dst, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
+static void cg_transpose_tile_f64_avx(const double* src, ptrdiff_t lds, double* dst,
+                                      ptrdiff_t ldd, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
                                       ptrdiff_t j1)
 {
     ptrdiff_t i = i0, j;
     for (; i + 4 <= i1; i += 4) {
         for (j = j0; j + 4 <= j1; j += 4)
-            cg_transpose_4x4_avx(src + i * m + j, m, dst + j * n + i, n, 0);
-        cg_transpose_block_double(src, n, m, dst, i, i + 4, j, j1);
+            cg_transpose_4x4_avx(src + i * lds + j, lds, dst + j * ldd + i, ldd, 0);
+        cg_transpose_block_double(src, lds, dst, ldd, i, i + 4, j, j1);
     }
-    cg_transpose_block_double(src, n, m, dst, i, i1, j0, j1);
+    cg_transpose_block_double(src, lds, dst, ldd, i, i1, j0, j1);
 }
 
 CG_TRANSPOSE_TILE_STREAM(f64_avx, double, cg_transpose_4x4_avx, __attribute__((target("avx"))))
@@ -134,52 +137,53 @@ static inline void cg_transpose_4x4_sse(const float* s, ptrdiff_t m, float* d, p
 CG_TRANSPOSE_TILE_STREAM(f32, float, cg_transpose_4x4_sse, )
 #endif
 
-static inline void cg_transpose_tile_f32(const float* src, ptrdiff_t n, ptrdiff_t m,
-                                         float* dst, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
+static inline void cg_transpose_tile_f32(const float* src, ptrdiff_t lds, float* dst,
+                                         ptrdiff_t ldd, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
                                          ptrdiff_t j1, int stream)
 {
     ptrdiff_t i = i0;
 #ifdef CG_HAVE_SSE2
     ptrdiff_t j;
     if (stream) {
-        cg_transpose_tile_f32_stream(src, n, m, dst, i0, i1, j0, j1);
+        cg_transpose_tile_f32_stream(src, lds, dst, ldd, i0, i1, j0, j1);
         return;
     }
     for (; i + 4 <= i1; i += 4) {
         for (j = j0; j + 4 <= j1; j += 4)
-            cg_transpose_4x4_sse(src + i * m + j, m, dst + j * n + i, n, 0);
-        cg_transpose_block_float(src, n, m, dst, i, i + 4, j, j1);
+            cg_transpose_4x4_sse(src + i * lds + j, lds, dst + j * ldd + i, ldd, 0);
+        cg_transpose_block_float(src, lds, dst, ldd, i, i + 4, j, j1);
     }
 #endif
-    cg_transpose_block_float(src, n, m, dst, i, i1, j0, j1);
+    cg_transpose_block_float(src, lds, dst, ldd, i, i1, j0, j1);
 }
 
-static inline void cg_transpose_tile_f64(const double* src, ptrdiff_t n, ptrdiff_t m,
-                                         double* dst, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
+static inline void cg_transpose_tile_f64(const double* src, ptrdiff_t lds, double* dst,
+                                         ptrdiff_t ldd, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
                                          ptrdiff_t j1, int stream)
 {
 #ifdef CG_HAVE_AVX_DISPATCH
     if (stream && cg_avx_available()) {
-        cg_transpose_tile_f64_avx_stream(src, n, m, dst, i0, i1, j0, j1);
+        cg_transpose_tile_f64_avx_stream(src, lds, dst, ldd, i0, i1, j0, j1);
         return;
     }
     if (cg_avx_available()) {
-        cg_transpose_tile_f64_avx(src, n, m, dst, i0, i1, j0, j1);
+        cg_transpose_tile_f64_avx(src, lds, dst, ldd, i0, i1, j0, j1);
         return;
     }
 #endif
-    cg_transpose_block_double(src, n, m, dst, i0, i1, j0, j1);
+    cg_transpose_block_double(src, lds, dst, ldd, i0, i1, j0, j1);
 }
 
-/* Whether dst (rows of n values of size bytes, n_total values in all) is written with
-   streaming stores: larger than the caches, and aligned for vector stores (which exist
-   for doubles where AVX does, for floats on every x86-64 processor). */
-static inline int cg_transpose_streams(const void* dst, ptrdiff_t n, ptrdiff_t n_total,
+/* Whether dst (rows ldd values of size bytes apart, n_total values in all) is written
+   with streaming stores: larger than the caches, and aligned for vector stores (which
+   exist for doubles where AVX does, for floats on every x86-64 processor). */
+static inline int cg_transpose_streams(const void* dst, ptrdiff_t ldd, ptrdiff_t n_total,
                                        size_t size)
 {
 #ifdef CG_HAVE_SSE2
     size_t align = size == sizeof(double) ? 32 : 16;
-    if ((size_t)n_total * size < CG_STREAM_MIN_BYTES || n % 4 != 0 || (size_t)dst % align != 0)
+    if ((size_t)n_total * size < CG_STREAM_MIN_BYTES || ldd % 4 != 0
+            || (size_t)dst % align != 0)
         return 0;
 #ifdef CG_HAVE_AVX_DISPATCH
     return size == sizeof(float) || cg_avx_available();
@@ -187,23 +191,25 @@ static inline int cg_transpose_streams(const void* dst, ptrdiff_t n, ptrdiff_t n
     return size == sizeof(float);
 #endif
 #else
-    (void)dst; (void)n; (void)n_total; (void)size;
+    (void)dst; (void)ldd; (void)n_total; (void)size;
     return 0;
 #endif
 }
 
-/* The rows [i0, i1) of src, tile by tile. */
+/* The rows [i0, i1) of src (n x m, rows lds values apart) into dst (m x n, rows ldd
+   values apart), tile by tile. */
 #define CG_TRANSPOSE_ROWS(SUFFIX, T)                                                       \
     static inline void cg_transpose_rows_##SUFFIX(const T* src, ptrdiff_t n, ptrdiff_t m,  \
-                                                  T* dst, ptrdiff_t i0, ptrdiff_t i1)      \
+                                                  ptrdiff_t lds, T* dst, ptrdiff_t ldd,    \
+                                                  ptrdiff_t i0, ptrdiff_t i1)              \
     {                                                                                      \
         ptrdiff_t ib, jb, ie, je;                                                          \
-        int stream = cg_transpose_streams(dst, n, n * m, sizeof(T));                       \
+        int stream = cg_transpose_streams(dst, ldd, n * m, sizeof(T));                     \
         for (ib = i0; ib < i1; ib += CG_TILE_ROWS) {                                       \
             ie = ib + CG_TILE_ROWS < i1 ? ib + CG_TILE_ROWS : i1;                          \
             for (jb = 0; jb < m; jb += CG_TILE_COLS) {                                     \
                 je = jb + CG_TILE_COLS < m ? jb + CG_TILE_COLS : m;                        \
-                cg_transpose_tile_##SUFFIX(src, n, m, dst, ib, ie, jb, je, stream);        \
+                cg_transpose_tile_##SUFFIX(src, lds, dst, ldd, ib, ie, jb, je, stream);    \
             }                                                                              \
         }                                                                                  \
         CG_STREAM_FENCE(stream);                                                           \

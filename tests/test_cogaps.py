@@ -721,3 +721,76 @@ def test_the_residual_transpose_moves_every_value(dtype, n_threads):
         src = rng.standard_normal((n, m)).astype(dtype)
         assert np.array_equal(transpose(src, n_threads), src.T), (n, m)
         assert np.array_equal(transpose(np.ascontiguousarray(src.T), n_threads), src), (n, m)
+    # and between rows padded as the sampler keeps its residuals (padded_empty)
+    for n, m in ((500, 1100), (1031, 1027), (2048, 1100)):
+        src = rng.standard_normal((n, m)).astype(dtype)
+        there = transpose(src, n_threads, padded=True)
+        if n == 2048:
+            assert there.strides[0] > n * there.itemsize
+        assert np.array_equal(there, src.T), (n, m)
+        back = transpose(there, n_threads, padded=True)
+        assert np.array_equal(back, src) and np.array_equal(transpose(back, n_threads), src.T)
+
+
+def test_large_residuals_get_rows_that_suit_the_transposes():
+    from sklearn_cogaps._cogaps_chisq import padded_empty, residual_row_stride
+
+    # small matrices, and short rows, are left as they are
+    assert residual_row_stride(100, 500, 8) == 500
+    assert residual_row_stride(10**6, 9, 8) == 9
+    # a row of 500 doubles ends halfway through a cache line: padded to 528 (4224 bytes);
+    # 512 doubles (4 KB) and 256 (2 KB) meet the same cache sets every row or two
+    assert residual_row_stride(5000, 500, 8) == 528
+    assert residual_row_stride(5000, 512, 8) == 528
+    assert residual_row_stride(5000, 256, 8) == 264
+    assert residual_row_stride(5000, 5000, 8) == 5000
+    for n_cols in range(32, 3000, 7):
+        for itemsize in (4, 8):
+            stride = residual_row_stride(10**5, n_cols, itemsize) * itemsize
+            if n_cols * itemsize < 256:
+                assert stride == n_cols * itemsize
+                continue
+            assert stride % 64 == 0 and n_cols * itemsize <= stride < n_cols * itemsize + 1024
+            for k in range(1, 17):
+                assert 128 <= (k * stride) % 4096 <= 4096 - 128, (n_cols, itemsize, k)
+    R = padded_empty((2200, 500), np.float32)
+    assert R.shape == (2200, 500) and R.strides == (528 * 4, 4) and R.ctypes.data % 64 == 0
+    assert not R.any()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fixed", [None, "patterns", "amplitudes"])
+def test_padded_residual_rows_give_the_same_chain(monkeypatch, dtype, fixed):
+    """Every kernel that reads or writes the residual and the precisions (row sums,
+    residual updates, transposes, the float32 recomputation, the chi-square) follows their
+    row stride: padding every row gives the chain of unpadded rows, bit for bit."""
+    from sklearn_cogaps import _cogaps_chisq, _cogaps_sampler
+
+    X, W = _data_with_true_zeros(seed=1)
+    X = X.astype(dtype)
+    est = CoGAPS(n_components=3, max_iter=15, random_state=0)
+    kwargs = {}
+    if fixed == "patterns":
+        kwargs = {"fixed_patterns": W}
+    elif fixed == "amplitudes":
+        H = CoGAPS(n_components=3, max_iter=30, random_state=0).fit(X).components_
+        kwargs = {"fixed_components": H}
+
+    def fits():
+        runs = []
+        for n_threads in (1, 2):
+            with threadpool_limits(n_threads, user_api="openmp"), every_path_parallel():
+                est.fit(X, **kwargs)
+            runs.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+        return runs
+
+    plain = fits()
+    # rows 3 values longer than needed, rounded to whole cache lines: more than any real
+    # padding, so that a kernel using the row length for the stride reads the wrong values
+    padded = lambda n_rows, n_cols, itemsize: -(-(n_cols + 3) * itemsize // 64) * 64 // itemsize
+    monkeypatch.setattr(_cogaps_chisq, "residual_row_stride", padded)
+    monkeypatch.setattr(_cogaps_sampler, "residual_row_stride", padded)
+    assert _cogaps_chisq.padded_empty((4, 9), dtype).strides[0] > 9 * np.dtype(dtype).itemsize
+    for run_plain, run_padded in zip(plain, fits()):
+        for a, b in zip(run_plain, run_padded):
+            assert_array_equal(a, b)
