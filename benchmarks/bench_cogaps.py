@@ -232,6 +232,40 @@ def bandwidth():
     return rows
 
 
+def _timed_reads(n, reps, barrier, results):
+    """One process of :func:`shared_bandwidth`: the best read rate of its own array, each
+    read started together with the other processes'."""
+    import numpy as np
+
+    a = np.ones(n)
+    best = float("inf")
+    for _ in range(reps):
+        barrier.wait()
+        t = time.perf_counter()
+        a.sum()
+        best = min(best, time.perf_counter() - t)
+    results.put(8 * n / best / 1e9)
+
+
+def shared_bandwidth(processes=2, n=1 << 24, reps=10):
+    """GB/s read by ``processes`` processes at once, each summing its own 128 MB array
+    with numpy (one thread each), started together: what the cores share of the memory
+    bandwidth, hence the most a memory-bound fit can gain from that many threads."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context()
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    workers = [
+        ctx.Process(target=_timed_reads, args=(n, reps, barrier, results)) for _ in range(processes)
+    ]
+    for w in workers:
+        w.start()
+    rates = [results.get() for _ in workers]
+    for w in workers:
+        w.join()
+    return rates
+
+
 def _median(runs, key):
     return statistics.median(r[key] for r in runs)
 
@@ -289,8 +323,16 @@ def main(argv=None):
 
     if args.bandwidth:
         print("numpy on one thread, best of repeats: read = a.sum(), add = np.add(a, b, out=c)")
-        for label, read, add in bandwidth():
+        rows = bandwidth()
+        for label, read, add in rows:
             print(f"  {label:<10} read {read:6.1f} GB/s   add {add:6.1f} GB/s")
+        rates = shared_bandwidth(2)
+        alone = rows[-1][1]
+        print(
+            f"  two processes reading at once, in memory: {' and '.join(f'{r:.1f}' for r in rates)} "
+            f"GB/s, {sum(rates):.1f} in all ({sum(rates) / alone:.2f} times one alone): the most "
+            "two threads can gain on a fit whose rows come from memory"
+        )
         print()
     source = "run side by side" if peer else "quoted (pass --peer-python to run it)"
     print(f"CoGAPS, ours vs the C++ CoGAPS ({source}); fresh process per run, median of {args.repeat}")
