@@ -61,13 +61,15 @@ def residual_row_stride(n_rows, n_cols, itemsize):
     A transpose writes (or reads) a few values in each of hundreds of consecutive rows
     of one matrix. Rows that do not start on a cache line share their first and last
     lines with their neighbours, so the stores write partial lines; and rows whose
-    starts fall at nearly the same place modulo 4 KB (within two lines of it for one of
-    the first 16 multiples of the stride) compete for the same cache sets. Transposing a
-    500 x 5000 double matrix into rows 500 values apart took 3.4 ms, 528 apart 1.7 ms;
-    rows 512 apart 4.6 ms; 256 apart 3.1 times longer than 264 (doc/cogaps_scale.rst).
-    So the rows of a large matrix start a multiple of 64 bytes apart, at least 128 bytes
-    away from a multiple of 4 KB for those 16 multiples. Shorter rows are left as they
-    are: on rows of 9 values, 16 apart took 1.5 times longer (more bytes to move).
+    starts fall at nearly the same place modulo 4 KB compete for the same cache sets.
+    Transposing a 500 x 5000 double matrix into rows 500 values apart took 3.4 ms, 528
+    apart 1.7 ms, 504 or 520 apart (a line from 4 KB) 1.9 and 2.3 ms, 512 apart 4.6 ms;
+    256 apart took 3.1 times longer than 264, 64 apart 1.4 times longer than 72 (8 rows
+    of 64 make 4 KB), 50 apart 2.3 times longer than 56 (doc/cogaps_scale.rst). So the
+    rows of a large matrix start a multiple of 64 bytes apart, the stride at least 128
+    bytes away from a multiple of 4 KB and its multiples by 2 to 8 at least 64 bytes
+    away: at most three lines beyond the row's own. Shorter rows are left as they are:
+    on rows of 9 values, 16 apart took 1.5 times longer (more bytes to move).
 
     Parameters
     ----------
@@ -83,10 +85,10 @@ def residual_row_stride(n_rows, n_cols, itemsize):
     """
     if n_rows * n_cols * itemsize < CG_STREAM_MIN_BYTES or n_cols * itemsize < 256:
         return n_cols
-    line, page, margin = 64, 4096, 128
+    line, page = 64, 4096
     stride = -(-n_cols * itemsize // line) * line
-    while any(min((k * stride) % page, page - (k * stride) % page) < margin
-              for k in range(1, 17)):
+    while any(min((k * stride) % page, page - (k * stride) % page) < (128 if k == 1 else 64)
+              for k in range(1, 9)):
         stride += line
     return stride // itemsize
 

@@ -739,10 +739,12 @@ def test_large_residuals_get_rows_that_suit_the_transposes():
     assert residual_row_stride(100, 500, 8) == 500
     assert residual_row_stride(10**6, 9, 8) == 9
     # a row of 500 doubles ends halfway through a cache line: padded to 528 (4224 bytes);
-    # 512 doubles (4 KB) and 256 (2 KB) meet the same cache sets every row or two
+    # 512 doubles (4 KB), 256 (2 KB) and 64 meet the same cache sets every 1, 2 or 8 rows
     assert residual_row_stride(5000, 500, 8) == 528
     assert residual_row_stride(5000, 512, 8) == 528
     assert residual_row_stride(5000, 256, 8) == 264
+    assert residual_row_stride(10**5, 64, 8) == 72
+    assert residual_row_stride(10**5, 50, 8) == 56
     assert residual_row_stride(5000, 5000, 8) == 5000
     for n_cols in range(32, 3000, 7):
         for itemsize in (4, 8):
@@ -750,9 +752,10 @@ def test_large_residuals_get_rows_that_suit_the_transposes():
             if n_cols * itemsize < 256:
                 assert stride == n_cols * itemsize
                 continue
-            assert stride % 64 == 0 and n_cols * itemsize <= stride < n_cols * itemsize + 1024
-            for k in range(1, 17):
-                assert 128 <= (k * stride) % 4096 <= 4096 - 128, (n_cols, itemsize, k)
+            assert stride % 64 == 0 and n_cols * itemsize <= stride < n_cols * itemsize + 256
+            for k in range(1, 9):
+                margin = 128 if k == 1 else 64
+                assert margin <= (k * stride) % 4096 <= 4096 - margin, (n_cols, itemsize, k)
     R = padded_empty((2200, 500), np.float32)
     assert R.shape == (2200, 500) and R.strides == (528 * 4, 4) and R.ctypes.data % 64 == 0
     assert not R.any()
