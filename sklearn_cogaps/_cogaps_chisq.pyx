@@ -108,16 +108,12 @@ def padded_empty(shape, dtype):
     out : ndarray of the shape and dtype, the view of the first ``shape[1]`` columns of a
         larger zeroed buffer (C-contiguous when no padding is needed)
     """
-    dtype = np.dtype(dtype)
     n_rows, n_cols = shape
-    stride = residual_row_stride(n_rows, n_cols, dtype.itemsize)
-    raw = np.zeros(n_rows * stride * dtype.itemsize + 64, dtype=np.uint8)
-    start = (-raw.ctypes.data) % 64
-    buffer = raw[start:start + n_rows * stride * dtype.itemsize].view(dtype)
-    return buffer.reshape(n_rows, stride)[:, :n_cols]
+    stride = residual_row_stride(n_rows, n_cols, np.dtype(dtype).itemsize)
+    return aligned_empty((n_rows, stride), dtype, zeroed=True)[:, :n_cols]
 
 
-def aligned_empty(shape, dtype):
+def aligned_empty(shape, dtype, zeroed=False):
     """An uninitialised C-contiguous array whose first element lies on a 64-byte boundary
     (a cache line), so that a transpose into it can use streaming stores (_transpose.h).
 
@@ -125,6 +121,8 @@ def aligned_empty(shape, dtype):
     ----------
     shape : tuple of int
     dtype : dtype
+    zeroed : bool, default=False
+        Fill it with zeros (which the system does as the pages are first touched).
 
     Returns
     -------
@@ -132,7 +130,7 @@ def aligned_empty(shape, dtype):
     """
     dtype = np.dtype(dtype)
     size = int(np.prod(shape)) * dtype.itemsize
-    raw = np.empty(size + 64, dtype=np.uint8)
+    raw = (np.zeros if zeroed else np.empty)(size + 64, dtype=np.uint8)
     start = (-raw.ctypes.data) % 64
     return raw[start:start + size].view(dtype).reshape(shape)
 
