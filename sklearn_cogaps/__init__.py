@@ -1,12 +1,16 @@
 """Bayesian matrix factorisation and deconvolution estimators for scikit-learn."""
 
-from ._base import match_components
-from ._cogaps import CoGAPS
-from ._cogaps import default_uncertainty
-from ._markers import pattern_markers, z_scores
-from ._progress import FitInterruptedWarning
-from ._gene_sets import gene_set_statistic, marker_overrepresentation
-from ._hpmf import HierarchicalPMF
+from ._utils._matching import match_components
+from ._cogaps import (
+    CoGAPS,
+    default_uncertainty,
+    gene_set_statistic,
+    marker_overrepresentation,
+    pattern_markers,
+    z_scores,
+)
+from ._utils._progress import FitInterruptedWarning
+from ._poisson import HierarchicalPMF, WeightedBackgroundPMF
 from ._m3f import (
     MaxMarginMF,
     holdout_ratings,
@@ -15,9 +19,12 @@ from ._m3f import (
     rating_mae,
     rating_nmae,
 )
-from ._extreme_deconvolution import ExtremeDeconvolution
+from ._xd import ExtremeDeconvolution
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
-from ._wbpmf import WeightedBackgroundPMF
+
+from ._compat import register as _register_moved_modules
+
+_register_moved_modules()
 
 __version__ = "0.1.0"
 

@@ -11,7 +11,8 @@ import numbers
 import numpy as np
 from scipy import sparse
 
-from ._base import label_mismatch, load_matrix
+from ._utils._anndata import load_matrix
+from ._utils._validation import label_mismatch
 from ._results import sample_factors, trace
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]

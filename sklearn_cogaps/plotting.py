@@ -73,9 +73,9 @@ def _data_by_feature_names(X, feature_names):
     """
     from scipy import sparse
 
-    from ._base import _is_anndata, load_matrix
+    from ._utils._anndata import is_anndata, load_matrix
 
-    if _is_anndata(X):
+    if is_anndata(X):
         columns = [str(v) for v in X.var_names]
         samples = [str(v) for v in X.obs_names]
         X = load_matrix(X.X)
@@ -244,7 +244,7 @@ def plot_markers(
     >>> ax.images[0].get_array().shape
     (10, 2)
     """
-    from ._markers import pattern_markers
+    from ._cogaps._markers import pattern_markers
 
     if estimator is not None:
         if amplitudes is not None or patterns is not None:

@@ -44,7 +44,7 @@ def every_path_parallel():
     """Send every CoGAPS batch and transpose, and every kernel call sized by
     ``kernel_threads``, to its parallel path however small the work: the thresholds choose
     the path, never the result, and the tests check that on small problems."""
-    from sklearn_cogaps._cogaps_queue import _set_parallel_thresholds
+    from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds
     from sklearn_cogaps._utils import _openmp_helpers
 
     previous = _set_parallel_thresholds(min_work=0, min_entries=0)

@@ -25,7 +25,9 @@ from sklearn_cogaps import (
     WeightedBackgroundPMF,
     neg_nmae_scorer,
 )
-from sklearn_cogaps import _extreme_deconvolution, _hpmf, _m3f, _wbpmf
+from sklearn_cogaps import _m3f
+from sklearn_cogaps._poisson import _hpmf, _wbpmf_updates
+from sklearn_cogaps._xd import _init as _xd_init
 
 RNG = np.random.RandomState(0)
 COUNTS = RNG.poisson(RNG.gamma(1.0, 2.0, (24, 2)) @ RNG.gamma(1.0, 1.0, (2, 15))).astype(float)
@@ -337,13 +339,13 @@ CASES = {
                                       random_state=0), COUNTS, _hpmf, "_pathwise_step", 6, 5),
     # WBPMF solves 2 K = 4 EBPM problems per iteration: call 14 is in iteration 4
     "wbpmf": (WeightedBackgroundPMF(2, max_iter=50, tol=0.0, random_state=0), COUNTS,
-              _wbpmf, "_solve", 14, 3),
+              _wbpmf_updates, "_solve", 14, 3),
     "xd_em": (ExtremeDeconvolution(2, max_iter=50, tol=0.0, random_state=0), POINTS,
-              _extreme_deconvolution.ExtremeDeconvolution, "_m_step", 2, 1),
+              ExtremeDeconvolution, "_m_step", 2, 1),
     # 80 points in minibatches of 20: 4 steps per epoch, call 11 is in epoch 3
     "xd_minibatch": (ExtremeDeconvolution(2, method="minibatch_em", batch_size=20, max_iter=50,
                                           tol=0.0, random_state=0), POINTS,
-                     _extreme_deconvolution.ExtremeDeconvolution, "_stochastic_step", 11, 2),
+                     ExtremeDeconvolution, "_stochastic_step", 11, 2),
 }
 
 
@@ -371,9 +373,8 @@ def test_an_interrupted_fit_keeps_its_last_complete_iteration(case, monkeypatch)
 @pytest.mark.parametrize(
     "estimator, X, owner, name",
     [
-        (WeightedBackgroundPMF(2, max_iter=5, random_state=0), COUNTS, _wbpmf, "_solve"),
-        (ExtremeDeconvolution(2, max_iter=5, random_state=0), POINTS, _extreme_deconvolution,
-         "KMeans"),
+        (WeightedBackgroundPMF(2, max_iter=5, random_state=0), COUNTS, _wbpmf_updates, "_solve"),
+        (ExtremeDeconvolution(2, max_iter=5, random_state=0), POINTS, _xd_init, "KMeans"),
         (HierarchicalPMF(2, max_iter=5, random_state=0), COUNTS, _hpmf, "_pass"),
     ],
     ids=["wbpmf", "xd", "hpmf"],
@@ -412,7 +413,7 @@ def test_an_interrupted_max_margin_mf_keeps_its_last_complete_iteration(monkeypa
 def test_an_interrupted_partial_fit_leaves_the_estimator_as_it_was(monkeypatch):
     xd = ExtremeDeconvolution(2, random_state=0).partial_fit(POINTS)
     means, history = xd.means_.copy(), xd.lower_bounds_.copy()
-    _interrupt_on_call(monkeypatch, _extreme_deconvolution.ExtremeDeconvolution, "_estep", 1)
+    _interrupt_on_call(monkeypatch, ExtremeDeconvolution, "_estep", 1)
     with pytest.raises(KeyboardInterrupt):
         xd.partial_fit(POINTS)
     assert_array_equal(xd.means_, means)

@@ -4,7 +4,7 @@ import bisect
 
 import numpy as np
 
-from sklearn_cogaps._utils._atomic_domain import DomainForTests
+from sklearn_cogaps._cogaps._atomic_domain import DomainForTests
 
 
 def test_insert_erase_neighbours_and_predecessor_match_a_sorted_list():

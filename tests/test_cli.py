@@ -352,7 +352,7 @@ def test_python_dash_m_runs_the_command_line(tmp_path):
 
 def _interrupt_at(monkeypatch, call):
     """Make the sampler raise KeyboardInterrupt at its `call`-th iteration, as Ctrl-C does."""
-    from sklearn_cogaps import _cogaps
+    from sklearn_cogaps._cogaps import _chain as _cogaps
 
     class InterruptedSampler(_cogaps.GibbsSampler):
         calls = 0
@@ -417,7 +417,7 @@ def test_a_complete_run_is_marked_complete(data, tmp_path, capsys):
 
 
 def test_ctrl_c_before_the_fit_exits_130_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    from sklearn_cogaps import _cli
+    from sklearn_cogaps._cli import _run as _cli
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

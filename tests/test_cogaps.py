@@ -272,7 +272,7 @@ def test_fit_transform_passes_its_fit_parameters_on(simulated):
 
 
 def test_queue_batches_are_larger_than_one_on_many_rows():
-    from sklearn_cogaps._cogaps_sampler import GibbsSampler
+    from sklearn_cogaps._cogaps._sampler import GibbsSampler
 
     X, _, _ = make_patterns(n_samples=50, n_features=1000, n_components=3, random_state=0)
     prec = 1.0 / np.maximum(0.1 * X, 0.1) ** 2
@@ -290,7 +290,7 @@ def test_queue_batches_are_larger_than_one_on_many_rows():
 def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(
     simulated, monkeypatch, warm_start
 ):
-    from sklearn_cogaps import _cogaps
+    from sklearn_cogaps._cogaps import _chain as _cogaps
 
     class InterruptedSampler(_cogaps.GibbsSampler):
         calls = 0
@@ -502,7 +502,7 @@ def parallel_everywhere():
 
 @pytest.mark.parametrize("model", ["dense", "sparse", "fixed", "reversible"])
 def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywhere):
-    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+    from sklearn_cogaps._cogaps._sampler import _set_parallel_thresholds
 
     X, W = _data_with_true_zeros(seed=1)
     data = sparse.csr_matrix(X) if model == "sparse" else X
@@ -528,7 +528,7 @@ def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywh
 
 
 def test_parallel_thresholds_are_validated():
-    from sklearn_cogaps._cogaps_sampler import _set_parallel_thresholds
+    from sklearn_cogaps._cogaps._sampler import _set_parallel_thresholds
 
     with pytest.raises(ValueError, match="min_work must be a non-negative integer; got -1"):
         _set_parallel_thresholds(min_work=-1)
@@ -676,7 +676,7 @@ def test_a_corrupted_saved_state_is_refused_before_use(simulated, how, match, sp
 
 
 def test_every_failing_row_of_a_parallel_transform_is_reported():
-    from sklearn_cogaps._cogaps_sampler import _check_rows
+    from sklearn_cogaps._cogaps._sampler import _check_rows
 
     _check_rows(np.zeros(5, dtype=np.intc))
     with pytest.raises(MemoryError, match=r"2 row\(s\) \(first: row 1\)"):
@@ -685,7 +685,7 @@ def test_every_failing_row_of_a_parallel_transform_is_reported():
 
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, parallel_everywhere):
-    from sklearn_cogaps._cogaps_sampler import GibbsSampler, sample_fixed_rows
+    from sklearn_cogaps._cogaps._sampler import GibbsSampler, sample_fixed_rows
 
     X = np.ones((20, 50))
     X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
@@ -706,7 +706,7 @@ def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, pa
 def test_the_residual_transpose_moves_every_value(dtype, n_threads):
     """The tiled transpose of the residual between half-iterations (4 x 4 register blocks
     inside 16 x 256 tiles): every shape's edges, on one thread and by blocks of rows."""
-    from sklearn_cogaps._cogaps_chisq import transpose
+    from sklearn_cogaps._cogaps._chisq import transpose
 
     rng = np.random.default_rng(0)
     for n in (1, 3, 4, 5, 9, 15, 16, 17, 33, 100):
@@ -733,7 +733,7 @@ def test_the_residual_transpose_moves_every_value(dtype, n_threads):
 
 
 def test_large_residuals_get_rows_that_suit_the_transposes():
-    from sklearn_cogaps._cogaps_chisq import padded_empty, residual_row_stride
+    from sklearn_cogaps._cogaps._chisq import padded_empty, residual_row_stride
 
     # small matrices, and short rows, are left as they are
     assert residual_row_stride(100, 500, 8) == 500
@@ -767,7 +767,7 @@ def test_padded_residual_rows_give_the_same_chain(monkeypatch, dtype, fixed):
     """Every kernel that reads or writes the residual and the precisions (row sums,
     residual updates, transposes, the float32 recomputation, the chi-square) follows their
     row stride: padding every row gives the chain of unpadded rows, bit for bit."""
-    from sklearn_cogaps import _cogaps_chisq, _cogaps_sampler
+    from sklearn_cogaps._cogaps import _chisq as _cogaps_chisq, _sampler as _cogaps_sampler
 
     X, W = _data_with_true_zeros(seed=1)
     X = X.astype(dtype)

@@ -10,7 +10,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sklearn_cogaps import CoGAPS, match_components
-from sklearn_cogaps._cogaps_distributed import consensus_patterns
+from sklearn_cogaps._cogaps._distributed import consensus_patterns
 from sklearn_cogaps.datasets import make_single_cell
 
 FIT = dict(n_components=3, max_iter=300, random_state=0)
@@ -189,7 +189,7 @@ def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_pro
         with joblib.parallel_config(backend="dask"):
             on_dask = _fit_small(_cells_X())
         # the tasks did run on the cluster's workers
-        ran = client.run(lambda: "sklearn_cogaps._cogaps_distributed" in __import__("sys").modules)
+        ran = client.run(lambda: "sklearn_cogaps._cogaps._distributed" in __import__("sys").modules)
         assert len(ran) == 2 and all(ran.values()), ran
         # each subset's data left the client once (one scatter of the 2 subsets for both
         # phases), and no task fetched a subset from another worker

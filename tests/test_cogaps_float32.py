@@ -14,9 +14,9 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import CoGAPS, match_components
-from sklearn_cogaps._cogaps import _precision
-from sklearn_cogaps._cogaps_chisq import fit_chi_square, residual
-from sklearn_cogaps._cogaps_sampler import GibbsSampler
+from sklearn_cogaps._cogaps._uncertainty import precision as _precision
+from sklearn_cogaps._cogaps._chisq import fit_chi_square, residual
+from sklearn_cogaps._cogaps._sampler import GibbsSampler
 from sklearn_cogaps.datasets import make_patterns
 
 from _shared import every_path_parallel

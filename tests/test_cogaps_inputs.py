@@ -210,7 +210,7 @@ def test_warm_start_with_read_only_sparse(dense):
 
 def test_canonical_form_does_not_copy_canonical_input(dense):
     """A canonical CSR matrix is used in place (memory): no copy of its arrays."""
-    from sklearn_cogaps._cogaps import _canonical_csr
+    from sklearn_cogaps._cogaps._chain import canonical_csr as _canonical_csr
 
     X = sparse.csr_matrix(dense)
     rows = _canonical_csr(X)

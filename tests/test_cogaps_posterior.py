@@ -20,11 +20,11 @@ import pytest
 from scipy import integrate, sparse, special, stats
 
 from sklearn_cogaps import CoGAPS
-from sklearn_cogaps._cogaps import SPARSE_SIGMA0
-from sklearn_cogaps._cogaps_chisq import residual
-from sklearn_cogaps._cogaps_proposals import _log_gauss_integral_for_tests
-from sklearn_cogaps._cogaps_queue import _set_parallel_thresholds
-from sklearn_cogaps._cogaps_sampler import GibbsSampler, sample_fixed_rows
+from sklearn_cogaps._cogaps._uncertainty import SPARSE_SIGMA0
+from sklearn_cogaps._cogaps._chisq import residual
+from sklearn_cogaps._cogaps._proposals import _log_gauss_integral_for_tests
+from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds
+from sklearn_cogaps._cogaps._sampler import GibbsSampler, sample_fixed_rows
 
 from _shared import every_path_parallel
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from scipy import sparse, special, stats
 
-from sklearn_cogaps._cogaps import SPARSE_SIGMA0
-from sklearn_cogaps._cogaps_chisq import residual
-from sklearn_cogaps._cogaps_queue import _set_parallel_thresholds
-from sklearn_cogaps._cogaps_sampler import GibbsSampler, sample_fixed_rows
+from sklearn_cogaps._cogaps._uncertainty import SPARSE_SIGMA0
+from sklearn_cogaps._cogaps._chisq import residual
+from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds
+from sklearn_cogaps._cogaps._sampler import GibbsSampler, sample_fixed_rows
 
 ALPHA = 0.05
 MAX_MASS = 100.0

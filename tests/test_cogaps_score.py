@@ -69,12 +69,12 @@ def test_score_with_uncertainty_and_sparse_input(fitted):
 
 def test_score_folds_are_balanced_and_reproducible(fitted):
     """Every entry of a row is in exactly one fold; folds have equal sizes."""
-    from sklearn_cogaps._cogaps import _SCORE_FOLDS, _entry_folds
+    from sklearn_cogaps._cogaps._rows import SCORE_FOLDS as _SCORE_FOLDS, _entry_folds, row_seeds
 
     model, X = fitted
-    folds = _entry_folds(model._row_seeds(X[:1]), X.shape[1], _SCORE_FOLDS)
+    folds = _entry_folds(row_seeds(model, X[:1]), X.shape[1], _SCORE_FOLDS)
     assert np.all(np.bincount(folds[0], minlength=_SCORE_FOLDS) == X.shape[1] // _SCORE_FOLDS)
-    assert np.array_equal(folds, _entry_folds(model._row_seeds(X[:1]), X.shape[1], _SCORE_FOLDS))
+    assert np.array_equal(folds, _entry_folds(row_seeds(model, X[:1]), X.shape[1], _SCORE_FOLDS))
 
 
 def test_score_needs_samples(fitted):

@@ -5,7 +5,7 @@ import pytest
 from scipy import integrate, stats
 from scipy.special import gammaln
 
-from sklearn_cogaps._ebpm import (
+from sklearn_cogaps._poisson._ebpm import (
     DEFAULT_GAMMA_GRID,
     ebpm,
     ebpm_exponential_mixture,
@@ -222,7 +222,7 @@ def test_invalid_inputs():
 def test_compiled_digamma_matches_scipy():
     from scipy.special import digamma as sp_digamma
 
-    from sklearn_cogaps._ebpm_fast import digamma
+    from sklearn_cogaps._poisson._ebpm_fast import digamma
 
     x = np.concatenate([[1e-16, 1e-8, 1e-3], np.geomspace(0.01, 1e6, 400), [9.999, 10.0, 10.001]])
     out = np.empty_like(x)

@@ -15,7 +15,7 @@ from sklearn.preprocessing import FunctionTransformer
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import HierarchicalPMF, _hpmf, match_components
-from sklearn_cogaps._hpmf_fast import dlog_gamma_dshape_array, sample_log_gamma, special
+from sklearn_cogaps._poisson._hpmf_fast import dlog_gamma_dshape_array, sample_log_gamma, special
 from sklearn_cogaps._utils import _openmp_helpers
 
 

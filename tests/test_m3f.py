@@ -19,8 +19,9 @@ from sklearn_cogaps import (
     rating_mae,
     rating_nmae,
 )
-from sklearn_cogaps._m3f import _Chain, _Ratings
-from sklearn_cogaps._m3f_fast import (
+from sklearn_cogaps._m3f._chain import _Chain
+from sklearn_cogaps._m3f._ratings import _Ratings
+from sklearn_cogaps._m3f._fast import (
     compound_symmetric,
     draw_invgauss,
     new_feature_log_probs,

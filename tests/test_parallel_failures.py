@@ -15,8 +15,8 @@ from sklearn_cogaps import (
     MaxMarginMF,
     WeightedBackgroundPMF,
 )
-from sklearn_cogaps import _m3f_fast
-from sklearn_cogaps._ebpm import ebpm
+from sklearn_cogaps._m3f import _fast as _m3f_fast
+from sklearn_cogaps._poisson._ebpm import ebpm
 from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps._utils._status import (
     CODES,

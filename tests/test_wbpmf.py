@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import WeightedBackgroundPMF, match_components
-from sklearn_cogaps import _wbpmf
-from sklearn_cogaps._ebpm import _expected_loglik_rows, _posterior_rows
+from sklearn_cogaps._poisson import _wbpmf, _wbpmf_updates
+from sklearn_cogaps._poisson._ebpm import _expected_loglik_rows, _posterior_rows
 from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps.datasets import make_background_counts
 
@@ -113,11 +113,11 @@ def test_elbo_is_the_r_elbo_at_the_r_solution():
     w, l0, f0 = ld("w.csv"), ld("l0.csv"), ld("f0.csv")
     El, Ef, Elogl, Elogf = ld("El.csv"), ld("Ef.csv"), ld("Elogl.csv"), ld("Elogf.csv")
     kl = ld("kl_per_k.csv")
-    sweeper = _wbpmf._Sweeper(X, 1)
+    sweeper = _wbpmf_updates._Sweeper(X, 1)
     x_rows = np.asarray(X.sum(axis=1)).ravel()
     x_cols = np.asarray(X.sum(axis=0)).ravel()
     const = np.sum(gammaln(X.data + 1.0))
-    elbo = WeightedBackgroundPMF()._elbo(
+    elbo = _wbpmf_updates.elbo(
         sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf
     ) - kl.sum()
     r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv", delimiter=",")
@@ -130,7 +130,7 @@ def test_parity_with_r_ebpmf_wbg():
     W = np.loadtxt(FIXTURE / "init_L.csv", delimiter=",")
     H = np.loadtxt(FIXTURE / "init_F.csv", delimiter=",").T
     grid = np.loadtxt(FIXTURE / "prior_grid_shape_eq_rate.csv")
-    np.testing.assert_array_equal(grid, _wbpmf.DEFAULT_GAMMA_GRID)
+    np.testing.assert_array_equal(grid, _wbpmf_updates.DEFAULT_GAMMA_GRID)
     r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv", delimiter=",")
     r_final = r_trace[-1, 1]
     model = WeightedBackgroundPMF(5, init="custom", max_iter=100, tol=0.0)
@@ -231,8 +231,8 @@ def multimodal():
 def _row_elbos(model, X, l0, El, Elogl, kl):
     """Each row's ELBO as score sums it (without log X!), at a state of transform's rows."""
     X = sparse.csr_matrix(X)
-    rows, _ = model._elbo_rows(
-        _wbpmf._Sweeper(X, 1), np.asarray(X.sum(axis=1)).ravel(),
+    rows, _ = _wbpmf_updates.elbo_rows(
+        _wbpmf_updates._Sweeper(X, 1), np.asarray(X.sum(axis=1)).ravel(),
         np.asarray(X.sum(axis=0)).ravel(), model.w_, l0, model.f0_, El,
         model.factors_mean_, Elogl, model.factors_mean_log_,
     )
@@ -246,7 +246,7 @@ def _ascent_from(model, X, El, Elogl, n_sweeps=300):
     local optimum that a given start leads to.
     """
     X = sparse.csr_matrix(X)
-    sweeper = _wbpmf._Sweeper(X, 1)
+    sweeper = _wbpmf_updates._Sweeper(X, 1)
     x_rows = np.asarray(X.sum(axis=1)).ravel()
     g = model.prior_loadings_
     colw = model.w_ * (model.f0_ @ model.factors_mean_)

@@ -1,0 +1,186 @@
+"""The command line's arguments and help."""
+
+import argparse
+import math
+
+from ._read import INPUT_FORMATS
+from ._write import OUTPUT_FORMATS
+
+__all__ = ["NAMED_UNCERTAINTIES", "build_parser"]
+
+# The named uncertainties of CoGAPS.fit, as --uncertainty takes them.
+NAMED_UNCERTAINTIES = {
+    "relative": "0.1 for zeros, max(0.1 * x, 0.1) otherwise",
+    "poisson": "max(sqrt(x), 1) (counts)",
+}
+
+DESCRIPTION = """\
+Bayesian non-negative matrix factorisation with CoGAPS (atomic-domain Gibbs sampling).
+
+Without INPUT, runs the built-in example: simulated data with known patterns
+(sklearn_cogaps.datasets.make_patterns), fitted and compared with the truth.
+
+With INPUT (samples x features; use --transpose for a genes x samples file as CoGAPS
+reads and writes them), fits X ~ W H and, with --output, writes the results.
+"""
+
+EPILOG = f"""\
+input formats: {INPUT_FORMATS}
+  .csv/.tsv files have a header row (feature names) and an index column (sample names);
+  .h5ad files (AnnData, cells x genes) need the anndata package.
+  --uncertainty FILE has the same format, orientation and shape as INPUT;
+  --uncertainty poisson uses max(sqrt(x), 1), for raw counts (write ./poisson for a
+  file of that name), and --uncertainty relative CoGAPS's default max(0.1 * x, 0.1).
+  Sparse inputs (.mtx, .h5ad with a sparse X) are fitted with the sparse-data
+  model (--sparse-optimization), or densely when --uncertainty is a FILE.
+
+output formats: {OUTPUT_FORMATS}
+  OUT.npz holds the arrays patterns (samples x K, columns of maximum at most 1),
+  patterns_std, amplitudes (K x features, components_), amplitudes_std,
+  chisq_history, n_atoms_history (iterations x 2: atoms of W and of H), chisq
+  (of the posterior mean), lambda (the prior rates of W and H), pattern_names,
+  complete (False when the chain was interrupted), n_calibration and n_sampling
+  (iterations run in each phase), and sample_names / feature_names when the
+  input has them:
+      r = numpy.load("OUT.npz"); r["patterns"]
+  OUT.csv (or OUT.tsv) writes six tables with the common prefix OUT:
+  OUT_patterns.csv and OUT_patterns_std.csv (one row per sample),
+  OUT_amplitudes.csv and OUT_amplitudes_std.csv (one row per feature, as
+  CoGAPS's Amean and Asd), OUT_trace.csv (one row per iteration: phase,
+  chi-square, atoms of W and of H) and OUT_status.csv (complete or partial,
+  the iterations of each phase, the chi-square); read them with
+      pandas.read_csv("OUT_patterns.csv", index_col=0)
+  --output-h5ad OUT.h5ad (with an .h5ad INPUT) copies INPUT and adds
+  obsm['X_cogaps'] and obsm['X_cogaps_std'] (cells x K), varm['cogaps_components']
+  and varm['cogaps_components_std'] (genes x K) and uns['cogaps'] (parameters,
+  chi-square trace, status). Of INPUT only X (or --layer) and the names are read.
+
+after Ctrl-C: a chain stopped early keeps the iterations done; its results are
+  printed and written marked partial (complete = False in OUT.npz, status
+  "partial" in OUT_status.csv and uns['cogaps']), and the exit status is 130.
+"""
+
+
+def _positive(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be a positive {kind.__name__}, got {text!r}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
+def build_parser():
+    """The argument parser of ``sklearn-cogaps``."""
+    parser = argparse.ArgumentParser(
+        prog="sklearn-cogaps",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "input", nargs="?", help=f"data matrix ({INPUT_FORMATS}); omit for the built-in example"
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help=f"where to write the results ({OUTPUT_FORMATS})"
+    )
+    parser.add_argument(
+        "--output-h5ad",
+        metavar="FILE",
+        help="with an .h5ad INPUT: write a copy of it with the results added "
+        "(obsm['X_cogaps'], varm['cogaps_components'], uns['cogaps'])",
+    )
+    parser.add_argument(
+        "--layer",
+        metavar="NAME",
+        help="with an .h5ad INPUT: fit this layer instead of X",
+    )
+    parser.add_argument(
+        "-k",
+        "--n-components",
+        type=_positive(int),
+        metavar="K",
+        help="number of patterns (CoGAPS's nPatterns; default 7, or 3 for the built-in example, "
+        "which simulates as many patterns as it fits)",
+    )
+    parser.add_argument(
+        "-n",
+        "--max-iter",
+        type=_positive(int),
+        default=1000,
+        metavar="N",
+        help="iterations of each phase, calibration then sampling "
+        "(CoGAPS's nIterations; default 1000)",
+    )
+    # the per-matrix priors, with CoGAPS's names: W is its P, H its A
+    for flag, default, metavar, text in [
+        ("--alpha-w", 0.01, "A", "sparsity of the patterns W (CoGAPS's alphaP"),
+        ("--alpha-h", 0.01, "A", "sparsity of the amplitudes H (CoGAPS's alphaA"),
+        (
+            "--max-gibbs-mass-w",
+            100.0,
+            "M",
+            "largest Gibbs mass of an atom of W, in units of 1/lambda (CoGAPS's maxGibbsMassP",
+        ),
+        ("--max-gibbs-mass-h", 100.0, "M", "the same for H (CoGAPS's maxGibbsMassA"),
+    ]:
+        parser.add_argument(
+            flag,
+            type=_positive(float),
+            default=default,
+            metavar=metavar,
+            help=f"{text}; default {default:g})",
+        )
+    parser.add_argument(
+        "--birth-death",
+        choices=("cogaps", "reversible"),
+        default="cogaps",
+        help="the chain's birth and death moves: CoGAPS's (default) or reversible-jump ones "
+        "that sample the model's posterior exactly",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random_state of the fit (and of the simulated data; default 0)",
+    )
+    parser.add_argument(
+        "--uncertainty",
+        metavar="FILE|poisson|relative",
+        help="standard deviation of each entry: a FILE of the format and shape of INPUT, "
+        "'poisson' for raw counts (max(sqrt(x), 1)) or 'relative' (the default, CoGAPS's "
+        "max(0.1 * x, 0.1), for continuous data)",
+    )
+    parser.add_argument(
+        "-t",
+        "--transpose",
+        action="store_true",
+        help="INPUT (and the uncertainty) is genes x samples, as CoGAPS writes it: "
+        "fit its transpose",
+    )
+    parser.add_argument(
+        "--sparse-optimization",
+        action="store_true",
+        help="CoGAPS's sparse-data model: a named uncertainty (by default 0.1 for zeros and "
+        "max(0.1 * x, 0.1) otherwise) computed from the stored values, memory growing with "
+        "the non-zeros (sparse .mtx and .h5ad inputs use it unless --uncertainty is a FILE)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive(int),
+        metavar="N",
+        help="OpenMP threads (sets threadpoolctl's limit; default: OpenMP's own)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="print the chain's progress (-vv: tracebacks of errors too)",
+    )
+    return parser

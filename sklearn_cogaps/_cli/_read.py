@@ -1,0 +1,268 @@
+"""Reading the command line's input: a matrix from .npy, .csv/.tsv, .mtx or .h5ad, with its
+sample and feature names."""
+
+import csv
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+__all__ = ["INPUT_FORMATS", "CommandLineError", "read_matrix"]
+
+INPUT_FORMATS = ".npy, .csv, .tsv, .mtx (or .mtx.gz), .h5ad"
+
+
+class CommandLineError(ValueError):
+    """A problem with the command line's input, reported without a traceback."""
+
+
+def _kind(path, formats, what):
+    name = Path(path).name.lower()
+    for suffix in formats:
+        if name.endswith(suffix):
+            return suffix
+    raise CommandLineError(
+        f"cannot tell the format of {what} '{path}' from its name; use one of {', '.join(formats)}."
+    )
+
+
+def _read_delimited(path, sep):
+    """A table with a header row and an index column: values, row names, column names."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return _read_delimited_numpy(path, sep)
+    # exact decimal-to-binary conversion: the default from pandas 3 on (where the option
+    # is deprecated), an option before
+    exact = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
+    try:
+        frame = pd.read_csv(path, sep=sep, index_col=0, **exact)
+    except (ValueError, pd.errors.ParserError) as error:
+        raise CommandLineError(
+            f"'{path}' cannot be read as a table separated by {_SEPARATORS[sep]}: {error}"
+        ) from None
+    # the row names as written: the index column read as text, so that "0101" stays "0101"
+    # and "NA" stays "NA" (an index parsed with the values would lose both)
+    frame.index = pd.read_csv(
+        path, sep=sep, usecols=[0], header=None, skiprows=1, dtype=str, keep_default_na=False
+    ).iloc[:, 0].to_numpy()
+    # the column names as written too (pandas renames a repeated name "g0" to "g0.1")
+    header = pd.read_csv(
+        path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False
+    ).iloc[0].tolist()
+    frame.columns = header[len(header) - frame.shape[1]:]
+    logical = [j for j, dtype in enumerate(frame.dtypes) if pd.api.types.is_bool_dtype(dtype)]
+    if logical:
+        j = logical[0]
+        raise CommandLineError(
+            f"column '{frame.columns[j]}' of '{path}' holds logical values ({frame.iat[0, j]!r}), "
+            "not numbers; every column after the index column must hold numbers (remove "
+            "annotation columns, or write them as 0 and 1 if they are data)."
+        )
+    try:
+        values = frame.to_numpy(dtype=np.float64)
+    except (ValueError, TypeError):
+        numeric = frame.apply(pd.to_numeric, errors="coerce")
+        bad = np.argwhere(numeric.isna().to_numpy() & frame.notna().to_numpy())
+        if not len(bad):
+            raise CommandLineError(f"'{path}' does not hold a numeric table.") from None
+        i, j = bad[0]
+        raise CommandLineError(
+            f"row '{frame.index[i]}', column '{frame.columns[j]}' of '{path}' is not a number: "
+            f"{frame.iat[i, j]!r}; every column after the index column must hold numbers "
+            "(the first row is the header)."
+        ) from None
+    rows = _names(frame.index)
+    _check_row_names(rows, path)
+    return values, rows, _names(frame.columns)
+
+
+_SEPARATORS = {",": "commas (.csv)", "\t": "tabs (.tsv)"}
+
+
+def _check_table(X, rows, cols, path, sep):
+    """Refuse a table read with the wrong separator (no data columns) or with missing
+    values, saying where and what to do."""
+    if X.shape[1] == 0:
+        raise CommandLineError(
+            f"'{path}' has no column after its index column when read as separated by "
+            f"{_SEPARATORS[sep]}; a table separated by tabs must be named .tsv, one by commas "
+            ".csv (other separators and decimal commas are not read)."
+        )
+    missing = np.argwhere(np.isnan(X))
+    if len(missing):
+        i, j = missing[0]
+        raise CommandLineError(
+            f"row '{rows[i]}', column '{cols[j]}' of '{path}' is empty or NA ({len(missing)} "
+            "such cells): CoGAPS has no model of missing values; fill them (with 0 for "
+            "undetected counts) or drop their rows or columns."
+        )
+
+
+def _read_delimited_numpy(path, sep):
+    """The same without pandas, with the csv module (empty cells and NA read as NaN)."""
+    with open(path, newline="") as f:
+        rows = [row for row in csv.reader(f, delimiter=sep) if row]
+    if len(rows) < 2:
+        raise CommandLineError(
+            f"'{path}' must have a header row and at least one data row; it has {len(rows)} row(s)."
+        )
+    header, body = rows[0], rows[1:]
+    if len(header) == len(body[0]) - 1:  # R's write.table: no header cell above the index
+        header = ["", *header]
+    n_cols = len(header) - 1
+    values = np.empty((len(body), n_cols))
+    for i, row in enumerate(body):
+        if len(row) - 1 != n_cols:
+            raise CommandLineError(
+                f"line {i + 2} of '{path}' has {len(row) - 1} values after its index; the "
+                f"header names {n_cols} columns."
+            )
+        for j, cell in enumerate(row[1:]):
+            cell = cell.strip()
+            try:
+                values[i, j] = np.nan if cell in ("", "NA", "NaN", "nan") else float(cell)
+            except ValueError:
+                raise CommandLineError(
+                    f"row '{row[0]}', column '{header[j + 1]}' of '{path}' is not a number: "
+                    f"{cell!r}; every column after the index column must hold numbers "
+                    "(the first row is the header)."
+                ) from None
+    rows = np.array([row[0] for row in body], dtype=str)
+    _check_row_names(rows, path)
+    return values, rows, np.array(header[1:], dtype=str)
+
+
+def _check_row_names(rows, path):
+    """Refuse a first column that holds data rather than row names.
+
+    A table written without its index (pandas' ``to_csv(index=False)``, R's
+    ``write.csv(row.names=FALSE)``) would otherwise lose its first data column, read as the
+    row names. A column of numbers is taken for data when some are fractional or when they
+    repeat (numbered rows are unique integers); names that are not all numbers pass.
+    """
+    numbers = []
+    for name in rows:
+        try:
+            numbers.append(float(name))
+        except ValueError:
+            return
+    numbers = np.asarray(numbers)
+    finite = numbers[np.isfinite(numbers)]
+    fractional = finite[finite != np.round(finite)]
+    unique, counts = np.unique(numbers, return_counts=True)
+    repeated = unique[counts > 1]
+    if not len(fractional) and not len(repeated):
+        return
+    found = (
+        f"holds fractional numbers ({', '.join(map(repr, fractional[:3].tolist()))}, ...)"
+        if len(fractional)
+        else f"repeats numbers ({', '.join(map(repr, repeated[:3].tolist()))}, ...)"
+    )
+    raise CommandLineError(
+        f"the first column of '{path}' is read as the row names, but it {found}: it looks "
+        "like data, which would be dropped. Give the table a first column of unique row "
+        "names (pandas: df.to_csv(path) with its index; R: write.csv(x, path) with "
+        "row.names), or save the matrix as .npy."
+    )
+
+
+def _names(index):
+    return np.array([str(v) for v in index], dtype=str)
+
+
+def _import_anndata(path):
+    try:
+        import anndata
+    except ImportError:
+        raise CommandLineError(
+            f"reading '{path}' needs the anndata package, which is not installed: "
+            "pip install anndata (or pip install 'sklearn_cogaps[anndata]'), or save "
+            "the matrix as .npy, .csv or .mtx."
+        ) from None
+    return anndata
+
+
+def _read_h5ad(path, layer=None):
+    """``X`` (or a layer) and the cell and gene names of an .h5ad file, read element by
+    element with anndata's reader: nothing else of the file (other layers, obsm, uns, the
+    annotation columns) is loaded."""
+    _import_anndata(path)
+    import h5py
+
+    try:
+        from anndata.io import read_elem
+    except ImportError:  # anndata < 0.11
+        from anndata.experimental import read_elem
+
+    def index(group):
+        return _names(read_elem(group[group.attrs["_index"]]))
+
+    with h5py.File(path, "r") as f:
+        if layer is None:
+            if "X" not in f:
+                raise CommandLineError(f"'{path}' has no X; name a layer with --layer.")
+            element = f["X"]
+        else:
+            layers = f.get("layers", {})
+            if layer not in layers:
+                raise CommandLineError(
+                    f"'{path}' has no layer {layer!r}; its layers are {sorted(layers.keys())}."
+                )
+            element = layers[layer]
+        X = read_elem(element)
+        if sparse.issparse(X):
+            X = sparse.csr_matrix(X)
+        return X, index(f["obs"]), index(f["var"])
+
+
+def read_matrix(path, transpose=False, layer=None):
+    """Read a data matrix and the names of its rows and columns.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.npy`` array, a ``.csv``/``.tsv`` table with a header row and an index column
+        (read with pandas when it is installed, else with the csv module), a MatrixMarket
+        ``.mtx`` or ``.mtx.gz`` file, or an AnnData ``.h5ad`` file (needs anndata).
+    transpose : bool, default=False
+        The file is genes × samples as CoGAPS writes it: return its transpose.
+    layer : str, default=None
+        For an ``.h5ad`` file, the layer to read instead of ``X``.
+
+    Returns
+    -------
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
+        The matrix, samples in rows.
+    sample_names : ndarray of str of shape (n_samples,) or None
+        Row names, when the format has them.
+    feature_names : ndarray of str of shape (n_features,) or None
+        Column names, when the format has them.
+    """
+    kind = _kind(path, (".npy", ".csv", ".tsv", ".mtx", ".mtx.gz", ".h5ad"), "the file")
+    if not Path(path).is_file():
+        raise CommandLineError(f"no such file: '{path}'.")
+    if layer is not None and kind != ".h5ad":
+        raise CommandLineError(f"--layer needs an .h5ad input; got '{path}'.")
+    rows = cols = None
+    if kind == ".npy":
+        X = np.load(path, allow_pickle=False)
+    elif kind in (".csv", ".tsv"):
+        sep = "," if kind == ".csv" else "\t"
+        X, rows, cols = _read_delimited(path, sep)
+        _check_table(X, rows, cols, path, sep)
+    elif kind in (".mtx", ".mtx.gz"):
+        from scipy.io import mmread
+
+        X = mmread(path)
+        X = X.tocsr() if sparse.issparse(X) else np.asarray(X)
+    else:
+        X, rows, cols = _read_h5ad(path, layer)
+    if X.ndim != 2:
+        raise CommandLineError(
+            f"'{path}' holds an array of shape {X.shape}; a 2-D matrix is needed."
+        )
+    if transpose:
+        X = X.T.tocsr() if sparse.issparse(X) else X.T
+        rows, cols = cols, rows
+    return X, rows, cols

@@ -1,0 +1,321 @@
+"""Running the command line: the built-in example, a fit of the user's matrix, and the
+summary it prints."""
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+from .._utils._validation import label_mismatch
+from ._parser import NAMED_UNCERTAINTIES, build_parser
+from ._read import CommandLineError, _kind, read_matrix
+from ._write import chain_status, write_h5ad, write_results
+
+__all__ = ["main"]
+
+
+def _levels():
+    blocks = "▁▂▃▄▅▆▇█"
+    try:
+        blocks.encode(sys.stdout.encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return "_.-=+*#@"
+    return blocks
+
+
+def _sparkline(values, width=48):
+    """A pattern as one line of characters, scaled to its own maximum."""
+    v = np.asarray(values, dtype=float)
+    if v.size > width:  # average into `width` cells
+        edges = np.linspace(0, v.size, width + 1).astype(int)
+        v = np.array([v[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
+    top = v.max()
+    levels = _levels()
+    if not top > 0:
+        return levels[0] * v.size
+    idx = np.clip(np.round(v / top * (len(levels) - 1)), 0, len(levels) - 1).astype(int)
+    return "".join(levels[i] for i in idx)
+
+
+def _empty_model_chisq(X, uncertainty):
+    """Chi-square of W H = 0, without making a sparse X dense."""
+    from .._cogaps._uncertainty import named_uncertainty as _named_uncertainty
+
+    name = "relative" if uncertainty is None else uncertainty
+    if sparse.issparse(X):  # zeros add nothing; the uncertainty is a named one
+        values = np.asarray(X.data, dtype=np.float64)
+        return float(np.sum((values / _named_uncertainty(name, values)) ** 2))
+    X = np.asarray(X, dtype=np.float64)
+    if isinstance(name, str):
+        sigma = _named_uncertainty(name, X)
+    else:
+        sigma = np.asarray(uncertainty, dtype=float)
+    if sigma.shape != X.shape:  # the estimator reports this one
+        return float("nan")
+    return float(np.sum((X / sigma) ** 2))
+
+
+def _fit(model, X, uncertainty, threads):
+    from threadpoolctl import threadpool_limits
+
+    from .._utils._openmp_helpers import effective_n_threads
+
+    with threadpool_limits(limits=threads, user_api="openmp"):
+        n_threads = effective_n_threads()
+        start = time.perf_counter()
+        model.fit(X, uncertainty=uncertainty)
+        wall = time.perf_counter() - start
+    return wall, n_threads
+
+
+def _print_summary(model, X, uncertainty, wall, n_threads):
+    n_entries = X.shape[0] * X.shape[1]
+    n_iter = model.n_iter_
+    atoms = model.n_atoms_history_
+    status = chain_status(model)
+    posterior = "posterior mean" if status["sampling"] else "current state"
+    print("chi-square")
+    print(f"  empty model (start)  {_empty_model_chisq(X, uncertainty):16,.1f}")
+    if n_iter:
+        print(f"  last iteration       {model.chisq_history_[-1]:16,.1f}")
+    print(
+        f"  {posterior:<20} {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "
+        "many if the uncertainty is right)"
+    )
+    if status["sampling"]:
+        sampling = atoms[model.max_iter :]
+        print(
+            f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; mean over the "
+            f"sampling phase W {sampling[:, 0].mean():,.1f}, H {sampling[:, 1].mean():,.1f}"
+        )
+    elif n_iter:
+        print(
+            f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; the sampling phase "
+            "never started: the results are the chain's last state, not a posterior mean"
+        )
+    print(
+        f"time       {wall:.2f} s wall for {n_iter:,} iterations "
+        f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
+    )
+    if not status["complete"]:
+        print(
+            f"INTERRUPTED after {status['calibration']:,} of {model.max_iter:,} calibration and "
+            f"{status['sampling']:,} of {model.max_iter:,} sampling iterations: the results "
+            "are partial"
+        )
+
+
+def _run_example(args, make_model):
+    from .._utils._matching import match_components
+    from ..datasets import make_patterns
+
+    K = args.n_components or 3
+    X, W, H = make_patterns(n_components=K, random_state=args.seed)
+    model = make_model(K)
+    print(
+        f"CoGAPS on simulated data: {X.shape[0]} samples x {X.shape[1]} features made of {K} "
+        f"patterns (sklearn_cogaps.datasets.make_patterns, random_state={args.seed})"
+    )
+    print(
+        f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns fitted\n"
+    )
+    wall, n_threads = _fit(model, X, None, args.threads)
+    order, corr_w = match_components(W, model.loadings_)
+    corr_h = np.array([np.corrcoef(H[i], model.components_[order[i]])[0, 1] for i in range(K)])
+    print(
+        f"{'true':>7} {'fitted':>7}  {'corr.':>6}  {'corr.':>6}   "
+        f"shape along the {X.shape[0]} samples"
+    )
+    print(f"{'pattern':>7} {'pattern':>7}  {'of W':>6}  {'of H':>6}   (upper: true, lower: fitted)")
+    for i in range(K):
+        print(
+            f"{i + 1:>7} {order[i] + 1:>7}  {corr_w[i]:6.4f}  {corr_h[i]:6.4f}   "
+            f"{_sparkline(W[:, i])}"
+        )
+        print(f"{'':34}{_sparkline(model.loadings_[:, order[i]])}")
+    print()
+    _print_summary(model, X, None, wall, n_threads)
+    return model, None, None
+
+
+def _unrelated_names(a, b):
+    """Whether two tables' names on one axis share none, neither being a numbered index
+    (0, 1, 2, ...: positions)."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    a, b = [str(v) for v in a], [str(v) for v in b]
+    numbered = [str(i) for i in range(len(a))]
+    return not set(a) & set(b) and numbered not in (a, b)
+
+
+def _check_same_order(what, of_input, of_uncertainty, args):
+    """Refuse an uncertainty file whose names are the input's in another order, or share
+    none with them.
+
+    Entries are matched by position, so reordered rows or columns would give each value
+    another entry's standard deviation. A numbered index (0, 1, 2, ...) on either side
+    means positions.
+    """
+    how = label_mismatch(of_input, of_uncertainty)
+    if how is None and not _unrelated_names(of_input, of_uncertainty):
+        return
+    a, b = [str(v) for v in of_input], [str(v) for v in of_uncertainty]
+    if how is None:
+        # a table always carries names: none in common means another data set's file
+        raise CommandLineError(
+            f"the {what} names of '{args.uncertainty}' share none with those of "
+            f"'{args.input}' (first {b[:3]} against {a[:3]}): is it the uncertainty of "
+            f"these data? Write it with the input's {what} names (or a numbered index, "
+            "0, 1, 2, ..., to match by position)."
+        )
+    raise CommandLineError(
+        f"the {what} names of '{args.uncertainty}' are those of '{args.input}' {how} "
+        f"(first {b[:3]} against {a[:3]}); entries are matched by position, so values "
+        f"would get other entries' standard deviations. Write the uncertainty with the "
+        f"{what}s in the order of the input."
+    )
+
+
+def _run_file(args, make_model):
+    X, samples, features = read_matrix(args.input, transpose=args.transpose, layer=args.layer)
+    uncertainty = args.uncertainty if args.uncertainty in NAMED_UNCERTAINTIES else None
+    if args.uncertainty and uncertainty is None:
+        if args.sparse_optimization:
+            raise CommandLineError(
+                "--uncertainty FILE cannot be combined with --sparse-optimization: the "
+                "sparse-data model computes a named uncertainty from the stored values "
+                "(--uncertainty relative or poisson)."
+            )
+        uncertainty, u_samples, u_features = read_matrix(
+            args.uncertainty, transpose=args.transpose
+        )
+        if uncertainty.shape != X.shape:
+            flip = (lambda shape: shape[::-1]) if args.transpose else (lambda shape: shape)
+            written = "genes x samples" if args.transpose else "samples x genes"
+            raise CommandLineError(
+                f"'{args.uncertainty}' holds a {' x '.join(map(str, flip(uncertainty.shape)))} "
+                f"table and '{args.input}' a {' x '.join(map(str, flip(X.shape)))} one: the "
+                f"uncertainty file must be written as the input is ({written}"
+                f"{', as --transpose reads both' if args.transpose else ''})"
+                + (", and it is the input's transpose." if uncertainty.shape == X.shape[::-1]
+                   else ".")
+            )
+        _check_same_order("sample", samples, u_samples, args)
+        _check_same_order("feature", features, u_features, args)
+        if sparse.issparse(uncertainty):
+            uncertainty = uncertainty.toarray()
+        if sparse.issparse(X):  # the sparse-data model takes no uncertainty: fit densely
+            X = X.toarray()
+    K = args.n_components or 7
+    model = make_model(K)
+    how = f" (the transpose of the file's {X.shape[1]} x {X.shape[0]})" if args.transpose else ""
+    print(
+        f"CoGAPS on {args.input}: {X.shape[0]} samples x {X.shape[1]} features{how}, {K} patterns"
+    )
+    if args.uncertainty and args.uncertainty not in NAMED_UNCERTAINTIES:
+        described = f"from {args.uncertainty}"
+    else:
+        described = NAMED_UNCERTAINTIES[args.uncertainty or "relative"]
+    if args.sparse_optimization or sparse.issparse(X):
+        print(f"sparse-data model: uncertainty {described}")
+    else:
+        print(f"dense model, uncertainty {described}")
+    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}\n")
+    wall, n_threads = _fit(model, X, uncertainty, args.threads)
+    names = (
+        features if features is not None else np.array([f"feature {j}" for j in range(X.shape[1])])
+    )
+    print("features with the largest amplitudes in each pattern")
+    for k in range(K):
+        top = np.argsort(-model.components_[k], kind="stable")[:5]
+        print(
+            f"  Pattern_{k + 1:<3} {_sparkline(model.loadings_[:, k], 24)}  "
+            + ", ".join(names[top])
+        )
+    print()
+    _print_summary(model, X, uncertainty, wall, n_threads)
+    return model, samples, features
+
+
+def main(argv=None):
+    """Run the command line.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        The arguments (without the program name); None reads ``sys.argv``.
+
+    Returns
+    -------
+    status : int
+        0 on success, 2 when the input or the options are wrong (the message goes to
+        stderr), 130 (as a shell reports SIGINT) after Ctrl-C: when the chain was
+        interrupted, its partial results are still reported and written, marked partial.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .._cogaps import CoGAPS
+
+    def make_model(K):
+        return CoGAPS(
+            n_components=K,
+            max_iter=args.max_iter,
+            atom_density_W=args.alpha_w,
+            atom_density_H=args.alpha_h,
+            max_gibbs_mass_W=args.max_gibbs_mass_w,
+            max_gibbs_mass_H=args.max_gibbs_mass_h,
+            birth_death=args.birth_death,
+            random_state=args.seed,
+            verbose=args.verbose,
+            sparse_optimization=args.sparse_optimization,
+        )
+
+    interrupted = "interrupted before the fit finished; nothing written."
+    try:
+        if args.output is not None:
+            _kind(args.output, (".npz", ".csv", ".tsv"), "the output")
+            if not Path(args.output).resolve().parent.is_dir():
+                raise CommandLineError(f"the folder of the output '{args.output}' does not exist.")
+        if args.output_h5ad is not None:
+            _kind(args.output_h5ad, (".h5ad",), "the output")
+            if args.input is None or not args.input.lower().endswith(".h5ad") or args.transpose:
+                raise CommandLineError(
+                    "--output-h5ad adds the results to a copy of an .h5ad INPUT (cells x genes, "
+                    "without --transpose)."
+                )
+            if not Path(args.output_h5ad).resolve().parent.is_dir():
+                raise CommandLineError(
+                    f"the folder of the output '{args.output_h5ad}' does not exist."
+                )
+        if args.input is None:
+            if args.uncertainty or args.transpose or args.layer:
+                raise CommandLineError("--uncertainty, --transpose and --layer need an INPUT file.")
+            model, samples, features = _run_example(args, make_model)
+        else:
+            model, samples, features = _run_file(args, make_model)
+            if args.output is None and args.output_h5ad is None:
+                print("\nnothing written: add --output FILE.npz (or .csv) to keep the results.")
+        interrupted = "interrupted while writing the results; the files may be incomplete."
+        written = []
+        if args.output is not None:
+            written += write_results(args.output, model, samples, features)
+        if args.output_h5ad is not None:
+            written += write_h5ad(args.output_h5ad, args.input, model, args.layer)
+        complete = chain_status(model)["complete"]
+        if written:
+            mark = "" if complete else " (partial results, marked as such)"
+            print("\nwritten: " + ", ".join(str(p) for p in written) + mark)
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: {interrupted}", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as exc:
+        if args.verbose > 1:  # -vv: the whole traceback, for a bug report
+            raise
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if not complete:
+        print(f"{parser.prog}: interrupted; the results are partial.", file=sys.stderr)
+        return 130
+    return 0

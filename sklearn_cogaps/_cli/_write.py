@@ -1,0 +1,210 @@
+"""Writing the results of the command line: .npz, CSV/TSV tables, and the AnnData copy."""
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from ._read import CommandLineError, _import_anndata, _kind
+
+__all__ = ["OUTPUT_FORMATS", "chain_status", "write_h5ad", "write_results"]
+
+OUTPUT_FORMATS = ".npz, .csv, .tsv"
+
+
+def _pattern_names(k):
+    return np.array([f"Pattern_{i + 1}" for i in range(k)], dtype=str)
+
+
+def _write_table(path, values, row_names, col_names, sep, index_label):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f, delimiter=sep)
+        writer.writerow([index_label, *col_names])
+        for name, row in zip(row_names, values):
+            writer.writerow([name, *(repr(float(v)) for v in row)])
+
+
+def chain_status(model):
+    """How far the chain of a CoGAPS fit started by ``fit`` went.
+
+    Parameters
+    ----------
+    model : CoGAPS
+        A fitted estimator (not continued with ``warm_start``).
+
+    Returns
+    -------
+    status : dict
+        ``complete`` (bool: both phases ran all ``max_iter`` iterations; False after an
+        interruption), ``calibration`` and ``sampling`` (iterations run in each phase) and
+        ``status`` (``"complete"`` or ``"partial"``).
+    """
+    n_iter, n = int(model.n_iter_), int(model.max_iter)
+    complete = n_iter >= 2 * n
+    return {
+        "status": "complete" if complete else "partial",
+        "complete": complete,
+        "calibration": min(n_iter, n),
+        "sampling": max(n_iter - n, 0),
+    }
+
+
+def write_results(path, model, sample_names=None, feature_names=None):
+    """Write a fitted :class:`~sklearn_cogaps.CoGAPS` to ``.npz`` or to CSV/TSV tables.
+
+    The trace labels the first ``max_iter`` iterations as calibration, which is right for a
+    chain started by ``fit`` (not one continued with ``warm_start``). A chain that stopped
+    early (interrupted) is written as it is and marked partial: ``complete`` is False in the
+    ``.npz`` archive, ``status`` is ``partial`` in the ``OUT_status`` table.
+
+    Parameters
+    ----------
+    path : str or path-like
+        ``OUT.npz`` writes one archive; ``OUT.csv`` or ``OUT.tsv`` writes the tables
+        ``OUT_patterns``, ``OUT_patterns_std``, ``OUT_amplitudes``, ``OUT_amplitudes_std``
+        (features in rows), ``OUT_trace`` and ``OUT_status`` (whether the chain is complete,
+        the iterations of each phase, the chi-square, the uncertainty model) with that
+        extension.
+    model : CoGAPS
+        A fitted estimator.
+    sample_names, feature_names : array-like of str, default=None
+        Names of the rows and columns of the fitted data.
+
+    Returns
+    -------
+    written : list of pathlib.Path
+        The files written.
+    """
+    path = Path(path)
+    kind = _kind(path, (".npz", ".csv", ".tsv"), "the output")
+    K = model.components_.shape[0]
+    patterns = _pattern_names(K)
+    n_iter = model.n_iter_
+    status = chain_status(model)
+    if kind == ".npz":
+        arrays = {
+            "patterns": model.loadings_,
+            "patterns_std": model.loadings_std_,
+            "amplitudes": model.components_,
+            "amplitudes_std": model.components_std_,
+            "chisq_history": model.chisq_history_,
+            "n_atoms_history": model.n_atoms_history_,
+            "chisq": np.float64(model.chisq_),
+            "lambda": np.array([model.lambda_W_, model.lambda_H_]),
+            "pattern_names": patterns,
+            "complete": np.bool_(status["complete"]),
+            "n_calibration": np.int64(status["calibration"]),
+            "n_sampling": np.int64(status["sampling"]),
+            "uncertainty_model": np.str_(model.uncertainty_model_),
+        }
+        if sample_names is not None:
+            arrays["sample_names"] = np.asarray(sample_names, dtype=str)
+        if feature_names is not None:
+            arrays["feature_names"] = np.asarray(feature_names, dtype=str)
+        np.savez_compressed(path, **arrays)
+        return [path]
+
+    sep = "," if kind == ".csv" else "\t"
+    prefix = str(path)[: -len(kind)]
+    samples = (
+        sample_names
+        if sample_names is not None
+        else [f"sample_{i}" for i in range(model.loadings_.shape[0])]
+    )
+    features = (
+        feature_names
+        if feature_names is not None
+        else [f"feature_{j}" for j in range(model.components_.shape[1])]
+    )
+    written = []
+    for name, values, rows, label in [
+        ("patterns", model.loadings_, samples, "sample"),
+        ("patterns_std", model.loadings_std_, samples, "sample"),
+        ("amplitudes", model.components_.T, features, "feature"),
+        ("amplitudes_std", model.components_std_.T, features, "feature"),
+    ]:
+        out = Path(f"{prefix}_{name}{kind}")
+        _write_table(out, values, rows, patterns, sep, label)
+        written.append(out)
+    phase = ["calibration" if i < model.max_iter else "sampling" for i in range(n_iter)]
+    out = Path(f"{prefix}_trace{kind}")
+    with open(out, "w", newline="") as f:
+        writer = csv.writer(f, delimiter=sep)
+        writer.writerow(["iteration", "phase", "chisq", "atoms_W", "atoms_H"])
+        for i in range(n_iter):
+            atoms = model.n_atoms_history_[i]
+            writer.writerow(
+                [
+                    i + 1,
+                    phase[i],
+                    repr(float(model.chisq_history_[i])),
+                    int(atoms[0]),
+                    int(atoms[1]),
+                ]
+            )
+    written.append(out)
+    out = Path(f"{prefix}_status{kind}")
+    with open(out, "w", newline="") as f:
+        writer = csv.writer(f, delimiter=sep)
+        writer.writerow(["key", "value"])
+        writer.writerow(["status", status["status"]])
+        writer.writerow(["calibration_iterations", status["calibration"]])
+        writer.writerow(["sampling_iterations", status["sampling"]])
+        writer.writerow(["max_iter", model.max_iter])
+        writer.writerow(["uncertainty_model", model.uncertainty_model_])
+        writer.writerow(["chisq", repr(float(model.chisq_))])
+    written.append(out)
+    return written
+
+
+def write_h5ad(path, source, model, layer=None):
+    """Copy an ``.h5ad`` file and add a CoGAPS fit of its matrix to the copy.
+
+    Only the results are written into the copy (with anndata's element writer), so the
+    matrix is never loaded: ``obsm["X_cogaps"]`` and ``obsm["X_cogaps_std"]`` (patterns
+    and their standard deviations, one row per cell), ``varm["cogaps_components"]`` and
+    ``varm["cogaps_components_std"]`` (amplitudes, one row per gene) and ``uns["cogaps"]``
+    (the parameters, the chi-square trace and whether the chain is complete).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The new ``.h5ad`` file.
+    source : str or path-like
+        The ``.h5ad`` file that was fitted (cells × genes, not transposed).
+    model : CoGAPS
+        The estimator fitted to ``source``'s ``X`` (or ``layer``).
+    layer : str, default=None
+        The layer that was fitted, recorded in ``uns["cogaps"]["layer"]``.
+
+    Returns
+    -------
+    written : list of pathlib.Path
+        The file written.
+    """
+    import shutil
+
+    import h5py
+
+    from ..anndata import anndata_results
+
+    _import_anndata(source)  # a clear message when anndata is missing
+    try:
+        from anndata.io import write_elem
+    except ImportError:  # anndata < 0.11
+        from anndata.experimental import write_elem
+    path = Path(path)
+    if path.resolve() == Path(source).resolve():
+        raise CommandLineError(f"--output-h5ad '{path}' would overwrite the input; name a copy.")
+    obsm, varm, uns = anndata_results(model, "cogaps")
+    uns.update(chain_status(model))
+    uns["layer"] = "X" if layer is None else layer
+    shutil.copyfile(source, path)
+    with h5py.File(path, "r+") as f:
+        for group, items in (("obsm", obsm), ("varm", varm), ("uns", {"cogaps": uns})):
+            g = f.require_group(group)
+            for name, value in items.items():
+                if name in g:
+                    del g[name]
+                write_elem(g, name, value)
+    return [path]

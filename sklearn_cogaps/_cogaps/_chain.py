@@ -1,0 +1,367 @@
+"""The chain of a CoGAPS fit: the data the sampler reads, its start from an empty atomic
+domain, its iterations (calibration with annealing, then sampling), its warm start and its
+posterior (Sherman, Gao & Fertig 2019, sections 1 and 4). The sampler itself is
+compiled: ``_sampler.pyx`` and the modules it cimports."""
+
+import numpy as np
+from scipy import sparse
+from sklearn.utils import check_random_state
+
+from .._utils._seeding import draw_seeds
+from ._chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
+from ._sampler import GibbsSampler
+from ._uncertainty import NAMED_UNCERTAINTIES, precision, uncertainty_name, validate_uncertainty
+
+__all__ = [
+    "ChainState",
+    "as_dtype",
+    "canonical_csr",
+    "cast_attributes",
+    "check_finite_fit",
+    "make_sampler",
+    "model_data",
+    "n_entries",
+    "new_sampler",
+    "prior_rates",
+    "restore_sampler",
+    "set_posterior",
+    "unconverged_message",
+    "warm_start_mismatch",
+]
+
+# A fit whose chi-square fell by more than this fraction between the first and the last
+# quarter of its sampling iterations has not converged (a stationary chain's fluctuations
+# are a few percent at most; a chain still gaining atoms falls by tens of percent).
+_UNCONVERGED_CHISQ_FALL = 0.05
+# Shortest sampling phase on which that fall is judged.
+_MIN_SAMPLING_ITER_CHECKED = 20
+
+
+def canonical_csr(X):
+    """X as a float64 CSR matrix with sorted indices, no duplicates and no stored zeros.
+
+    The caller's arrays are shared when they already have that form (they are then only
+    read) and copied otherwise, so the caller's matrix is never modified and may be
+    read-only or memory-mapped.
+    """
+    if not sparse.issparse(X):
+        return sparse.csr_matrix(X, dtype=np.float64)
+    csr = X.tocsr()  # converts other formats (new arrays); a CSR matrix comes back as is
+    # a new matrix object on the same arrays: the checks below cache flags on it, not on X
+    view = sparse.csr_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)
+    if view.dtype == np.float64 and view.has_canonical_format and np.all(view.data != 0):
+        return view
+    if view.dtype != np.float64:
+        view = view.astype(np.float64)  # a copy
+    elif X.format == "csr":  # shares the caller's arrays
+        view = view.copy()
+    view.sum_duplicates()
+    view.eliminate_zeros()
+    return view
+
+
+def n_entries(X):
+    """Entries a pass over X reads: the stored ones of a sparse matrix, all of a dense one."""
+    return X.nnz if sparse.issparse(X) else X.size
+
+
+def model_data(est, X, uncertainty):
+    """What the sampler works from: ``("dense", X, precision, name)`` or, for the sparse
+    model, ``("sparse", X as canonical CSR, X.T as CSR, name)``, with the name of the
+    uncertainty model (None for an array)."""
+    name = uncertainty_name(uncertainty)
+    if est.sparse_optimization or sparse.issparse(X):
+        if name is None:
+            raise ValueError(
+                "The sparse-data model computes the uncertainty from each stored value: "
+                "it takes uncertainty='relative' (0.1 for zeros, max(0.1 * x, 0.1) "
+                "otherwise) or 'poisson' (max(sqrt(x), 1)), not an array. Pass dense X "
+                "with sparse_optimization=False to use your own."
+            )
+        # both orientations, sharing the caller's arrays where they are already
+        # canonical (they are only read): a CSC's transpose is a CSR of its columns
+        if sparse.issparse(X) and X.format == "csc":
+            cols = canonical_csr(X.T)
+            rows = cols.T.tocsr()
+            rows.sort_indices()
+        else:
+            rows = canonical_csr(X)
+            cols = rows.T.tocsr()
+            cols.sort_indices()
+        return ("sparse", rows, cols, name)
+    sigma = validate_uncertainty(uncertainty, X)
+    return ("dense", X, precision(sigma, X.dtype, padded=True), name)
+
+
+def prior_rates(X, n_components, atom_densities):
+    """The rates ``lambda_W``, ``lambda_H`` of the exponential priors of the atoms' masses,
+    ``alpha * sqrt(K / mean(X))`` (Sherman, Gao & Fertig 2019, section 1.1, eq. 1), with the
+    mean over the non-zero entries, as the C++ CoGAPS takes it."""
+    values = X.data if sparse.issparse(X) else X
+    # X is non-negative: the sum over the non-zeros is the sum over all entries
+    n_nonzero = np.count_nonzero(values)
+    data_mean = float(values.sum(dtype=np.float64)) / n_nonzero if n_nonzero else 1.0
+    root = np.sqrt(n_components / data_mean)
+    return atom_densities[0] * root, atom_densities[1] * root
+
+
+def new_sampler(est, X, data, fixed):
+    """A new chain from an empty atomic domain (or the fixed matrix); sets the prior
+    rates and the seed of the per-row chains."""
+    rng = check_random_state(est.random_state)
+    seed = draw_seeds(rng)
+    est._transform_seed = draw_seeds(rng)
+    # from the canonical data: duplicates of a sparse X are summed there
+    est.lambda_W_, est.lambda_H_ = prior_rates(data[1], est.n_components, est._atom_densities)
+    K = est.n_components
+    which, _, matrix = fixed
+    W0 = matrix if which == "W" else np.zeros((X.shape[0], K))
+    Ht0 = matrix if which == "H" else np.zeros((X.shape[1], K))
+    return make_sampler(est, data, W0, Ht0, seed=seed, fixed=which)
+
+
+def make_sampler(est, data, W, Ht, seed=0, state=None, n_threads=1, fixed=None):
+    """The compiled sampler of the model ``data`` (see :func:`model_data`) at ``W``, ``Ht``,
+    or at a saved ``state``."""
+    kind, a, b, name = data
+    arguments = (
+        *est._atom_densities,
+        est.lambda_W_,
+        est.lambda_H_,
+        est.max_gibbs_mass_W,
+        est.max_gibbs_mass_H,
+        seed,
+    )
+    if kind == "sparse":
+        return GibbsSampler(
+            None,
+            None,
+            W,
+            Ht,
+            *arguments,
+            state=state,
+            sparse_data=(a, b, *NAMED_UNCERTAINTIES[name]),
+            fixed=fixed,
+            reversible=est._reversible,
+        )
+    # a fresh chain starts with one matrix zero: its residual is X itself; a float32
+    # chain recomputes its residual from X at every iteration
+    R = a if state is None else residual(a, W, Ht, n_threads)
+    return GibbsSampler(
+        R,
+        b,
+        W,
+        Ht,
+        *arguments,
+        state=state,
+        fixed=fixed,
+        reversible=est._reversible,
+        X=a if a.dtype == np.float32 else None,
+    )
+
+
+def restore_sampler(est, data, n_threads):
+    """The sampler of the chain that ``warm_start`` continues."""
+    state = est._sampler_state
+    return make_sampler(
+        est,
+        data,
+        state["W"],
+        state["Ht"],
+        state=state,
+        n_threads=n_threads,
+        fixed=state.get("fixed"),
+    )
+
+
+def warm_start_mismatch(est, X, data, fixed, likelihood):
+    """Why ``warm_start`` cannot continue the previous chain on these data (a sentence), or
+    None when it can. A previous chain whose samples cannot be averaged with this fit's
+    (other moves, another fixed matrix) is an error: the user asked to continue it."""
+    state = getattr(est, "_sampler_state", None)
+    if state is None:
+        # fitted before, to the end, without warm_start (or in distributed mode)
+        return ("the previous fit kept no sampler state (it ran with warm_start=False, or "
+                "in distributed mode; set warm_start=True before the first fit to continue "
+                "it later)")  # fmt: skip
+    previous = (state["W"].shape[0], state["Ht"].shape[0], state["W"].shape[1])
+    if previous != (*X.shape, est.n_components):
+        return (f"X has shape {X.shape} and n_components={est.n_components}, the previous "
+                f"chain had {previous[:2]} and {previous[2]}")  # fmt: skip
+    if state["sparse"] != (data[0] == "sparse"):
+        was, now = ("sparse", "dense") if state["sparse"] else ("dense", "sparse")
+        return (f"the previous chain used the {was} model and this fit the {now} one "
+                "(sparse_optimization or the input's format changed)")  # fmt: skip
+    # (states saved before these checks existed carry no digest or densities)
+    if state.get("likelihood", likelihood) != likelihood:
+        return ("X or its uncertainty differ from the previous fit's, whose likelihood the "
+                "chain's samples follow")  # fmt: skip
+    densities = tuple(est._atom_densities)
+    previous_densities = state.get("atom_densities", densities)
+    if previous_densities != densities:
+        return (f"the atom densities (atom_density_W, atom_density_H) are {densities}, the "
+                f"previous chain's prior had {previous_densities}")  # fmt: skip
+    # states saved before the option existed come from CoGAPS's moves
+    previous_moves = state.get("birth_death", "cogaps")
+    if previous_moves != est.birth_death:
+        raise ValueError(
+            f"warm_start=True continues the previous chain, which ran with "
+            f"birth_death={previous_moves!r}; this fit has birth_death="
+            f"{est.birth_death!r}. The two moves sample different laws, so their "
+            "samples cannot be averaged together: use the same birth_death, or set "
+            "warm_start=False to start a new chain."
+        )
+    which, _, matrix = fixed
+    previous = state.get("fixed")
+    if which != previous or (
+        which is not None
+        and not np.array_equal(matrix, state["W"] if which == "W" else state["Ht"])
+    ):
+        describe = {None: "no fixed matrix", "W": "fixed_patterns", "H": "fixed_components"}
+        raise ValueError(
+            f"warm_start=True continues the previous chain, which was fitted with "
+            f"{describe[previous]}; this fit has {describe[which]}"
+            f"{' with other values' if which == previous else ''}. Pass the same fixed "
+            "matrix as before, or set warm_start=False to start a new chain."
+        )
+    return None
+
+
+class ChainState:
+    """A running chain: the sampler, the phase of each of its iterations, its chi-square
+    and the atom counts after each iteration.
+
+    Parameters
+    ----------
+    sampler : GibbsSampler
+        The compiled chain.
+    sampling : list of bool
+        For each iteration of this run, whether it samples (True) or calibrates.
+    n_calibration : int
+        Length of the calibration phase (the annealing schedule's scale).
+    n_threads, pass_threads : int
+        Threads of the chain, and of the passes over the data that recompute its chi-square.
+    """
+
+    def __init__(self, sampler, sampling, n_calibration, n_threads, pass_threads):
+        self.sampler, self.sampling, self.n_calibration = sampler, sampling, n_calibration
+        self.n_threads, self.pass_threads = n_threads, pass_threads
+        self.chisq = None
+        self.atoms = []
+
+    def start(self):
+        """The chi-square at the start; a ValueError when it is not finite."""
+        self.chisq = self.sampler.chi_square(self.pass_threads)
+        if not np.isfinite(self.chisq):
+            raise ValueError(
+                f"The chi-square of X against the chain's start is {self.chisq}: the values "
+                "of X scaled by their uncertainty are too large to square. Rescale X or "
+                "raise the smallest uncertainties."
+            )
+        return self.chisq
+
+    def iterate(self, iteration):
+        """Iteration ``iteration`` (1-based): one Cython call; returns the chi-square."""
+        sampling = self.sampling[iteration - 1]
+        n, total = self.n_calibration, len(self.sampling)
+        # the annealing of Sherman, Gao & Fertig (2019), section 1.4: the temperature
+        # scales the likelihood while calibrating; as in the C++ CoGAPS, it rises linearly
+        # to 1 over the first half of the calibration phase
+        tau = 1.0 if sampling else min(1.0, 2.0 * iteration / n)
+        _, _, dloglik = self.sampler.iterate(tau, self.n_threads)
+        # logL = -chisq / 2; re-computed exactly from time to time against drift
+        self.chisq -= 2.0 * dloglik
+        if iteration % 100 == 0 or iteration in (n, total):
+            self.chisq = self.sampler.chi_square(self.pass_threads)
+        if sampling:
+            self.sampler.accumulate()
+        self.atoms.append(self.sampler.n_atoms)
+        return self.chisq
+
+    def progress_extra(self):
+        n_atoms = self.atoms[-1]
+        phase = "sampling" if self.sampling[len(self.atoms) - 1] else "calibration"
+        return f"{phase:>11}  atoms W {n_atoms[0]} H {n_atoms[1]}"
+
+    def atom_history(self):
+        return np.asarray(self.atoms, dtype=np.int64).reshape(-1, 2)
+
+
+def unconverged_message(est, sampling_chisq):
+    """Why the chain has not converged, or None: its chi-square still fell during the
+    sampling phase.
+
+    A chain that has reached its stationary law has a chi-square that fluctuates around a
+    level; one still falling while samples are averaged has not converged, and its
+    posterior means (hence ``chisq_`` and ``score``) describe a worse fit than the model
+    can reach with this ``n_components``. The fall is measured between the means of the
+    first and last quarters of the sampling iterations of this fit.
+    """
+    n = len(sampling_chisq)
+    if n < _MIN_SAMPLING_ITER_CHECKED:
+        return None
+    quarter = n // 4
+    first = float(np.mean(sampling_chisq[:quarter]))
+    last = float(np.mean(sampling_chisq[-quarter:]))
+    fall = (first - last) / first if first > 0 else 0.0
+    if fall <= _UNCONVERGED_CHISQ_FALL:
+        return None
+    return (
+        f"The chi-square fell by {fall:.0%} during the sampling phase (from {first:.6g} to "
+        f"{last:.6g}, means of its first and last quarters): the chain had not converged "
+        "when sampling began, so the posterior means mix states of a worse fit and chisq_ "
+        f"and score understate what n_components={est.n_components} can reach. Raise "
+        f"max_iter (now {est.max_iter}); a model with few patterns gains its atoms slowly "
+        "(see 'Choosing the number of patterns' in the CoGAPS guide)."
+    )
+
+
+def set_posterior(est, sampler, data, history, atoms, pass_threads, fixed):
+    """Set the fitted matrices, their chi-square and the traces from the chain's sums."""
+    if sampler.n_accumulated == 0:
+        # interrupted during calibration: the current state is the only sample
+        sampler.accumulate()
+    w_mean, w_std, h_mean, h_std = sampler.posterior()
+    # the fixed matrix comes back exactly as it was given, with standard deviation 0
+    which, _, matrix = fixed
+    if which == "W":
+        w_mean, w_std = matrix, np.zeros_like(matrix)
+    elif which == "H":
+        h_mean, h_std = matrix, np.zeros_like(matrix)
+    est.loadings_ = w_mean
+    est.loadings_std_ = w_std
+    est.components_ = np.ascontiguousarray(h_mean.T)
+    est.components_std_ = np.ascontiguousarray(h_std.T)
+    kind, a, b, name = data
+    if kind == "sparse":
+        rows = _sparse_orientation(a)
+        sigma0, poisson = NAMED_UNCERTAINTIES[name]
+        est.chisq_ = sparse_chi_square(rows, w_mean, h_mean, sigma0, pass_threads, poisson)
+    else:
+        est.chisq_ = fit_chi_square(a, b, w_mean, h_mean, pass_threads)
+    est.chisq_history_ = history
+    est.n_atoms_history_ = atoms
+
+
+def as_dtype(values, dtype):
+    """``values`` (float64 results) in the dtype of the data, unchanged for float64."""
+    return values if dtype == np.float64 else np.asarray(values, dtype=dtype)
+
+
+def cast_attributes(model, dtype):
+    """The fitted matrices in the dtype of the data (float32 data give float32 attributes;
+    the chain's sums are float64 in both cases)."""
+    for name in ("loadings_", "loadings_std_", "components_", "components_std_"):
+        setattr(model, name, as_dtype(getattr(model, name), dtype))
+
+
+def check_finite_fit(est):
+    """Raise instead of leaving a NaN or an infinity in a fitted attribute."""
+    for name in ("components_", "components_std_", "loadings_", "loadings_std_", "chisq_"):
+        if not np.all(np.isfinite(getattr(est, name))):
+            raise ValueError(
+                f"The fit produced non-finite values in {name!r} (chi-square "
+                f"{est.chisq_}): the data or its uncertainty are too extreme for "
+                "double precision. Rescale X so that its values and their ratios to the "
+                "uncertainty stay well inside 1e-150..1e150."
+            )

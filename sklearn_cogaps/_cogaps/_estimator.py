@@ -1,0 +1,864 @@
+"""CoGAPS: Bayesian non-negative matrix factorisation by Gibbs sampling in the atomic domain.
+
+The estimator: its parameters, the fit's orchestration and the fitting loop's hooks,
+``transform``, ``score`` and the pattern statistics. The chain is driven from ``_chain``, the
+per-row chains of ``transform`` and ``score`` from ``_rows``; the uncertainty is in
+``_uncertainty``, the distributed mode in ``_distributed``; the sampler is compiled
+(``_sampler.pyx``).
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils import deprecated
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from .._base import IterativeMixin
+from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._openmp_helpers import effective_n_threads, kernel_threads
+from .._utils._validation import check_ignored_y, check_side_labels, validate_input
+from ._chain import (
+    ChainState,
+    as_dtype,
+    cast_attributes,
+    check_finite_fit,
+    model_data,
+    n_entries,
+    new_sampler,
+    restore_sampler,
+    set_posterior,
+    unconverged_message,
+    warm_start_mismatch,
+)
+from ._distributed import (
+    check_single_chain_parameters,
+    clear_distributed_attributes,
+    fit_distributed,
+)
+from ._markers import pattern_markers, z_scores
+from ._rows import held_out_loglik, row_chunks, sample_patterns, sample_sparse_patterns
+from ._uncertainty import (
+    LARGEST_VALUE,
+    UNCERTAINTY_ADVICE,
+    check_uncertainty_shape,
+    likelihood_digest,
+    uncertainty_name,
+)
+
+__all__ = ["CoGAPS"]
+
+
+class _Problem:
+    """What the chain of one fit reads: X, the model's data (see ``model_data``), the fixed
+    matrix, the digest of the likelihood (for a warm start) and the thread counts."""
+
+    def __init__(self, X, data, fixed, likelihood, n_threads, pass_threads):
+        self.X, self.data, self.fixed, self.likelihood = X, data, fixed, likelihood
+        self.n_threads, self.pass_threads = n_threads, pass_threads
+
+
+class CoGAPS(
+    IterativeMixin,
+    DataInFitMixin,
+    NonNegativeFactorisationMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
+    """Coordinated Gene Activity in Pattern Sets: Bayesian NMF by atomic-domain Gibbs sampling.
+
+    Factorises non-negative data ``X ≈ W @ H`` with ``W`` (n_samples, n_components) the
+    patterns and ``H`` (n_components, n_features) the amplitudes, both non-negative, under a
+    Gaussian likelihood with a known standard deviation for every entry of ``X`` (the
+    uncertainty). Each matrix is the image of an atomic domain: a set of point masses whose
+    number is controlled by ``atom_density_W`` and ``atom_density_H`` and whose masses have an exponential prior, which makes
+    both matrices sparse. The chain runs ``max_iter`` calibration iterations with an
+    annealing temperature, then ``max_iter`` sampling iterations whose samples are averaged.
+
+    Data in float32 (as AnnData matrices usually are) are fitted in float32, as
+    :class:`~sklearn.decomposition.NMF` does: the dense model stores the residual and the
+    precisions in single precision, which halves the memory read by each proposal, while
+    every sum is still formed in float64, and the fitted attributes and the output of
+    :meth:`transform` are float32 (see "Single precision" in
+    :doc:`the scaling guide </cogaps_scale>`). The sparse-data model computes in float64
+    and returns float32 attributes for float32 data.
+
+    In CoGAPS's own names (genes × samples data ``D``), ``D = X.T``, the amplitude matrix
+    ``A = H.T`` (``components_.T``) and the pattern matrix ``P = W``. As in CoGAPS, each
+    pattern (column of ``W``) is scaled to a maximum of 1 in every sample of the chain that is
+    averaged, and the amplitudes carry the scale.
+
+    Parameters
+    ----------
+    n_components : int, default=7
+        Number of patterns (CoGAPS's ``nPatterns``).
+    max_iter : int, default=1000
+        Iterations of each phase, calibration then sampling (CoGAPS's ``nIterations``).
+        ``fit`` warns (``ConvergenceWarning``) when the chi-square still falls by more
+        than 5% during the sampling phase: raise ``max_iter`` then.
+    atom_density_W : float, default=0.01
+        Rate of the Poisson prior on the number of atoms of the patterns ``W`` per matrix
+        element (CoGAPS's ``alphaP``): the expected number of atoms per element, so smaller
+        values give sparser patterns.
+    atom_density_H : float, default=0.01
+        The same for the amplitudes ``H`` (CoGAPS's ``alphaA``).
+    max_gibbs_mass_W : float, default=100.0
+        Largest mass a Gibbs draw may give an atom of ``W``, in units of the prior mean
+        ``1 / lambda_W_`` (CoGAPS's ``maxGibbsMassP``).
+    max_gibbs_mass_H : float, default=100.0
+        The same for ``H`` (CoGAPS's ``maxGibbsMassA``).
+    birth_death : {"cogaps", "reversible"}, default="cogaps"
+        The birth and death moves of the chain, in ``fit``, fits with a fixed matrix,
+        :meth:`transform` and :meth:`score`; see :ref:`cogaps-birth-death`.
+
+        - ``"cogaps"``: CoGAPS's moves, as in the C++ CoGAPS (a birth always keeps its
+          Gibbs-drawn mass; a death re-draws the mass and keeps the atom with the
+          likelihood ratio), so that results compare with CoGAPS's. Their stationary law is
+          not the posterior of the atomic prior: elements are rarely exactly zero and their
+          means are larger, close to a posterior under a Gamma(2, lambda) prior.
+        - ``"reversible"``: reversible-jump birth and death, whose stationary law is the
+          posterior under the compound Poisson-exponential prior the model states (a point
+          mass ``exp(-atom_density)`` at zero and Exp(lambda) masses). Use it when the
+          posterior itself matters: probabilities of an element being zero, credible
+          intervals, comparisons with other Bayesian models.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the chain and of the per-row chains of :meth:`transform`. The result does
+        not depend on the number of threads.
+    verbose : int, default=0
+        0: silent; 1: a progress line (iteration, chi-square, phase, atoms, time elapsed
+        and left) about every tenth of the iterations; 2: a line after every iteration.
+    sparse_optimization : bool, default=False
+        Use the sparse-data model of CoGAPS 3 (supplement, section 3): the uncertainty is
+        a named one (see ``fit``), by default ``0.1`` for a zero and ``max(0.1 * x, 0.1)``
+        for a non-zero ``x`` (with ``uncertainty="poisson"``, 1 and ``max(sqrt(x), 1)``),
+        computed from each stored value when it is read, and every update works from the stored non-zeros and two small lookup tables
+        (``sum(H**2)`` and ``H H^T`` of the fixed matrix), so the dense ``W @ H`` is never
+        stored and memory grows with the number of non-zeros. A scipy.sparse ``X``
+        always uses this model. An ``uncertainty`` array cannot be combined with it.
+    warm_start : bool, default=False
+        When True and the estimator was fitted before on the same data, ``fit``
+        continues the same chain for ``max_iter`` more sampling iterations (no new
+        calibration) and the posterior averages cover all sampling iterations so far. The
+        full sampler state (atoms, generator and sums) is kept in the fitted estimator
+        only when ``warm_start=True`` or the fit was interrupted (Ctrl-C), so a pickled and
+        restored estimator continues exactly as the original would, and an interrupted fit
+        continues after ``set_params(warm_start=True)``; otherwise the pickle holds the
+        fitted attributes alone. On other data (another shape, other values or dtype,
+        another uncertainty), another ``n_components``, other atom densities or the other
+        model (dense or sparse), the fit starts a new chain with a ``UserWarning``: the
+        samples of two likelihoods or priors are not averaged together.
+    distributed : {"genome-wide", "single-cell"} or None, default=None
+        CoGAPS's distributed mode (``distributed``): fit ``n_sets`` subsets of the features
+        (``"genome-wide"``) or of the samples (``"single-cell"``) independently, match
+        their patterns across subsets and refit every subset with the consensus held fixed;
+        see :ref:`cogaps-distributed`. The number of consensus patterns, ``n_components_``,
+        can differ from ``n_components``. None fits all of X in one chain.
+    n_sets : int, default=None
+        Number of random subsets in distributed mode (``nSets``). None means 4, or the
+        number of ``explicit_sets`` when they are given; an ``n_sets`` that differs from
+        the number of ``explicit_sets`` raises a ``ValueError``.
+    cut : int, default=None
+        Number of clusters the tree of the subsets' patterns is cut into (``cut``); None
+        uses ``n_components``.
+    min_ns : int, default=None
+        Smallest cluster of patterns that gives a consensus pattern (``minNS``); None uses
+        half the number of subsets, rounded up.
+    max_ns : int, default=None
+        Largest cluster kept whole; larger ones are split in two (``maxNS``). None uses
+        ``min_ns`` plus the number of subsets.
+    explicit_sets : list of array-like, default=None
+        The subsets of distributed mode, instead of random ones (``explicitSets``): lists
+        of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
+        ``"single-cell"``. They must partition the features or samples.
+    n_jobs : int, default=None
+        Number of joblib workers for the subsets of distributed mode; None means 1 unless
+        in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
+        The result does not depend on it.
+    alpha_W : float, default="deprecated"
+        Former name of ``atom_density_W``.
+
+        .. deprecated:: 0.2
+           ``alpha_W`` is deprecated and will be removed in 0.3: it reads as the
+           regularisation strength of :class:`~sklearn.decomposition.NMF`, the opposite of
+           its meaning here. Use ``atom_density_W``.
+    alpha_H : float, default="deprecated"
+        Former name of ``atom_density_H``.
+
+        .. deprecated:: 0.2
+           ``alpha_H`` is deprecated and will be removed in 0.3. Use ``atom_density_H``.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Posterior mean of ``H`` over the sampling phase (CoGAPS's ``Amean.T``).
+    components_std_ : ndarray of shape (n_components, n_features)
+        Posterior standard deviation of ``H`` (``Asd.T``).
+    loadings_ : ndarray of shape (n_samples, n_components)
+        Posterior mean of ``W`` for the training samples, the patterns (CoGAPS's
+        ``Pmean``). Every sample of the chain is scaled to columns of maximum 1 before it
+        is averaged, as in CoGAPS, so a column's maximum is at most 1, and below 1 when the
+        sample where the pattern peaks changes along the chain. With a matrix held fixed
+        nothing is rescaled: ``loadings_`` is the fixed ``W``, or ``W`` averaged as sampled
+        against the fixed ``H`` (in ``distributed="single-cell"``, the consensus
+        amplitudes, whose rows have maximum 1). :meth:`transform` re-samples ``W`` with
+        ``H`` fixed; this is the chain's own mean.
+    loadings_std_ : ndarray of shape (n_samples, n_components)
+        Posterior standard deviation of ``W`` (``Psd``).
+    chisq_ : float
+        Chi-square ``sum(((X - loadings_ @ components_) / uncertainty) ** 2)`` of the
+        posterior mean (CoGAPS's ``meanChiSq``).
+    uncertainty_model_ : {"relative", "poisson", "array"}
+        The uncertainty of the fit: a named model, or ``"array"`` for the user's own.
+        :meth:`transform` and :meth:`score` use the named model when given no
+        uncertainty (``"relative"`` after an array).
+    chisq_history_ : ndarray of shape (n_iterations,)
+        Chi-square of the chain's current state after every iteration, calibration first.
+    n_atoms_history_ : ndarray of shape (n_iterations, 2)
+        Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
+    lambda_W_, lambda_H_ : float
+        Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
+        the mean over the non-zero entries.
+    n_iter_ : int
+        Number of iterations run by the last call to ``fit``, calibration plus sampling:
+        ``2 * max_iter`` for a new chain, ``max_iter`` (sampling only) when ``warm_start``
+        continues one, fewer after an interruption.
+    n_components_ : int
+        Number of consensus patterns of a distributed fit (the columns of ``loadings_``).
+        Set only in distributed mode, like the five attributes below.
+    subsets_ : list of ndarray
+        The feature (genome-wide) or sample (single-cell) indices of each subset.
+    subset_patterns_ : list of ndarray of shape (n_shared, n_components)
+        The shared factor of each subset's first-phase fit, before matching: its
+        ``loadings_`` (genome-wide) or ``components_.T`` (single-cell).
+    pattern_clusters_ : ndarray of shape (n_sets, n_components)
+        The consensus pattern each first-phase pattern was matched to; -1 when unmatched.
+    consensus_correlation_ : ndarray of shape (n_sets, n_components)
+        Correlation of each first-phase pattern with the mean of its cluster; NaN when
+        unmatched.
+    subset_chisq_ : ndarray of shape (n_sets,)
+        Chi-square of each subset's final fit; ``chisq_`` is their sum.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of features seen during ``fit``, when ``X`` has string feature names.
+
+    See Also
+    --------
+    sklearn.decomposition.NMF : Non-negative matrix factorisation by optimisation.
+
+    References
+    ----------
+    .. [1] Sherman, T. D., Gao, T. and Fertig, E. J. (2019). CoGAPS 3: Bayesian non-negative
+       matrix factorization for single-cell analysis with asynchronous updates and sparse
+       data structures. Supplementary material, sections 1 and 4.
+    .. [2] Fertig, E. J., Ding, J., Favorov, A. V., Parmigiani, G. and Ochs, M. F. (2010).
+       CoGAPS: an R/C++ package to identify patterns and biological process activity in
+       transcriptomic data. Bioinformatics 26(21).
+
+    Examples
+    --------
+    >>> from sklearn_cogaps import CoGAPS
+    >>> from sklearn_cogaps.datasets import make_patterns
+    >>> X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
+    >>> model = CoGAPS(n_components=2, max_iter=200, random_state=0).fit(X)
+    >>> model.components_.shape, model.loadings_.shape
+    ((2, 60), (20, 2))
+    """
+
+    _objective_name = "chi-square"
+    _maximise = False
+    _stops_early = False
+
+    _fit_advice = (
+        "CoGAPS(n_components=K).fit(X, uncertainty=U), with X of shape (n_samples, "
+        "n_features), the transpose of R's data (nPatterns is n_components)"
+    )
+
+    _peer_parameters = {
+        name: ("R CoGAPS", instead) for name, instead in {
+            "nPatterns": "n_components=K",
+            "nIterations": "max_iter=N (iterations of each phase, as nIterations)",
+            "seed": "random_state=seed",
+            "alphaA": "atom_density_H=... (its A is our H)",
+            "alphaP": "atom_density_W=... (its P is our W)",
+            "maxGibbsMassA": "max_gibbs_mass_H=...",
+            "maxGibbsMassP": "max_gibbs_mass_W=...",
+            "sparseOptimization": "sparse_optimization=True",
+            "nSets": "n_sets=...",
+            "minNS": "min_ns=...",
+            "maxNS": "max_ns=...",
+            "explicitSets": "explicit_sets=...",
+            "singleCell": 'distributed="single-cell"',
+            "nThreads": "nothing here: the fit uses OpenMP's threads, limited by "
+                        "OMP_NUM_THREADS or threadpoolctl.threadpool_limits(n, user_api='openmp')",
+            "uncertainty": "CoGAPS(...).fit(X, uncertainty=U)",
+            "messages": "verbose=1",
+            "outputFrequency": "verbose=1 (a progress line about every tenth of max_iter)",
+            "transposeData": "fit(X.T): X here is samples x features, R's data genes x samples",
+            **dict.fromkeys(
+                ["geneNames", "sampleNames"],
+                "fit(df) with a pandas DataFrame (or an AnnData) that carries the names",
+            ),
+            **dict.fromkeys(
+                ["subsetIndices", "subsetDim"],
+                "fit(X[:, genes]) for subsetDim=1 or fit(X[samples]) for subsetDim=2; for "
+                "the subsets of distributed mode, explicit_sets=...",
+            ),
+            **dict.fromkeys(
+                ["checkpointInterval", "checkpointOutFile", "checkpointInFile"],
+                "warm_start=True and pickle the fitted estimator: it continues the chain "
+                "exactly where it stopped",
+            ),
+            **dict.fromkeys(
+                ["nSnapshots", "snapshotPhase"],
+                "nothing: fit with warm_start=True in steps of max_iter to keep states along "
+                "the chain; loadings_std_ and components_std_ summarise the samples",
+            ),
+            "asynchronousUpdates": "nothing: the chain is always the asynchronous one, with "
+                                   "the same result for any number of threads",
+            "BPPARAM": "n_jobs=... in distributed mode, or joblib.parallel_config(backend=...)",
+            "params": "CoGAPS(**parameters), with our names for the CogapsParams slots "
+                      "(n_components=, max_iter=, random_state=, ...)",
+            **dict.fromkeys(
+                ["fixedPatterns", "whichMatrixFixed"],
+                "CoGAPS(...).fit(X, fixed_components=H) for 'A' (whichMatrixFixed), or "
+                "fit(X, fixed_patterns=W) for 'P'",
+            ),
+        }.items()
+    }
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "atom_density_W": [Interval(Real, 0, None, closed="neither")],
+        "atom_density_H": [Interval(Real, 0, None, closed="neither")],
+        "alpha_W": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
+        "alpha_H": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
+        "max_gibbs_mass_W": [Interval(Real, 0, None, closed="neither")],
+        "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
+        "birth_death": [StrOptions({"cogaps", "reversible"})],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "sparse_optimization": ["boolean"],
+        "warm_start": ["boolean"],
+        "distributed": [StrOptions({"genome-wide", "single-cell"}), None],
+        "n_sets": [Interval(Integral, 1, None, closed="left"), None],
+        "cut": [Interval(Integral, 1, None, closed="left"), None],
+        "min_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "max_ns": [Interval(Integral, 1, None, closed="left"), None],
+        "explicit_sets": ["array-like", None],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(
+        self,
+        n_components=7,
+        *,
+        max_iter=1000,
+        atom_density_W=0.01,
+        atom_density_H=0.01,
+        max_gibbs_mass_W=100.0,
+        max_gibbs_mass_H=100.0,
+        birth_death="cogaps",
+        random_state=None,
+        verbose=0,
+        sparse_optimization=False,
+        warm_start=False,
+        distributed=None,
+        n_sets=None,
+        cut=None,
+        min_ns=None,
+        max_ns=None,
+        explicit_sets=None,
+        n_jobs=None,
+        alpha_W="deprecated",
+        alpha_H="deprecated",
+    ):
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.atom_density_W = atom_density_W
+        self.atom_density_H = atom_density_H
+        self.alpha_W = alpha_W
+        self.alpha_H = alpha_H
+        self.max_gibbs_mass_W = max_gibbs_mass_W
+        self.max_gibbs_mass_H = max_gibbs_mass_H
+        self.birth_death = birth_death
+        self.random_state = random_state
+        self.verbose = verbose
+        self.sparse_optimization = sparse_optimization
+        self.warm_start = warm_start
+        self.distributed = distributed
+        self.n_sets = n_sets
+        self.cut = cut
+        self.min_ns = min_ns
+        self.max_ns = max_ns
+        self.explicit_sets = explicit_sets
+        self.n_jobs = n_jobs
+
+    # ------------------------------------------------------------------ validation
+    def _validate_X(self, X, reset):
+        X = validate_input(
+            self,
+            X,
+            reset=reset,
+            accept_sparse=("csr", "csc"),
+            dtype=(np.float64, np.float32),
+            ensure_non_negative=True,
+        )
+        values = X.data if sparse.issparse(X) else X
+        largest = float(values.max()) if values.size else 0.0
+        if largest > LARGEST_VALUE:
+            raise ValueError(
+                f"X holds values up to {largest:.3g}; CoGAPS squares residuals scaled by the "
+                f"uncertainty, which overflows for values above {LARGEST_VALUE:g}. Rescale "
+                "X (and any uncertainty) by the same factor first, e.g. X / X.max()."
+            )
+        if sparse.issparse(X):
+            return X
+        return np.ascontiguousarray(X)
+
+    def _resolve_uncertainty(self, uncertainty):
+        """What transform and score use: the fitted named model when given None."""
+        if uncertainty is not None:
+            return uncertainty
+        model = getattr(self, "uncertainty_model_", "relative")
+        return "relative" if model == "array" else model
+
+    # ------------------------------------------------------------------ the fitting loop's hooks
+    def _warm_start_mismatch(self, problem):
+        return warm_start_mismatch(self, problem.X, problem.data, problem.fixed,
+                                   problem.likelihood)  # fmt: skip
+
+    def _continue(self, problem):
+        sampler = restore_sampler(self, problem.data, problem.n_threads)
+        return ChainState(sampler, [True] * self.max_iter, self.max_iter, problem.n_threads,
+                          problem.pass_threads)  # fmt: skip
+
+    def _initialise(self, problem, rng):
+        sampler = new_sampler(self, problem.X, problem.data, problem.fixed)
+        return ChainState(sampler, [False] * self.max_iter + [True] * self.max_iter,
+                          self.max_iter, problem.n_threads, problem.pass_threads)  # fmt: skip
+
+    def _start_objective(self, state):
+        return state.start()
+
+    def _iterate(self, state, iteration):
+        return state.iterate(iteration)
+
+    def _snapshot(self, state, iteration):
+        # the sampler keeps its complete iterations; an interruption keeps their samples
+        return state, iteration
+
+    def _restore(self, snapshot):
+        state, iteration = snapshot
+        del state.atoms[iteration:]
+        return state
+
+    def _progress_extra(self, state):
+        return state.progress_extra()
+
+    def _unconverged_message(self, run):
+        sampling = np.asarray(run.state.sampling[: run.n_iter], dtype=bool)
+        return unconverged_message(self, np.asarray(run.history)[sampling])
+
+    # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, uncertainty=None, fixed_components=None, fixed_patterns=None):
+        """Sample the posterior of the factorisation of X.
+
+        One of the two matrices can be held fixed (CoGAPS's ``fixedPatterns`` with
+        ``whichMatrixFixed``): the chain then samples only the other one, and the fixed
+        matrix comes back unchanged as the fitted attribute, with standard deviation 0.
+        Neither matrix is rescaled in that case (the free one is averaged as sampled), so
+        ``fit(X, fixed_components=H).loadings_`` estimates what ``transform(X)`` does for
+        an estimator with ``components_ = H``, in one chain over all the rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative data (CoGAPS's ``D.T``); an AnnData contributes its ``.X``.
+        y : Ignored
+            Not used, present for API consistency by convention. A second positional
+            array of the shape of X is refused: pass the uncertainty by keyword.
+        uncertainty : {"relative", "poisson"} or array-like of shape (n_samples, n_features), \
+                default=None
+            Standard deviation of each entry of X (CoGAPS's ``uncertainty.T``), or the name
+            of a model of it:
+
+            - ``"relative"`` (what None means): CoGAPS's default ``max(0.1 * X, 0.1)``, a
+              10% error. Use it for continuous, log-transformed or normalised data, as R
+              and C++ CoGAPS do.
+            - ``"poisson"``: ``max(sqrt(X), 1)``, the standard deviation of a Poisson count.
+              Use it for raw counts (UMIs, reads, photon counts, pixel intensities): the
+              relative model gives a count of 1 a hundred times the weight of a count of
+              10, so the chain spends components on isolated small counts; on
+              ``load_digits`` (10 patterns) the relative error of the fit falls from 0.54
+              to 0.44 (scikit-learn's NMF, 10 components: 0.33).
+            - an array: your own standard deviations, all positive.
+
+            Both names work with the sparse-data model; an array needs dense data. The
+            name is kept in ``uncertainty_model_`` and is what :meth:`transform` and
+            :meth:`score` use when they get None.
+        fixed_components : array-like of shape (n_components, n_features), default=None
+            Amplitudes ``H`` to hold fixed: only the patterns ``W`` are sampled. Non-negative
+            and finite.
+        fixed_patterns : array-like of shape (n_samples, n_components), default=None
+            Patterns ``W`` to hold fixed: only the amplitudes ``H`` are sampled. Cannot be
+            combined with ``fixed_components``.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Notes
+        -----
+        With ``warm_start=True``, a fit continues the previous chain only when it holds the
+        same matrix fixed at the same values as the previous fit (or none in both); a
+        different fixed matrix raises a ``ValueError`` (set ``warm_start=False`` to start
+        a new chain).
+
+        Examples
+        --------
+        Sample the patterns of data whose amplitudes are known:
+
+        >>> from sklearn_cogaps import CoGAPS
+        >>> from sklearn_cogaps.datasets import make_patterns
+        >>> X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
+        >>> model = CoGAPS(n_components=2, max_iter=200, random_state=0)
+        >>> model = model.fit(X, fixed_components=H)
+        >>> bool((model.components_ == H).all()), float(model.components_std_.max())
+        (True, 0.0)
+        """
+        check_ignored_y(self, y, X, advice=UNCERTAINTY_ADVICE)
+        check_side_labels(X, "uncertainty", uncertainty)
+        check_side_labels(X, "fixed_components", fixed_components, axes=("column",))
+        check_side_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
+        self._atom_densities = self._resolve_atom_densities()
+        X = self._validate_X(X, reset=True)
+        name = uncertainty_name(uncertainty)
+        self.uncertainty_model_ = "array" if name is None else name
+        if self.distributed is not None:
+            if fixed_components is not None or fixed_patterns is not None:
+                raise ValueError(
+                    "A distributed fit holds its consensus fixed itself; fixed_components "
+                    "and fixed_patterns need distributed=None."
+                )
+            self._n_calibration_iter = None  # the subsets' chains have their own phases
+            return fit_distributed(self, X, uncertainty)
+        check_single_chain_parameters(self)
+        clear_distributed_attributes(self)
+        fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
+        # the chain gets the cap and decides per batch; a pass over the data, by its size
+        n_threads = effective_n_threads()
+        pass_threads = kernel_threads(2 * self.n_components * n_entries(X), n_threads)
+        data = model_data(self, X, uncertainty)
+        likelihood = likelihood_digest(X, name, uncertainty) if self.warm_start else None
+        problem = _Problem(X, data, fixed, likelihood, n_threads, pass_threads)
+        state = self._warm_state(problem)
+        continued = state is not None
+        if continued:
+            history, atoms = self.chisq_history_, self.n_atoms_history_
+        else:
+            state = self._initialise(problem, None)
+            history, atoms = np.empty(0), np.empty((0, 2), dtype=np.int64)
+        run = self._run(state, len(state.sampling))
+        self._end_run(run, total=len(state.sampling))
+        sampler = state.sampler
+        set_posterior(
+            self,
+            sampler,
+            data,
+            np.concatenate([history, np.asarray(run.history, dtype=np.float64)]),
+            np.concatenate([atoms, state.atom_history()]),
+            pass_threads,
+            fixed,
+        )
+        cast_attributes(self, X.dtype)
+        # the full state (atoms, generator, sums) only when a later fit may continue it:
+        # with warm_start, or after an interruption (the warning advises continuing)
+        self._sampler_state = None
+        if self.warm_start or run.interrupted:
+            if likelihood is None:
+                likelihood = likelihood_digest(X, name, uncertainty)
+            self._sampler_state = {
+                **sampler.get_state(),
+                "birth_death": self.birth_death,
+                "likelihood": likelihood,
+                "atom_densities": tuple(self._atom_densities),
+            }
+        if not continued:
+            # the chain's calibration phase: its first iterations, whatever later warm
+            # starts append (they sample only)
+            self._n_calibration_iter = min(run.n_iter, self.max_iter)
+        check_finite_fit(self)
+        return self
+
+    def _resolve_atom_densities(self):
+        """``(atom_density_W, atom_density_H)``, from the deprecated names when they are set."""
+        densities = []
+        for old, new in (("alpha_W", "atom_density_W"), ("alpha_H", "atom_density_H")):
+            value = getattr(self, old)
+            if isinstance(value, str) and value == "deprecated":
+                densities.append(float(getattr(self, new)))
+                continue
+            warnings.warn(
+                f"'{old}' was renamed '{new}' in 0.2 and will be removed in 0.3: it is the "
+                f"expected number of atoms per matrix element, not a regularisation strength "
+                f"as in NMF. Use {new}={value!r}.",
+                FutureWarning,
+                stacklevel=4,
+            )
+            densities.append(float(value))
+        return tuple(densities)
+
+    def _validate_fixed(self, X, fixed_components, fixed_patterns):
+        """``(which, matrix)`` with which in {None, "W", "H"} and the fixed matrix in the
+        sampler's orientation (W, or Ht = H^T), as a new float64 array."""
+        if fixed_components is not None and fixed_patterns is not None:
+            raise ValueError(
+                "Pass at most one of 'fixed_components' and 'fixed_patterns': holding both "
+                "matrices fixed leaves nothing to sample."
+            )
+        if fixed_components is None and fixed_patterns is None:
+            return None, None, None
+        K = self.n_components
+        if fixed_components is not None:
+            name, value, expected, which = (
+                "fixed_components", fixed_components, (K, X.shape[1]), "H")
+            meaning = "(n_components, n_features)"
+        else:
+            name, value, expected, which = (
+                "fixed_patterns", fixed_patterns, (X.shape[0], K), "W")
+            meaning = "(n_samples, n_components)"
+        M = check_array(
+            value,
+            accept_sparse=False,
+            dtype=np.float64,
+            ensure_all_finite=True,
+            ensure_min_samples=1,
+            ensure_min_features=1,
+            input_name=name,
+            copy=True,
+            order="C",  # the sampler reads the fixed matrix row by row
+        )
+        if M.shape != expected:
+            raise ValueError(
+                f"'{name}' must have shape {meaning} = {expected} for this X and "
+                f"n_components={K}; got {M.shape}. Set n_components to the number of "
+                "components of the fixed matrix."
+            )
+        if np.any(M < 0):
+            raise ValueError(
+                f"'{name}' must be non-negative; its smallest entry is {M.min()}. CoGAPS's "
+                "matrices are sums of atoms of positive mass."
+            )
+        if which == "H":
+            return which, M, np.ascontiguousarray(M.T)
+        return which, M, M
+
+    @property
+    def _reversible(self):
+        # estimators pickled before the option existed use CoGAPS's moves
+        return getattr(self, "birth_death", "cogaps") == "reversible"
+
+    def fit_transform(self, X, y=None, *, uncertainty=None, fixed_components=None,
+                      fixed_patterns=None):
+        """Fit, then sample the patterns of X with the fitted amplitudes held fixed.
+
+        ``fit(X, ...).transform(X, uncertainty=uncertainty)``: the returned patterns come
+        from the same procedure, under the same uncertainty, as those of new samples in a
+        ``Pipeline``. The chain's own posterior mean of W is ``loadings_`` (the fixed W
+        itself with ``fixed_patterns``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative data.
+        y : Ignored
+            Not used, present for API consistency.
+        uncertainty : {"relative", "poisson"} or array-like of shape (n_samples, \
+                n_features), default=None
+            As in :meth:`fit`; also the one :meth:`transform` uses.
+        fixed_components : array-like of shape (n_components, n_features), default=None
+            As in :meth:`fit`.
+        fixed_patterns : array-like of shape (n_samples, n_components), default=None
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        W : ndarray of shape (n_samples, n_components)
+            Posterior mean of the patterns of each sample, as :meth:`transform` gives it.
+        """
+        self.fit(X, y, uncertainty=uncertainty, fixed_components=fixed_components,
+                 fixed_patterns=fixed_patterns)
+        return self.transform(X, uncertainty=uncertainty)
+
+    def transform(self, X, *, uncertainty=None):
+        """Sample the patterns of new samples with the amplitudes held fixed.
+
+        Each row gets its own chain (CoGAPS's fixed-matrix mode: ``max_iter`` calibration
+        and ``max_iter`` sampling iterations), seeded from ``random_state`` and the row's
+        values, so the result for a row does not depend on the other rows or on the
+        number of threads.
+
+        Sparse ``X`` (and any ``X`` when ``sparse_optimization=True``) with a named
+        uncertainty is sampled with the sparse-data model, from the stored entries of each
+        row: a proposal costs O(nnz of the row * n_components) and no row is made dense. It
+        is the dense model with the same named uncertainty, so both give the same patterns
+        up to rounding.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative data.
+        uncertainty : {"relative", "poisson"} or array-like of shape (n_samples, n_features), \
+                default=None
+            Standard deviation of each entry, or the name of a model of it (see
+            :meth:`fit`); None uses the fitted ``uncertainty_model_`` (``"relative"``,
+            ``max(0.1 * X, 0.1)``, after a fit with an array).
+
+        Returns
+        -------
+        W : ndarray of shape (n_samples, n_components)
+            Posterior mean of the patterns of each sample, float32 for float32 X (whose
+            rows are sampled with a float32 residual, as in ``fit``), float64 otherwise.
+        """
+        check_is_fitted(self)
+        check_side_labels(X, "uncertainty", uncertainty)
+        X = self._validate_X(X, reset=False)
+        uncertainty = self._resolve_uncertainty(uncertainty)
+        check_uncertainty_shape(uncertainty, X)
+        name = uncertainty_name(uncertainty)
+        if name is not None and (self.sparse_optimization or sparse.issparse(X)):
+            return sample_sparse_patterns(self, X, name)
+        blocks = [sample_patterns(self, x, sigma)[0] for x, sigma in row_chunks(X, uncertainty)]
+        W = np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
+        return as_dtype(W, X.dtype)
+
+    def pattern_markers(self, threshold="all"):
+        """The features that mark each pattern (CoGAPS's ``patternMarkers``).
+
+        Parameters
+        ----------
+        threshold : {"all", "cut"}, default="all"
+            ``"all"`` gives each feature to the pattern where it ranks best; ``"cut"`` keeps,
+            for each pattern, the features in rank order up to the first one that ranks
+            better in another pattern. See :func:`sklearn_cogaps.pattern_markers`.
+
+        Returns
+        -------
+        markers : list of ndarray
+            For each pattern, its marker features, best first: their names when ``X`` had
+            feature names, else their indices.
+        ranks : ndarray of shape (n_features, n_components)
+            Rank of each feature for each pattern (1 = most specific).
+        scores : ndarray of shape (n_features, n_components)
+            Distance of each feature's normalised amplitude profile to each pattern.
+        """
+        check_is_fitted(self)
+        markers, ranks, scores = pattern_markers(self.components_.T, self.loadings_, threshold)
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:
+            markers = [names[m] for m in markers]
+        return markers, ranks, scores
+
+    def z_scores(self):
+        """Posterior mean over standard deviation of both factors (CoGAPS's ``calcZ``).
+
+        Returns
+        -------
+        patterns_z : ndarray of shape (n_samples, n_components)
+            ``loadings_ / loadings_std_``, a standard deviation of 0 read as ``1e-6``.
+        components_z : ndarray of shape (n_components, n_features)
+            ``components_ / components_std_``, a standard deviation of 0 read as ``1e-6``.
+        """
+        check_is_fitted(self)
+        return z_scores(self.loadings_, self.loadings_std_), z_scores(
+            self.components_, self.components_std_
+        )
+
+    @deprecated("'patterns_' was renamed 'loadings_' in 0.2 and will be removed in 0.3.")
+    @property
+    def patterns_(self):
+        """Deprecated alias of ``loadings_``."""
+        return self.loadings_
+
+    @deprecated("'patterns_std_' was renamed 'loadings_std_' in 0.2 and will be removed in 0.3.")
+    @property
+    def patterns_std_(self):
+        """Deprecated alias of ``loadings_std_``."""
+        return self.loadings_std_
+
+    def score(self, X, y=None, *, uncertainty=None):
+        """Held-out log-likelihood of X per sample, for choosing ``n_components``.
+
+        Each row's entries are split into ``5`` folds at random, reproducibly (the split
+        and the chains are seeded from ``random_state`` and the row's values, so a row's
+        score does not depend on the other rows). For each fold, the row's patterns are
+        sampled as in :meth:`transform` (amplitudes fixed) from the other folds only, and
+        the entries of the fold are scored under the Gaussian likelihood of the posterior
+        mean prediction ``W @ components_``. Every entry is scored once, by a fit that did
+        not see it, so extra components that only fit noise lower the score: unlike the
+        likelihood of the entries the patterns were fitted to, this criterion has a
+        maximum near the number of patterns the data support, and ``GridSearchCV`` over
+        ``n_components`` works without a scorer. See "Choosing the number of patterns"
+        in the user guide.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative data.
+        y : Ignored
+            Not used, present for API consistency by convention. A second positional
+            array of the shape of X is refused: pass the uncertainty by keyword.
+        uncertainty : {"relative", "poisson"} or array-like of shape (n_samples, n_features), \
+                default=None
+            Standard deviation of each entry, or the name of a model of it (see
+            :meth:`fit`); None uses the fitted ``uncertainty_model_`` (``"relative"``,
+            ``max(0.1 * X, 0.1)``, after a fit with an array, with a warning: in
+            ``GridSearchCV`` or ``cross_validate``, route the array to ``score`` with
+            ``sklearn.set_config(enable_metadata_routing=True)`` and
+            ``set_fit_request(uncertainty=True).set_score_request(uncertainty=True)``).
+
+        Returns
+        -------
+        score : float
+            Average over samples of ``sum_j log N(X_ij | (W^(-f(j)) H)_ij,
+            uncertainty_ij**2)``, where ``W^(-f)`` is the posterior mean of the row's
+            patterns given the entries outside fold ``f``.
+        """
+        check_is_fitted(self)
+        check_ignored_y(self, y, X, method="score", advice=UNCERTAINTY_ADVICE.replace("fit", "score"))
+        check_side_labels(X, "uncertainty", uncertainty)
+        if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
+            warnings.warn(
+                "CoGAPS was fitted with an uncertainty array, but score got no uncertainty: "
+                "it scores X under the 'relative' model max(0.1 * X, 0.1), not the "
+                "likelihood of the fit, so models compared this way are not compared on "
+                "your uncertainty. Pass score(X, uncertainty=U); in GridSearchCV or "
+                "cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) "
+                "and estimator.set_fit_request(uncertainty=True)"
+                ".set_score_request(uncertainty=True).",
+                UserWarning,
+                stacklevel=2,
+            )
+        X = self._validate_X(X, reset=False)
+        uncertainty = self._resolve_uncertainty(uncertainty)
+        check_uncertainty_shape(uncertainty, X)
+        if X.shape[0] == 0:
+            raise ValueError("score needs at least one sample; got X of shape (0, n_features).")
+        total = 0.0
+        for x, sigma in row_chunks(X, uncertainty):
+            total += float(np.sum(held_out_loglik(self, x, sigma)))
+        return total / X.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # float32 data are fitted and transformed in float32 (see the class docstring)
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags

@@ -1,0 +1,84 @@
+"""The state of a Gibbs M3F / iPM3F chain (Xu, Zhu & Zhang 2013): the sampled factors,
+thresholds and augmentation variables, and the running sums of the samples after burn-in.
+The conditionals are sampled in ``_fast.pyx``."""
+
+import numpy as np
+
+from .._utils._openmp_helpers import kernel_threads
+
+# The work estimates of the sweeps (stored entries times n_components^2, ...) count about
+# five floating-point operations per unit. Results do not depend on the thread count.
+_OPS_PER_WORK_UNIT = 5
+
+
+def _threads_for(work):
+    return kernel_threads(_OPS_PER_WORK_UNIT * work)
+
+
+class _Chain:
+    """Sampled state: factors (U, or binary Z), item factors V, thresholds, augmentation.
+
+    Also the per-entry statistics of the last augmentation draw (``cv1``, ``cv2``), the
+    threshold prior (``rho``, ``varsigma``) and, for the IBP, the identity of each feature.
+    """
+
+    def __init__(self, U, V, theta, ilam, rho, varsigma):
+        self.U, self.V, self.theta, self.ilam = U, V, theta, ilam
+        self.rho, self.varsigma = rho, varsigma
+        self.cv1 = self.cv2 = None
+        self.ids = np.arange(U.shape[1])
+        self.n_born = U.shape[1]
+
+
+def _snapshot(chain):
+    """Copies of the sampled state of ``chain``, to restore after an interruption."""
+    return (chain.U.copy(), chain.V.copy(), chain.theta.copy(), chain.ilam.copy(),
+            chain.ids.copy(), chain.n_born)
+
+
+def _ibp_log_prior(Z, alpha):
+    """ln P([Z]) of the IBP up to terms constant in Z (Griffiths & Ghahramani 2011, eq. 15)."""
+    from scipy.special import gammaln
+
+    N, K = Z.shape
+    m = Z.sum(axis=0)
+    H = np.sum(1.0 / np.arange(1, N + 1))
+    return float(K * np.log(alpha) - alpha * H
+                 + np.sum(gammaln(N - m + 1) + gammaln(m) - gammaln(N + 1)))
+
+
+class _RunningSums:
+    """Sums of the samples after burn-in, by feature identity (features come and go in iPM3F)."""
+
+    def __init__(self, shape, L):
+        N, M = shape
+        self.N, self.M = N, M
+        self.sum_theta = np.zeros((N, L - 1))
+        self.sum_u = np.zeros((N, 0))
+        self.sum_v = np.zeros((M, 0))
+        self.n_present = np.zeros(0)
+        self.ids = np.zeros(0, dtype=np.intp)
+        self.count = 0
+
+    def add(self, chain, ids):
+        new = np.setdiff1d(ids, self.ids)
+        if new.size:
+            self.ids = np.concatenate([self.ids, new])
+            self.sum_u = np.hstack([self.sum_u, np.zeros((self.N, new.size))])
+            self.sum_v = np.hstack([self.sum_v, np.zeros((self.M, new.size))])
+            self.n_present = np.concatenate([self.n_present, np.zeros(new.size)])
+        where = {int(f): c for c, f in enumerate(self.ids)}
+        cols = np.array([where[int(f)] for f in ids], dtype=np.intp)
+        self.sum_u[:, cols] += chain.U
+        self.sum_v[:, cols] += chain.V
+        self.n_present[cols] += 1
+        self.sum_theta += chain.theta
+        self.count += 1
+
+    def means(self, prior):
+        U = self.sum_u / self.count
+        V = self.sum_v / np.maximum(self.n_present, 1)
+        if prior == "ibp":
+            keep = U.sum(axis=0) > 0
+            U, V = U[:, keep], V[:, keep]
+        return np.ascontiguousarray(U), np.ascontiguousarray(V), self.sum_theta / self.count

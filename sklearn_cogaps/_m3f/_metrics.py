@@ -1,0 +1,138 @@
+"""The error measures of rating predictions: MAE and the normalised MAE of Marlin (2004),
+and the scorers that give them to scikit-learn's model selection."""
+
+import numpy as np
+
+from ._ratings import _as_ratings_csr, _level_spread
+
+__all__ = ["neg_mae_scorer", "neg_nmae_scorer", "rating_mae", "rating_nmae"]
+
+
+def _paired_values(X_true, X_pred):
+    T = _as_ratings_csr(X_true, "X_true")
+    P = _as_ratings_csr(X_pred, "X_pred")
+    if T.shape != P.shape or T.nnz != P.nnz or not (
+        np.array_equal(T.indptr, P.indptr) and np.array_equal(T.indices, P.indices)
+    ):
+        raise ValueError(
+            "X_true and X_pred must hold ratings at the same (user, item) pairs; got "
+            f"{T.nnz} and {P.nnz} entries in shapes {T.shape} and {P.shape}."
+        )
+    if T.nnz == 0:
+        raise ValueError("X_true holds no rating: there is nothing to score.")
+    return T.data, P.data
+
+
+def rating_mae(X_true, X_pred):
+    """Mean absolute error over the rated pairs.
+
+    Parameters
+    ----------
+    X_true : {array-like, sparse matrix} of shape (n_users, n_items)
+        True ratings (stored entries, or non-NaN entries of a dense array).
+    X_pred : {array-like, sparse matrix} of shape (n_users, n_items)
+        Predicted ratings at the same pairs, e.g. from :meth:`MaxMarginMF.predict_ratings`.
+
+    Returns
+    -------
+    mae : float
+        The mean of ``|true - predicted|`` over the pairs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import rating_mae
+    >>> rating_mae(np.array([[1.0, np.nan, 3.0]]), np.array([[2.0, np.nan, 3.0]]))
+    0.5
+    """
+    t, p = _paired_values(X_true, X_pred)
+    return float(np.mean(np.abs(t - p)))
+
+
+def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
+    """Normalised mean absolute error, MAE / E_L (Marlin 2004).
+
+    E_L is the MAE of predictions drawn uniformly from the rating levels: 1.6 for five
+    levels 1..5 (1.944 for six), so that the NMAE of scales of different lengths compare.
+
+    Parameters
+    ----------
+    X_true : {array-like, sparse matrix} of shape (n_users, n_items)
+        True ratings.
+    X_pred : {array-like, sparse matrix} of shape (n_users, n_items)
+        Predicted ratings at the same pairs.
+    levels : array-like, default=(1, 2, 3, 4, 5)
+        The rating levels, e.g. ``MaxMarginMF.levels_``.
+
+    Returns
+    -------
+    nmae : float
+        MAE / E_L with E_L = mean ``|l_a - l_b|`` over all pairs of levels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import rating_nmae
+    >>> rating_nmae(np.array([[1.0, 4.0]]), np.array([[2.0, 4.0]]))
+    0.3125
+    """
+    return rating_mae(X_true, X_pred) / _level_spread(levels)
+
+
+def neg_nmae_scorer(estimator, X, y):
+    """Scorer for ``GridSearchCV``: -NMAE of the held-out ratings y given the ratings X.
+
+    The users of the rows of X are rated as new users from their ratings in X (the item
+    factors fixed) and scored at the stored entries of y, which the fit never saw. Use it
+    with the matrices of :func:`holdout_ratings`:
+    ``GridSearchCV(MaxMarginMF(), {"C": [...]}, scoring=neg_nmae_scorer).fit(X_train, X_test)``.
+
+    Parameters
+    ----------
+    estimator : MaxMarginMF
+        A fitted estimator.
+    X : {array-like, sparse matrix} of shape (n_users, n_items)
+        Observed ratings of the users.
+    y : {array-like, sparse matrix} of shape (n_users, n_items)
+        Held-out ratings of the same users.
+
+    Returns
+    -------
+    score : float
+        Minus the NMAE (higher is better).
+    """
+    return -rating_nmae(y, estimator.predict_ratings(y, observed=X), estimator.levels_)
+
+
+def neg_mae_scorer(estimator, X, y):
+    """Scorer for ``GridSearchCV``: -MAE of the held-out ratings y given the ratings X.
+
+    As :func:`neg_nmae_scorer`, in rating units.
+
+    Parameters
+    ----------
+    estimator : MaxMarginMF
+        A fitted estimator.
+    X : {array-like, sparse matrix} of shape (n_users, n_items)
+        Observed ratings of the users.
+    y : {array-like, sparse matrix} of shape (n_users, n_items)
+        Held-out ratings of the same users.
+
+    Returns
+    -------
+    score : float
+        Minus the MAE (higher is better).
+    """
+    return -rating_mae(y, estimator.predict_ratings(y, observed=X))
+
+
+def _held_out_nmae(R_held, chain, sums, prior, levels):
+    """NMAE of the held-out ratings from the running means (the current sample before any)."""
+    if sums.count:
+        U, V, theta = sums.means(prior)
+    else:
+        U, V, theta = chain.U, chain.V, chain.theta
+    rows = np.repeat(np.arange(R_held.shape[0]), np.diff(R_held.indptr))
+    x = np.einsum("pk,pk->p", U[rows], V[R_held.indices])
+    pred = levels[np.sum(x[:, None] >= theta[rows], axis=1)]
+    return float(np.mean(np.abs(pred - R_held.data))) / _level_spread(levels)

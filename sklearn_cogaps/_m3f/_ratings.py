@@ -1,0 +1,222 @@
+"""Ratings as MaxMarginMF reads them: the observed entries of a users x items matrix on L
+ordered levels, their validation, the split of held-out ratings, and the per-row seeds of
+the chains of new users."""
+
+import hashlib
+import warnings
+
+import numpy as np
+from scipy import sparse
+from sklearn.utils import check_random_state
+
+from .._utils._seeding import fingerprint
+
+__all__ = ["holdout_ratings"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _ratings_digest(R):
+    """The fingerprint of the ratings CSR ``R`` (its pattern and values, whatever the
+    index dtypes), to tell whether a warm start is given the ratings of its chain."""
+    return fingerprint(np.asarray(R.shape, dtype=np.int64), R.indptr.astype(np.int64),
+                       R.indices.astype(np.int64), R.data.astype(np.float64))
+
+
+def _levels_text(levels):
+    """The rating levels for a message: ``1..5`` for 1..L, else the values."""
+    if np.array_equal(levels, np.arange(1.0, levels.size + 1.0)):
+        return f"1..{levels.size}"
+    return ", ".join(f"{v:g}" for v in levels)
+
+
+def _as_ratings_csr(X, name="X"):
+    """CSR matrix of the observed entries of X: stored entries of a sparse X, non-NaN of a dense.
+
+    Stored NaNs of a sparse matrix are missing; stored zeros and duplicates are errors.
+    """
+    if sparse.issparse(X):
+        # a COO matrix's duplicates are counted on its pairs: converting it sums them
+        n_duplicates = 0
+        if X.format == "coo":
+            pairs = X.row.astype(np.int64) * X.shape[1] + X.col.astype(np.int64)
+            n_duplicates = pairs.size - np.unique(pairs).size
+        # an owned copy: sorting, summing duplicates and dropping NaNs work in place, and a
+        # CSR made from a CSR shares the caller's arrays (views, so not ``is``-identical)
+        M = X.tocsr(copy=True)
+        if not M.has_sorted_indices:
+            M.sort_indices()
+        n_before = M.nnz
+        M.sum_duplicates()
+        n_duplicates += n_before - M.nnz
+        if n_duplicates:
+            raise ValueError(
+                f"{name} has {n_duplicates} duplicate stored entries (the same user and "
+                "item more than once); keep one rating per pair."
+            )
+        if np.any(M.data == 0):
+            raise ValueError(
+                f"{name} has {int(np.sum(M.data == 0))} stored zeros. In a sparse ratings "
+                "matrix every stored entry is a rating and 0 is not a rating level; call "
+                f"{name}.eliminate_zeros() if the zeros mean 'not rated'."
+            )
+        if np.any(np.isnan(M.data)):
+            M.data[np.isnan(M.data)] = 0.0
+            M.eliminate_zeros()
+        return M
+    if hasattr(X, "to_numpy") and not hasattr(X, "toarray"):
+        # a DataFrame of nullable ratings (Int64, Float64): pd.NA is a missing rating
+        X = X.to_numpy(dtype=np.float64, na_value=np.nan)
+    X = np.asarray(X, dtype=np.float64)
+    observed = ~np.isnan(X)
+    n_zeros = int(np.sum(X == 0))
+    if n_zeros:
+        # a dense matrix often holds 0 for "not rated": fitted as ratings they would become
+        # a level 0 and predictions of it (scikit-learn's checks give integer data with 0,
+        # so this warns rather than refuses)
+        warnings.warn(
+            f"{name} has {n_zeros} zeros, read as ratings of 0. In a dense ratings matrix a "
+            f"missing rating is NaN; if 0 means 'not rated', pass np.where({name} == 0, "
+            f"np.nan, {name}) or a sparse matrix of the ratings. A scale that starts at 0 "
+            "can be shifted to 1..L, which silences this warning.",
+            UserWarning,
+            stacklevel=4,
+        )
+    rows, cols = np.nonzero(observed)
+    return sparse.csr_matrix((X[rows, cols], (rows, cols)), shape=X.shape)
+
+
+def _level_spread(levels):
+    """E|l_a - l_b| for two independent uniform draws from the levels (E_L of the NMAE)."""
+    values = np.asarray(levels, dtype=np.float64).ravel()
+    if values.size < 2 or np.unique(values).size != values.size or not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"levels must be two or more distinct rating levels; got {levels!r} (for example "
+            "MaxMarginMF.levels_, or (1, 2, 3, 4, 5))."
+        )
+    return float(np.abs(values[:, None] - values[None, :]).mean())
+
+
+def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
+    """Split a ratings matrix into training and held-out ratings, ``n_per_user`` per user.
+
+    The usual protocol of collaborative filtering ("weak generalisation"): every user with
+    at least ``min_ratings`` ratings gives ``n_per_user`` of them, chosen uniformly at
+    random, to the held-out matrix; the others stay in the training matrix. Items are not
+    protected: an item whose only ratings are held out has none in training, and
+    :class:`MaxMarginMF` then rates it from its factors' prior and the users' thresholds
+    (a new item), as the protocol scores it.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_users, n_items)
+        Ratings: the stored entries of a sparse matrix, the non-NaN entries of a dense one.
+    n_per_user : int, default=1
+        Ratings held out per user.
+    min_ratings : int or None, default=None
+        Users with fewer ratings keep all of them; must exceed ``n_per_user``. None means
+        ``n_per_user + 1``.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the choice; the same seed gives the same split.
+
+    Returns
+    -------
+    X_train : scipy.sparse.csr_matrix of shape (n_users, n_items)
+        The training ratings.
+    X_test : scipy.sparse.csr_matrix of shape (n_users, n_items)
+        The held-out ratings; ``X_train + X_test`` has the ratings of X.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import holdout_ratings
+    >>> X = np.array([[1, 2, np.nan], [3, 4, 5.0]])
+    >>> train, test = holdout_ratings(X, random_state=0)
+    >>> test.getnnz(axis=1).tolist(), train.getnnz(axis=1).tolist()
+    ([1, 1], [1, 2])
+    """
+    if min_ratings is None:
+        min_ratings = n_per_user + 1
+    if n_per_user < 1 or min_ratings <= n_per_user:
+        raise ValueError(
+            f"n_per_user must be at least 1 and below min_ratings; got n_per_user="
+            f"{n_per_user}, min_ratings={min_ratings}."
+        )
+    R = _as_ratings_csr(X)
+    rng = check_random_state(random_state)
+    counts = np.diff(R.indptr)
+    held = np.zeros(R.nnz, dtype=bool)
+    for i in np.flatnonzero(counts >= min_ratings):
+        pick = rng.choice(counts[i], size=n_per_user, replace=False)
+        held[R.indptr[i] + pick] = True
+    rows = np.repeat(np.arange(R.shape[0]), counts)
+    train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])), shape=R.shape)
+    test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
+    return train, test
+
+
+def _row_seeds(R, base):
+    """One 64-bit seed per row from ``base`` and the row's items and ratings only."""
+    seeds = np.empty(R.shape[0], dtype=np.uint64)
+    key = int(base).to_bytes(8, "little")
+    for i in range(R.shape[0]):
+        a, b = R.indptr[i], R.indptr[i + 1]
+        h = hashlib.blake2b(key, digest_size=8)
+        h.update(np.ascontiguousarray(R.indices[a:b], dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(R.data[a:b], dtype=np.float64).tobytes())
+        seeds[i] = int.from_bytes(h.digest(), "little")
+    return seeds
+
+
+def _step_seeds(row_seeds, it, step):
+    """Seeds of iteration ``it`` and step ``step`` from fixed per-row seeds."""
+    with np.errstate(over="ignore"):
+        return row_seeds ^ (np.uint64(2 * it + step + 1) * _GOLDEN)
+
+
+class _Ratings:
+    """Ratings as level codes 1..L in CSR order, with the CSC view of the same entries."""
+
+    def __init__(self, R, levels):
+        if R.nnz >= 2**31 - 1:
+            raise ValueError(f"X has {R.nnz} ratings; at most 2**31 - 2 are supported.")
+        self.shape = R.shape
+        self.indptr = R.indptr.astype(np.intc)
+        self.indices = R.indices.astype(np.intc)
+        self.level = (np.searchsorted(levels, R.data) + 1).astype(np.intc)
+        self.entry = np.arange(R.nnz, dtype=np.intc)
+        C = sparse.csr_matrix(
+            (np.arange(R.nnz, dtype=np.float64) + 1.0, R.indices, R.indptr), shape=R.shape
+        ).tocsc()
+        self.c_indptr = C.indptr.astype(np.intc)
+        self.c_indices = C.indices.astype(np.intc)
+        self.c_entry = (C.data - 1.0).astype(np.intc)
+        self.nnz = R.nnz
+
+
+def _check_held_out(R, R_held):
+    """Held-out ratings must hold some pairs and none that the training ratings hold."""
+    if R_held.nnz == 0:
+        raise ValueError(
+            "y holds no rating. Pass held-out ratings of the users of X (e.g. the second "
+            "matrix of holdout_ratings), or no y."
+        )
+    ones = [sparse.csr_matrix((np.ones(M.nnz), M.indices, M.indptr), shape=M.shape)
+            for M in (R, R_held)]
+    both = int(ones[0].multiply(ones[1]).sum())
+    if both:
+        raise ValueError(
+            f"y holds {both} ratings at (user, item) pairs that X also rates; held-out "
+            "ratings must be pairs the fit does not see (use holdout_ratings to split)."
+        )
+
+
+def _pattern_csr(X):
+    """The pairs of X (stored entries, or non-NaN dense entries) as a sorted CSR matrix."""
+    if sparse.issparse(X):
+        P = sparse.csr_matrix(X, copy=True)
+        P.sort_indices()
+        P.sum_duplicates()
+        return P
+    rows, cols = np.nonzero(~np.isnan(X))
+    return sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=X.shape)

@@ -1,0 +1,107 @@
+"""The mixins the estimators share: data refused in the constructor, and what the
+non-negative factorisation transformers have in common."""
+
+import numpy as np
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from ._utils._anndata import index_by_obs_names
+from ._utils._validation import is_data, shape_of
+
+__all__ = ["DataInFitMixin", "NonNegativeFactorisationMixin"]
+
+
+class DataInFitMixin:
+    """Refuse data given to the constructor, as in R's ``CoGAPS(data, uncertainty)``.
+
+    The estimators take their parameters in the constructor and their data in ``fit``.
+    Data passed positionally to the constructor would otherwise become ``n_components``
+    (failing later with a message about an integer parameter) or meet Python's bare
+    ``TypeError`` about positional arguments. A class using it sets ``_fit_advice``, the
+    call to write instead, and ``_peer_parameters``, the peers' names of its parameters
+    (``CoGAPS(nPatterns=3)``), which get a ``TypeError`` with ours rather than Python's bare
+    "unexpected keyword argument". Put it left of ``BaseEstimator``.
+    """
+
+    _fit_advice = "Estimator(n_components=K).fit(X)"
+    #: The peers' spellings of parameters this estimator names otherwise:
+    #: ``{name: (whose spelling, what to write instead)}``.
+    _peer_parameters = {}
+
+    def __new__(cls, *args, **kwargs):
+        for position, value in enumerate(args):
+            if is_data(value):
+                raise TypeError(
+                    f"{cls.__name__}() takes its parameters, not data: positional argument "
+                    f"{position + 1} is a data set of shape {shape_of(value)}. Create the "
+                    f"estimator, then give it the data: {cls._fit_advice}."
+                )
+        for name, value in kwargs.items():
+            if name in cls._peer_parameters:
+                whose, instead = cls._peer_parameters[name]
+                raise TypeError(
+                    f"{cls.__name__}() has no parameter {name!r} ({whose}'s name, given "
+                    f"{value!r}); write {instead}."
+                )
+        return super().__new__(cls)
+
+
+class NonNegativeFactorisationMixin:
+    """What the non-negative factorisation transformers share.
+
+    Their output features are the components (``X ≈ transform(X) @ components_``), they take
+    non-negative dense or sparse input, and they compute in float64. Put it left of
+    ``ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator``.
+    """
+
+    #: Whether a long table of (user, item, count) triplets is refused (see
+    #: ``check_not_triplets``): the input of hpfrec's ``HPF.fit``.
+    _refuses_triplets = True
+
+    #: What to do instead, appended to scikit-learn's error on negative input.
+    _negative_input_advice = (
+        "The model is for non-negative data: pass the values before centring or "
+        "standardising (in a Pipeline, drop StandardScaler or use MinMaxScaler), or "
+        "shift them by their minimum."
+    )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)  # scikit-learn's set_output wraps transform here
+        for name in ("transform", "fit_transform"):
+            if hasattr(cls, name):
+                setattr(cls, name, index_by_obs_names(getattr(cls, name)))
+
+    def inverse_transform(self, X):
+        """Data reconstructed from per-sample factors: ``X @ components_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_components)
+            Per-sample factors, as returned by :meth:`transform`.
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_samples, n_features)
+            The reconstruction of the data (the posterior mean of its expectation).
+        """
+        check_is_fitted(self)
+        # float32 factors of a float32 fit stay float32, as scikit-learn's NMF keeps them
+        W = check_array(X, dtype=[np.float64, np.float32])
+        if W.shape[1] != self.components_.shape[0]:
+            raise ValueError(
+                f"inverse_transform expects per-sample factors of shape (n_samples, "
+                f"n_components={self.components_.shape[0]}); got {W.shape}. Pass the output "
+                f"of transform."
+            )
+        return W @ self.components_.astype(np.result_type(W, self.components_), copy=False)
+
+    @property
+    def _n_features_out(self):
+        """Number of transformed output features."""
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags

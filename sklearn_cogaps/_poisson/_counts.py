@@ -1,0 +1,46 @@
+"""What the Poisson factorisations share: the advice on non-count input and the start from
+scikit-learn's Kullback-Leibler NMF, the maximum-likelihood Poisson factorisation."""
+
+import warnings
+
+from sklearn.decomposition import NMF
+from sklearn.exceptions import ConvergenceWarning
+
+__all__ = ["COUNTS_ADVICE", "kl_nmf"]
+
+#: What a count model's error on negative input adds (``_negative_input_advice``).
+COUNTS_ADVICE = (
+    "The model is for counts: pass the raw counts, before normalising, centring or "
+    "log-transforming them."
+)
+
+
+def kl_nmf(X, n_components, max_iter, random_state, **nmf_params):
+    """A few multiplicative updates of scikit-learn's KL-NMF, the start of both models.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The counts.
+    n_components : int
+        Number of components.
+    max_iter : int
+        Number of multiplicative updates (a start needs few; its ConvergenceWarning is
+        silenced).
+    random_state : int
+        Seed of the NMF's own start.
+    **nmf_params : dict
+        More parameters of :class:`~sklearn.decomposition.NMF` (its ``init``, ``tol``).
+
+    Returns
+    -------
+    W : ndarray of shape (n_samples, n_components)
+    H : ndarray of shape (n_features, n_components)
+        The factors, ``X ~ W @ H.T``.
+    """
+    nmf = NMF(n_components, beta_loss="kullback-leibler", solver="mu", max_iter=max_iter,
+              random_state=random_state, **nmf_params)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        W = nmf.fit_transform(X)
+    return W, nmf.components_.T.copy()

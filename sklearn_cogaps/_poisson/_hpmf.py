@@ -1,0 +1,556 @@
+"""Hierarchical Poisson matrix factorisation with empirical-Bayes Gamma priors: the estimator.
+
+Sarkar (2021), "Hierarchical PMF": VBEM (Cemgil 2009), one-dimensional Newton-Raphson, the
+pathwise-gradient ELBO, and alternating Poisson regression for new rows. The model's bound
+and updates are in ``_hpmf_updates``.
+"""
+
+import copy
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import IterativeMixin
+from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._adam import Adam
+from .._utils._openmp_helpers import kernel_threads
+from .._utils._params import warn_unused_parameters
+from .._utils._validation import check_ignored_y, validate_input
+from ._counts import COUNTS_ADVICE, kl_nmf
+from ._hpmf_updates import (
+    _augmented_elbo,
+    _Counts,
+    _exact_elbo_estimate,
+    _newton_step,
+    _pass,
+    _pathwise_step,
+    _restore,
+    _Side,
+    _snapshot,
+    _vbem_step,
+    regress_rows,
+)
+
+__all__ = ["HierarchicalPMF"]
+
+# VBEM iterations of init="vbem".
+_N_INIT_VBEM = 50
+# KL-NMF iterations of init="nmf" (from scikit-learn's NNDSVDa start): measured in
+# doc/hpmf.rst ("The start").
+_N_INIT_NMF = 5
+# What replaces the peers' hyperpriors on the prior rates (their a', b', c', d').
+_LEARNED_RATES = (
+    "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"
+)
+# Monte Carlo samples for the estimate of the exact ELBO reported after every fit.
+_N_EVAL_SAMPLES = 16
+# The pathwise solver: windows of estimates compared for convergence, and the weight of a
+# new iterate in the moving average that is the fitted q.
+_WINDOW = 100
+_DECAY = 1.0 - 1.0 / 50.0
+# What to do instead of passing data as the second positional argument.
+_NO_SIDE_INPUT = "fit the counts alone, call fit(X): HierarchicalPMF takes no per-entry side input"
+
+
+class _Problem:
+    """What every run of one fit shares: the counts, the fit's generator, the threads."""
+
+    def __init__(self, counts, rng, n_threads):
+        self.counts, self.rng, self.n_threads = counts, rng, n_threads
+
+
+class _FitState:
+    """The two sides' variational parameters, and what the next step reads: the expected
+    counts of the last pass (VBEM), or Adam's iterates and their average (pathwise)."""
+
+    def __init__(self, problem, L, F):
+        self.problem, self.L, self.F = problem, L, F
+        self.z_l = None
+        self.params = self.average = self.opt = None
+
+
+class HierarchicalPMF(
+    IterativeMixin,
+    DataInFitMixin,
+    NonNegativeFactorisationMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
+    """Hierarchical Poisson matrix factorisation with empirical-Bayes Gamma priors.
+
+    The model of Sarkar (2021) for counts X of shape (n_samples, n_features)::
+
+        x_ij ~ Poisson((L F')_ij),  l_ik ~ Gamma(a_lk, b_lk),  f_jk ~ Gamma(a_fk, b_fk)
+
+    (shape, rate), with a variational posterior q(l_ik) = Gamma(alpha_lik, beta_lk),
+    q(f_jk) = Gamma(alpha_fjk, beta_fk), and the prior hyperparameters of each component
+    learned by empirical Bayes. X is approximated by ``transform(X) @ components_``, the
+    posterior means of L and F'. Every sweep costs O(nnz K): only the stored entries of X are
+    visited.
+
+    Read more in the :ref:`User Guide <hpmf>`.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of components K.
+    solver : {"vbem", "newton", "pathwise"}, default="vbem"
+        ``"vbem"``: Cemgil's coordinate updates of the augmented ELBO (q(z) multinomial).
+        ``"newton"``: one-dimensional Newton-Raphson updates, with analytic first and second
+        derivatives, of the same augmented ELBO. ``"pathwise"``: Adam on a Monte Carlo
+        estimate of the exact ELBO of the original model, with reparameterised Gamma samples
+        (a tighter bound, stochastic). See the user guide for the bounds.
+    max_iter : int, default=1000
+        Maximum number of iterations (sweeps; Adam steps for ``"pathwise"``).
+    tol : float, default=1e-6
+        Stop when the relative change of the ELBO between iterations is at most ``tol``. For
+        ``"pathwise"``, the change between the means of consecutive windows of 100 estimates.
+    init : {"auto", "random", "nmf", "vbem"}, default="auto"
+        How the variational parameters start: ``"random"`` draws posterior means around the
+        scale of the data; ``"nmf"`` starts from 5 iterations of scikit-learn's
+        Kullback-Leibler NMF (from its NNDSVDa start); ``"vbem"`` runs 50 VBEM iterations
+        from ``"random"`` (the paper's start for its Newton and gradient solvers).
+        ``"auto"`` is ``"nmf"``: from random starts the fit can end at a far worse optimum
+        (on simulated single-cell counts, by thousands of nats on some seeds, and by 15% of
+        the ELBO on an 8000 x 1500 matrix), while the NMF start was above every random start
+        measured (see the user guide). Ignored when ``warm_start`` continues a previous fit.
+    prior_shape : float, default=1.0
+        Initial (or fixed) shape a of every Gamma prior.
+    prior_rate : float or None, default=None
+        Initial (or fixed) rate b of every Gamma prior. None sets it so that the prior means
+        of L and F give the mean of X: b = a / sqrt(mean(X) / K).
+    learn_prior : {"both", "rate", "none"}, default="both"
+        Which prior hyperparameters empirical Bayes learns: shapes and rates, rates only,
+        or none (fixed at ``prior_shape`` and ``prior_rate``).
+    learning_rate : float, default=0.05
+        Adam's step size (``"pathwise"`` only; another value with another solver warns that
+        it is ignored).
+    n_mc_samples : int, default=1
+        Monte Carlo samples per gradient (``"pathwise"`` only; likewise).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation and the Monte Carlo draws.
+    verbose : int, default=0
+        0: silent; 1: a progress line (iteration, ELBO, time elapsed and left) about every
+        tenth of ``max_iter``; 2: a line after every iteration.
+    warm_start : bool, default=False
+        Continue from the previous fit's variational parameters and learned priors (the
+        hyperparameters ``learn_prior`` does not learn are those of ``prior_shape`` and
+        ``prior_rate`` as they are set now). On data of another shape or another
+        ``n_components``, the fit starts anew with a ``UserWarning``.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Posterior mean E[F]'.
+    components_log_ : ndarray of shape (n_components, n_features)
+        Posterior E[ln F]'.
+    components_shape_ : ndarray of shape (n_components, n_features)
+        Posterior shapes alpha_f' of q(F).
+    components_rate_ : ndarray of shape (n_components,)
+        Posterior rates beta_f of q(F) (shared by the entries of a component).
+    loadings_ : ndarray of shape (n_samples, n_components)
+        Posterior mean E[L] of the training rows.
+    loadings_log_ : ndarray of shape (n_samples, n_components)
+        Posterior E[ln L].
+    loadings_shape_ : ndarray of shape (n_samples, n_components)
+        Posterior shapes alpha_l of q(L).
+    loadings_rate_ : ndarray of shape (n_components,)
+        Posterior rates beta_l of q(L).
+    prior_loadings_shape_, prior_loadings_rate_ : ndarray of shape (n_components,)
+        The learned Gamma prior of L.
+    prior_components_shape_, prior_components_rate_ : ndarray of shape (n_components,)
+        The learned Gamma prior of F.
+    lower_bound_ : float
+        The final value of the bound the solver maximises (for ``"pathwise"``, the mean of
+        the last 100 estimates).
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
+        Its trace: the value after every iteration of the last fit.
+    augmented_lower_bound_ : float
+        The ELBO of the augmented model (exact, deterministic) at the fitted q.
+    exact_lower_bound_ : float
+        A Monte Carlo estimate (16 draws) of the ELBO of the original model at the fitted q;
+        at least ``augmented_lower_bound_`` up to Monte Carlo error.
+    n_iter_ : int
+        Number of iterations run by the last call to ``fit``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of features seen during fit, when X has string column names.
+
+    See Also
+    --------
+    sklearn.decomposition.NMF : Maximum-likelihood Poisson factorisation with
+        ``beta_loss="kullback-leibler"``.
+
+    References
+    ----------
+    A. Sarkar, "Hierarchical PMF", 2021 (VBEM with empirical-Bayes priors, Newton-Raphson,
+    pathwise gradient, alternating Poisson regression).
+
+    A. T. Cemgil, "Bayesian inference for nonnegative matrix factorisation models",
+    Computational Intelligence and Neuroscience, 2009.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import HierarchicalPMF
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.poisson(rng.gamma(1.0, 1.0, (30, 2)) @ rng.gamma(1.0, 1.0, (2, 20)))
+    >>> model = HierarchicalPMF(n_components=2, random_state=0).fit(X)
+    >>> model.transform(X).shape
+    (30, 2)
+    >>> bool(np.all(np.diff(model.lower_bounds_) > -1e-6 * abs(model.lower_bound_)))
+    True
+    """
+
+    _fit_advice = "HierarchicalPMF(n_components=K).fit(X)"
+
+    _objective_name = "ELBO"
+    _maximise = True
+
+    _peer_parameters = {
+        "k": ("hpfrec", "n_components=K"),
+        "nfactors": ("scHPF", "n_components=K"),
+        "maxiter": ("hpfrec", "max_iter=N"),
+        "random_seed": ("hpfrec", "random_state=seed"),
+        "a": ("hpfrec and scHPF", "prior_shape=a (one shape for both factors)"),
+        "c": ("hpfrec and scHPF", "prior_shape=c (one shape for both factors)"),
+        **dict.fromkeys(["a_prime", "b_prime", "c_prime", "d_prime"], ("hpfrec", _LEARNED_RATES)),
+        **dict.fromkeys(["ap", "bp", "cp", "dp"], ("scHPF", _LEARNED_RATES)),
+        "stop_thr": ("hpfrec", "tol=... (on the relative change of the ELBO)"),
+        "epsilon": ("scHPF", "tol=... (on the relative change of the ELBO)"),
+        "ncores": ("hpfrec", "threadpoolctl.threadpool_limits(n) around fit, or OMP_NUM_THREADS"),
+    }
+
+    _negative_input_advice = COUNTS_ADVICE
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "solver": [StrOptions({"vbem", "newton", "pathwise"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "init": [StrOptions({"auto", "random", "nmf", "vbem"})],
+        "prior_shape": [Interval(Real, 0, None, closed="neither")],
+        "prior_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "learn_prior": [StrOptions({"both", "rate", "none"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        solver="vbem",
+        max_iter=1000,
+        tol=1e-6,
+        init="auto",
+        prior_shape=1.0,
+        prior_rate=None,
+        learn_prior="both",
+        learning_rate=0.05,
+        n_mc_samples=1,
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.n_components = n_components
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.prior_shape = prior_shape
+        self.prior_rate = prior_rate
+        self.learn_prior = learn_prior
+        self.learning_rate = learning_rate
+        self.n_mc_samples = n_mc_samples
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # -- validation --------------------------------------------------------------------------
+
+    # -- validation --------------------------------------------------------------------------
+
+    def _validate_counts(self, X, reset):
+        X = validate_input(
+            self, X, accept_sparse=("csr", "csc"), dtype=np.float64,
+            ensure_non_negative=True, reset=reset,
+        )
+        data = X.data if sparse.issparse(X) else X
+        if reset and not np.any(data > 0):
+            raise ValueError(
+                f"X of shape {X.shape} contains only zeros: a Poisson factorisation needs at "
+                "least one positive count. Remove empty data before fitting."
+            )
+        if np.any(data != np.floor(data)):
+            warnings.warn(
+                "X contains non-integer values; HierarchicalPMF models counts. The fit uses "
+                "the Poisson likelihood extended to real x >= 0 by Gamma(x + 1), which stays "
+                "well defined. Round X to silence this warning.",
+                UserWarning,
+            )
+        return X
+
+
+    # -- the fitting loop's hooks ------------------------------------------------------------
+
+    def _initialise(self, problem, rng):
+        counts, n_threads = problem.counts, problem.n_threads
+        init = "nmf" if self.init == "auto" else self.init
+        L, F = self._start(counts, rng, "nmf" if init == "nmf" else "random")
+        if init == "vbem":
+            # Sarkar (2021), section 4: "To initialize all methods, run 50 epochs of VBEM."
+            for _ in range(_N_INIT_VBEM):
+                z_l = _pass(counts.r, L.elog, F.elog, n_threads)[0]
+                _vbem_step(counts, L, F, z_l, self.learn_prior, n_threads)
+        return self._state(problem, L, F)
+
+    def _state(self, problem, L, F):
+        state = _FitState(problem, L, F)
+        if self.solver == "pathwise":
+            # Adam in (ln alpha, ln beta); the fitted q is the exponential moving average of
+            # the iterates, which removes most of Adam's step noise (Polyak-Ruppert averaging)
+            state.params = [np.log(L.alpha), np.log(L.beta), np.log(F.alpha), np.log(F.beta)]
+            state.average = [q.copy() for q in state.params]
+            state.opt = Adam([q.shape for q in state.params], self.learning_rate)
+        return state
+
+    def _scale(self, counts):
+        """sqrt(mean(X) / K): the prior mean of L and F whose product gives mean(X)."""
+        n, p = counts.shape
+        return np.sqrt(counts.row_sums.sum() / (n * p) / self.n_components)
+
+    def _prior_start(self, counts):
+        """The starting (or fixed) prior shapes and rates, one per component."""
+        a0 = float(self.prior_shape)
+        b0 = float(self.prior_rate) if self.prior_rate is not None else a0 / self._scale(counts)
+        return np.full(self.n_components, a0), np.full(self.n_components, b0)
+
+    def _start(self, counts, rng, init):
+        n, p = counts.shape
+        K = self.n_components
+        scale = self._scale(counts)
+        a, b = self._prior_start(counts)
+        if init == "nmf":
+            X = sparse.csr_matrix((counts.r[2], counts.r[1], counts.r[0]), shape=(n, p))
+            W, H = kl_nmf(X, K, _N_INIT_NMF, rng.randint(2**31 - 1), init="nndsvda")
+            eps = 1e-3 * scale
+            W = W + eps
+            H = H + eps
+            d = np.sqrt(H.sum(0) / W.sum(0))
+            W, H = W * d, H / d
+            # the VBEM fixed point at the NMF solution: alpha = a + W sum_j H, beta = b + sum_j H
+            L = _Side(a + W * H.sum(0), b + H.sum(0), a, b)
+            F = _Side(a + H * W.sum(0), b + W.sum(0), a, b)
+        else:
+            L = _Side(0.5 + rng.uniform(size=(n, K)), np.full(K, 1.0 / scale), a, b)
+            F = _Side(0.5 + rng.uniform(size=(p, K)), np.full(K, 1.0 / scale), a, b)
+        return L, F
+
+    def _warm_start_mismatch(self, problem):
+        n, p = problem.counts.shape
+        previous = (self.loadings_shape_.shape[0], *self.components_.shape[::-1])
+        if previous != (n, p, self.n_components):
+            return (f"X has shape {(n, p)} and n_components={self.n_components}, the "
+                    f"previous fit had {previous[:2]} and {previous[2]}")  # fmt: skip
+        return None
+
+    def _continue(self, problem):
+        L = _Side(self.loadings_shape_, self.loadings_rate_,
+                  self.prior_loadings_shape_, self.prior_loadings_rate_)
+        F = _Side(self.components_shape_.T, self.components_rate_,
+                  self.prior_components_shape_, self.prior_components_rate_)
+        # What learn_prior does not learn is fixed at prior_shape and prior_rate as they are
+        # now, not as they were in the previous fit (set_params may have changed them).
+        a, b = self._prior_start(problem.counts)
+        for side in (L, F):
+            if self.learn_prior != "both":
+                side.a = a.copy()
+            if self.learn_prior == "none":
+                side.b = b.copy()
+        return self._state(problem, L, F)
+
+    def _start_objective(self, state):
+        p = state.problem
+        if self.solver == "pathwise":
+            return _exact_elbo_estimate(p.counts, state.L, state.F, p.rng, 1, p.n_threads)
+        state.z_l, xlogt, _ = _pass(p.counts.r, state.L.elog, state.F.elog, p.n_threads)
+        return _augmented_elbo(xlogt, p.counts, state.L, state.F)
+
+    def _iterate(self, state, iteration):
+        p = state.problem
+        L, F = state.L, state.F
+        if self.solver == "pathwise":
+            value = _pathwise_step(p.counts, L, F, p.rng, state.opt, state.params,
+                                   self.n_mc_samples, self.learn_prior, p.n_threads)
+            # new arrays, never updated in place, so that a snapshot stays complete
+            state.average = [_DECAY * m + (1.0 - _DECAY) * q
+                             for q, m in zip(state.params, state.average)]
+            return value
+        if self.solver == "vbem":
+            _vbem_step(p.counts, L, F, state.z_l, self.learn_prior, p.n_threads)
+        else:
+            _newton_step(p.counts, L, F, self.learn_prior, p.n_threads)
+        # the pass that evaluates the bound also gives the next VBEM step its expected counts
+        state.z_l, xlogt, _ = _pass(p.counts.r, L.elog, F.elog, p.n_threads)
+        return _augmented_elbo(xlogt, p.counts, L, F)
+
+    def _snapshot(self, state, iteration):
+        kept = copy.copy(state)
+        if self.solver != "pathwise":  # the pathwise fit keeps its averages, new at each step
+            kept.L, kept.F = _restore(_snapshot(state.L, state.F))
+        return kept
+
+    def _has_converged(self, previous, current):
+        return abs(current - previous) <= self.tol * abs(current)
+
+    def _converged_now(self, previous, current, history):
+        if self.solver != "pathwise":
+            return super()._converged_now(previous, current, history)
+        # the means of two consecutive windows of estimates, every window
+        n = len(history)
+        if n < 2 * _WINDOW or n % _WINDOW:
+            return False
+        new = np.mean(history[-_WINDOW:])
+        old = np.mean(history[-2 * _WINDOW:-_WINDOW])
+        return abs(new - old) <= self.tol * abs(new)
+
+    def _run_objective(self, run):
+        if self.solver != "pathwise":
+            return super()._run_objective(run)
+        # the mean of the last window of estimates
+        trace = [run.start] + run.history
+        return float(np.mean(trace[-max(min(_WINDOW, len(trace) - 1), 1):]))
+
+    # -- fit ---------------------------------------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the model to the counts X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts; CSR and CSC matrices are used without densifying. An AnnData
+            contributes its ``.X``.
+        y : Ignored
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
+
+        Returns
+        -------
+        self : HierarchicalPMF
+            The fitted estimator.
+        """
+        check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
+        X = self._validate_counts(X, reset=True)
+        if self.solver != "pathwise":
+            warn_unused_parameters(self, ("learning_rate", "n_mc_samples"),
+                                   "with solver='pathwise'", "Set solver='pathwise'")
+        counts = _Counts(X)
+        rng = check_random_state(self.random_state)
+        n_threads = kernel_threads(2 * counts.nnz * self.n_components)
+        problem = _Problem(counts, rng, n_threads)
+        start = self._warm_state(problem)
+        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, 1)
+        self._end_run(run)
+        L, F = run.state.L, run.state.F
+        if self.solver == "pathwise":
+            average = run.state.average
+            for S, la, lb in ((L, average[0], average[1]), (F, average[2], average[3])):
+                S.alpha, S.beta = np.exp(la), np.exp(lb)
+                S.refresh()
+                S.update_prior(self.learn_prior)
+        xlogt = _pass(counts.r, L.elog, F.elog, n_threads)[1]
+        self.augmented_lower_bound_ = float(_augmented_elbo(xlogt, counts, L, F))
+        self.exact_lower_bound_ = float(
+            _exact_elbo_estimate(counts, L, F, rng, _N_EVAL_SAMPLES, n_threads))
+        self.lower_bound_ = float(run.objective)
+        self.lower_bounds_ = np.asarray(run.history, dtype=np.float64)
+        self.loadings_shape_, self.loadings_rate_ = L.alpha, L.beta
+        self.loadings_, self.loadings_log_ = L.mean, L.elog
+        self.components_shape_ = np.ascontiguousarray(F.alpha.T)
+        self.components_rate_ = F.beta
+        self.components_ = np.ascontiguousarray(F.mean.T)
+        self.components_log_ = np.ascontiguousarray(F.elog.T)
+        self.prior_loadings_shape_, self.prior_loadings_rate_ = L.a, L.b
+        self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
+        return self
+
+    # -- new rows ----------------------------------------------------------------------------
+
+    def _regress_rows(self, X):
+        """Alternating Poisson regression of each row on q(F): shapes, rate, sum x ln t."""
+        counts = _Counts(X)
+        alpha, beta, xlogt = regress_rows(
+            counts, self.prior_loadings_shape_, self.prior_loadings_rate_,
+            self.components_, self.components_log_)  # fmt: skip
+        return counts, alpha, beta, xlogt
+
+    def transform(self, X):
+        """Posterior mean loadings of new rows, with the factors fixed.
+
+        Each row is fitted on its own by alternating Poisson regression (the paper's per-row
+        subproblem, with q(F) and the learned prior of L fixed): deterministic and
+        independent of the other rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts.
+
+        Returns
+        -------
+        W : ndarray of shape (n_samples, n_components)
+            Posterior means E[l_i] of the rows.
+        """
+        check_is_fitted(self)
+        X = self._validate_counts(X, reset=False)
+        _, alpha, beta, _ = self._regress_rows(X)
+        return alpha / beta
+
+    def score(self, X, y=None):
+        """Average per-row ELBO of X, with the factors and priors fixed.
+
+        Each row gets its q(l_i) from :meth:`transform`; the score is the mean over rows of
+        sum_j [x ln t_ij - E l_i . E f_j - ln Gamma(x + 1)] - KL(q(l_i) || p(l_i)), so higher
+        is better and models with different ``n_components`` compare (``GridSearchCV``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts.
+        y : Ignored
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
+
+        Returns
+        -------
+        score : float
+            The ELBO per sample.
+        """
+        check_is_fitted(self)
+        check_ignored_y(self, y, X, method="score", advice=_NO_SIDE_INPUT.replace("fit", "score"))
+        X = self._validate_counts(X, reset=False)
+        counts, alpha, beta, xlogt = self._regress_rows(X)
+        L = _Side(alpha, beta, self.prior_loadings_shape_, self.prior_loadings_rate_)
+        cross = float(np.sum(L.mean @ self.components_.sum(axis=1)))
+        total = float(np.sum(xlogt)) - cross - counts.log_factorial + L.neg_kl()
+        return total / max(counts.shape[0], 1)
+

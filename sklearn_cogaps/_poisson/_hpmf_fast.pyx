@@ -1,0 +1,363 @@
+# Compiled sweeps of HierarchicalPMF (Sarkar 2021, 001_6bd102d6d256898f).
+#
+# Every quantity that involves the counts X is a sum over its stored entries: x_ij / t_ij is
+# zero where x_ij is zero. A pass walks a compressed matrix (CSR for the rows, CSC for the
+# columns) and, for each major index i, sums over its stored entries. One pass costs
+# O(nnz K) time and no memory beyond its outputs. Each major index writes only its own
+# outputs, and scalar sums are returned per major index and added by the caller in a fixed
+# order, so the results are bit-identical for any number of threads. Every pass records a
+# status per major index (its thread's scratch missing, or a non-finite sum) and raises
+# after the parallel region, whichever thread failed (_utils/_status.pxd).
+from cython.parallel cimport prange, parallel
+
+from .._utils._logsumexp cimport shifted_exp_pair
+from libc.math cimport exp, log, sqrt, fabs, cbrt, isfinite
+from libc.stdlib cimport malloc, free
+from libc.stdint cimport uint64_t
+
+import numpy as np
+
+from .._utils._rng cimport Rng, rng_seed, rng_uniform, rng_gamma
+from .._utils._special cimport digamma, trigamma, tetragamma, lgamma
+from .._utils._status cimport (FAIL_NOT_FINITE, SITE_HPMF_COUNTS, SITE_HPMF_TRANSFORM,
+                              SITE_HPMF_SAMPLE, item_status)
+from .._utils._status import raise_for_status
+
+# What to do when a pass fails, for the shared messages of _utils/_status.pyx.
+_ADVICE = {
+    FAIL_NOT_FINITE: (
+        "A sum over the counts is NaN or infinite: the counts are too large for double "
+        "precision. Rescale X (for example divide it by its largest entry and round)."
+    ),
+}
+
+
+ctypedef fused idx_t:
+    int
+    long long
+
+
+# Below this, the max-shifted sum of exponentials is recomputed by log-sum-exp.
+cdef double TINY = 1e-250
+
+
+# ---------------------------------------------------------------------------------------------
+# Special functions (nogil, from _utils/_special.pxd), exposed for the tests.
+# ---------------------------------------------------------------------------------------------
+
+def special(double[::1] x, int which):
+    """digamma (0), trigamma (1) or tetragamma (2) of each x, as the kernels compute them."""
+    out = np.empty(x.shape[0])
+    cdef double[::1] o = out
+    cdef Py_ssize_t i
+    for i in range(x.shape[0]):
+        if which == 0:
+            o[i] = digamma(x[i])
+        elif which == 1:
+            o[i] = trigamma(x[i])
+        else:
+            o[i] = tetragamma(x[i])
+    return out
+
+
+def digamma_array(const double[:, ::1] x, int n_threads):
+    """Elementwise digamma of a 2-D array."""
+    out = np.empty((x.shape[0], x.shape[1]))
+    cdef double[:, ::1] o = out
+    cdef Py_ssize_t i, k, K = x.shape[1]
+    for i in prange(x.shape[0], nogil=True, schedule='static', num_threads=n_threads):
+        for k in range(K):
+            o[i, k] = digamma(x[i, k])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The expected-count pass
+# ---------------------------------------------------------------------------------------------
+
+cdef inline double _entry(
+    Py_ssize_t i, Py_ssize_t j, double x, Py_ssize_t K,
+    const double[:, ::1] elog_r, const double[:, ::1] elog_c,
+    const double[:, ::1] er, const double[:, ::1] ec,
+    const double[::1] mr, const double[::1] mc, double* w,
+) noexcept nogil:
+    """Fill w with exp(E ln r_ik + E ln c_jk - shift) and return ln t_ij - shift + ln(sum w).
+
+    Returns the log of the normaliser t_ij = sum_k exp(E ln r_ik + E ln c_jk) and leaves in w
+    weights proportional to the responsibilities pi_ijk, whose sum is exp(ln t_ij - shift).
+    The sum of the max-shifted exponentials is used unless it underflows, then log-sum-exp.
+    """
+    cdef Py_ssize_t k
+    cdef double s = 0.0, mx, v
+    for k in range(K):
+        w[k] = er[i, k] * ec[j, k]
+        s += w[k]
+    if s > TINY:
+        w[K] = s
+        return log(s) + mr[i] + mc[j]
+    mx = shifted_exp_pair(&elog_r[i, 0], &elog_c[j, 0], w, K)
+    s = 0.0
+    for k in range(K):
+        s += w[k]
+    w[K] = s
+    return mx + log(s)
+
+
+def expected_counts(
+    const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
+    const double[:, ::1] elog_r, const double[:, ::1] elog_c,
+    double[:, ::1] z, double[::1] xlogt, double[::1] h, Py_ssize_t kk, int n_threads,
+):
+    """One pass over the stored entries along the major axis of a compressed matrix.
+
+    For every major index i (a row for CSR, a column for CSC) this writes
+
+    * ``z[i, k] = sum_j x_ij pi_ijk``, the expected counts E[sum_j z_ijk] of the VBEM update
+      (001_6bd102d6d256898f, the sums of E[z_ijk] after plugging in pi);
+    * ``xlogt[i] = sum_j x_ij ln t_ij`` with t_ij = sum_k exp(E ln r_ik + E ln c_jk), the data
+      term of the ELBO;
+    * if ``kk >= 0``, ``h[i] = sum_j x_ij pi_ijk (1 - pi_ijk)`` for k = kk, the curvature term
+      of the Newton solver.
+
+    ``elog_r`` (n_major, K) and ``elog_c`` (n_minor, K) are E[ln] of the factors on each side.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t K = elog_r.shape[1]
+    cdef Py_ssize_t i, k, p
+    cdef double x, lt, c, acc, pk, hh
+    cdef double* w
+    mr_arr = np.max(elog_r, axis=1) if n > 0 else np.zeros(0)
+    mc_arr = np.max(elog_c, axis=1) if elog_c.shape[0] > 0 else np.zeros(0)
+    er_arr = np.exp(np.asarray(elog_r) - mr_arr[:, None])
+    ec_arr = np.exp(np.asarray(elog_c) - mc_arr[:, None])
+    cdef const double[::1] mr = mr_arr
+    cdef const double[::1] mc = mc_arr
+    cdef const double[:, ::1] er = er_arr
+    cdef const double[:, ::1] ec = ec_arr
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    with nogil, parallel(num_threads=n_threads):
+        w = <double*> malloc((K + 1) * sizeof(double))
+        for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_HPMF_COUNTS, i, w != NULL)
+            if status[i] != 0:
+                continue
+            for k in range(K):
+                z[i, k] = 0.0
+            acc = 0.0
+            hh = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                x = data[p]
+                lt = _entry(i, indices[p], x, K, elog_r, elog_c, er, ec, mr, mc, w)
+                acc = acc + x * lt
+                c = x / w[K]
+                for k in range(K):
+                    z[i, k] += c * w[k]
+                if kk >= 0:
+                    pk = w[kk] / w[K]
+                    hh = hh + x * pk * (1.0 - pk)
+            xlogt[i] = acc
+            if not isfinite(acc):
+                status[i] = FAIL_NOT_FINITE
+            if kk >= 0:
+                h[i] = hh
+        free(w)
+    raise_for_status(status_arr, "The expected-count pass", item="index", advice=_ADVICE)
+
+
+def transform_rows(
+    const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
+    const double[:, ::1] elog_f, const double[::1] a, const double[::1] log_beta,
+    double[:, ::1] alpha, double[::1] xlogt, int[::1] n_iter,
+    int max_iter, double tol, int n_threads,
+):
+    """Alternating Poisson regression of each row on fixed q(F) (001_6bd102d6d256898f).
+
+    For each row i, iterate q(z_ij.) <- Multinomial(x_ij, pi_ij.) and
+    q(l_ik) <- Gamma(a_k + sum_j E[z_ijk], beta_k), with beta_k = b_k + sum_j E[f_jk] fixed,
+    until the largest relative change of the shapes is below ``tol``. ``alpha`` holds the
+    starting shapes on entry and the fitted shapes on exit; ``xlogt[i]`` is sum_j x_ij ln t_ij
+    at the fitted shapes. The rows are independent: row i's result does not depend on the
+    other rows.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t K = elog_f.shape[1]
+    cdef Py_ssize_t i, k, p, j
+    cdef int it, lim
+    cdef double x, lt, c, acc, mx, s, v, delta, mi
+    cdef double* w
+    cdef double* zr
+    cdef double* el
+    cdef double* e
+    mc_arr = np.max(elog_f, axis=1) if elog_f.shape[0] > 0 else np.zeros(0)
+    ec_arr = np.exp(np.asarray(elog_f) - mc_arr[:, None])
+    cdef const double[::1] mc = mc_arr
+    cdef const double[:, ::1] ec = ec_arr
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    with nogil, parallel(num_threads=n_threads):
+        w = <double*> malloc((K + 1) * sizeof(double))
+        zr = <double*> malloc(K * sizeof(double))
+        el = <double*> malloc(K * sizeof(double))
+        e = <double*> malloc(K * sizeof(double))
+        for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_HPMF_TRANSFORM, i,
+                                    w != NULL and zr != NULL and el != NULL and e != NULL)
+            if status[i] != 0:
+                continue
+            it = 0
+            lim = max_iter
+            while True:
+                # E[ln l_ik] and its max-shifted exponential for the current shapes
+                mi = -1e308
+                for k in range(K):
+                    el[k] = digamma(alpha[i, k]) - log_beta[k]
+                    if el[k] > mi:
+                        mi = el[k]
+                for k in range(K):
+                    e[k] = exp(el[k] - mi)
+                    zr[k] = 0.0
+                acc = 0.0
+                for p in range(indptr[i], indptr[i + 1]):
+                    x = data[p]
+                    j = indices[p]
+                    s = 0.0
+                    for k in range(K):
+                        w[k] = e[k] * ec[j, k]
+                        s = s + w[k]
+                    if s > TINY:
+                        lt = log(s) + mi + mc[j]
+                    else:
+                        mx = shifted_exp_pair(el, &elog_f[j, 0], w, K)
+                        s = 0.0
+                        for k in range(K):
+                            s = s + w[k]
+                        lt = mx + log(s)
+                    acc = acc + x * lt
+                    c = x / s
+                    for k in range(K):
+                        zr[k] = zr[k] + c * w[k]
+                xlogt[i] = acc
+                if it >= lim:
+                    break
+                delta = 0.0
+                for k in range(K):
+                    v = a[k] + zr[k]
+                    s = fabs(v - alpha[i, k]) / v
+                    if s > delta:
+                        delta = s
+                    alpha[i, k] = v
+                it = it + 1
+                if delta <= tol:
+                    # one more pass evaluates xlogt at the final shapes
+                    lim = it
+            n_iter[i] = it
+            if not isfinite(xlogt[i]):
+                status[i] = FAIL_NOT_FINITE
+        free(w)
+        free(zr)
+        free(el)
+        free(e)
+    raise_for_status(status_arr, "The transform", item="row", advice=_ADVICE)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pathwise (reparameterised) gradients of Gamma samples
+# ---------------------------------------------------------------------------------------------
+
+cdef inline double dlog_gamma_dshape(double eps, double alpha) noexcept nogil:
+    """d ln(eps) / d alpha for eps ~ Gamma(alpha, 1), at a fixed value of its CDF.
+
+    This is the reparameterisation gradient whatever sampler drew eps. Implicit differentiation of the CDF P(alpha, eps) = u gives
+    d eps / d alpha = -(dP/dalpha) / p(eps; alpha). With the series
+    P(alpha, x) = x^alpha e^-x sum_n x^n / Gamma(alpha + n + 1), the common factor cancels:
+    d ln eps / d alpha = -sum_n c_n (ln x - psi(alpha + n + 1)),
+    c_0 = 1 / alpha, c_n = c_{n-1} x / (alpha + n) (derivation in doc/hpmf.rst).
+    In the far upper tail, and for very large shapes, the Wilson-Hilferty transform
+    eps = alpha (1 - 1/(9 alpha) + z / (3 sqrt(alpha)))^3 is differentiated at fixed z.
+    """
+    cdef double lx, c, s, psi, term, u, du, z, sa
+    cdef int n, nmax
+    if eps <= 0.0:
+        return 1.0 / alpha
+    sa = sqrt(alpha)
+    if alpha < 1e4 and eps < alpha + 6.0 * sa + 10.0:
+        lx = log(eps)
+        nmax = <int>(eps - alpha + 12.0 * sqrt(eps + 1.0) + 40.0)
+        if nmax < 40:
+            nmax = 40
+        c = 1.0 / alpha
+        psi = digamma(alpha + 1.0)
+        s = c * (lx - psi)
+        for n in range(1, nmax):
+            c = c * eps / (alpha + n)
+            psi = psi + 1.0 / (alpha + n)
+            term = c * (lx - psi)
+            s = s + term
+            if n > eps - alpha and fabs(term) < 1e-17 * fabs(s):
+                break
+        return -s
+    u = cbrt(eps / alpha)
+    z = (u - 1.0 + 1.0 / (9.0 * alpha)) * 3.0 * sa
+    du = 1.0 / (9.0 * alpha * alpha) - z / (6.0 * alpha * sa)
+    return 1.0 / alpha + 3.0 * du / u
+
+
+def dlog_gamma_dshape_array(const double[::1] eps, const double[::1] alpha):
+    """d ln(eps) / d alpha of Gamma(alpha, 1) samples (reparameterisation gradient)."""
+    out = np.empty(eps.shape[0])
+    cdef double[::1] o = out
+    cdef Py_ssize_t i
+    for i in range(eps.shape[0]):
+        o[i] = dlog_gamma_dshape(eps[i], alpha[i])
+    return out
+
+
+def sample_log_gamma(
+    const double[:, ::1] alpha, const double[::1] log_rate, const uint64_t[::1] seeds,
+    double[:, ::1] log_sample, double[:, ::1] dlog_dalpha, bint want_grad, int n_threads,
+):
+    """Draw ln l_ik for l_ik ~ Gamma(alpha_ik, rate_k), and d ln l_ik / d alpha_ik if asked.
+
+    Row i draws from its own stream seeded by ``seeds[i]``. Shapes below one use
+    Gamma(alpha) = Gamma(alpha + 1) U^(1/alpha) in log space, so tiny shapes never underflow.
+    """
+    cdef Py_ssize_t n = alpha.shape[0], K = alpha.shape[1]
+    cdef Py_ssize_t i, k
+    cdef Rng* r
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    with nogil, parallel(num_threads=n_threads):
+        r = <Rng*> malloc(sizeof(Rng))
+        for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_HPMF_SAMPLE, i, r != NULL)
+            if status[i] == 0:
+                _draw_row(r, seeds[i], i, K, alpha, log_rate, log_sample, dlog_dalpha,
+                          want_grad)
+        free(r)
+    raise_for_status(status_arr, "The Gamma draws", item="index", advice=_ADVICE)
+
+
+cdef inline void _draw_row(
+    Rng* r, uint64_t seed, Py_ssize_t i, Py_ssize_t K, const double[:, ::1] alpha,
+    const double[::1] log_rate, double[:, ::1] log_sample, double[:, ::1] dlog_dalpha,
+    bint want_grad,
+) noexcept nogil:
+    cdef Py_ssize_t k
+    cdef double g, lg, al
+    rng_seed(r, seed)
+    for k in range(K):
+        al = alpha[i, k]
+        if al < 1.0:
+            g = rng_gamma(r, al + 1.0)
+            lg = log(g) + log(rng_uniform(r)) / al
+            # d ln eps / d alpha of eps = g U^(1/alpha): chain through g's shape, plus
+            # -ln(U) / alpha^2 = (ln g - ln eps) / alpha
+            if want_grad:
+                dlog_dalpha[i, k] = dlog_gamma_dshape(g, al + 1.0) + (log(g) - lg) / al
+        else:
+            g = rng_gamma(r, al)
+            lg = log(g)
+            if want_grad:
+                dlog_dalpha[i, k] = dlog_gamma_dshape(g, al)
+        log_sample[i, k] = lg - log_rate[k]

@@ -1,0 +1,562 @@
+"""Empirical-Bayes Poisson matrix factorisation with a weighted background (EBPMF-WBG): the
+estimator. The variational updates of the fit are in ``_wbpmf_updates``; the EBPM problems
+that learn the priors in ``_ebpm``.
+"""
+
+import copy
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+from scipy.special import gammaln
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from .._base import IterativeMixin
+from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._openmp_helpers import effective_n_threads
+from .._utils._seeding import draw_seeds
+from .._utils._validation import check_ignored_y, check_side_labels, validate_input
+from ._counts import COUNTS_ADVICE, kl_nmf
+from ._ebpm import EBPM_FAMILIES, _expected_loglik_rows, _posterior_rows
+from ._wbpmf_updates import (
+    _CLAMP,
+    FitState,
+    _Sweeper,
+    elbo_rows,
+    iterate,
+    safe_divide,
+    unseen_features,
+)
+
+__all__ = ["WeightedBackgroundPMF"]
+
+_MAX_TOTAL = 1e150  # largest total count: the updates form products of two count-sized numbers
+_ML_ITER = 30  # multiplicative updates of the maximum-likelihood start of transform
+# What to do instead of passing data as the second positional argument.
+_NO_SIDE_INPUT = (
+    "fit the counts alone, call fit(X); initial factors for init='custom' go by keyword, "
+    "fit(X, W=W0, H=H0)"
+)
+
+
+class _Problem:
+    """What every run of one fit shares: the counts, the starts given for init='custom', the
+    compiled sweeps, the row and column sums and the log X! constant."""
+
+    def __init__(self, X, W, H, n_threads):
+        self.X, self.W, self.H = X, W, H
+        self.sweeper = _Sweeper(X, n_threads)
+        self.x_rows = np.asarray(X.sum(axis=1)).ravel()
+        self.x_cols = np.asarray(X.sum(axis=0)).ravel()
+        self.const = float(np.sum(gammaln(X.data + 1.0)))
+
+
+class _FitState:
+    """A run's variational state with the problem it fits."""
+
+    def __init__(self, problem, fit):
+        self.problem, self.fit = problem, fit
+
+
+class WeightedBackgroundPMF(
+    IterativeMixin,
+    DataInFitMixin,
+    NonNegativeFactorisationMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
+    """Empirical-Bayes Poisson matrix factorisation with a weighted background (EBPMF-WBG).
+
+    The counts are modelled as ``X_ij = sum_k Z_ijk`` with ``Z_ijk ~ Poisson(w_k l_i0 f_j0
+    l_ik f_jk)``: a rank-one background (row scales ``l0``, column scales ``f0``) modulated
+    by ``K`` weighted topics whose loadings ``l_ik ~ g_L,k`` and factors ``f_jk ~ g_F,k``
+    have priors learned from the data by empirical Bayes Poisson means (EBPM) at every
+    iteration. Inference is mean-field variational Bayes (Algorithm 3.1 of the reference)
+    and touches only the non-zeros of ``X``.
+
+    Parameters
+    ----------
+    n_components : int, default=5
+        Number of topics ``K``.
+    prior_loadings : {"gamma_mixture", "gamma", "point_gamma", "exponential_mixture"}, \
+            default="gamma_mixture"
+        EBPM family of the priors ``g_L,k`` of the loadings. ``"gamma_mixture"`` is a
+        mixture of Gamma(a, a) on the fixed 34-value grid of the R package ebpmf.alpha with
+        weights fitted by mix-SQP; ``"exponential_mixture"`` a mixture of exponentials on the
+        geometric grid of scales ``2**-20, ..., 2**20``.
+    prior_factors : {"gamma_mixture", "gamma", "point_gamma", "exponential_mixture"}, \
+            default="gamma_mixture"
+        EBPM family of the priors ``g_F,k`` of the factors.
+    max_iter : int, default=100
+        Maximum number of iterations (also the number of sweeps of ``transform``).
+    tol : float, default=1e-8
+        Stop when the relative gain of the ELBO in one iteration falls below ``tol``
+        (``transform`` stops a row when its loadings change by less than ``tol``, relative).
+    init : {"nmf", "custom"}, default="nmf"
+        ``"nmf"``: start from scikit-learn's KL-NMF (multiplicative updates, 50 iterations);
+        ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the factors
+        are clamped below at 1e-8, ``l0`` and ``f0`` are the row means of ``W`` and of
+        ``H.T`` over the components, ``E[l_ik] = W_ik / l0_i``, ``E[f_jk] = H_kj / f0_j``,
+        ``w = 1`` and the mixture priors start from uniform weights.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the NMF initialisation (the iterations are deterministic).
+    verbose : int, default=0
+        0: silent; 1: a progress line (iteration, ELBO, time elapsed and left) about every
+        tenth of ``max_iter``; 2: a line after every iteration.
+    warm_start : bool, default=False
+        When True and the estimator was fitted before on data of the same shape with the
+        same prior families, ``fit`` continues from the previous fit's posteriors, priors,
+        weights and background (``init``, ``W`` and ``H`` are then not used). Otherwise
+        a previous fit is not continued: the fit starts anew with a ``UserWarning``.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        The topics on the data scale: ``components_[k, j] = w_k f0_j E[f_jk]``, so that
+        ``transform(X) @ components_`` is the posterior mean of ``E[X]``.
+    w_ : ndarray of shape (n_components,)
+        Topic weights ``w_k``.
+    l0_ : ndarray of shape (n_samples,)
+        Row background scales of the training data.
+    f0_ : ndarray of shape (n_features,)
+        Column background scales; a feature without counts in the training data gets its
+        empirical-Bayes posterior mean (positive), so that it may be non-zero in new rows.
+    loadings_ : ndarray of shape (n_samples, n_components)
+        The loadings of the training rows on the data scale, ``l0_i E[l_ik]`` (the
+        quantity :meth:`transform` gives for new rows), so that ``loadings_ @ components_``
+        is the fitted mean of ``X``. ``transform(X)`` fits each row afresh from its own
+        starts: the row problem is not concave, so on some training rows it can end at
+        another optimum than the fit's.
+    loadings_mean_, loadings_mean_log_ : ndarray of shape (n_samples, n_components)
+        Posterior ``E[l_ik]`` and ``E[log l_ik]`` of the training rows.
+    factors_mean_, factors_mean_log_ : ndarray of shape (n_features, n_components)
+        Posterior ``E[f_jk]`` and ``E[log f_jk]``.
+    prior_loadings_, prior_factors_ : dict of ndarray
+        The fitted priors, each ``pi0 delta_0 + sum_m weights[k, m] Gamma(shape[k, m],
+        rate[k, m])`` for component ``k``: keys ``"pi0"`` (n_components,), ``"weights"``,
+        ``"shape"``, ``"rate"`` (n_components, n_mix).
+    kl_loadings_, kl_factors_ : ndarray of shape (n_components,)
+        ``KL(q_L,k || g_L,k)`` and ``KL(q_F,k || g_F,k)`` at the end of the fit.
+    lower_bound_ : float
+        The final ELBO (eq. 3.20, including ``-sum log X_ij!``).
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
+        The ELBO after each iteration.
+    n_iter_ : int
+        Number of iterations run by the last call to ``fit``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
+        Names of features seen during fit, when ``X`` has string column names.
+
+    See Also
+    --------
+    sklearn.decomposition.NMF : Maximum-likelihood Poisson NMF (``beta_loss="kullback-leibler"``).
+
+    References
+    ----------
+    Z. Wang, "Algorithm for PMF background model with weights" (EBPMF-WBG), with the R
+    packages ebpmf.alpha (``ebpmf_wbg``) and ebpm (the EBPM solvers), Stephens lab.
+
+    Y. Kim, P. Carbonetto, M. Stephens and M. Anitescu, "A fast algorithm for maximum
+    likelihood estimation of mixture proportions using sequential quadratic programming",
+    Journal of Computational and Graphical Statistics 29 (2020).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import WeightedBackgroundPMF
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.poisson(2.0, size=(30, 20))
+    >>> model = WeightedBackgroundPMF(n_components=2, max_iter=20, random_state=0).fit(X)
+    >>> model.transform(X).shape
+    (30, 2)
+    >>> bool(np.all(np.diff(model.lower_bounds_) > -1e-6 * abs(model.lower_bound_)))
+    True
+    """
+
+    _fit_advice = "WeightedBackgroundPMF(n_components=K).fit(X)"
+
+    _objective_name = "ELBO"
+    _maximise = True
+
+    _peer_parameters = {
+        "K": ("R ebpmf", "n_components=K"),
+        "maxiter": ("R ebpmf", "max_iter=N"),
+        "ebpm_fn": ("R ebpmf's ebpm.fn", "prior_loadings=... and prior_factors=... (one of "
+                    "'gamma_mixture', 'gamma', 'point_gamma', 'exponential_mixture')"),
+    }
+
+    _negative_input_advice = COUNTS_ADVICE
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "prior_loadings": [StrOptions(set(EBPM_FAMILIES))],
+        "prior_factors": [StrOptions(set(EBPM_FAMILIES))],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "init": [StrOptions({"nmf", "custom"})],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_components=5,
+        *,
+        prior_loadings="gamma_mixture",
+        prior_factors="gamma_mixture",
+        max_iter=100,
+        tol=1e-8,
+        init="nmf",
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.n_components = n_components
+        self.prior_loadings = prior_loadings
+        self.prior_factors = prior_factors
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # ------------------------------------------------------------------ helpers
+    def _validate_X(self, X, reset):
+        X = validate_input(
+            self,
+            X,
+            accept_sparse=("csr", "csc", "coo"),
+            dtype=[np.float64, np.float32],
+            ensure_non_negative=True,
+            reset=reset,
+        )
+        X = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        total = float(np.sum(X.data))
+        if not total <= _MAX_TOTAL:
+            raise ValueError(
+                f"X sums to {total:.3g}; the variational updates multiply counts by rates of "
+                f"the same size, which overflows in float64 above a total of {_MAX_TOTAL:g}. "
+                f"Rescale X (the model is for counts)."
+            )
+        return X
+
+    def _initial_factors(self, X, W, H, rng):
+        n, p = X.shape
+        K = self.n_components
+        if self.init == "custom":
+            if W is None or H is None:
+                raise ValueError(
+                    "init='custom' needs the initial factors: call fit(X, W=..., H=...) "
+                    f"with W of shape {(n, K)} and H of shape {(K, p)}."
+                )
+            W = np.array(W, dtype=np.float64)
+            H = np.array(H, dtype=np.float64)
+            if W.shape != (n, K):
+                raise ValueError(f"W must have shape (n_samples, n_components) = {(n, K)}; got {W.shape}.")
+            if H.shape != (K, p):
+                raise ValueError(f"H must have shape (n_components, n_features) = {(K, p)}; got {H.shape}.")
+            if not (np.all(np.isfinite(W)) and np.all(np.isfinite(H))):
+                raise ValueError("W and H must be finite.")
+            if W.min() < 0 or H.min() < 0:
+                raise ValueError(
+                    f"W and H must be non-negative; got minima {W.min()} and {H.min()}."
+                )
+            return W, H.T.copy()
+        if W is not None or H is not None:
+            raise ValueError(f"W and H are used only with init='custom'; got init={self.init!r}.")
+        return kl_nmf(X, K, 50, draw_seeds(rng) % (2**32), tol=0.0)
+
+    # -- the fitting loop's hooks ------------------------------------------------------------
+
+    def _initialise(self, problem, rng):
+        L, F = self._initial_factors(problem.X, problem.W, problem.H, rng)
+        return _FitState(problem, FitState.start(L, F, self.prior_loadings, self.prior_factors))
+
+    def _warm_start_mismatch(self, problem):
+        n, p = problem.X.shape
+        previous = (self.loadings_mean_.shape[0], *self.factors_mean_.shape)
+        if previous != (n, p, self.n_components):
+            return (f"X has shape {(n, p)} and n_components={self.n_components}, the "
+                    f"previous fit had {previous[:2]} and {previous[2]}")  # fmt: skip
+        families = getattr(self, "_fit_families", None)
+        if families != (self.prior_loadings, self.prior_factors):
+            return (f"the prior families are ({self.prior_loadings!r}, "
+                    f"{self.prior_factors!r}), the previous fit had {families}")  # fmt: skip
+        return None
+
+    def _continue(self, problem):
+        """Copies of the previous fit's state."""
+        keys = ("pi0", "weights", "shape", "rate")
+        return _FitState(problem, FitState(*copy.deepcopy((
+            self.w_, self.l0_, self.f0_, self.loadings_mean_, self.factors_mean_,
+            self.loadings_mean_log_, self.factors_mean_log_,
+            tuple(self.prior_loadings_[k] for k in keys),
+            tuple(self.prior_factors_[k] for k in keys), self.kl_loadings_, self.kl_factors_,
+        ))))  # fmt: skip
+
+    def _iterate(self, state, iteration):
+        p = state.problem
+        return iterate(state.fit, p.sweeper, p.x_rows, p.x_cols, p.const, self.prior_loadings,
+                       self.prior_factors)  # fmt: skip
+
+    def _snapshot(self, state, iteration):
+        if iteration == 0:
+            return None  # nothing complete: an interruption leaves the estimator as it was
+        return _FitState(state.problem, copy.deepcopy(state.fit))
+
+    # ---------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, W=None, H=None):
+        """Fit the model to the counts ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts (non-integer values are accepted). An AnnData contributes
+            its ``.X``.
+        y : Ignored
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
+        W : array-like of shape (n_samples, n_components), default=None
+            Initial loadings, with ``init="custom"``.
+        H : array-like of shape (n_components, n_features), default=None
+            Initial factors, with ``init="custom"``.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
+        # labelled starts are read by position: their samples and features must be X's
+        check_side_labels(X, "W", W, axes=("row",))
+        check_side_labels(X, "H", H, axes=("column",))
+        X = self._validate_X(X, reset=True)
+        # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(X, W, H)
+
+    def _fit(self, X, W, H):
+        total = X.sum()
+        if not total > 0:
+            raise ValueError(
+                "X has no positive entry; the Poisson model needs at least one non-zero count."
+            )
+        rng = check_random_state(self.random_state)
+        problem = _Problem(X, W, H, effective_n_threads())
+        start = self._warm_state(problem)
+        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, 1)
+        self._end_run(run)
+        s = run.state.fit
+        f0, Ef, Elogf = unseen_features(problem.x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf,
+                                        s.gF)  # fmt: skip
+        w, l0, El = s.w, s.l0, s.El
+        if np.any(w == 0):
+            warnings.warn(
+                f"Components {np.flatnonzero(w == 0).tolist()} collapsed (weight w_k = 0: they "
+                "explain no count); refit with fewer n_components or another initialisation.",
+                RuntimeWarning,
+            )
+        self.w_ = w
+        self.l0_ = l0
+        self.f0_ = f0
+        self.loadings_ = l0[:, None] * El
+        self.loadings_mean_ = El
+        self.loadings_mean_log_ = s.Elogl
+        self.factors_mean_ = Ef
+        self.factors_mean_log_ = Elogf
+        keys = ("pi0", "weights", "shape", "rate")
+        self.prior_loadings_ = dict(zip(keys, s.gL))
+        self.prior_factors_ = dict(zip(keys, s.gF))
+        self.kl_loadings_ = s.kl_L
+        self.kl_factors_ = s.kl_F
+        self.lower_bounds_ = np.asarray(run.history)
+        self.lower_bound_ = float(run.history[-1])
+        self.components_ = (w[:, None] * (f0[:, None] * Ef).T).copy()
+        self._fit_families = (self.prior_loadings, self.prior_factors)
+        return self
+
+    # ---------------------------------------------------------------- transform
+    def _fit_rows(self, X):
+        """Fit l0 and q(l) of new rows with the feature side held fixed.
+
+        A row's ELBO is not concave in q(l): under a mixture prior with mass near 0, a topic
+        ends on, off or barely on depending on where the row starts. Each row is therefore
+        fitted from three deterministic starts, in turn, and keeps the solution with the
+        higher ELBO (rows are independent, so the choice is exact, row by row):
+
+        - ``E[l_ik] = 1``, ``E[log l_ik] = 0``, the same for every row;
+        - the row's maximum-likelihood loadings under the fixed features (:meth:`_ml_start`),
+          as the fit starts from KL-NMF;
+        - the better of these two with the topics that explain less than one count of the
+          row switched off (``E[l_ik] = 0``; the row's largest topic is kept), for the rows
+          that have such topics. Such a topic settles at a small loading (about a third of a
+          count under the default prior) although switching it off is better: once off, it
+          is allotted no count and the prior's mass near 0 keeps it off, a fixed point that
+          the fit reaches but the other two starts do not.
+        """
+        n_threads = effective_n_threads()
+        sweeper = _Sweeper(X, n_threads)
+        x_rows = np.asarray(X.sum(axis=1)).ravel()
+        every = np.arange(X.shape[0])
+        fit = self._sweep_rows(sweeper, x_rows, np.ones((X.shape[0], self.n_components)))
+        self._keep_better(fit, every, sweeper, x_rows, self._ml_start(sweeper))
+        l0, El = fit[0], fit[1]
+        counts = l0[:, None] * El * (self.w_ * (self.f0_ @ self.factors_mean_))
+        off = (counts < 1) & (counts < counts.max(axis=1, keepdims=True))
+        rows = np.flatnonzero(off.any(axis=1))
+        if rows.size:
+            self._keep_better(fit, rows, _Sweeper(X[rows], n_threads), x_rows[rows],
+                              np.where(off[rows], 0.0, El[rows]))
+        return (sweeper, x_rows, *fit)
+
+    def _keep_better(self, fit, rows, sweeper, x_rows, El):
+        """Fit ``rows`` (whose sweeper and sums are given) from ``El`` and keep, in place in
+        ``fit``, the rows where that gives a higher ELBO."""
+        new = self._sweep_rows(sweeper, x_rows, El)
+        old = tuple(a[rows] for a in fit)
+        better = self._row_elbo(sweeper, x_rows, *new) > self._row_elbo(sweeper, x_rows, *old)
+        for a, b in zip(fit, new):
+            a[rows[better]] = b[better]
+
+    def _ml_start(self, sweeper):
+        """``E[l]`` at the rows' maximum-likelihood loadings, with the features fixed.
+
+        With q(l) a point mass and no prior, the rows' bound ``sum_j X_ij log sum_k w_k l_ik
+        exp(E[log f_jk]) - sum_k l_ik w_k sum_j f0_j E[f_jk]`` is concave in ``l``;
+        ``_ML_ITER`` multiplicative (EM) updates ``l_ik <- sum_j E[Z_ijk] / (w_k sum_j f0_j
+        E[f_jk])`` climb it. The loadings are then scaled by their row means and clamped
+        below at ``_CLAMP``, as the fit's start is.
+        """
+        n, K = sweeper.n, self.n_components
+        colw = self.w_ * (self.f0_ @ self.factors_mean_)
+        lv = np.ascontiguousarray(self.factors_mean_log_)
+        L = np.ones((n, K))
+        for _ in range(_ML_ITER):
+            with np.errstate(divide="ignore"):
+                lu = np.ascontiguousarray(np.log(self.w_)[None, :] + np.log(L))
+            Y = np.column_stack([sweeper.expected_counts(lu, lv, k)[0] for k in range(K)])
+            L = np.divide(Y, colw, out=np.zeros_like(Y), where=colw > 0)
+        scale = L.mean(axis=1, keepdims=True)
+        return np.maximum(np.divide(L, scale, out=np.ones_like(L), where=scale > 0), _CLAMP)
+
+    def _sweep_rows(self, sweeper, x_rows, El):
+        """Coordinate ascent on l0 and q(l) of every row from ``E[l] = El``, a point mass."""
+        n, K = El.shape
+        w, f0, Ef, Elogf = self.w_, self.f0_, self.factors_mean_, self.factors_mean_log_
+        g = self.prior_loadings_
+        colw = w * (f0 @ Ef)  # w_k sum_j f0_j E[f_jk]
+        El = El.copy()
+        with np.errstate(divide="ignore"):
+            Elogl = np.log(El)  # -inf: a topic switched off
+        kl = np.zeros((n, K))
+        l0 = safe_divide(x_rows, El @ colw)
+        active = np.ones(n, dtype=bool)
+        lv = np.ascontiguousarray(Elogf)
+        logw = np.log(w)[None, :]
+        for _ in range(self.max_iter):
+            old = l0[:, None] * El
+            El_new = El.copy()
+            Elogl_new = Elogl.copy()
+            kl_new = np.empty((n, K))
+            for k in range(K):
+                lu = np.ascontiguousarray(logw + Elogl_new)
+                y_rows, _ = sweeper.expected_counts(lu, lv, k)
+                s = colw[k] * l0
+                m, ml, lp = _posterior_rows(
+                    y_rows, s, g["pi0"][k], g["weights"][k], g["shape"][k], g["rate"][k]
+                )
+                El_new[:, k], Elogl_new[:, k] = m, ml
+                kl_new[:, k] = _expected_loglik_rows(y_rows, s, m, ml) - lp
+            l0_new = safe_divide(x_rows, El_new @ colw)
+            El[active] = El_new[active]
+            Elogl[active] = Elogl_new[active]
+            kl[active] = kl_new[active]
+            l0[active] = l0_new[active]
+            new = l0[:, None] * El
+            change = np.max(np.abs(new - old), axis=1)
+            scale = np.max(np.abs(new), axis=1)
+            active &= ~(change <= self.tol * scale)
+            if not active.any():
+                break
+        return l0, El, Elogl, kl
+
+    def _row_elbo(self, sweeper, x_rows, l0, El, Elogl, kl):
+        """Each row's part of the ELBO that :meth:`score` sums (less its log X! constant)."""
+        no_cols = np.zeros(self.f0_.size)  # the column part is the same for every fit of the rows
+        rows, _ = elbo_rows(
+            sweeper, x_rows, no_cols, self.w_, l0, self.f0_, El, self.factors_mean_, Elogl,
+            self.factors_mean_log_,
+        )
+        return rows - kl.sum(axis=1)
+
+    def transform(self, X):
+        """Fit the loadings of new rows on the data scale, with the features held fixed.
+
+        Each row's ``l0_i`` and ``q(l_i)`` are fitted under the learned priors ``g_L`` with
+        ``f0``, ``q_F`` and ``w`` fixed; rows are independent of each other. Each row keeps
+        the best, by its ELBO, of the fits from three deterministic starts (see ``_fit_rows``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts.
+
+        Returns
+        -------
+        L : ndarray of shape (n_samples, n_components)
+            ``l0_i E[l_ik]``, so that ``L @ components_`` is the fitted mean of ``X``.
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        _, _, l0, El, _, _ = self._fit_rows(X)
+        return l0[:, None] * El
+
+    def score(self, X, y=None):
+        """Average ELBO per sample of new rows, with the feature side held fixed.
+
+        The rows' ``l0`` and ``q(l)`` are fitted as in :meth:`transform`; the score is
+        ``sum_ij (-E[mu_ij] + X_ij log(l0_i f0_j B_ij) - log X_ij!) - sum_ik KL_ik`` divided by
+        ``n_samples``, where the KL terms are those of the rows' loadings under ``g_L``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            Non-negative counts.
+        y : Ignored
+            Not used, present for API consistency. A second positional array of the shape
+            of X is refused.
+
+        Returns
+        -------
+        score : float
+            ELBO per sample (higher is better).
+        """
+        check_is_fitted(self)
+        check_ignored_y(self, y, X, method="score", advice="score the counts alone, call score(X)")
+        X = self._validate_X(X, reset=False)
+        sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(X)
+        x_cols = np.asarray(X.sum(axis=0)).ravel()
+        const = float(np.sum(gammaln(X.data + 1.0)))
+        rows, cols = elbo_rows(
+            sweeper, x_rows, x_cols, self.w_, l0, self.f0_, El, self.factors_mean_,
+            Elogl, self.factors_mean_log_,
+        )
+        return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / X.shape[0]
+

@@ -1,0 +1,149 @@
+"""O(nnz) sweeps of WeightedBackgroundPMF over the non-zeros of a CSR matrix.
+
+``B_ijk = exp(lu_ik + lv_jk)`` with ``lu_ik = log w_k + E[log l_ik]`` and ``lv_jk = E[log f_jk]``
+(004_1ddbd526a6a8bdfc, eq. 3.7). ``B_ij = sum_k B_ijk`` is recomputed at every non-zero from the
+current factors, never updated by subtract-and-add. It is stabilised as in section 5 of the
+paper, with the maxima taken per row and per column: the caller passes ``U_ik = exp(lu_ik -
+mu_i)`` and ``V_jk = exp(lv_jk - mv_j)`` (``mu_i = max_k lu_ik``, ``mv_j = max_k lv_jk``), so
+``B_ij = exp(mu_i + mv_j) sum_k U_ik V_jk`` is a sum of positive terms below 1, computed
+without exponentials. Where that sum is tiny (the row's and the column's maxima sit on
+different components), the entry falls back to the per-entry log-sum-exp of eqs. 5.1-5.4.
+
+Rows are split into a fixed number of chunks, independent of the thread count; each chunk
+writes its own partial column sums and partial objective, added afterwards in chunk order,
+so the results are bit-identical for any number of threads. A chunk or row whose sum is not
+finite records it in its own status slot, raised after the parallel loop whichever thread
+met it (_utils/_status.pxd).
+"""
+
+from cython.parallel cimport prange
+from libc.math cimport exp, log, isfinite, INFINITY
+
+import numpy as np
+
+from .._utils._logsumexp cimport log_sum_exp_pair
+from .._utils._status cimport (FAIL_NOT_FINITE, SITE_WBPMF_COUNTS, SITE_WBPMF_DATA_TERM,
+                              item_status)
+from .._utils._status import raise_for_status
+
+# What to do when a sweep fails, for the shared messages of _utils/_status.pyx.
+_ADVICE = {
+    FAIL_NOT_FINITE: (
+        "A sum over the counts is NaN or infinite: the counts are too large for double "
+        "precision. Rescale X (for example divide it by its largest entry and round)."
+    ),
+}
+
+ctypedef Py_ssize_t intp_t
+
+# Below this, sum_k U_ik V_jk is recomputed in log space (terms lost to underflow are then
+# below 1e-200 of the largest).
+cdef double TINY = 1e-100
+
+
+cdef inline double _scaled_dot(const double* u, const double* v, intp_t K) noexcept nogil:
+    cdef double dot = 0.0
+    cdef intp_t k
+    for k in range(K):
+        dot = dot + u[k] * v[k]
+    return dot
+
+
+cdef inline double _log_b(const double* u, const double* v, const double* lu,
+                          const double* lv, double mu, double mv, intp_t K) noexcept nogil:
+    """log B_ij."""
+    cdef double dot = _scaled_dot(u, v, K)
+    if dot > TINY:
+        return mu + mv + log(dot)
+    return log_sum_exp_pair(lu, lv, K)
+
+
+cdef inline double _zeta(const double* u, const double* v, const double* lu,
+                         const double* lv, intp_t k, intp_t K) noexcept nogil:
+    """zeta_ijk = B_ijk / B_ij (eq. 3.11), 0 where B_ij = 0."""
+    cdef double dot = _scaled_dot(u, v, K), lse
+    if dot > TINY:
+        return u[k] * v[k] / dot
+    lse = log_sum_exp_pair(lu, lv, K)
+    if lse == -INFINITY:
+        return 0.0
+    return exp(lu[k] + lv[k] - lse)
+
+
+def expected_counts(
+    const intp_t[::1] indptr,
+    const intp_t[::1] indices,
+    const double[::1] data,
+    const double[:, ::1] U,
+    const double[:, ::1] V,
+    const double[:, ::1] lu,
+    const double[:, ::1] lv,
+    intp_t k,
+    double[::1] row_sums,
+    double[:, ::1] col_partial,
+    int n_threads,
+):
+    """Row sums and per-chunk column sums of ``E[Z_ijk] = X_ij zeta_ijk`` for one ``k``.
+
+    ``row_sums`` (n_samples,) is overwritten; ``col_partial`` (n_chunks, n_features) must be
+    zero on entry and receives each chunk's column sums (sum over axis 0 for the total).
+    """
+    cdef intp_t n = indptr.shape[0] - 1
+    cdef intp_t K = U.shape[1]
+    cdef intp_t n_chunks = col_partial.shape[0]
+    cdef intp_t c, i, ptr, j, lo, hi
+    cdef double z, acc
+    status_arr = np.zeros(n_chunks, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=n_threads):
+        status[c] = item_status(SITE_WBPMF_COUNTS, c, True)
+        if status[c] != 0:
+            continue
+        lo = c * n // n_chunks
+        hi = (c + 1) * n // n_chunks
+        for i in range(lo, hi):
+            acc = 0.0
+            for ptr in range(indptr[i], indptr[i + 1]):
+                j = indices[ptr]
+                z = data[ptr] * _zeta(&U[i, 0], &V[j, 0], &lu[i, 0], &lv[j, 0], k, K)
+                acc = acc + z
+                col_partial[c, j] += z
+            row_sums[i] = acc
+            if not isfinite(acc):
+                status[c] = FAIL_NOT_FINITE
+    raise_for_status(status_arr, "The expected-count sweep", item="chunk", advice=_ADVICE)
+
+
+def data_term(
+    const intp_t[::1] indptr,
+    const intp_t[::1] indices,
+    const double[::1] data,
+    const double[:, ::1] U,
+    const double[:, ::1] V,
+    const double[:, ::1] lu,
+    const double[:, ::1] lv,
+    const double[::1] mu,
+    const double[::1] mv,
+    double[::1] row_terms,
+    int n_threads,
+):
+    """Per-row ``sum_j X_ij log B_ij`` over the non-zeros (the sparse part of eq. 3.20)."""
+    cdef intp_t n = indptr.shape[0] - 1
+    cdef intp_t K = U.shape[1]
+    cdef intp_t i, ptr, j
+    cdef double acc
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
+        status[i] = item_status(SITE_WBPMF_DATA_TERM, i, True)
+        if status[i] != 0:
+            continue
+        acc = 0.0
+        for ptr in range(indptr[i], indptr[i + 1]):
+            j = indices[ptr]
+            acc = acc + data[ptr] * _log_b(&U[i, 0], &V[j, 0], &lu[i, 0], &lv[j, 0],
+                                           mu[i], mv[j], K)
+        row_terms[i] = acc
+        if not isfinite(acc):
+            status[i] = FAIL_NOT_FINITE
+    raise_for_status(status_arr, "The data term", item="row", advice=_ADVICE)

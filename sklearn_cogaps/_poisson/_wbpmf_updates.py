@@ -1,0 +1,238 @@
+"""Empirical-Bayes Poisson factorisation with a weighted background: the variational
+updates and the ELBO (Wang, "Algorithm for PMF background model with weights", Algorithm
+3.1, eqs. 3.11-3.20).
+
+The counts are ``X_ij = sum_k Z_ijk`` with ``Z_ijk ~ Poisson(w_k l_i0 f_j0 l_ik f_jk)``; each
+iteration updates, for every topic, the expected counts, the posterior and prior of the
+loadings and of the factors (each an EBPM problem, ``_ebpm``) and the weight, then the
+background. Every sweep over X visits its stored entries only (``_wbpmf_fast``).
+"""
+
+import numpy as np
+
+from .._utils._openmp_helpers import kernel_threads
+from ._ebpm import (
+    DEFAULT_GAMMA_GRID,
+    _posterior_rows,
+    ebpm,
+    ebpm_exponential_mixture,
+    ebpm_gamma,
+)
+from ._wbpmf_fast import data_term, expected_counts
+
+_N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
+_CLAMP = 1e-8  # initial factors are clamped below at this value (as ebpmf.alpha does)
+# Scales of the exponential-mixture prior in the model: the factors are normalised by the
+# background (mean about 1), so a fixed geometric grid 2^-20 .. 2^20 covers them.
+_EXP_SCALES = 2.0 ** np.arange(-20, 21)
+
+
+def _initial_prior(family, n_components):
+    """Starting priors, stacked over components: (pi0, weights, shape, rate)."""
+    if family == "gamma_mixture":
+        grid = DEFAULT_GAMMA_GRID
+        m = grid.size
+        return (
+            np.zeros(n_components),
+            np.full((n_components, m), 1.0 / m),
+            np.tile(grid, (n_components, 1)),
+            np.tile(grid, (n_components, 1)),
+        )
+    if family == "exponential_mixture":
+        m = _EXP_SCALES.size
+        return (
+            np.zeros(n_components),
+            np.full((n_components, m), 1.0 / m),
+            np.ones((n_components, m)),
+            np.tile(1.0 / _EXP_SCALES, (n_components, 1)),
+        )
+    # gamma / point_gamma: fitted from the moments at the first call.
+    return None
+
+
+def _prior_k(prior, k):
+    if prior is None:
+        return None
+    return (prior[0][k], prior[1][k], prior[2][k], prior[3][k])
+
+
+def _solve(y, s, family, prior_k):
+    if family == "exponential_mixture":
+        return ebpm_exponential_mixture(
+            y, s, scales=1.0 / prior_k[3], weights_init=prior_k[1]
+        )
+    return ebpm(y, s, family, prior_k)
+
+
+def _store(prior, k, res, n_components):
+    if prior is None:
+        m = res.weights.size
+        prior = (
+            np.zeros(n_components),
+            np.zeros((n_components, m)),
+            np.ones((n_components, m)),
+            np.ones((n_components, m)),
+        )
+    prior[0][k] = res.pi0
+    prior[1][k] = res.weights
+    prior[2][k] = res.shape
+    prior[3][k] = res.rate
+    return prior
+
+
+def _stabilised(logs):
+    """exp(logs - rowmax) and the row maxima (0 where a row is all -inf)."""
+    m = np.max(logs, axis=1)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return np.ascontiguousarray(np.exp(logs - m[:, None])), m
+
+
+class _Sweeper:
+    """The compiled sweeps over one CSR matrix."""
+
+    def __init__(self, X, n_threads):
+        self.indptr = np.asarray(X.indptr, dtype=np.intp)
+        self.indices = np.asarray(X.indices, dtype=np.intp)
+        self.data = np.asarray(X.data, dtype=np.float64)
+        self.n, self.p = X.shape
+        self.n_chunks = max(1, min(_N_CHUNKS, self.n))
+        # about 20 operations per stored entry and component sweep
+        self.n_threads = kernel_threads(20 * self.data.size, n_threads)
+
+    def expected_counts(self, lu, lv, k):
+        U, _ = _stabilised(lu)
+        V, _ = _stabilised(lv)
+        rows = np.empty(self.n)
+        cols = np.zeros((self.n_chunks, self.p))
+        expected_counts(
+            self.indptr, self.indices, self.data, U, V, lu, lv, k, rows, cols, self.n_threads
+        )
+        return rows, cols.sum(axis=0)
+
+    def data_term(self, lu, lv):
+        U, mu = _stabilised(lu)
+        V, mv = _stabilised(lv)
+        out = np.empty(self.n)
+        data_term(
+            self.indptr, self.indices, self.data, U, V, lu, lv, mu, mv, out, self.n_threads
+        )
+        return out
+
+
+class FitState:
+    """The variational state: topic weights ``w``, background ``l0``, ``f0``, the posterior
+    moments of the loadings and factors, their priors and their KL terms."""
+
+    def __init__(self, w, l0, f0, El, Ef, Elogl, Elogf, gL, gF, kl_L, kl_F):
+        self.w, self.l0, self.f0 = w, l0, f0
+        self.El, self.Ef, self.Elogl, self.Elogf = El, Ef, Elogl, Elogf
+        self.gL, self.gF, self.kl_L, self.kl_F = gL, gF, kl_L, kl_F
+
+    @classmethod
+    def start(cls, L, F, prior_loadings, prior_factors):
+        """The state of the factors ``L`` (n, K) and ``F`` (p, K): clamped, scaled by their
+        row means (the background), with ``w = 1`` and the priors' starting weights (the
+        start of the reference implementation)."""
+        K = L.shape[1]
+        L = np.maximum(L, _CLAMP)
+        F = np.maximum(F, _CLAMP)
+        l0 = L.mean(axis=1)
+        f0 = F.mean(axis=1)
+        El = L / l0[:, None]
+        Ef = F / f0[:, None]
+        return cls(np.ones(K), l0, f0, El, Ef, np.log(El), np.log(Ef),
+                   _initial_prior(prior_loadings, K), _initial_prior(prior_factors, K),
+                   np.zeros(K), np.zeros(K))  # fmt: skip
+
+
+def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_factors):
+    """One iteration of Algorithm 3.1, in place; returns the ELBO after it (eq. 3.20)."""
+    s_ = state
+    K = s_.w.size
+    for k in range(K):
+        # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
+        lu = np.ascontiguousarray(np.log(s_.w)[None, :] + s_.Elogl)
+        lv = np.ascontiguousarray(s_.Elogf)
+        y_rows, y_cols = sweeper.expected_counts(lu, lv, k)
+        # q_L,k and g_L,k (eq. 3.13).
+        s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
+        res = _solve(y_rows, s, prior_loadings, _prior_k(s_.gL, k))
+        s_.El[:, k], s_.Elogl[:, k], s_.kl_L[k] = res.mean, res.mean_log, res.kl
+        s_.gL = _store(s_.gL, k, res, K)
+        # q_F,k and g_F,k with the new loadings (eq. 3.14).
+        s = np.dot(s_.l0, s_.El[:, k]) * s_.w[k] * s_.f0
+        res = _solve(y_cols, s, prior_factors, _prior_k(s_.gF, k))
+        s_.Ef[:, k], s_.Elogf[:, k], s_.kl_F[k] = res.mean, res.mean_log, res.kl
+        s_.gF = _store(s_.gF, k, res, K)
+        # w_k (Algorithm 3.1, eq. 3.18).
+        den = np.dot(s_.l0, s_.El[:, k]) * np.dot(s_.f0, s_.Ef[:, k])
+        s_.w[k] = y_rows.sum() / den if den > 0 else 0.0
+    # Background with the current w (eqs. 3.16-3.17).
+    s_.l0 = safe_divide(x_rows, s_.El @ (s_.w * (s_.f0 @ s_.Ef)))
+    s_.f0 = safe_divide(x_cols, s_.Ef @ (s_.w * (s_.l0 @ s_.El)))
+    value = elbo(sweeper, x_rows, x_cols, const, s_.w, s_.l0, s_.f0, s_.El, s_.Ef, s_.Elogl,
+                 s_.Elogf)  # fmt: skip
+    return value - (s_.kl_L.sum() + s_.kl_F.sum())
+
+
+def elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf):
+    """Per-row ELBO terms without the KLs and the log X! constant, plus the column part."""
+    lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
+    lv = np.ascontiguousarray(Elogf)
+    sparse_rows = sweeper.data_term(lu, lv)
+    # Dense part: -sum_ij l0_i f0_j Lambda_ij as a rank-K product (never n x p).
+    dense_rows = -l0 * (El @ (w * (f0 @ Ef)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bg_rows = np.where(x_rows > 0, x_rows * np.log(l0), 0.0)
+        bg_cols = float(np.sum(np.where(x_cols > 0, x_cols * np.log(f0), 0.0)))
+    return sparse_rows + dense_rows + bg_rows, bg_cols
+
+
+def elbo(sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf):
+    """The ELBO without the KL terms (eq. 3.20, including ``-sum log X_ij!``)."""
+    rows, cols = elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf)
+    return float(np.sum(rows)) + cols - const
+
+
+def unseen_features(x_cols, w, l0, f0, El, Ef, Elogf, gF):
+    """Positive background scales for the features without any count in the training data.
+
+    The background update (eq. 3.17) gives ``f0_j = 0`` to a feature whose column of ``X`` is
+    all zero: under the fitted model such a feature can never be non-zero, and a held-out row
+    with a count there would have likelihood 0. The column scales are instead given the
+    empirical-Bayes treatment that the model gives its factors: ``f0_j ~ Gamma(a, b)``
+    fitted by EBPM to all columns (``x_cols_j ~ Poisson(f0_j s_j)`` with exposure ``s_j =
+    sum_k w_k E[f_jk] sum_i l0_i E[l_ik]``), and an unseen feature gets its posterior mean
+    ``a / (b + s_j)``, which is positive. Seen features keep their maximum-likelihood
+    scale. The unseen features' ``q(f_jk)`` are the point masses at the posterior means of
+    a zero count under ``g_F,k`` with the new exposure: with no data, that posterior is
+    nearly the prior, whose ``E[log f]`` is dominated by its components near zero (the grid
+    reaches Gamma(1e-16, 1e-16)) and would make the bound on a held-out count there
+    meaningless.
+    """
+    unseen = x_cols <= 0
+    if not unseen.any() or unseen.all():
+        return f0, Ef, Elogf
+    colsum = l0 @ El  # sum_i l0_i E[l_ik]
+    s = Ef @ (w * colsum)
+    g0 = ebpm_gamma(x_cols, s)
+    f0 = f0.copy()
+    f0[unseen] = g0.shape[0] / (g0.rate[0] + s[unseen])
+    Ef, Elogf = Ef.copy(), Elogf.copy()
+    zeros = np.zeros(int(unseen.sum()))
+    for k in range(Ef.shape[1]):
+        m, _, _ = _posterior_rows(
+            zeros, w[k] * colsum[k] * f0[unseen], gF[0][k], gF[1][k], gF[2][k], gF[3][k]
+        )
+        with np.errstate(divide="ignore"):
+            Ef[unseen, k], Elogf[unseen, k] = m, np.log(m)
+    return f0, Ef, Elogf
+
+
+def safe_divide(num, den):
+    """num / den with 0 where num is 0 (empty rows or columns)."""
+    out = np.zeros_like(num, dtype=np.float64)
+    pos = num > 0
+    out[pos] = num[pos] / den[pos]
+    return out
+

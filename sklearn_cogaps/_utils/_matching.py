@@ -1,0 +1,54 @@
+"""Matching the components of two factorisations, whose order is arbitrary."""
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+__all__ = ["match_components"]
+
+
+def match_components(reference, estimate, axis=1):
+    """Pair each reference factor with a distinct estimated factor by correlation.
+
+    The assignment maximises the total Pearson correlation (Hungarian algorithm), as is
+    usual when comparing factorisations, whose components come in arbitrary order.
+
+    Parameters
+    ----------
+    reference : array-like of shape (n, k_ref) if axis=1, (k_ref, n) if axis=0
+        The factors to find, for example the true patterns.
+    estimate : array-like of shape (n, k_est) if axis=1, (k_est, n) if axis=0
+        The fitted factors, with ``k_est >= k_ref``.
+    axis : {0, 1}, default=1
+        The axis along which the factors are stacked: 1 when each column is a factor.
+
+    Returns
+    -------
+    order : ndarray of shape (k_ref,)
+        ``order[i]`` is the estimated factor matched to reference factor ``i``.
+    correlation : ndarray of shape (k_ref,)
+        The correlation of each matched pair (NaN-free: a constant factor has 0).
+    """
+    ref = np.asarray(reference, dtype=float)
+    est = np.asarray(estimate, dtype=float)
+    if axis == 0:
+        ref, est = ref.T, est.T
+    if ref.shape[0] != est.shape[0]:
+        raise ValueError(
+            f"reference and estimate must have the same length along the factors; got "
+            f"{ref.shape[0]} and {est.shape[0]}."
+        )
+    if est.shape[1] < ref.shape[1]:
+        raise ValueError(
+            f"estimate has {est.shape[1]} factors, fewer than the {ref.shape[1]} of reference."
+        )
+    ref_c = ref - ref.mean(axis=0)
+    est_c = est - est.mean(axis=0)
+    ref_n = np.linalg.norm(ref_c, axis=0)
+    est_n = np.linalg.norm(est_c, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = (ref_c.T @ est_c) / np.outer(ref_n, est_n)
+    corr = np.nan_to_num(corr, nan=0.0)
+    rows, cols = linear_sum_assignment(-corr)
+    order = np.empty(ref.shape[1], dtype=np.intp)
+    order[rows] = cols
+    return order, corr[np.arange(ref.shape[1]), order]

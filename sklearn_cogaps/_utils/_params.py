@@ -1,0 +1,78 @@
+"""Warnings about parameters: values a fit does not read, and a warm start that cannot
+continue."""
+
+import inspect
+import warnings
+
+import numpy as np
+
+__all__ = ["warn_unused_parameters", "warn_warm_start_ignored"]
+
+
+def warn_warm_start_ignored(estimator, reason):
+    """Say that ``warm_start=True`` could not continue the previous fit, which is replaced.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator being fitted with ``warm_start=True`` after an earlier fit.
+    reason : str
+        Why the earlier fit cannot be continued (for example ``"X has 30 rows, the
+        previous fit had 40"``).
+    """
+    warnings.warn(
+        f"warm_start=True, but {reason}: {type(estimator).__name__} cannot continue the "
+        "previous fit and starts a new one. To continue it, fit the previous fit's data "
+        "with its settings; or set warm_start=False to start anew without this warning.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def warn_unused_parameters(estimator, names, used_when, advice, note="", stacklevel=4):
+    """Warn about parameters set away from their defaults that this fit does not read.
+
+    scikit-learn warns so about ``l1_ratio`` without an elastic-net penalty: a value that
+    changes nothing would otherwise be dropped silently (a grid over it would fit the same
+    model every time).
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator being fitted.
+    names : sequence of str
+        Parameters the current settings do not read.
+    used_when : str
+        When they are read, for the message (for example ``"with solver='pathwise'"``).
+    advice : str
+        What to set to use them, for the message.
+    note : str, default=""
+        A sentence added to the message (for example what to use instead).
+    stacklevel : int, default=4
+        As for :func:`warnings.warn`; 4 names the caller of ``fit`` when ``fit`` calls
+        this function (past scikit-learn's ``_fit_context`` wrapper).
+    """
+    defaults = inspect.signature(type(estimator).__init__).parameters
+    changed = [
+        f"{name}={getattr(estimator, name)!r}"
+        for name in names
+        if not _is_default(getattr(estimator, name), defaults[name].default)
+    ]
+    if not changed:
+        return
+    one = len(changed) == 1
+    warnings.warn(
+        f"{', '.join(changed)} {'is' if one else 'are'} used only {used_when}, and this "
+        f"fit ignores {'it' if one else 'them'}. {advice}, or leave "
+        f"{', '.join(c.split('=')[0] for c in changed)} at "
+        f"{'its default' if one else 'their defaults'}.{' ' + note if note else ''}",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _is_default(value, default):
+    """Whether a parameter holds its default (a list or an array never does)."""
+    if default is None:
+        return value is None
+    return not isinstance(value, (list, tuple, np.ndarray)) and value == default

@@ -1,0 +1,240 @@
+"""Checks of the estimators' inputs: the data, the side inputs given beside it, and the
+habits of other tools (a target where a side input belongs, a table of triplets)."""
+
+import warnings
+
+import numpy as np
+from scipy import sparse
+from sklearn.utils.validation import check_array, validate_data
+
+from ._anndata import is_anndata, warn_if_fitted_on_a_layer, unwrap_anndata
+
+__all__ = [
+    "check_ignored_y",
+    "check_not_triplets",
+    "check_side_labels",
+    "is_data",
+    "label_mismatch",
+    "shape_of",
+    "validate_input",
+]
+
+
+def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
+    """``validate_data`` that also takes an AnnData, whose ``var_names`` are feature names.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator the data are validated for.
+    X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+        The input.
+    reset : bool
+        True in ``fit``: record ``n_features_in_`` (and ``feature_names_in_``); False
+        elsewhere: check them.
+    check : callable, default=validate_data
+        The validation function, ``validate_data`` or ``check_array`` (which then gets no
+        ``estimator`` and no ``reset``).
+    **kwargs : dict
+        Passed to ``check``.
+
+    Returns
+    -------
+    X : {ndarray, sparse matrix}
+        The validated data.
+    """
+    if getattr(estimator, "_refuses_triplets", False):
+        check_not_triplets(estimator, X)
+    if reset:
+        # fit_anndata(layer=...) records the layer after its fit; a plain fit forgets it
+        estimator.__dict__.pop("_anndata_layer", None)
+    adata = X if is_anndata(X) else None
+    X, names = unwrap_anndata(X)
+    try:
+        if check is check_array:
+            return check_array(X, **kwargs)
+        if names is None:
+            return validate_data(estimator, X, reset=reset, **kwargs)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="X does not have valid feature names")
+            X = validate_data(estimator, X, reset=reset, **kwargs)
+    except ValueError as error:
+        advice = getattr(estimator, "_negative_input_advice", None)
+        # scikit-learn's own sentence stays first: its checks look for it
+        if advice and str(error).startswith("Negative values in data passed to"):
+            raise ValueError(f"{error} {advice}") from None
+        raise
+    if reset:
+        estimator.feature_names_in_ = names
+    else:
+        fitted = getattr(estimator, "feature_names_in_", None)
+        if fitted is not None and not np.array_equal(fitted, names):
+            raise ValueError(
+                f"The AnnData's var_names differ from the feature names seen in fit "
+                f"({len(fitted)} names, first {list(fitted[:3])}); got {len(names)} names, "
+                f"first {list(names[:3])}. Select the fitted variables, for example "
+                f"adata[:, {type(estimator).__name__.lower()}.feature_names_in_]."
+            )
+        if adata is not None:
+            warn_if_fitted_on_a_layer(estimator, adata)
+    return X
+
+
+# column names of a long table of (user, item, count) triplets, lower case without "_"
+_TRIPLET_COLUMNS = ({"userid", "itemid"}, {"user", "item"})
+
+
+def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
+    """Refuse a long table of (user, item, value) triplets, the input of hpfrec's ``HPF.fit``
+    (counts) or of rating libraries (ratings).
+
+    Fitted as it is, it would be read as a matrix of three features (user number, item
+    number, value), with no error. ``value`` names the value column in the advice and
+    ``source`` the tool whose input such a table is.
+    """
+    columns = getattr(X, "columns", None)
+    if columns is None:
+        return
+    names = {str(c).lower().replace("_", "") for c in columns}
+    if not any(pair <= names for pair in _TRIPLET_COLUMNS):
+        return
+    raise ValueError(
+        f"X looks like a table of (user, item, {value.lower()}) triplets (columns "
+        f"{list(columns)}), as {source} takes; {type(estimator).__name__} factorises the "
+        "matrix itself, users x items, and would read the triplets as three features. Build "
+        "the matrix: users, items = pd.factorize(df['UserId'])[0], "
+        f"pd.factorize(df['ItemId'])[0]; X = scipy.sparse.csr_matrix((df['{value}'], "
+        "(users, items)))."
+    )
+
+
+def shape_of(obj):
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        try:
+            shape = np.asarray(obj).shape
+        except (TypeError, ValueError):  # ragged sequences: not an array of X's shape
+            shape = (len(obj),) if hasattr(obj, "__len__") else ()
+    return tuple(shape)
+
+
+def label_mismatch(of_x, of_side):
+    """How a side input's labels on one axis differ from X's, or None when they may be used.
+
+    Side inputs are matched to X by position. Equal labels, labels of another length (left
+    to the shape checks) and labels that share nothing with X's (a numbered index) mean
+    positions: None. Otherwise ``"in another order"`` (the same labels) or ``"in part"``.
+
+    Parameters
+    ----------
+    of_x, of_side : sequence or None
+        The labels of X and of the side input on the same axis (None: no labels).
+
+    Returns
+    -------
+    mismatch : str or None
+    """
+    if of_x is None or of_side is None or len(of_x) != len(of_side):
+        return None
+    a, b = [str(v) for v in of_x], [str(v) for v in of_side]
+    if a == b or not set(a) & set(b):
+        return None
+    return "in another order" if set(a) == set(b) else "in part"
+
+
+def check_side_labels(X, name, value, axes=("column", "row")):
+    """Refuse a labelled side input whose rows or columns are X's in another order.
+
+    Side inputs become arrays, matched to X by position: a DataFrame of standard deviations
+    (or of fixed amplitudes) with its genes or samples in another order would pair each
+    entry of X with another entry's value. Labels that share nothing with X's (a DataFrame
+    with a default index) mean positions.
+
+    Parameters
+    ----------
+    X : object
+        The data as given (a DataFrame or an AnnData carries labels).
+    name : str
+        The side input's name, for the message.
+    value : object
+        The side input as given.
+    axes : tuple of {"column", "row"}, default=("column", "row")
+        Which of its labels are X's: its columns are X's columns (features), its rows X's
+        rows (samples).
+    """
+    if not hasattr(value, "columns") or not hasattr(value, "index"):
+        return
+    labels = {
+        "column": (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
+        "row": (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
+    }
+    for axis in axes:
+        of_x, of_v = labels[axis]
+        how = label_mismatch(of_x, of_v)
+        if how is None:
+            continue
+        of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
+        # pandas selects rows with .loc[rows] and columns with .loc[:, columns]
+        align = {
+            ("column", "row"): f"{name}.loc[X.index, X.columns]",
+            ("row",): f"{name}.loc[X.index]",
+            ("column",): f"{name}.loc[:, X.columns]",
+        }[tuple(sorted(axes))]
+        raise ValueError(
+            f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
+            f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
+            f"position, so values would be paired with the wrong entries of X. Align it "
+            f"first: {align} (for an AnnData, adata.obs_names for X.index and "
+            "adata.var_names for X.columns)."
+        )
+
+
+def check_ignored_y(estimator, y, X, *, method="fit", advice):
+    """Refuse a second positional argument that is not a ``y`` the estimator may ignore.
+
+    The estimators are unsupervised, so ``y`` is ignored, and scikit-learn's tools
+    (``Pipeline``, ``cross_validate``) pass a target along positionally: a 1-d ``y`` of length
+    n_samples, or 2-d targets (n_samples, n_targets) for a later step, are accepted and
+    ignored. Anything else in that place is a side input given without its keyword (as in
+    R's ``CoGAPS(data, uncertainty)`` or astroML's ``XDGMM.fit(X, Xerr)``): an array of the
+    shape of X, an array of three or more dimensions, a scalar, or an array whose length is
+    not n_samples. It raises an error that says which keyword to use.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The estimator whose method was called.
+    y : object
+        The value received as ``y``.
+    X : {array-like, sparse matrix, AnnData}
+        The data of the same call.
+    method : str, default="fit"
+        The method's name, for the message.
+    advice : str
+        What to do instead, for the message (for example ``"pass the standard deviations by
+        keyword: fit(X, uncertainty=U)"``).
+    """
+    if y is None:
+        return
+    x_shape = shape_of(X)
+    y_shape = shape_of(y)
+    n = x_shape[0] if x_shape else None
+    if len(y_shape) == 1 and y_shape[0] == n:
+        return
+    if len(y_shape) == 2 and y_shape[0] == n and y_shape != x_shape:
+        return
+    raise ValueError(
+        f"{type(estimator).__name__}.{method} does not use y, and its second positional "
+        f"argument, of shape {y_shape}, is not a target of length n_samples = {n} that it "
+        f"could ignore (X has shape {x_shape}); it would be dropped silently. To {advice}."
+    )
+
+
+def is_data(value):
+    """Whether a constructor argument is a data set rather than a parameter value."""
+    if is_anndata(value) or sparse.issparse(value) or hasattr(value, "iloc"):
+        return True
+    try:
+        return np.ndim(value) >= 1
+    except (TypeError, ValueError):  # ragged sequences
+        return isinstance(value, (list, tuple))

@@ -1,0 +1,257 @@
+"""The input of extreme deconvolution: noisy, projected and incomplete observations.
+
+Each observation is ``x_i = R_i v_i + e_i`` with a known noise covariance ``S_i`` (Bovy,
+Hogg & Roweis 2011, section 2); a missing coordinate (NaN) is dropped from its point's
+projection. This module validates the observations, their noise, projections and weights,
+and the habits of astroML's ``XDGMM.fit(X, Xerr)``.
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.utils.validation import _check_sample_weight, check_array
+
+from .._utils._validation import check_side_labels, validate_input
+
+__all__ = [
+    "NOISE_ADVICE",
+    "Observations",
+    "Problem",
+    "is_projected",
+    "n_dims",
+    "proxy",
+    "validate_observations",
+    "warn_if_noise_like",
+]
+
+# What to do instead of passing the noise as the second positional argument (astroML's
+# XDGMM.fit(X, Xerr) takes it there).
+NOISE_ADVICE = (
+    "give the noise of each point, pass it by keyword: fit(X, X_cov=Xerr) with covariances "
+    "of shape (n_samples, n_features, n_features) or variances of shape (n_samples, "
+    "n_features); projections go in projection=R and weights in sample_weight=w"
+)
+
+
+class Observations:
+    """The validated input of one call: observations, noise, projection and weights.
+
+    ``noise_mode`` is 0 (no noise), 1 (diagonal variances ``Sdiag`` (n, p)) or 2 (full
+    ``Sfull`` (n, p, p)); ``R`` is the shared projection (p, d) or None for the identity;
+    ``Rproj`` holds per-point projections (n, p, d) or is empty.
+    """
+
+    def __init__(self, X, noise_mode, Sdiag, Sfull, R, Rproj, sample_weight):
+        self.X, self.noise_mode, self.Sdiag, self.Sfull = X, noise_mode, Sdiag, Sfull
+        self.R, self.Rproj, self.sample_weight = R, Rproj, sample_weight
+
+    @property
+    def n(self):
+        return self.X.shape[0]
+
+    def take(self, idx):
+        """The rows ``idx`` (a minibatch), as new ``Observations``."""
+        sub = Observations(
+            np.ascontiguousarray(self.X[idx]),
+            self.noise_mode,
+            np.ascontiguousarray(self.Sdiag[idx]) if self.noise_mode == 1 else self.Sdiag,
+            np.ascontiguousarray(self.Sfull[idx]) if self.noise_mode == 2 else self.Sfull,
+            self.R,
+            np.ascontiguousarray(self.Rproj[idx]) if self.Rproj.shape[0] else self.Rproj,
+            np.ascontiguousarray(self.sample_weight[idx]),
+        )
+        return sub
+
+def check_noise_block(S, missing, offset):
+    """Check full noise covariances (finite, symmetric, PSD) on their observed coordinates."""
+    S = np.where(missing[:, :, None] | missing[:, None, :], 0.0, S.astype(np.float64))
+    if not np.all(np.isfinite(S)):
+        bad = np.flatnonzero(~np.isfinite(S).all(axis=(1, 2)))[0]
+        raise ValueError(
+            f"X_cov must be finite where X is observed; the covariance of point "
+            f"{offset + bad} has non-finite entries."
+        )
+    asym = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2))
+    scale = np.abs(S).max(axis=(1, 2))
+    if np.any(asym > 1e-8 * scale + 1e-300):
+        bad = int(np.argmax(asym > 1e-8 * scale + 1e-300))
+        raise ValueError(
+            f"X_cov must hold symmetric covariance matrices; the one of point "
+            f"{offset + bad} is not symmetric (largest asymmetry {asym[bad]:.3g})."
+        )
+    eig = np.linalg.eigvalsh(S)
+    neg = eig[:, 0] < -1e-10 * np.maximum(eig[:, -1], 0.0) - 1e-300
+    if np.any(neg):
+        bad = int(np.flatnonzero(neg)[0])
+        raise ValueError(
+            f"X_cov must be positive semi-definite; the covariance of point {offset + bad} "
+            f"has eigenvalue {eig[bad, 0]:.3g}. Pass valid noise covariances."
+        )
+
+def check_magnitude(X, missing):
+    """Refuse observations whose squared deviations would overflow in the E- and M-steps.
+
+    The fit sums ``n`` outer products of deviations of ``p`` coordinates: they stay finite
+    while ``16 n p max|x|^2`` does.
+    """
+    if X.size == 0 or missing.all():
+        return
+    big = float(np.max(np.abs(np.where(missing, 0, X))))
+    limit = np.sqrt(np.finfo(X.dtype).max / (16.0 * X.shape[0] * X.shape[1]))
+    if big > limit:
+        raise ValueError(
+            f"X has an entry of magnitude {big:.3g}; with {X.shape[0]} points of "
+            f"{X.shape[1]} coordinates in {X.dtype}, the sums of squared deviations overflow "
+            f"above {limit:.3g}. Rescale X (and X_cov by the square of the factor)."
+        )
+
+def validate_observations(estimator, X, X_cov, projection, sample_weight, reset):
+    """Validate X and its noise, projection and weights; returns an :class:`Observations`.
+
+    ``reset`` is True in ``fit`` (the points set the dimensions) and False elsewhere (they
+    must have the fitted ones).
+    """
+    # noise variances as a DataFrame are matched to X by position: their labels must
+    # be X's, in X's order
+    check_side_labels(X, "X_cov", X_cov)
+    kw = dict(dtype=[np.float64, np.float32], ensure_all_finite="allow-nan", order="C")
+    if reset or projection is None:
+        X = validate_input(estimator, X, reset=reset, **kw)
+    else:
+        # With a projection, the points scored may observe a different number of
+        # coordinates than the training points: the projection maps v to them.
+        X = validate_input(estimator, X, reset=False, check=check_array, **kw)
+    dtype = X.dtype.type
+    n, p = X.shape
+    missing = np.isnan(X)
+    check_magnitude(X, missing)
+    # Noise.
+    Sdiag = np.zeros((0, 0), dtype=dtype)
+    Sfull = np.zeros((0, 0, 0), dtype=dtype)
+    noise_mode = 0
+    if X_cov is not None:
+        S = np.asarray(X_cov)
+        if S.dtype.kind not in "fiu":
+            S = S.astype(np.float64)
+        if S.shape == (n, p):
+            S = np.where(missing, 0.0, S)
+            if not np.all(np.isfinite(S)) or np.any(S < 0):
+                bad = np.flatnonzero(~(np.isfinite(S) & (S >= 0)).all(axis=1))[0]
+                raise ValueError(
+                    f"X_cov given as variances of shape (n_samples, n_features) must be "
+                    f"finite and non-negative where X is observed; row {bad} is "
+                    f"{S[bad].tolist()}. Pass the noise variances of each coordinate."
+                )
+            Sdiag, noise_mode = np.ascontiguousarray(S, dtype=dtype), 1
+        elif S.shape == (n, p, p):
+            # The kernels read only the observed rows and columns, so the array is passed
+            # as it is (no copy when its dtype and layout fit) and checked by blocks.
+            Sfull, noise_mode = np.ascontiguousarray(S, dtype=dtype), 2
+            for start in range(0, n, 1 << 15):
+                check_noise_block(Sfull[start : start + (1 << 15)],
+                                   missing[start : start + (1 << 15)], start)  # fmt: skip
+        else:
+            raise ValueError(
+                f"X_cov must have shape (n_samples, n_features) = {(n, p)} for variances "
+                f"or (n_samples, n_features, n_features) = {(n, p, p)} for covariances; "
+                f"got {S.shape}."
+            )
+    # Projection.
+    d = p if reset else estimator.means_.shape[1]
+    R, Rproj = None, np.zeros((0, 0, 0), dtype=dtype)
+    if projection is not None:
+        P = np.asarray(projection, dtype=np.float64)
+        if P.ndim == 2 and P.shape[0] == p and (reset or P.shape[1] == d):
+            R = P
+        elif P.ndim == 3 and P.shape[:2] == (n, p) and (reset or P.shape[2] == d):
+            Rproj = P
+        else:
+            want = "(n_features, n_dims) or (n_samples, n_features, n_dims)"
+            got = f"{(n, p, 'n_dims')}" if reset else f"{(n, p, d)}"
+            raise ValueError(
+                f"projection must have shape {want} with n_features = {p}"
+                + ("" if reset else f" and n_dims = {d} (the fitted dimension)")
+                + f", i.e. (p, d) or {got}; got {P.shape}."
+            )
+        if not np.all(np.isfinite(P)):
+            raise ValueError("projection must be finite; got NaN or infinite entries.")
+        d = P.shape[-1]
+        if R is not None and R.shape[0] == R.shape[1] and np.array_equal(R, np.eye(d)):
+            R = None  # the square identity: the points are v (a rectangular one is not)
+        if R is not None:
+            R = R.astype(dtype)
+        else:
+            Rproj = np.ascontiguousarray(Rproj, dtype=dtype)
+    elif d != p:
+        raise ValueError(
+            f"Without a projection X must have the fitted dimension {d}; got {p} "
+            f"features. Pass the projection of each point."
+        )
+    sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
+    return Observations(X, noise_mode, Sdiag, Sfull, R, Rproj, np.ascontiguousarray(sw))
+
+def n_dims(data):
+    """Dimension of v for validated points: the projection's number of columns, or the
+    number of features without one."""
+    if data.R is not None:
+        return data.R.shape[1]
+    if data.Rproj.shape[0]:
+        return data.Rproj.shape[2]
+    return data.X.shape[1]
+
+def is_projected(data):
+    """Whether validated points carry a projection other than the identity."""
+    return data.R is not None or data.Rproj.shape[0] > 0
+
+def proxy(data):
+    """The observations mapped back to the deconvolved space, for the initialisation."""
+    X = data.X.astype(np.float64)
+    missing = np.isnan(X)
+    if data.Rproj.shape[0] == 0 and data.R is None:
+        col = np.nanmean(np.where(missing.all(axis=0), 0.0, X), axis=0) if missing.any() else None
+        return np.where(missing, col, X) if missing.any() else X
+    R = data.Rproj.astype(np.float64) if data.Rproj.shape[0] else np.broadcast_to(
+        data.R.astype(np.float64), (X.shape[0],) + data.R.shape)
+    R = np.where(missing[:, :, None], 0.0, R)
+    # Minimum-norm least-squares v_i = pinv(R_i) x_i over the observed rows.
+    return np.einsum("npd,np->nd", np.linalg.pinv(R).swapaxes(1, 2), np.where(missing, 0.0, X))
+
+def warn_if_noise_like(estimator, y, X_cov, method):
+    """Warn when the ignored ``y`` looks like the points' noise given without its keyword.
+
+    A 1-d ``y`` of length n_samples passes :func:`check_ignored_y` (scikit-learn's tools
+    pass targets along), but astroML's ``fit(X, Xerr)`` habit with one variance per point
+    also gives one. Non-negative values that are not all integers are not class labels:
+    they are most likely variances, dropped unless said.
+    """
+    if y is None or X_cov is not None:
+        return
+    try:
+        values = np.asarray(y)
+    except (TypeError, ValueError):
+        return
+    if values.ndim != 1 or values.dtype.kind != "f":
+        return
+    finite = values[np.isfinite(values)]
+    if finite.size == 0 or np.any(finite < 0) or np.all(finite == np.round(finite)):
+        return
+    warnings.warn(
+        f"{type(estimator).__name__}.{method} ignores y, whose values look like each point's "
+        "noise variance (non-negative, not integers). To use them, pass them by keyword: "
+        f"{method}(X, X_cov=np.repeat(y[:, None], n_features, axis=1)) for one variance "
+        "per point and coordinate, or X_cov of shape (n_samples, n_features, n_features) "
+        "for covariances.",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+class Problem:
+    """What every run of one fit shares: the observations, the masks of the components held
+    fixed, the thread count, the fit's generator, the total weight of the points and the
+    round-off below which a fall of the objective is not a failure."""
+
+    def __init__(self, data, fixed, n_threads, rng):
+        self.data, self.fixed, self.n_threads, self.rng = data, fixed, n_threads, rng
+        self.total = float(data.sample_weight.sum())
+        self.roundoff = 1e-10 if data.X.dtype == np.float64 else 1e-5

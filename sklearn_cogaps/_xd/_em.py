@@ -1,0 +1,116 @@
+"""Batch EM of extreme deconvolution (Bovy, Hogg & Roweis 2011, section 3.1), with the
+conjugate prior on the covariances of section 3.3 when ``w > 0``."""
+
+import copy
+import warnings
+
+import numpy as np
+
+__all__ = ["EMRun", "m_step", "penalty", "renormalise"]
+
+
+def m_step(stats, params, fixed, warned, w, reg_covar):
+    """Bovy et al. (2011) M-step from the statistics centred on the current means."""
+    q, s1, A, _ = stats
+    weights, means, covs = params
+    fixed_w, fixed_m, fixed_c = fixed
+    K, d = means.shape
+    alive = q > 10 * np.finfo(float).eps * max(q.sum(), 1e-300)
+    dead = tuple(np.flatnonzero(~alive & ~(fixed_m & fixed_c)))
+    if dead and dead not in warned:
+        warned.add(dead)  # once per collapse, not at every iteration
+        warnings.warn(
+            f"Components {list(dead)} have no responsibility left; their parameters are "
+            f"kept. Fewer components, or other initial parameters, may fit better.",
+            RuntimeWarning,
+        )
+    qa = np.where(alive, q, 1.0)
+    shift = np.where((alive & ~fixed_m)[:, None], s1 / qa[:, None], 0.0)
+    new_means = means + shift
+    # sum_i q_ij [(b_ij - m_new)(b_ij - m_new)^T + B_ij]
+    #   = A_j + q_j V_j - q_j shift shift^T   (A is centred on the old mean).
+    C = A + qa[:, None, None] * covs - qa[:, None, None] * shift[:, :, None] * shift[:, None, :]
+    if w > 0:
+        new_covs = (C + w * np.eye(d)) / (qa + 1)[:, None, None]
+    else:
+        new_covs = C / qa[:, None, None]
+    new_covs = 0.5 * (new_covs + np.swapaxes(new_covs, 1, 2)) + reg_covar * np.eye(d)
+    keep_c = fixed_c | ~alive
+    new_covs[keep_c] = covs[keep_c]
+    new_weights = renormalise(q, weights, fixed_w)
+    return new_weights, new_means, new_covs
+
+
+def penalty(covs, fixed_cov, w):
+    """Log of the covariance prior of Bovy et al. (w > 0): -log|V|/2 - w tr(V^-1)/2."""
+    if w <= 0:
+        return 0.0
+    total = 0.0
+    for j in np.flatnonzero(~fixed_cov):
+        L = np.linalg.cholesky(covs[j])
+        Linv = np.linalg.inv(L)
+        total += -np.log(np.diag(L)).sum() - 0.5 * w * np.sum(Linv**2)
+    return total
+
+
+def renormalise(q, weights, fixed_w):
+    """Mixture weights from responsibilities, the fixed ones held (Bovy et al. 2011)."""
+    free = ~fixed_w
+    new = weights.astype(np.float64).copy()
+    if free.any():
+        mass = 1.0 - weights[fixed_w].sum()
+        qf = q[free]
+        new[free] = mass * qf / qf.sum() if qf.sum() > 0 else weights[free]
+    return new
+
+
+class EMRun:
+    """The state of a run of batch EM: its parameters, their E-step statistics and its
+    objective, the mean log-likelihood per unit of weight plus the covariance prior.
+
+    Each iteration replaces the arrays instead of changing them, so a shallow copy keeps a
+    complete iteration.
+    """
+
+    def __init__(self, problem, params, fixed):
+        self.problem, self.params, self.fixed = problem, params, fixed
+        self.stats = self.objective = None
+        self.warned = set()  # the collapses already reported
+
+    @property
+    def loglik(self):
+        """Mean log-likelihood per unit of weight at ``params``."""
+        return self.stats[3] / self.problem.total
+
+    def start(self, est):
+        p = self.problem
+        self.stats = est._estep(p.data, self.params, p.n_threads)
+        self.objective = (self.stats[3] + est._penalty(self.params[2], self.fixed[2])) / p.total
+        return self.objective
+
+    def iterate(self, est, iteration):
+        """An M-step and the E-step after it; None (the parameters unchanged) when the
+        objective fell by more than round-off."""
+        p = self.problem
+        new = est._m_step(self.stats, self.params, self.fixed, self.warned)
+        new_stats = est._estep(p.data, new, p.n_threads)
+        new_obj = (new_stats[3] + est._penalty(new[2], self.fixed[2])) / p.total
+        change = new_obj - self.objective
+        if change < -p.roundoff * max(1.0, abs(self.objective)):
+            warnings.warn(
+                f"The EM objective decreased by {-change:.3g} at iteration {iteration}; "
+                f"stopping with the previous parameters.",
+                RuntimeWarning,
+            )
+            return None
+        self.params, self.stats, self.objective = new, new_stats, new_obj
+        return self.loglik
+
+    def monitored(self, value):
+        return self.objective
+
+    def snapshot(self):
+        return copy.copy(self)
+
+    def finish(self, est):
+        return self.objective

@@ -1,0 +1,825 @@
+"""Extreme deconvolution: Gaussian mixtures fitted to noisy, projected and incomplete data.
+
+The model (Bovy, Hogg & Roweis 2011): x_i = R_i v_i + e_i with e_i ~ N(0, S_i) known and
+v_i drawn from the mixture sum_j alpha_j N(m_j, V_j). Three fitting methods share one compiled
+E-step (``_estep``, ``_fast``): Bovy's batch EM (``_em``), the minibatch online EM of Ritchie
+& Murray (2019) with its numerically stable covariance update, and stochastic gradient ascent
+with Adam on softmax / Cholesky parameters (``_online``); split and merge in ``_split_merge``.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import IterativeMixin
+from .._mixins import DataInFitMixin
+from .._utils._openmp_helpers import effective_n_threads
+from .._utils._progress import Progress
+from .._utils._validation import check_ignored_y
+from ._data import (
+    NOISE_ADVICE,
+    Problem,
+    is_projected,
+    n_dims,
+    validate_observations,
+    warn_if_noise_like,
+)
+from ._em import EMRun, m_step, penalty
+from ._estep import estep, log_prob
+from ._init import check_enough_samples, check_init_params, fixed_masks, initial_params
+from ._online import AdamState, OnlineEMState, StochasticRun
+from ._split_merge import split_merge_candidates, split_merge_proposal
+
+__all__ = ["ExtremeDeconvolution"]
+
+# What a model fitted with a side input does with points given without it (the fitted
+# model's flag, what happens, and the value that says the points need none).
+_MISSING_INPUTS = {
+    "X_cov": (
+        "_fitted_with_noise",
+        "the points are read as noise-free: they meet the deconvolved density itself (its "
+        "narrow components score noisy points low and assign them to the wrong component, "
+        "and deconvolve returns each point unchanged).",
+        "X_cov=np.zeros_like(X) for points without noise",
+    ),
+    "projection": (
+        "_fitted_with_projection",
+        "the points are taken as observations of v itself (the identity projection).",
+        "projection=np.eye(n_dims) for points that are v",
+    ),
+}
+
+# The parameters shared by the methods that take observations.
+_OBSERVATIONS = """X : {array-like, AnnData} of shape (n_samples, n_features)
+            Observations (NaN for missing coordinates).
+        X_cov : array-like, default=None
+            Their noise covariances or variances, as in `fit`.
+        projection : array-like, default=None
+            Their projections, as in `fit`."""
+
+
+def _observations_doc(method):
+    method.__doc__ = method.__doc__.replace("{observations}", _OBSERVATIONS)
+    return method
+
+
+
+class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEstimator):
+    """Gaussian mixture of the noise-free data behind noisy, projected, incomplete observations.
+
+    Each observation is ``x_i = R_i v_i + e_i`` where ``e_i ~ N(0, S_i)`` has a known covariance
+    ``S_i`` (``X_cov``), ``R_i`` is a known projection (``projection``) and ``v_i`` is drawn from
+    the mixture ``sum_j alpha_j N(m_j, V_j)`` that the estimator recovers: the deconvolved density.
+    Missing coordinates (NaN in ``X``) are dropped exactly from their point's projection.
+    Without noise and projection the model is an ordinary Gaussian mixture.
+
+    Read more in the :doc:`user guide </extreme_deconvolution>`.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of mixture components K.
+    method : {"em", "minibatch_em", "sgd"}, default="em"
+        ``"em"``: batch EM of Bovy et al. (2011). ``"minibatch_em"``: online EM on minibatches
+        with the numerically stable covariance update of Ritchie & Murray (2019) and step sizes
+        ``(t + 2) ** -step_exponent``. ``"sgd"``: stochastic gradient ascent of the
+        log-likelihood with Adam on softmax weights and Cholesky factors with log-diagonal.
+    tol : float, default=1e-6
+        Convergence threshold on the gain of the mean log-likelihood per point (per iteration
+        for ``"em"``, per pass over the data for the stochastic methods, whose per-epoch means
+        are noisy: they usually run all ``max_iter`` epochs, without a warning).
+    max_iter : int, default=100
+        Maximum number of EM iterations (``"em"``) or of passes over the data (epochs).
+    n_init : int, default=1
+        Number of initialisations; the best result is kept.
+    init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
+        How to start the parameters that are not given: responsibilities from k-means,
+        k-means++ centres, random responsibilities or random data points, computed on the
+        data mapped back to the deconvolved space (NaNs filled by column means; per-point
+        least-squares inverse of the projection).
+    weights_init : array-like of shape (n_components,), default=None
+        Initial mixture weights.
+    means_init : array-like of shape (n_components, n_dims), default=None
+        Initial means; ``n_dims`` is the dimension of v (the projection's number of columns).
+    precisions_init : array-like of shape (n_components, n_dims, n_dims), default=None
+        Initial precision matrices (inverse covariances), as in
+        :class:`~sklearn.mixture.GaussianMixture`.
+    reg_covar : float, default=1e-6
+        Non-negative number added to the diagonal of every covariance ``V_j`` after each
+        update, as in :class:`~sklearn.mixture.GaussianMixture`: it keeps the components
+        positive definite when one collapses onto points without noise or the data have a
+        constant coordinate. It is on the scale of the data: rescale data whose variances
+        are far below 1e-6, or set it to 0 for the unregularised estimate.
+    w : float, default=0.0
+        Regulariser: the conjugate prior of Bovy et al. (2011) on every covariance, which
+        adds ``w`` times the identity to the scatter matrix: ``V_j = (sum_i q_ij [(b_ij - m_j)
+        (b_ij - m_j)^T + B_ij] + w I) / (q_j + 1)`` when ``w > 0``.
+    fixed_weights, fixed_means, fixed_covariances : bool or array-like of bool, default=False
+        Hold these parameters of all (True) or of the marked components at their initial
+        values, which must then be given (``weights_init``, ``means_init``,
+        ``precisions_init``).
+    split_merge : int, default=0
+        Number of split-and-merge attempts after EM has converged (``method="em"``): merge
+        the two most overlapping components, split the worst-fitting one, re-run EM, and keep
+        the result only if it raises the likelihood (Bovy et al. 2011, section 3.2).
+    batch_size : int, default=1000
+        Minibatch size of the stochastic methods.
+    step_exponent : float, default=0.6
+        Exponent ``kappa`` of the online-EM step size ``lambda_t = (t + 2) ** -kappa`` after
+        ``t`` steps; in (0.5, 1] for convergence (Cappe & Moulines 2009).
+    learning_rate : float, default=0.01
+        Adam step size of ``method="sgd"``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation, the minibatch order and `sample`.
+    warm_start : bool, default=False
+        Start from the previous fit's parameters (one run, whatever ``n_init``); the
+        components named by ``fixed_weights``, ``fixed_means`` or ``fixed_covariances`` are
+        held at ``weights_init``, ``means_init`` or ``covariances_init``. On data of another
+        dimension or with another ``n_components``, the fit starts anew with a
+        ``UserWarning``.
+    verbose : int, default=0
+        0: silent; 1: a progress line (iteration, mean log-likelihood, time elapsed and
+        left) about every tenth of ``max_iter``, or every ``verbose_interval`` iterations;
+        2: a line after every iteration.
+    verbose_interval : int or None, default=None
+        Iterations between progress lines with ``verbose=1``; None: about a tenth of
+        ``max_iter``.
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape (n_components,)
+        Mixture weights alpha_j.
+    means_ : ndarray of shape (n_components, n_dims)
+        Means m_j of the deconvolved components.
+    covariances_ : ndarray of shape (n_components, n_dims, n_dims)
+        Covariances V_j of the deconvolved components.
+    precisions_ : ndarray of shape (n_components, n_dims, n_dims)
+        Their inverses.
+    precisions_cholesky_ : ndarray of shape (n_components, n_dims, n_dims)
+        Upper-triangular ``U_j`` with ``precisions_[j] = U_j @ U_j.T`` (as in
+        :class:`~sklearn.mixture.GaussianMixture`).
+    converged_ : bool
+        Whether the last fit met ``tol``.
+    n_iter_ : int
+        Iterations (or epochs) run by the last call to ``fit``, in the best of its ``n_init``
+        runs; after `partial_fit`, the number of its calls since the first one or since the
+        last ``fit``.
+    lower_bound_ : float
+        Mean log-likelihood per point of the fitted mixture on the training data.
+    lower_bounds_ : ndarray of shape (``n_iter_``,)
+        Mean log-likelihood after each iteration (for the stochastic methods, the mean over the
+        minibatches of each epoch; for `partial_fit`, that of each minibatch it was given).
+    n_features_in_ : int
+        Number of observed coordinates p (columns of X).
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of the columns of X, when they are all strings.
+
+    See Also
+    --------
+    sklearn.mixture.GaussianMixture : The noise-free special case.
+
+    References
+    ----------
+    .. [1] J. Bovy, D. W. Hogg and S. T. Roweis, "Extreme deconvolution: inferring complete
+       distribution functions from noisy, heterogeneous and incomplete observations",
+       Annals of Applied Statistics 5(2B), 1657-1677, 2011.
+    .. [2] J. A. Ritchie and I. Murray, "Scalable extreme deconvolution", 2019.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import ExtremeDeconvolution
+    >>> rng = np.random.RandomState(0)
+    >>> v = rng.normal(size=(500, 2)) * 0.5 + np.where(rng.rand(500, 1) < 0.5, -2.0, 2.0)
+    >>> noise = rng.uniform(0.1, 1.0, size=(500, 2))
+    >>> X = v + rng.normal(size=v.shape) * np.sqrt(noise)
+    >>> xd = ExtremeDeconvolution(n_components=2, random_state=0).fit(X, X_cov=noise)
+    >>> np.round(np.sort(xd.means_[:, 0]), 1)
+    array([-2.1,  1.9])
+    """
+
+    _fit_advice = (
+        "ExtremeDeconvolution(n_components=K).fit(X, X_cov=Xerr), with the noise of each "
+        "point by keyword (astroML's XDGMM(K).fit(X, Xerr))"
+    )
+
+    _peer_parameters = {
+        "n_iter": ("astroML's XDGMM", "max_iter=N"),
+        "maxiter": ("extreme-deconvolution", "max_iter=N"),
+        "splitnmerge": ("extreme-deconvolution", "split_merge=N"),
+        "xamp": ("extreme-deconvolution", "weights_init=xamp"),
+        "xmean": ("extreme-deconvolution", "means_init=xmean"),
+        "xcovar": ("extreme-deconvolution", "precisions_init=np.linalg.inv(xcovar)"),
+        "fixamp": ("extreme-deconvolution", "fixed_weights=fixamp"),
+        "fixmean": ("extreme-deconvolution", "fixed_means=fixmean"),
+        "fixcovar": ("extreme-deconvolution", "fixed_covariances=fixcovar"),
+    }
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "method": [StrOptions({"em", "minibatch_em", "sgd"})],
+        "tol": [Interval(Real, 0.0, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "init_params": [StrOptions({"kmeans", "k-means++", "random", "random_from_data"})],
+        "weights_init": ["array-like", None],
+        "means_init": ["array-like", None],
+        "precisions_init": ["array-like", None],
+        "reg_covar": [Interval(Real, 0.0, None, closed="left")],
+        "w": [Interval(Real, 0.0, None, closed="left")],
+        "fixed_weights": ["boolean", "array-like"],
+        "fixed_means": ["boolean", "array-like"],
+        "fixed_covariances": ["boolean", "array-like"],
+        "split_merge": [Interval(Integral, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "step_exponent": [Interval(Real, 0.0, 1.0, closed="right")],
+        "learning_rate": [Interval(Real, 0.0, None, closed="neither")],
+        "random_state": ["random_state"],
+        "warm_start": ["boolean"],
+        "verbose": ["verbose"],
+        "verbose_interval": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    def __init__(
+        self,
+        n_components=1,
+        *,
+        method="em",
+        tol=1e-6,
+        max_iter=100,
+        n_init=1,
+        init_params="kmeans",
+        weights_init=None,
+        means_init=None,
+        precisions_init=None,
+        reg_covar=1e-6,
+        w=0.0,
+        fixed_weights=False,
+        fixed_means=False,
+        fixed_covariances=False,
+        split_merge=0,
+        batch_size=1000,
+        step_exponent=0.6,
+        learning_rate=0.01,
+        random_state=None,
+        warm_start=False,
+        verbose=0,
+        verbose_interval=None,
+    ):
+        self.n_components = n_components
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_init = n_init
+        self.init_params = init_params
+        self.weights_init = weights_init
+        self.means_init = means_init
+        self.precisions_init = precisions_init
+        self.reg_covar = reg_covar
+        self.w = w
+        self.fixed_weights = fixed_weights
+        self.fixed_means = fixed_means
+        self.fixed_covariances = fixed_covariances
+        self.split_merge = split_merge
+        self.batch_size = batch_size
+        self.step_exponent = step_exponent
+        self.learning_rate = learning_rate
+        self.random_state = random_state
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.verbose_interval = verbose_interval
+
+    _objective_name = "mean log-likelihood"
+    _maximise = True
+    _fitted_attribute = "means_"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.transformer_tags = None
+        return tags
+
+    # ------------------------------------------------------------------ kernels
+
+    def _estep(self, data, params, n_threads):
+        """Summed statistics (q, s1, A) and the weighted log-likelihood at ``params``."""
+        return estep(data, params, n_threads, self.reg_covar)
+
+    def _log_prob(self, data, params, posterior=False):
+        """(n, K) log alpha_j N(x_i | ...) and, if ``posterior``, the posterior of each v_i."""
+        return log_prob(data, params, self.reg_covar, posterior)
+
+    def _m_step(self, stats, params, fixed, warned):
+        """Bovy et al. (2011) M-step from the statistics centred on the current means."""
+        return m_step(stats, params, fixed, warned, self.w, self.reg_covar)
+
+    def _penalty(self, covs, fixed_cov):
+        return penalty(covs, fixed_cov, self.w)
+
+    def _stochastic_step(self, state, batch, fixed, n_threads, total):
+        """One minibatch step; returns the minibatch's weighted log-likelihood."""
+        params = state.params()
+        stats = self._estep(batch, params, n_threads)
+        if isinstance(state, OnlineEMState):
+            state.step(stats, fixed, self.step_exponent, self.w, float(batch.sample_weight.sum()) / total)
+        else:
+            state.step(stats, fixed, self.learning_rate, self.w,
+                       float(batch.sample_weight.sum()), total)  # fmt: skip
+        return stats[3]
+
+    # ------------------------------------------------------------------ the fitting loop's hooks
+
+    def _initialise(self, problem, rng):
+        return self._start_state(problem, initial_params(self, problem.data, rng))
+
+    def _start_state(self, problem, params, fixed=None):
+        """The state of a run of ``self.method`` from ``params`` (``fixed`` overrides the
+        masks of the components held fixed, as split-and-merge does)."""
+        params = tuple(np.asarray(a, dtype=np.float64) for a in params)
+        fixed = problem.fixed if fixed is None else fixed
+        if self.method == "em":
+            return EMRun(problem, params, fixed)
+        if self.method == "minibatch_em":
+            optimiser = OnlineEMState(
+                params, float(np.mean(problem.data.sample_weight)) * self.batch_size,
+                reg_covar=self.reg_covar)  # fmt: skip
+        else:
+            optimiser = AdamState(params, fixed, self.reg_covar)
+        return StochasticRun(problem, optimiser, fixed)
+
+    def _warm_start_mismatch(self, problem):
+        K, d = self.n_components, n_dims(problem.data)
+        if self.means_.shape != (K, d):
+            return (f"the data have dimension {d} and n_components={K}, the previous fit "
+                    f"had {self.means_.shape[1]} and {self.means_.shape[0]}")  # fmt: skip
+        return None
+
+    def _continue(self, problem):
+        """The previous fit's parameters, with the fixed components (``fixed_*``) at their
+        initial values."""
+        fixed = problem.fixed
+        weights, means, covs = (np.array(a, dtype=np.float64) for a in self._fitted_params())
+        init = check_init_params(self, *means.shape)
+        for current, start, mask in zip((weights, means, covs), init, fixed):
+            if mask.any():
+                current[mask] = start[mask]
+        if fixed[0].any() and not fixed[0].all():
+            # the free weights share what the fixed ones leave, in their previous proportions
+            free = ~fixed[0]
+            if weights[free].sum() > 0:
+                weights[free] *= max(1.0 - weights[fixed[0]].sum(), 0.0) / weights[free].sum()
+        return self._start_state(problem, (weights, means, covs))
+
+    def _start_objective(self, state):
+        return state.start(self)
+
+    def _iterate(self, state, iteration):
+        return state.iterate(self, iteration)
+
+    def _monitored(self, state, value):
+        return state.monitored(value)
+
+    def _snapshot(self, state, iteration):
+        return state.snapshot()
+
+    def _run_objective(self, run):
+        return run.state.finish(self)
+
+    def _has_converged(self, previous, current):
+        if self.method == "em":
+            return current - previous < self.tol
+        return abs(current - previous) < self.tol
+
+    def _progress_every(self):
+        return self.verbose_interval
+
+    def _unconverged_message(self, run):
+        # The stochastic methods run the epochs asked for; only batch EM has a convergence
+        # promise to break.
+        if self.method != "em" or self.max_iter == 0:
+            return None
+        return super()._unconverged_message(run)
+
+    def _fit_from(self, state):
+        run = super()._fit_from(state)
+        if self.method == "em" and self.split_merge:
+            run = self._split_merge(state.problem, run)
+        return run
+
+    # ------------------------------------------------------------------ fitting
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, X_cov=None, projection=None, sample_weight=None):
+        """Fit the deconvolved mixture.
+
+        Parameters
+        ----------
+        X : {array-like, AnnData} of shape (n_samples, n_features)
+            Observations x_i; NaN marks a missing coordinate, which is dropped from that
+            point's projection. An AnnData contributes its ``.X``.
+        y : None
+            Ignored. A second positional array of the shape of X, or of three dimensions,
+            is refused: pass the noise by keyword, ``X_cov=``.
+        X_cov : array-like of shape (n_samples, n_features, n_features) or \
+                (n_samples, n_features), default=None
+            Noise covariance S_i of each point, or its diagonal (the variances). None means
+            no noise.
+        projection : array-like of shape (n_samples, n_features, n_dims) or \
+                (n_features, n_dims), default=None
+            Projection R_i of each point, or one shared by all. None means the identity.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each point in the likelihood.
+
+        Returns
+        -------
+        self : ExtremeDeconvolution
+            The fitted estimator.
+        """
+        check_ignored_y(self, y, X, advice=NOISE_ADVICE)
+        warn_if_noise_like(self, y, X_cov, "fit")
+        data = validate_observations(self, X, X_cov, projection, sample_weight, reset=True)
+        self._fitted_with_noise = data.noise_mode != 0
+        self._fitted_with_projection = is_projected(data)
+        check_enough_samples(self, data.n)
+        if np.sum(data.sample_weight) <= 0:
+            raise ValueError("sample_weight must have a positive sum; got all zeros.")
+        rng = check_random_state(self.random_state)
+        problem = Problem(data, fixed_masks(self, self.n_components), effective_n_threads(), rng)
+        start = self._warm_state(problem)
+        if start is not None:
+            run = self._fit_from(start)  # one run, whatever n_init
+        else:
+            run = self._best_run(problem, rng, self.n_init)
+        self._end_run(run)
+        self._set_params(run.state.params, data.X.dtype)
+        self._fit_weight = float(np.sum(data.sample_weight, dtype=np.float64))
+        if hasattr(self, "_online_state"):
+            del self._online_state
+        self.lower_bound_ = float(run.state.loglik)
+        self.lower_bounds_ = np.asarray(run.history, dtype=np.float64)
+        return self
+
+    def _set_params(self, params, dtype):
+        weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
+        covs = 0.5 * (covs + np.swapaxes(covs, 1, 2))
+        chol = np.linalg.cholesky(covs)
+        # numpy rather than scipy.linalg: these are tiny, and scipy's LAPACK wrappers are slow
+        # to start while the OpenMP threads of the kernels are still spinning.
+        prec_chol = np.swapaxes(np.linalg.inv(chol), 1, 2)
+        self.weights_ = weights.astype(dtype)
+        self.means_ = means.astype(dtype)
+        self.covariances_ = covs.astype(dtype)
+        self.precisions_cholesky_ = prec_chol.astype(dtype)
+        self.precisions_ = (prec_chol @ np.swapaxes(prec_chol, 1, 2)).astype(dtype)
+
+    def _split_merge(self, problem, run):
+        """Split-and-merge EM of Bovy et al. (2011), section 3.2, ``split_merge`` attempts
+        after the run ``run`` of batch EM; returns the best run."""
+        K = self.n_components
+        if K < 3 or run.interrupted:
+            return run
+        fixed = problem.fixed
+        movable = ~(fixed[0] | fixed[1] | fixed[2])
+        tried = set()
+        progress = Progress(self, self.split_merge)
+        try:
+            for _ in range(self.split_merge):
+                cands = split_merge_candidates(self, problem.data, run.state.params, movable)
+                cands = [c for c in cands if c not in tried]
+                if not cands:
+                    break
+                j, k, l = cands[0]
+                tried.add((j, k, l))
+                trial = split_merge_proposal(run.state.params, j, k, l)
+                # Partial EM on the three changed components, the others held fixed...
+                others = np.ones(K, dtype=bool)
+                others[[j, k, l]] = False
+                partial = tuple(m | others for m in fixed)
+                first = self._run(self._start_state(problem, trial, partial), self.max_iter)
+                # ... then full EM; keep it only if the likelihood rose.
+                new = first if first.interrupted else self._run(
+                    self._start_state(problem, first.state.params), self.max_iter)  # fmt: skip
+                if new.interrupted:
+                    raise KeyboardInterrupt  # an unfinished trial is dropped
+                progress.note(f"split-merge ({j}, {k}) -> {l}: mean log-likelihood "
+                              f"{run.objective:.6f} -> {new.objective:.6f}")  # fmt: skip
+                if new.objective > run.objective + self.tol:
+                    new.history = run.history + new.history
+                    new.n_iter += run.n_iter
+                    run, tried = new, set()
+        except KeyboardInterrupt:
+            run.interrupted = True
+        return run
+
+    def partial_fit(self, X, y=None, *, X_cov=None, projection=None, sample_weight=None):
+        """One minibatch online-EM step on the points given.
+
+        The first call initialises the mixture from these points (as `fit` would); later
+        calls update it with step size ``(t + 2) ** -step_exponent`` after ``t`` updates.
+        After a ``fit``, the update continues the fitted mixture, and ``t`` counts the fitted
+        data as minibatches of this one's weight (the fitted data's total weight divided by
+        this minibatch's). Use it for data that do not fit in memory.
+
+        Parameters
+        ----------
+        X : {array-like, AnnData} of shape (n_samples, n_features)
+            A minibatch of observations (NaN for missing coordinates).
+        y : None
+            Ignored. A second positional array of the shape of X, or of three dimensions,
+            is refused: pass the noise by keyword, ``X_cov=``.
+        X_cov : array-like of shape (n_samples, n_features, n_features) or \
+                (n_samples, n_features), default=None
+            Their noise covariances or variances.
+        projection : array-like of shape (n_samples, n_features, n_dims) or \
+                (n_features, n_dims), default=None
+            Their projections.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Their weights.
+
+        Returns
+        -------
+        self : ExtremeDeconvolution
+            The updated estimator.
+        """
+        # every call: the parameters may have changed with set_params (a cheap check)
+        self._validate_params()
+        check_ignored_y(self, y, X, method="partial_fit",
+                        advice=NOISE_ADVICE.replace("fit(", "partial_fit("))  # fmt: skip
+        warn_if_noise_like(self, y, X_cov, "partial_fit")
+        first = not hasattr(self, "means_")
+        if not first and self.means_.shape[0] != self.n_components:
+            raise ValueError(
+                f"n_components={self.n_components}, but the model being updated has "
+                f"{self.means_.shape[0]} components. partial_fit continues the fitted "
+                "mixture; call fit to start one with the new n_components."
+            )
+        data = validate_observations(self, X, X_cov, projection, sample_weight, reset=first)
+        n_threads = effective_n_threads()
+        fixed = fixed_masks(self, self.n_components)
+        batch_weight = float(data.sample_weight.sum())
+        # Work on local copies and set the attributes at the end: an interrupted call leaves
+        # the estimator as it was.
+        if first:
+            check_enough_samples(self, data.n)
+            rng = check_random_state(self.random_state)
+            params = tuple(np.asarray(a, dtype=np.float64) for a in initial_params(self, data, rng))
+            state = OnlineEMState(params, batch_weight, reg_covar=self.reg_covar)
+            seen, history = 0.0, np.empty(0)
+        elif not hasattr(self, "_online_state"):
+            # Continue from a fit: its parameters, as if its data had come before in
+            # minibatches of this one's weight, so that the step size continues Cappe's
+            # schedule from there instead of restarting at its largest step (one small
+            # minibatch would outweigh the whole fit). The traces start with this call.
+            fitted = getattr(self, "_fit_weight", batch_weight)
+            t = int(round(fitted / batch_weight)) if batch_weight > 0 else 0
+            params = tuple(np.asarray(a, dtype=np.float64) for a in self._fitted_params())
+            state = OnlineEMState(params, batch_weight, t=t, reg_covar=self.reg_covar)
+            seen, history = fitted, np.empty(0)
+        else:
+            state = OnlineEMState.from_arrays(self._online_state, self.reg_covar)
+            seen, history = self._online_seen, self.lower_bounds_
+        seen += batch_weight
+        stats = self._estep(data, state.params(), n_threads)
+        state.step(stats, fixed, self.step_exponent, self.w, batch_weight / seen)
+        history = np.append(np.asarray(history, dtype=np.float64), stats[3] / batch_weight)
+        self._online_state = state.to_arrays()
+        self._online_seen = seen
+        self._fitted_with_noise = data.noise_mode != 0 or (
+            not first and getattr(self, "_fitted_with_noise", False)
+        )
+        self._fitted_with_projection = is_projected(data) or (
+            not first and getattr(self, "_fitted_with_projection", False)
+        )
+        self._set_params(state.params(), data.X.dtype)
+        self.lower_bounds_ = history
+        self.lower_bound_ = float(history[-1])
+        self.n_iter_ = len(history)
+        self.converged_ = False
+        return self
+
+    # ------------------------------------------------------------------ prediction
+
+    def _fitted_params(self):
+        return (self.weights_, self.means_, self.covariances_)
+
+    def _predict_data(self, X, X_cov, projection):
+        check_is_fitted(self)
+        return validate_observations(self, X, X_cov, projection, None, reset=False)
+
+    def _estimate_weighted_log_prob(self, X, X_cov, projection):
+        data = self._predict_data(X, X_cov, projection)
+        params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
+        return self._log_prob(data, params)[0]
+
+    def _warn_if_missing(self, method, keyword, value):
+        """Warn when a model fitted with ``X_cov`` or ``projection`` reads points without it.
+
+        Model selection (``GridSearchCV``, ``cross_validate``) calls ``score(X_test)``
+        without the test points' side inputs unless they are routed to ``score``. Noisy
+        points scored as noise-free meet the deconvolved density, whose narrow components
+        penalise them, and the criterion no longer selects the model of the data; points
+        of a projected survey read without their projection are taken as points of v, with
+        a wrong likelihood and a wrong component. Nothing else would say so.
+        """
+        flag, consequence, plain = _MISSING_INPUTS[keyword]
+        if value is not None or not getattr(self, flag, False):
+            return
+        warnings.warn(
+            f"{type(self).__name__} was fitted with {keyword}, but {method} got no {keyword}: "
+            f"{consequence} Pass it, {method}(X, {keyword}=...), or {plain}. In GridSearchCV "
+            "or cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) "
+            f"and estimator.set_fit_request({keyword}=True).set_score_request({keyword}=True).",
+            UserWarning,
+            stacklevel=3,
+        )
+
+    def _log_likelihoods(self, X, X_cov, projection):
+        """log p(x_i) of each observation (:meth:`score_samples` without its warnings)."""
+        return logsumexp(self._estimate_weighted_log_prob(X, X_cov, projection), axis=1)
+
+    @_observations_doc
+    def score_samples(self, X, *, X_cov=None, projection=None):
+        """Log-likelihood of each observation under the mixture convolved with its noise.
+
+        Parameters
+        ----------
+        {observations}
+
+        Returns
+        -------
+        log_prob : ndarray of shape (n_samples,)
+            ``log p(x_i) = log sum_j alpha_j N(x_i | R_i m_j, R_i V_j R_i^T + S_i)`` over the
+            observed coordinates of each point.
+        """
+        self._warn_if_missing("score_samples", "X_cov", X_cov)
+        self._warn_if_missing("score_samples", "projection", projection)
+        return self._log_likelihoods(X, X_cov, projection)
+
+    @_observations_doc
+    def score(self, X, y=None, *, X_cov=None, projection=None):
+        """Mean log-likelihood per observation.
+
+        Parameters
+        ----------
+        X : {array-like, AnnData} of shape (n_samples, n_features)
+            Observations.
+        y : None
+            Ignored. A second positional array of the shape of X, or of three dimensions,
+            is refused: pass the noise by keyword, ``X_cov=``.
+        X_cov : array-like, default=None
+            Their noise, as in `fit`. A model fitted with ``X_cov`` warns when it gets none
+            here: in ``GridSearchCV`` or ``cross_validate``, route it with
+            ``sklearn.set_config(enable_metadata_routing=True)`` and
+            ``set_fit_request(X_cov=True).set_score_request(X_cov=True)``.
+        projection : array-like, default=None
+            Their projections, as in `fit`.
+
+        Returns
+        -------
+        log_likelihood : float
+            Mean of `score_samples`.
+        """
+        check_ignored_y(self, y, X, method="score",
+                        advice=NOISE_ADVICE.replace("fit(", "score("))  # fmt: skip
+        warn_if_noise_like(self, y, X_cov, "score")
+        self._warn_if_missing("score", "X_cov", X_cov)
+        self._warn_if_missing("score", "projection", projection)
+        return float(self._log_likelihoods(X, X_cov, projection).mean())
+
+    @_observations_doc
+    def predict_proba(self, X, *, X_cov=None, projection=None):
+        """Posterior probability of each component for each observation.
+
+        Parameters
+        ----------
+        {observations}
+
+        Returns
+        -------
+        resp : ndarray of shape (n_samples, n_components)
+            Responsibilities q_ij.
+        """
+        self._warn_if_missing("predict_proba", "X_cov", X_cov)
+        self._warn_if_missing("predict_proba", "projection", projection)
+        logp = self._estimate_weighted_log_prob(X, X_cov, projection)
+        return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
+
+    @_observations_doc
+    def predict(self, X, *, X_cov=None, projection=None):
+        """Most probable component of each observation.
+
+        Parameters
+        ----------
+        {observations}
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Component indices.
+        """
+        self._warn_if_missing("predict", "X_cov", X_cov)
+        self._warn_if_missing("predict", "projection", projection)
+        return self._estimate_weighted_log_prob(X, X_cov, projection).argmax(axis=1)
+
+    @_observations_doc
+    def deconvolve(self, X, *, X_cov=None, projection=None):
+        """Posterior of the noise-free v_i behind each observation.
+
+        Given x_i, v_i is a mixture of Gaussians with weights q_ij, means b_ij and covariances
+        B_ij; this returns its mean and covariance (the deconvolved estimate of each point).
+
+        Parameters
+        ----------
+        {observations}
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples, n_dims)
+            ``sum_j q_ij b_ij``.
+        covariance : ndarray of shape (n_samples, n_dims, n_dims)
+            ``sum_j q_ij [B_ij + (b_ij - mean)(b_ij - mean)^T]``.
+        """
+        self._warn_if_missing("deconvolve", "X_cov", X_cov)
+        self._warn_if_missing("deconvolve", "projection", projection)
+        data = self._predict_data(X, X_cov, projection)
+        params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
+        _, mean, cov = self._log_prob(data, params, posterior=True)
+        return mean, cov
+
+    def sample(self, n_samples=1):
+        """Draw from the deconvolved mixture (reproducible from ``random_state``).
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of draws.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_dims)
+            Draws of v.
+        y : ndarray of shape (n_samples,)
+            Their components.
+        """
+        check_is_fitted(self)
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be at least 1; got {n_samples}.")
+        rng = check_random_state(self.random_state)
+        weights = np.asarray(self.weights_, dtype=np.float64)
+        counts = rng.multinomial(n_samples, weights / weights.sum())
+        X = np.vstack(
+            [
+                rng.multivariate_normal(m, c, int(k))
+                for m, c, k in zip(self.means_.astype(float), self.covariances_.astype(float), counts)
+            ]
+        )
+        y = np.repeat(np.arange(self.n_components), counts)
+        return X, y
+
+    def _n_parameters(self):
+        K, d = self.means_.shape
+        fw, fm, fc = fixed_masks(self, K)
+        free_w = max(K - int(fw.sum()) - 1, 0)
+        return free_w + d * int((~fm).sum()) + d * (d + 1) // 2 * int((~fc).sum())
+
+    @_observations_doc
+    def bic(self, X, *, X_cov=None, projection=None):
+        """Bayesian information criterion (lower is better).
+
+        Parameters
+        ----------
+        {observations}
+
+        Returns
+        -------
+        bic : float
+            ``-2 log L + n_free_parameters log n``; fixed parameters are not counted.
+        """
+        self._warn_if_missing("bic", "X_cov", X_cov)
+        self._warn_if_missing("bic", "projection", projection)
+        log_prob = self._log_likelihoods(X, X_cov, projection)
+        return -2 * log_prob.sum() + self._n_parameters() * np.log(log_prob.shape[0])
+
+    @_observations_doc
+    def aic(self, X, *, X_cov=None, projection=None):
+        """Akaike information criterion (lower is better).
+
+        Parameters
+        ----------
+        {observations}
+
+        Returns
+        -------
+        aic : float
+            ``-2 log L + 2 n_free_parameters``.
+        """
+        self._warn_if_missing("aic", "X_cov", X_cov)
+        self._warn_if_missing("aic", "projection", projection)
+        log_prob = self._log_likelihoods(X, X_cov, projection)
+        return -2 * log_prob.sum() + 2 * self._n_parameters()
