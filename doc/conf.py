@@ -10,6 +10,7 @@ import sklearn_cogaps
 
 project = "sklearn_cogaps"
 author = "The sklearn_cogaps developers"
+copyright = author
 release = sklearn_cogaps.__version__
 version = release
 
@@ -36,8 +37,37 @@ exclude_patterns = [
     "auto_examples/*.json",
     "auto_examples/*.md5",
 ]
-html_theme = "alabaster"
 nitpicky = False
+
+# ----------------------------------------------------------------------------------------
+# The pages: pydata-sphinx-theme, the theme of scikit-learn, numpy and scipy. Everything it
+# shows is served with the pages: no version switcher (it reads a JSON file, often from the
+# network), no icon links, no analytics, no announcement banner.
+html_theme = "pydata_sphinx_theme"
+html_theme_options = {
+    "logo": {"text": project},
+    "navbar_start": ["navbar-logo"],
+    "navbar_center": ["navbar-nav"],
+    "navbar_end": ["theme-switcher"],
+    "navbar_persistent": ["search-button"],
+    "header_links_before_dropdown": 6,
+    "icon_links": [],
+    "switcher": None,
+    "check_switcher": False,
+    "analytics": {},
+    "announcement": "",
+    "show_version_warning_banner": False,
+    "use_edit_page_button": False,
+    "secondary_sidebar_items": {"**": ["page-toc", "sourcelink"], "index": []},
+    "show_toc_level": 2,
+    "footer_start": ["project-version", "copyright"],
+    "footer_center": [],
+    "footer_end": ["sphinx-version", "theme-version"],
+}
+html_sidebars = {"index": []}  # the home page lists the contents itself
+html_css_files = ["sklearn_cogaps.css"]
+# the page's table of contents names a class's methods and attributes without the class
+toc_object_entries_show_parents = "hide"
 
 
 def _skip_metadata_requests(app, what, name, obj, skip, options):
@@ -95,5 +125,5 @@ _static = Path(tempfile.mkdtemp(prefix="sklearn_cogaps_doc_static_"))
 atexit.register(shutil.rmtree, _static, ignore_errors=True)
 (_static / "mathjax").mkdir()
 shutil.copyfile(_local_mathjax(), _static / "mathjax" / _MATHJAX_FILE)
-html_static_path = [str(_static)]
+html_static_path = ["_static", str(_static)]
 mathjax_path = f"mathjax/{_MATHJAX_FILE}"
