@@ -1,12 +1,14 @@
 """Sphinx configuration of the sklearn_cogaps documentation."""
 
 import atexit
+import inspect
 import shutil
 import tempfile
 from importlib import metadata
 from pathlib import Path
 
 import sklearn_cogaps
+from sphinx.util.inspect import stringify_signature
 
 project = "sklearn_cogaps"
 author = "The sklearn_cogaps developers"
@@ -78,8 +80,32 @@ def _skip_metadata_requests(app, what, name, obj, skip, options):
     return None
 
 
+def _init_signature(app, what, name, obj, options, signature, return_annotation):
+    """Show a class's ``__init__`` signature, without ``self``.
+
+    Autodoc takes a class's signature from its ``__new__`` before its ``__init__``, and the
+    estimators inherit ``DataInFitMixin.__new__(cls, *args, **kwargs)``, which would show
+    every estimator as ``CoGAPS(*args, **kwargs)``. The parameters are those of
+    ``__init__``, whatever ``__new__`` or ``__signature__`` the class has. Classes without a
+    Python ``__init__`` of their own (warnings, for example) keep autodoc's signature.
+    """
+    if what != "class" or not inspect.isclass(obj):
+        return None
+    init = getattr(obj, "__init__", None)
+    if not inspect.isfunction(init):  # object.__init__ and other slot wrappers
+        return None
+    sig = inspect.signature(init)
+    params = list(sig.parameters.values())[1:]  # drop self
+    sig = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+    show_annotation = app.config.autodoc_typehints not in ("none", "description")
+    return stringify_signature(sig, show_annotation=show_annotation), return_annotation
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_metadata_requests)
+    # ahead of numpydoc's handler (default priority 500), which answers with the signature
+    # written in a docstring when there is one: the first answer is the one kept
+    app.connect("autodoc-process-signature", _init_signature, priority=400)
 
 # ----------------------------------------------------------------------------------------
 # The examples gallery: doc/examples/plot_*.py, run at every build (a few seconds each).
