@@ -1,15 +1,18 @@
 """Sphinx configuration of the sklearn_cogaps documentation."""
 
 import atexit
+import inspect
 import shutil
 import tempfile
 from importlib import metadata
 from pathlib import Path
 
 import sklearn_cogaps
+from sphinx.util.inspect import stringify_signature
 
 project = "sklearn_cogaps"
 author = "The sklearn_cogaps developers"
+copyright = author
 release = sklearn_cogaps.__version__
 version = release
 
@@ -36,8 +39,37 @@ exclude_patterns = [
     "auto_examples/*.json",
     "auto_examples/*.md5",
 ]
-html_theme = "alabaster"
 nitpicky = False
+
+# ----------------------------------------------------------------------------------------
+# The pages: pydata-sphinx-theme, the theme of scikit-learn, numpy and scipy. Everything it
+# shows is served with the pages: no version switcher (it reads a JSON file, often from the
+# network), no icon links, no analytics, no announcement banner.
+html_theme = "pydata_sphinx_theme"
+html_theme_options = {
+    "logo": {"text": project},
+    "navbar_start": ["navbar-logo"],
+    "navbar_center": ["navbar-nav"],
+    "navbar_end": ["theme-switcher"],
+    "navbar_persistent": ["search-button"],
+    "header_links_before_dropdown": 6,
+    "icon_links": [],
+    "switcher": None,
+    "check_switcher": False,
+    "analytics": {},
+    "announcement": "",
+    "show_version_warning_banner": False,
+    "use_edit_page_button": False,
+    "secondary_sidebar_items": {"**": ["page-toc", "sourcelink"], "index": []},
+    "show_toc_level": 2,
+    "footer_start": ["project-version", "copyright"],
+    "footer_center": [],
+    "footer_end": ["sphinx-version", "theme-version"],
+}
+html_sidebars = {"index": []}  # the home page lists the contents itself
+html_css_files = ["sklearn_cogaps.css"]
+# the page's table of contents names a class's methods and attributes without the class
+toc_object_entries_show_parents = "hide"
 
 
 def _skip_metadata_requests(app, what, name, obj, skip, options):
@@ -48,8 +80,32 @@ def _skip_metadata_requests(app, what, name, obj, skip, options):
     return None
 
 
+def _init_signature(app, what, name, obj, options, signature, return_annotation):
+    """Show a class's ``__init__`` signature, without ``self``.
+
+    Autodoc takes a class's signature from its ``__new__`` before its ``__init__``, and the
+    estimators inherit ``DataInFitMixin.__new__(cls, *args, **kwargs)``, which would show
+    every estimator as ``CoGAPS(*args, **kwargs)``. The parameters are those of
+    ``__init__``, whatever ``__new__`` or ``__signature__`` the class has. Classes without a
+    Python ``__init__`` of their own (warnings, for example) keep autodoc's signature.
+    """
+    if what != "class" or not inspect.isclass(obj):
+        return None
+    init = getattr(obj, "__init__", None)
+    if not inspect.isfunction(init):  # object.__init__ and other slot wrappers
+        return None
+    sig = inspect.signature(init)
+    params = list(sig.parameters.values())[1:]  # drop self
+    sig = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+    show_annotation = app.config.autodoc_typehints not in ("none", "description")
+    return stringify_signature(sig, show_annotation=show_annotation), return_annotation
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_metadata_requests)
+    # ahead of numpydoc's handler (default priority 500), which answers with the signature
+    # written in a docstring when there is one: the first answer is the one kept
+    app.connect("autodoc-process-signature", _init_signature, priority=400)
 
 # ----------------------------------------------------------------------------------------
 # The examples gallery: doc/examples/plot_*.py, run at every build (a few seconds each).
@@ -95,5 +151,5 @@ _static = Path(tempfile.mkdtemp(prefix="sklearn_cogaps_doc_static_"))
 atexit.register(shutil.rmtree, _static, ignore_errors=True)
 (_static / "mathjax").mkdir()
 shutil.copyfile(_local_mathjax(), _static / "mathjax" / _MATHJAX_FILE)
-html_static_path = [str(_static)]
+html_static_path = ["_static", str(_static)]
 mathjax_path = f"mathjax/{_MATHJAX_FILE}"
