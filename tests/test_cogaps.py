@@ -14,12 +14,9 @@ from sklearn.preprocessing import FunctionTransformer
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
-from sklearn_cogaps.datasets import make_patterns
+from sklearn_cogaps.datasets import load_gist, make_patterns
 
-from _shared import every_path_parallel, shared_fixture
-
-# CoGAPS's own example and its published result, in shared/fixtures
-GIST = shared_fixture("gist")
+from _shared import every_path_parallel
 
 
 @pytest.fixture(scope="module")
@@ -183,18 +180,15 @@ def test_progress_lines_when_verbose(simulated, capsys):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_reproduces_the_published_gist_result(dtype):
-    import pandas as pd
-
-    D = pd.read_csv(GIST / "GIST_matrix.csv", index_col=0)
-    published_P = pd.read_csv(GIST / "GIST_result_Pmean.csv", index_col=0).to_numpy()
+    gist = load_gist()
     # Over 55 seeds (random_state 0-10, the even ones to 38, and 40-69) the chi-square ranged
     # 4466-4546, median 4494, 32 of 55 at most 4500 (the C++ CoGAPS gave 4466-4499 on two
     # seeds), and every fit matched the published patterns at 0.99 or more; seed 2 gives
     # 4477. In float32 (residual and precisions stored in single precision) the same seed
     # keeps both targets.
-    model = CoGAPS(n_components=3, max_iter=5000, random_state=2).fit(D.to_numpy(dtype=dtype).T)
+    model = CoGAPS(n_components=3, max_iter=5000, random_state=2).fit(gist.data.astype(dtype))
     assert model.loadings_.dtype == dtype
-    _, corr = match_components(published_P, model.loadings_.astype(np.float64))
+    _, corr = match_components(gist.published_patterns, model.loadings_.astype(np.float64))
     assert np.all(corr >= 0.98), corr
     assert model.chisq_ <= 4500, model.chisq_
 
@@ -368,11 +362,8 @@ def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulat
 
 
 def _gist():
-    import pandas as pd
-
-    D = pd.read_csv(GIST / "GIST_matrix.csv", index_col=0).to_numpy()
-    A = pd.read_csv(GIST / "GIST_result_Amean.csv", index_col=0).to_numpy()
-    return D.T, A.T
+    gist = load_gist()
+    return gist.data, gist.published_amplitudes
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse", "uncertainty"])

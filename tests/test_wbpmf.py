@@ -2,6 +2,7 @@
 
 import pickle
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,10 +17,8 @@ from sklearn_cogaps._poisson._ebpm import _expected_loglik_rows, _posterior_rows
 from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps.datasets import make_background_counts
 
-from _shared import shared_fixture
-
-# the R ebpmf run, in shared/fixtures (SKC_SHARED, beside the repository or above it)
-FIXTURE = shared_fixture("ebpmf_wbg")
+# the R ebpmf run (its files gzipped; README.md there says how it was made)
+FIXTURE = Path(__file__).parent / "data" / "ebpmf_wbg"
 FAMILIES = ["gamma_mixture", "gamma", "point_gamma", "exponential_mixture"]
 
 
@@ -108,8 +107,8 @@ def test_same_seed_same_result(data):
 
 def test_elbo_is_the_r_elbo_at_the_r_solution():
     """Our ELBO evaluated at the R run's final parameters equals the R run's final ELBO."""
-    X = io.mmread(FIXTURE / "X.mtx").tocsr().astype(np.float64)
-    ld = lambda name: np.loadtxt(FIXTURE / name, delimiter=",")  # noqa: E731
+    X = io.mmread(FIXTURE / "X.mtx.gz").tocsr().astype(np.float64)
+    ld = lambda name: np.loadtxt(FIXTURE / f"{name}.gz", delimiter=",")  # noqa: E731
     w, l0, f0 = ld("w.csv"), ld("l0.csv"), ld("f0.csv")
     El, Ef, Elogl, Elogf = ld("El.csv"), ld("Ef.csv"), ld("Elogl.csv"), ld("Elogf.csv")
     kl = ld("kl_per_k.csv")
@@ -120,18 +119,18 @@ def test_elbo_is_the_r_elbo_at_the_r_solution():
     elbo = _wbpmf_updates.elbo(
         sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf
     ) - kl.sum()
-    r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv", delimiter=",")
+    r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv.gz", delimiter=",")
     assert elbo == pytest.approx(r_trace[-1, 1], rel=1e-10)
 
 
 def test_parity_with_r_ebpmf_wbg():
     """From the R run's initial factors, 100 iterations reach at least R's final ELBO - 0.01%."""
-    X = io.mmread(FIXTURE / "X.mtx").tocsr().astype(np.float64)
-    W = np.loadtxt(FIXTURE / "init_L.csv", delimiter=",")
-    H = np.loadtxt(FIXTURE / "init_F.csv", delimiter=",").T
-    grid = np.loadtxt(FIXTURE / "prior_grid_shape_eq_rate.csv")
+    X = io.mmread(FIXTURE / "X.mtx.gz").tocsr().astype(np.float64)
+    W = np.loadtxt(FIXTURE / "init_L.csv.gz", delimiter=",")
+    H = np.loadtxt(FIXTURE / "init_F.csv.gz", delimiter=",").T
+    grid = np.loadtxt(FIXTURE / "prior_grid_shape_eq_rate.csv.gz")
     np.testing.assert_array_equal(grid, _wbpmf_updates.DEFAULT_GAMMA_GRID)
-    r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv", delimiter=",")
+    r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv.gz", delimiter=",")
     r_final = r_trace[-1, 1]
     model = WeightedBackgroundPMF(5, init="custom", max_iter=100, tol=0.0)
     model.fit(X, W=W, H=H)

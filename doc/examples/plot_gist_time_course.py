@@ -8,46 +8,28 @@ R package ships it with the result of a three-pattern run; here we fit the same 
 :class:`~sklearn_cogaps.CoGAPS`, draw the patterns along the time axis beside the published
 ones, show the marker genes of each pattern, and check that the chain has settled.
 
-The data are genes × samples, the R package's orientation: scikit-learn wants samples in
-rows, so we fit the transpose.
+The package ships the data set and the published result:
+:func:`~sklearn_cogaps.datasets.load_gist` returns them samples × genes, scikit-learn's
+orientation (the transpose of R's ``GIST.matrix``).
 """
 
 # %%
 # Loading the data
 # ----------------
-# The data set lives in the project's shared material (``shared/fixtures/gist``), beside the
-# repository; the ``SKC_SHARED`` environment variable names another place.
-import os
-from pathlib import Path
-
+# With ``as_frame=True`` the matrices are pandas DataFrames labelled with the sample and gene
+# names, and ``hours`` is the time point of each sample. ``gist.DESCR`` tells where the data
+# come from, how to cite them and under which terms they are shipped.
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 
 from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps.datasets import load_gist
 from sklearn_cogaps.plotting import plot_markers, plot_patterns, plot_trace
 
-
-def find_gist():
-    places = []
-    if os.environ.get("SKC_SHARED"):
-        places.append(Path(os.environ["SKC_SHARED"]))
-    here = Path(globals().get("__file__", Path.cwd() / "example.py")).resolve()
-    places += [parent / "shared" for parent in here.parents]
-    for shared in places:
-        if (shared / "fixtures" / "gist" / "GIST_matrix.csv").is_file():
-            return shared / "fixtures" / "gist"
-    raise FileNotFoundError(
-        "the GIST data (shared/fixtures/gist) is neither in SKC_SHARED nor in a 'shared' "
-        "folder beside the repository or above it; set SKC_SHARED to the shared folder."
-    )
-
-
-gist = find_gist()
-D = pd.read_csv(gist / "GIST_matrix.csv", index_col=0)  # genes x samples
-published = pd.read_csv(gist / "GIST_result_Pmean.csv", index_col=0)  # samples x patterns
-X = D.T  # samples x genes
-hours = np.array([int(name[2:]) for name in X.index])  # IM00 ... IM48
+gist = load_gist(as_frame=True)
+X = gist.data  # samples x genes
+published = gist.published_patterns  # samples x patterns
+hours = gist.hours.to_numpy()  # IM00 ... IM48
 print(f"{X.shape[0]} samples x {X.shape[1]} genes; time points {hours} h")
 
 # %%
