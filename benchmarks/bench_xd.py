@@ -86,7 +86,7 @@ def _run_one(method, n, threads, max_iter, epochs):
             kw.update(tol=1e-6, max_iter=max_iter)
         else:
             kw.update(max_iter=epochs, batch_size=10_000, random_state=0)
-        est = ExtremeDeconvolution(4, method=algo, **kw)
+        est = ExtremeDeconvolution(4, solver=algo, **kw)
         with threadpool_limits(threads, user_api="openmp"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est.fit(data["x_nan"], X_cov=data["S_obs"])
@@ -144,7 +144,7 @@ def _run_one(method, n, threads, max_iter, epochs):
     cpu = _cpu() - cpu0 - 2 * setup_cpu  # the fit's own set-up, and the re-run just above
     peak = _status_mb("VmHWM") - base
     ll = xd_data.mean_loglik(data, w, m, V)
-    print(json.dumps(dict(method=method, n=n, threads=threads, seconds=elapsed, setup=setup, cpu=cpu, iters=iters,
+    print(json.dumps(dict(solver=method, n=n, threads=threads, seconds=elapsed, setup=setup, cpu=cpu, iters=iters,
                           mean_loglik=ll, peak_mb=max(peak, 0.0))))  # fmt: skip
 
 
@@ -154,7 +154,7 @@ def _spawn(method, n, threads=2, max_iter=100, epochs=2):
            str(epochs)]  # fmt: skip
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
-        return dict(method=method, n=n, threads=threads, error=out.stderr.strip().splitlines()[-1])
+        return dict(solver=method, n=n, threads=threads, error=out.stderr.strip().splitlines()[-1])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -5,7 +5,7 @@ against the documented transition kernel written in numpy) for ``--seeds`` diffe
 and prints the p-values of each comparison, their minimum, the fraction below 0.05 and a
 Kolmogorov-Smirnov test of their uniformity; then the same for chains given a prior rate
 1.5 times too large, which must be rejected; and, from ``tests/test_cogaps_posterior.py``,
-the reversible chain (``birth_death="reversible"``) against the posterior computed by
+the reversible chain (``solver="reversible"``) against the posterior computed by
 quadrature. Run from the repository root::
 
     python benchmarks/cogaps_sampler_pvalues.py --seeds 20

@@ -26,7 +26,7 @@ from ._compat import register as _register_moved_modules
 
 _register_moved_modules()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
     "CoGAPS",

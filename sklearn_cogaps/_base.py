@@ -83,7 +83,10 @@ class IterativeMixin:
     Class attributes an estimator sets:
 
     ``_objective_name``
-        What the objective is, for progress lines and messages ("ELBO", "chi-square").
+        What the objective is, for progress lines, messages and plots ("ELBO",
+        "chi-square").
+    ``_objective_log_scale``
+        Whether its trace is best drawn on a logarithmic axis.
     ``_maximise``
         Whether a better fit has a larger objective.
     ``_fitted_attribute``
@@ -94,6 +97,7 @@ class IterativeMixin:
     """
 
     _objective_name = "objective"
+    _objective_log_scale = False
     _maximise = True
     _fitted_attribute = "components_"
     _stops_early = True

@@ -1,6 +1,8 @@
 """The mixins the estimators share: data refused in the constructor, and what the
 non-negative factorisation transformers have in common."""
 
+import inspect
+
 import numpy as np
 from sklearn.utils.validation import check_array, check_is_fitted
 
@@ -26,6 +28,13 @@ class DataInFitMixin:
     #: The peers' spellings of parameters this estimator names otherwise:
     #: ``{name: (whose spelling, what to write instead)}``.
     _peer_parameters = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # The class's signature is its __init__'s (without self): inspect.signature, IDEs
+        # and the API pages would otherwise show the *args, **kwargs of __new__ below.
+        signature = inspect.signature(cls.__init__)
+        cls.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
 
     def __new__(cls, *args, **kwargs):
         for position, value in enumerate(args):

@@ -10,10 +10,10 @@ import numbers
 
 import numpy as np
 from scipy import sparse
+from sklearn.utils.validation import check_is_fitted
 
 from ._utils._anndata import load_matrix
 from ._utils._validation import label_mismatch
-from ._results import sample_factors, trace
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
 
@@ -106,7 +106,7 @@ def anndata_results(estimator, key):
     uns : dict
         ``estimator`` (the class name), ``params`` (the constructor parameters; values an
         .h5ad cannot store are kept as their repr), ``n_iter``, the per-iteration trace
-        (``chisq_history`` for CoGAPS, ``lower_bounds`` for the others), ``trace_name``, and
+        ``objective_history`` and its name ``trace_name``, and
         the final ``chisq`` or ``lower_bound`` when the estimator has them, and CoGAPS's
         ``uncertainty_model`` (``uncertainty_model_``).
 
@@ -121,8 +121,8 @@ def anndata_results(estimator, key):
     >>> obsm["X_cogaps"].shape, varm["cogaps_components"].shape
     ((10, 2), (20, 2))
     """
-    factors = sample_factors(estimator)
-    obsm = {f"X_{key}": np.asarray(factors)}
+    check_is_fitted(estimator)
+    obsm = {f"X_{key}": np.asarray(estimator.loadings_)}
     varm = {f"{key}_components": np.ascontiguousarray(np.asarray(estimator.components_).T)}
     std = getattr(estimator, "loadings_std_", None)
     if std is not None:
@@ -130,19 +130,15 @@ def anndata_results(estimator, key):
     std = getattr(estimator, "components_std_", None)
     if std is not None:
         varm[f"{key}_components_std"] = np.ascontiguousarray(np.asarray(std).T)
-    values, label, _ = trace(estimator)
     uns = {
         "estimator": type(estimator).__name__,
         "params": {
             name: _storable(value) for name, value in estimator.get_params(deep=False).items()
         },
         "n_iter": int(estimator.n_iter_),
-        "trace_name": label,
+        "objective_history": np.asarray(estimator.objective_history_, dtype=np.float64),
+        "trace_name": type(estimator)._objective_name,
     }
-    if hasattr(estimator, "chisq_history_"):
-        uns["chisq_history"] = values
-    else:
-        uns["lower_bounds"] = values
     for name in ("chisq_", "lower_bound_"):
         value = getattr(estimator, name, None)
         if value is not None:
@@ -261,7 +257,8 @@ def fit_anndata(
         estimator.fit(adata if layer is None else _with_layer(adata, layer), **fit_params)
         # so that transform(adata) can say that it reads .X, not this layer
         estimator._anndata_layer = layer
-    factors = sample_factors(estimator)
+    check_is_fitted(estimator)
+    factors = estimator.loadings_
     if factors.shape[0] != adata.n_obs or estimator.components_.shape[1] != adata.n_vars:
         raise ValueError(
             f"the estimator was fitted to {factors.shape[0]} samples x "

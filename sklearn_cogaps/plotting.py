@@ -7,7 +7,6 @@ that ``Axes``. Matplotlib is an optional dependency: ``pip install "sklearn_coga
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ._results import sample_factors, trace
 
 __all__ = ["plot_patterns", "plot_markers", "plot_trace", "plot_xd"]
 
@@ -20,6 +19,32 @@ def _pyplot():
             'pip install "sklearn_cogaps[plot]" (or pip install matplotlib).'
         ) from None
     return plt
+
+
+def _sample_factors(estimator):
+    """The fitted per-sample factors of a factorisation estimator, ``loadings_``."""
+    check_is_fitted(estimator)
+    factors = getattr(estimator, "loadings_", None)
+    if factors is None:
+        raise TypeError(
+            f"{type(estimator).__name__} has no per-sample factors (loadings_); pass the array "
+            "itself."
+        )
+    return np.asarray(factors)
+
+
+def _trace(estimator):
+    """The objective after each iteration of a fitted estimator, its name and whether it is
+    best drawn on a logarithmic axis."""
+    check_is_fitted(estimator)
+    values = getattr(estimator, "objective_history_", None)
+    if values is None:
+        raise TypeError(
+            f"{type(estimator).__name__} records no trace (objective_history_): plot_trace "
+            "draws the estimators of sklearn_cogaps."
+        )
+    cls = type(estimator)
+    return np.asarray(values, dtype=np.float64).ravel(), cls._objective_name, cls._objective_log_scale
 
 
 def _axes(ax):
@@ -131,7 +156,7 @@ def plot_patterns(
     2
     """
     if hasattr(patterns, "fit"):
-        patterns = sample_factors(patterns)
+        patterns = _sample_factors(patterns)
     samples, columns = _labels(patterns, 0), _labels(patterns, 1)
     P = np.asarray(patterns, dtype=np.float64)
     if P.ndim != 2:
@@ -251,7 +276,7 @@ def plot_markers(
             raise ValueError("give an estimator or amplitudes and patterns, not both.")
         check_is_fitted(estimator, "components_")
         amplitudes = np.asarray(estimator.components_).T
-        patterns = sample_factors(estimator)
+        patterns = _sample_factors(estimator)
         if feature_names is None:
             feature_names = getattr(estimator, "feature_names_in_", None)
     elif amplitudes is None or patterns is None:
@@ -358,7 +383,7 @@ def plot_trace(estimator, *, ax=None, **line_kwargs):
     >>> ax.get_ylabel()
     'ELBO'
     """
-    values, label, log_scale = trace(estimator)
+    values, label, log_scale = _trace(estimator)
     ax = _axes(ax)
     iterations = np.arange(1, values.size + 1)
     ax.plot(iterations, values, **line_kwargs)
@@ -366,7 +391,7 @@ def plot_trace(estimator, *, ax=None, **line_kwargs):
     # it, as recorded by the fit (a warm start appends sampling iterations only, with a
     # max_iter that may differ)
     n_calibration = getattr(estimator, "_n_calibration_iter", getattr(estimator, "max_iter", None))
-    if label == "chi-square":
+    if log_scale:
         if np.all(values > 0):
             ax.set_yscale("log")
         if n_calibration is not None and values.size > n_calibration:

@@ -53,7 +53,7 @@ def _factorisations():
 
 def _factors(model):
     """The fitted matrix over the features (items for MaxMarginMF)."""
-    return model.item_factors_ if hasattr(model, "item_factors_") else model.components_
+    return model.components_
 
 
 def _quiet(fit, *args, **kwargs):
@@ -210,12 +210,12 @@ def test_max_margin_mf_refuses_side_inputs_and_traces_held_out_ratings_in_fit():
         with pytest.raises(ValueError, match=r"held-out ratings.*fit\(X_train, y=X_test\)"):
             model.fit(RATINGS, y)
     labels = np.arange(RATINGS.shape[0]) % 2
-    expected = model.fit(RATINGS).user_factors_
+    expected = model.fit(RATINGS).loadings_
     # a target, or held-out ratings of X's shape (which GridSearchCV passes on to the
     # scorer), leave the fit unchanged; the held-out ratings are traced
     held_out = np.where(np.isnan(RATINGS), 3.0, np.nan)
     for y in (labels, held_out):
-        assert_array_equal(model.fit(RATINGS, y).user_factors_, expected)
+        assert_array_equal(model.fit(RATINGS, y).loadings_, expected)
     assert np.all(np.isfinite(model.held_out_nmae_))
     assert np.isfinite(neg_nmae_scorer(model, RATINGS, held_out))
     # but score(X, X_test) would silently score X: refused
@@ -279,14 +279,14 @@ def test_max_margin_mf_takes_an_anndata(tmp_path):
     plain = _m3f_model().fit(RATINGS)
     fitted = _m3f_model().fit(adata)
     assert list(fitted.feature_names_in_) == items
-    assert_array_equal(fitted.user_factors_, plain.user_factors_)
+    assert_array_equal(fitted.loadings_, plain.loadings_)
     assert fitted.score(adata) == pytest.approx(plain.score(RATINGS))
     assert_array_equal(fitted.predict_ratings(adata, observed=adata).toarray(),
                        np.nan_to_num(plain.predict_ratings(RATINGS, observed=RATINGS)))
     path = tmp_path / "ratings.h5ad"
     adata.write_h5ad(path)
     backed = anndata.read_h5ad(path, backed="r")
-    assert_array_equal(_m3f_model().fit(backed).user_factors_, plain.user_factors_)
+    assert_array_equal(_m3f_model().fit(backed).loadings_, plain.loadings_)
     backed.file.close()
     with pytest.raises(ValueError, match="var_names differ"):
         fitted.score(adata[:, items[::-1]])
@@ -343,7 +343,7 @@ CASES = {
     "xd_em": (ExtremeDeconvolution(2, max_iter=50, tol=0.0, random_state=0), POINTS,
               ExtremeDeconvolution, "_m_step", 2, 1),
     # 80 points in minibatches of 20: 4 steps per epoch, call 11 is in epoch 3
-    "xd_minibatch": (ExtremeDeconvolution(2, method="minibatch_em", batch_size=20, max_iter=50,
+    "xd_minibatch": (ExtremeDeconvolution(2, solver="minibatch_em", batch_size=20, max_iter=50,
                                           tol=0.0, random_state=0), POINTS,
                      ExtremeDeconvolution, "_stochastic_step", 11, 2),
 }
@@ -356,11 +356,11 @@ def test_an_interrupted_fit_keeps_its_last_complete_iteration(case, monkeypatch)
     with pytest.warns(FitInterruptedWarning, match=f"interrupted after {complete} of 50"):
         est = _quiet(estimator.fit, X)
     assert est.n_iter_ == complete
-    assert isinstance(est.lower_bounds_, np.ndarray) and est.lower_bounds_.shape == (complete,)
+    assert isinstance(est.objective_history_, np.ndarray) and est.objective_history_.shape == (complete,)
     monkeypatch.setattr(owner, name, original)
     # exactly the fit that stops there
     short = _quiet(estimator.__class__(**{**estimator.get_params(), "max_iter": complete}).fit, X)
-    assert_array_equal(est.lower_bounds_, short.lower_bounds_)
+    assert_array_equal(est.objective_history_, short.objective_history_)
     if isinstance(est, ExtremeDeconvolution):
         assert_array_equal(est.means_, short.means_)
         assert est.predict(X).shape == (X.shape[0],)
@@ -394,12 +394,12 @@ def test_an_interrupted_max_margin_mf_keeps_its_last_complete_iteration(monkeypa
     original = _interrupt_on_call(monkeypatch, _m3f.MaxMarginMF, "_sweep", 6)
     with pytest.warns(FitInterruptedWarning, match="interrupted after 5 of 50"):
         model.fit(RATINGS)
-    assert model.n_iter_ == 5 and model.objective_.shape == (5,)
-    assert model.n_features_trace_.shape == (5,)
+    assert model.n_iter_ == 5 and model.objective_history_.shape == (5,)
+    assert model.n_features_history_.shape == (5,)
     monkeypatch.setattr(_m3f.MaxMarginMF, "_sweep", original)
     short = _m3f_model(max_iter=5).fit(RATINGS)
-    assert_array_equal(model.objective_, short.objective_)
-    assert_array_equal(model.user_factors_, short.user_factors_)
+    assert_array_equal(model.objective_history_, short.objective_history_)
+    assert_array_equal(model.loadings_, short.loadings_)
     assert_array_equal(model.predict_ratings(RATINGS), short.predict_ratings(RATINGS))
     # interrupted before any running mean (during burn-in): unfitted
     fresh = _m3f_model(max_iter=50, burn_in=5)
@@ -412,12 +412,12 @@ def test_an_interrupted_max_margin_mf_keeps_its_last_complete_iteration(monkeypa
 
 def test_an_interrupted_partial_fit_leaves_the_estimator_as_it_was(monkeypatch):
     xd = ExtremeDeconvolution(2, random_state=0).partial_fit(POINTS)
-    means, history = xd.means_.copy(), xd.lower_bounds_.copy()
+    means, history = xd.means_.copy(), xd.objective_history_.copy()
     _interrupt_on_call(monkeypatch, ExtremeDeconvolution, "_estep", 1)
     with pytest.raises(KeyboardInterrupt):
         xd.partial_fit(POINTS)
     assert_array_equal(xd.means_, means)
-    assert_array_equal(xd.lower_bounds_, history)
+    assert_array_equal(xd.objective_history_, history)
 
 
 # ---------------------------------------------------------------- progress lines
@@ -445,7 +445,7 @@ def test_verbose_prints_one_kind_of_progress_line(estimator, capsys):
 
 
 def test_max_margin_mf_prints_the_shared_progress_line(capsys):
-    pattern = re.compile(r"^\[MaxMarginMF\] iteration +(\d+)/20  objective \S+  \d+ "
+    pattern = re.compile(r"^\[MaxMarginMF\] iteration +(\d+)/20  max-margin objective \S+  \d+ "
                          r"features  elapsed \S+  ETA \S+$")
     for verbose, n_lines in ((0, 0), (1, 10), (2, 20)):
         _m3f_model(max_iter=20, verbose=verbose).fit(RATINGS)
@@ -476,14 +476,14 @@ def test_traces_are_arrays_with_one_value_per_iteration():
                    (WeightedBackgroundPMF(2, max_iter=7, tol=0.0), COUNTS),
                    (ExtremeDeconvolution(2, max_iter=7, tol=0.0, random_state=0), POINTS)]:
         _quiet(est.fit, X)
-        assert isinstance(est.lower_bounds_, np.ndarray)
-        assert est.lower_bounds_.shape == (est.n_iter_,)
+        assert isinstance(est.objective_history_, np.ndarray)
+        assert est.objective_history_.shape == (est.n_iter_,)
         assert 1 <= est.n_iter_ <= 7
-        assert est.lower_bound_ == pytest.approx(est.lower_bounds_[-1], rel=1e-12)
+        assert est.lower_bound_ == pytest.approx(est.objective_history_[-1], rel=1e-12)
     xd = ExtremeDeconvolution(2, random_state=0).partial_fit(POINTS).partial_fit(POINTS)
-    assert isinstance(xd.lower_bounds_, np.ndarray) and xd.lower_bounds_.shape == (2,)
+    assert isinstance(xd.objective_history_, np.ndarray) and xd.objective_history_.shape == (2,)
     cogaps = CoGAPS(2, max_iter=6, random_state=0).fit(COUNTS)
-    assert cogaps.n_iter_ == 12 and cogaps.chisq_history_.shape == (12,)
+    assert cogaps.n_iter_ == 12 and cogaps.objective_history_.shape == (12,)
 
 
 def test_weighted_background_pmf_warm_start_continues_the_fit():
@@ -492,14 +492,14 @@ def test_weighted_background_pmf_warm_start_continues_the_fit():
     warm.fit(COUNTS)
     warm.fit(COUNTS)
     assert warm.n_iter_ == 4
-    assert_allclose(warm.lower_bounds_, long.lower_bounds_[4:], rtol=1e-10)
+    assert_allclose(warm.objective_history_, long.objective_history_[4:], rtol=1e-10)
     assert_allclose(warm.components_, long.components_, rtol=1e-8)
     # another shape or prior family starts anew, and says so
     cold = WeightedBackgroundPMF(2, max_iter=4, tol=0.0, random_state=0).fit(COUNTS)
     with pytest.warns(UserWarning, match=r"warm_start=True, but the prior families"):
-        warm.set_params(prior_factors="gamma").fit(COUNTS)
+        warm.set_params(prior_components="gamma").fit(COUNTS)
     assert_array_equal(warm.components_,
-                       cold.set_params(prior_factors="gamma").fit(COUNTS).components_)
+                       cold.set_params(prior_components="gamma").fit(COUNTS).components_)
 
 
 @pytest.mark.parametrize(

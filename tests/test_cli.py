@@ -62,7 +62,7 @@ def _check_npz(path, model, samples=None, features=None):
         assert_array_equal(r["patterns_std"], model.loadings_std_)
         assert_array_equal(r["amplitudes"], model.components_)
         assert_array_equal(r["amplitudes_std"], model.components_std_)
-        assert_array_equal(r["chisq_history"], model.chisq_history_)
+        assert_array_equal(r["chisq_history"], model.objective_history_)
         assert_array_equal(r["n_atoms_history"], model.n_atoms_history_)
         assert float(r["chisq"]) == model.chisq_
         assert list(r["pattern_names"]) == ["Pattern_1", "Pattern_2"]
@@ -271,7 +271,7 @@ def test_uncertainty_file_threads_and_csv_output(data, tmp_path, capsys):
         read(tmp_path / "res_amplitudes_std.csv").to_numpy(), expected.components_std_.T
     )
     trace = read(tmp_path / "res_trace.csv")
-    assert_array_equal(trace["chisq"].to_numpy(), expected.chisq_history_)
+    assert_array_equal(trace["chisq"].to_numpy(), expected.objective_history_)
     assert_array_equal(trace[["atoms_W", "atoms_H"]].to_numpy(), expected.n_atoms_history_)
     assert (trace["phase"] == "calibration").sum() == 15 == (trace["phase"] == "sampling").sum()
 
@@ -480,7 +480,7 @@ def test_h5ad_reads_only_the_layer_and_is_written_into_a_copy(
     assert_array_equal(result.varm["cogaps_components"], reference.components_.T)
     assert_array_equal(result.varm["cogaps_components_std"], reference.components_std_.T)
     uns = result.uns["cogaps"]
-    assert_array_equal(uns["chisq_history"], reference.chisq_history_)
+    assert_array_equal(uns["objective_history"], reference.objective_history_)
     assert uns["status"] == "complete" and bool(uns["complete"]) and uns["layer"] == "expr"
     assert uns["params"]["n_components"] == 2 and uns["params"]["max_iter"] == 15
     # everything the input had is still there; the input itself is unchanged
@@ -507,16 +507,16 @@ def test_h5ad_output_errors(data, h5ad_file, tmp_path, capsys):
         assert message in err, (argv, err)
 
 
-def test_birth_death_option_reaches_the_estimator(data, tmp_path, capsys):
+def test_solver_option_reaches_the_estimator(data, tmp_path, capsys):
     np.save(tmp_path / "x.npy", data[0])
     outputs = {}
     for moves in ("cogaps", "reversible"):
-        status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--birth-death", moves, "-o",
+        status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--solver", moves, "-o",
                                        tmp_path / f"{moves}.npz"])
         assert status == 0, err
         outputs[moves] = np.load(tmp_path / f"{moves}.npz")["patterns"]
     expected = CoGAPS(n_components=2, max_iter=15, random_state=3,
-                      birth_death="reversible").fit(data[0]).loadings_
+                      solver="reversible").fit(data[0]).loadings_
     np.testing.assert_allclose(outputs["reversible"], expected)
     assert not np.array_equal(outputs["reversible"], outputs["cogaps"])
 

@@ -36,7 +36,7 @@ def test_recovers_the_planted_patterns_and_chi_square_falls(simulated, fitted):
     assert np.all(corr > 0.9), corr
     order, corr_h = match_components(H, fitted.components_, axis=0)
     assert np.all(corr_h > 0.9), corr_h
-    hist = fitted.chisq_history_
+    hist = fitted.objective_history_
     assert hist.shape == (800,)
     assert hist[-1] < 0.05 * hist[0]
     # the posterior mean fits about as well as the noise allows (chi-square ~ n entries)
@@ -53,7 +53,7 @@ def test_same_seed_same_result_and_different_seeds_differ(simulated, fitted):
     X, _, _ = simulated
     again = CoGAPS(n_components=3, max_iter=400, random_state=0).fit(X)
     assert_array_equal(again.components_, fitted.components_)
-    assert_array_equal(again.chisq_history_, fitted.chisq_history_)
+    assert_array_equal(again.objective_history_, fitted.objective_history_)
     other = CoGAPS(n_components=3, max_iter=400, random_state=1).fit(X)
     assert not np.array_equal(other.components_, fitted.components_)
 
@@ -200,10 +200,10 @@ def test_warm_start_continues_the_chain_and_pickling_between_fits_changes_nothin
     est.fit(X)
     restored.fit(X)
     assert est.n_iter_ == restored.n_iter_ == 50  # this fit's iterations
-    assert est.chisq_history_.shape == (150,)  # the whole chain
+    assert est.objective_history_.shape == (150,)  # the whole chain
     assert_array_equal(est.components_, restored.components_)
     assert_array_equal(est.loadings_std_, restored.loadings_std_)
-    assert_array_equal(est.chisq_history_, restored.chisq_history_)
+    assert_array_equal(est.objective_history_, restored.objective_history_)
     # without warm_start a second fit starts over
     cold = CoGAPS(n_components=3, max_iter=50, random_state=0).fit(X)
     assert cold.fit(X).n_iter_ == 100
@@ -239,11 +239,11 @@ def test_warm_start_on_another_likelihood_or_prior_starts_a_new_chain(simulated,
     with pytest.warns(UserWarning, match=match):
         est.fit(data, **fit_params)
     fresh = CoGAPS(n_components=3, max_iter=20, random_state=0, **params).fit(data, **fit_params)
-    assert est.chisq_history_.shape == (40,)  # a new chain, not 60 iterations
+    assert est.objective_history_.shape == (40,)  # a new chain, not 60 iterations
     assert_array_equal(est.loadings_, fresh.loadings_)
     # the same data, uncertainty and prior continue it
     est.fit(data, **fit_params)
-    assert est.chisq_history_.shape == (60,)
+    assert est.objective_history_.shape == (60,)
 
 
 def test_fit_transform_passes_its_fit_parameters_on(simulated):
@@ -299,7 +299,7 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(
     X, _, _ = simulated
     with pytest.warns(FitInterruptedWarning, match="interrupted after 30 of 40 iterations"):
         est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=warm_start).fit(X)
-    assert est.n_iter_ == 30 and est.chisq_history_.shape == (30,)
+    assert est.n_iter_ == 30 and est.objective_history_.shape == (30,)
     assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
     # the chain can be continued from where it stopped (as the warning advises, also when
     # the interrupted fit ran without warm_start): 20 more iterations in this fit
@@ -307,7 +307,7 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*starts a new")
         est.set_params(warm_start=True).fit(X)
-    assert est.n_iter_ == 20 and est.chisq_history_.shape == (50,)
+    assert est.n_iter_ == 20 and est.objective_history_.shape == (50,)
 
 
 def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fitted):
@@ -385,7 +385,7 @@ def test_fixed_components_recover_the_patterns_and_come_back_unchanged(simulated
     assert np.mean(est.loadings_std_ > 0) > 0.9
     # the amplitudes' domain stays empty, the chi-square trace falls as usual
     assert np.all(est.n_atoms_history_[:, 1] == 0) and est.n_atoms_history_[-1, 0] > 0
-    assert est.chisq_history_.shape == (800,) and est.chisq_history_[-1] < 0.05 * est.chisq_history_[0]
+    assert est.objective_history_.shape == (800,) and est.objective_history_[-1] < 0.05 * est.objective_history_[0]
     u = kwargs.get("uncertainty", np.maximum(0.1 * X, 0.1))
     assert_allclose(est.chisq_, np.sum(((X - est.loadings_ @ H) / u) ** 2), rtol=1e-10)
 
@@ -438,7 +438,7 @@ def test_fixed_fits_do_not_depend_on_the_number_of_threads(fixed, sparse_optimiz
     for n_threads in (1, 2):
         with threadpool_limits(n_threads, user_api="openmp"):
             est.fit(X, **{fixed: matrix})
-            results.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+            results.append((est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy()))
     for a, b in zip(*results):
         assert_array_equal(a, b)
 
@@ -471,7 +471,7 @@ def test_warm_start_continues_a_fixed_fit_and_refuses_another_fixed_matrix(simul
     est.fit(X, fixed_components=H)
     restored.fit(X, fixed_components=H)
     assert est.n_iter_ == restored.n_iter_ == 30  # this fit's iterations
-    assert est.chisq_history_.shape == (90,)
+    assert est.objective_history_.shape == (90,)
     assert_array_equal(est.loadings_, restored.loadings_)
     assert_array_equal(est.components_, H)
     with pytest.raises(ValueError, match="fitted with fixed_components; this fit has no fixed"):
@@ -499,20 +499,20 @@ def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywh
     data = sparse.csr_matrix(X) if model == "sparse" else X
     kwargs = {"fixed_patterns": W} if model == "fixed" else {}
     moves = "reversible" if model == "reversible" else "cogaps"
-    est = CoGAPS(n_components=3, max_iter=15, random_state=0, birth_death=moves)
+    est = CoGAPS(n_components=3, max_iter=15, random_state=0, solver=moves)
     runs = []
     # three threads on fewer cores: a thread may wait for one the system has descheduled
     for n_threads in (1, 2, 3):
         with threadpool_limits(n_threads, user_api="openmp"):
             est.fit(data, **kwargs)
-            runs.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+            runs.append((est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy()))
     # and the thresholds only choose the path, never the chain
     previous = _set_parallel_thresholds(min_work=10**12, min_entries=10**12)
     try:
         est.fit(data, **kwargs)
     finally:
         _set_parallel_thresholds(*previous)
-    runs.append((est.loadings_, est.components_, est.chisq_history_))
+    runs.append((est.loadings_, est.components_, est.objective_history_))
     for run in runs[1:]:
         for a, b in zip(runs[0], run):
             assert_array_equal(a, b)
@@ -586,15 +586,15 @@ def test_pickle_carries_the_sampler_state_only_with_warm_start(simulated):
             "components_std_",
             "loadings_",
             "loadings_std_",
-            "chisq_history_",
+            "objective_history_",
             "n_atoms_history_",
         )
     )
     assert cold_size < attributes + 4000
     assert warm_size > cold_size + 2 * cold.components_.nbytes  # sums and atoms of both matrices
     # a state that was not kept gives a new chain, not an error
-    assert cold.set_params(warm_start=True).fit(X).chisq_history_.shape == (60,)
-    assert cold.fit(X).chisq_history_.shape == (90,)
+    assert cold.set_params(warm_start=True).fit(X).objective_history_.shape == (60,)
+    assert cold.fit(X).objective_history_.shape == (90,)
 
 
 def test_sparse_model_reads_a_canonical_csr_in_place_and_never_changes_the_callers_matrix():
@@ -663,7 +663,7 @@ def test_a_corrupted_saved_state_is_refused_before_use(simulated, how, match, sp
     with pytest.raises(ValueError, match="saved CoGAPS chain state is invalid: .*" + match):
         restored.fit(data)
     # the intact state still continues
-    assert est.fit(data).chisq_history_.shape == (60,)
+    assert est.fit(data).objective_history_.shape == (60,)
 
 
 def test_every_failing_row_of_a_parallel_transform_is_reported():
@@ -775,7 +775,7 @@ def test_padded_residual_rows_give_the_same_chain(monkeypatch, dtype, fixed):
         for n_threads in (1, 2):
             with threadpool_limits(n_threads, user_api="openmp"), every_path_parallel():
                 est.fit(X, **kwargs)
-            runs.append((est.loadings_.copy(), est.components_.copy(), est.chisq_history_.copy()))
+            runs.append((est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy()))
         return runs
 
     plain = fits()

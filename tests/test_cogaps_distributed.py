@@ -70,7 +70,7 @@ def test_recovers_the_planted_programs(cells, genome_wide, single_cell, mode):
         _sparse_model_chisq(X, model.loadings_, model.components_), model.chisq_, rtol=1e-9
     )
     assert_allclose(model.chisq_, model.subset_chisq_.sum())
-    assert model.chisq_history_.shape == (600,) and model.n_iter_ == 600
+    assert model.objective_history_.shape == (600,) and model.n_iter_ == 600
 
 
 def test_subsets_partition_the_split_axis_and_are_diagnosed(genome_wide, single_cell):
@@ -144,7 +144,7 @@ def _fit_small(X, **kwargs):
 
 def _same_fit(a, b):
     for name in ("loadings_", "loadings_std_", "components_", "components_std_",
-                 "chisq_history_", "consensus_correlation_"):
+                 "objective_history_", "consensus_correlation_"):
         assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.chisq_ == b.chisq_
 

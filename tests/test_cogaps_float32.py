@@ -42,14 +42,14 @@ def _fit(X, n_threads=1, **kwargs):
 
 def _outputs(est, W):
     return (est.loadings_, est.loadings_std_, est.components_, est.components_std_,
-            est.chisq_history_, np.array([est.chisq_]), W)
+            est.objective_history_, np.array([est.chisq_]), W)
 
 
 @pytest.mark.parametrize("fixed", [None, "fixed_components", "fixed_patterns", "reversible"])
 def test_float32_chain_is_the_same_for_threads_and_parallel_paths(data, fixed):
     X, W, H = data
     if fixed == "reversible":  # the other birth and death reads the same statistics
-        kwargs = {"birth_death": "reversible"}
+        kwargs = {"solver": "reversible"}
     else:
         kwargs = {} if fixed is None else {fixed: H if fixed == "fixed_components" else W}
     runs = [_fit(X, 1, **kwargs), _fit(X, 2, **kwargs)]
@@ -123,7 +123,7 @@ def test_float32_warm_start_is_the_uninterrupted_chain(data):
     restored.fit(X)
     assert est.components_.dtype == np.float32
     assert_array_equal(est.components_, restored.components_)
-    assert_array_equal(est.chisq_history_, restored.chisq_history_)
+    assert_array_equal(est.objective_history_, restored.objective_history_)
 
 
 def test_float32_transform_is_row_wise(data):

@@ -204,7 +204,7 @@ def test_warm_start_with_read_only_sparse(dense):
     model = CoGAPS(warm_start=True, **FAST).fit(X)
     model.fit(X)
     assert model.n_iter_ == FAST["max_iter"]  # this fit's iterations
-    assert model.chisq_history_.shape == (3 * FAST["max_iter"],)
+    assert model.objective_history_.shape == (3 * FAST["max_iter"],)
     assert_unchanged(X, before)
 
 
@@ -258,5 +258,5 @@ def test_large_but_representable_values_fit_finitely(dense):
     for scale in (1e-100, 1e100):
         X = dense * scale
         model = CoGAPS(**FAST).fit(X, uncertainty=np.maximum(0.1 * X, 0.1 * scale))
-        for name in ("components_", "components_std_", "patterns_", "chisq_", "chisq_history_"):
+        for name in ("components_", "components_std_", "loadings_", "chisq_", "objective_history_"):
             assert np.all(np.isfinite(getattr(model, name))), (scale, name)

@@ -8,7 +8,7 @@ the posterior of one row is a low-dimensional integral: computed here by quadrat
 compared with the chains' samples (P(W = 0), the mean, and a Kolmogorov-Smirnov test of the
 continuous part).
 
-With ``birth_death="reversible"`` every path of the chain must match it: the queued chain
+With ``solver="reversible"`` every path of the chain must match it: the queued chain
 of a fixed-H fit (dense and sparse model, serial and forced-parallel paths) and the
 sequential chain of ``transform``. With CoGAPS's own moves (the default) the same
 comparison fails by tens of standard errors: that is why the option exists (see "How we
@@ -249,7 +249,7 @@ def test_reversible_two_patterns_sample_the_posterior(posteriors):
 
 
 def test_cogaps_moves_do_not_sample_the_posterior(posteriors):
-    """The reason ``birth_death="reversible"`` exists: CoGAPS's own birth and death (the
+    """The reason ``solver="reversible"`` exists: CoGAPS's own birth and death (the
     default) give a one-pattern row almost never zero and a mean far too large."""
     X, prec, H, lam = problem(1)
     samples = fit_chains(X, prec, H, ALPHA, lam, False, 100, 400, 20, seed=1)
@@ -282,7 +282,7 @@ def test_transform_chains_sample_the_posterior(posteriors):
 
 
 def test_estimator_option_reaches_fit_and_transform():
-    """``CoGAPS(birth_death="reversible")``: a fit with the amplitudes fixed, on identical
+    """``CoGAPS(solver="reversible")``: a fit with the amplitudes fixed, on identical
     rows, and ``transform`` of those rows average to the posterior mean of one row; the
     default moves do not."""
     X, prec, H, _ = problem(1)
@@ -293,7 +293,7 @@ def test_estimator_option_reaches_fit_and_transform():
     sigma = 1.0 / np.sqrt(np.repeat(prec, 60, axis=0))
     density = 0.2
     model = CoGAPS(n_components=1, max_iter=400, atom_density_W=density, random_state=0,
-                   birth_death="reversible")
+                   solver="reversible")
     model.fit(rows, uncertainty=sigma, fixed_components=H)
     # the estimator sets the prior rate from the data: the quadrature follows it
     post = QuadraturePosterior(X[0], prec[0], H, density, model.lambda_W_, upper=6.0)
@@ -318,9 +318,9 @@ def test_reversible_chain_is_the_same_for_any_thread_count(model):
             from threadpoolctl import threadpool_limits
 
             with threadpool_limits(limits=threads, user_api="openmp"):
-                est = CoGAPS(n_components=3, max_iter=20, random_state=0, birth_death="reversible",
+                est = CoGAPS(n_components=3, max_iter=20, random_state=0, solver="reversible",
                              sparse_optimization=sparse_opt).fit(X)
-                fits.append((est.loadings_, est.components_, est.chisq_history_,
+                fits.append((est.loadings_, est.components_, est.objective_history_,
                              est.transform(X[:5])))
     for a, b in zip(*fits):
         np.testing.assert_array_equal(a, b)
@@ -333,18 +333,18 @@ def test_reversible_warm_start_and_pickle_continue_the_same_chain():
 
     X, _, _ = make_patterns(n_samples=15, n_features=30, n_components=2, random_state=1)
     est = CoGAPS(n_components=2, max_iter=20, random_state=0, warm_start=True,
-                 birth_death="reversible").fit(X)
+                 solver="reversible").fit(X)
     restored = pickle.loads(pickle.dumps(est))
     est.fit(X)
     restored.fit(X)
     np.testing.assert_array_equal(est.loadings_, restored.loadings_)
-    np.testing.assert_array_equal(est.chisq_history_, restored.chisq_history_)
+    np.testing.assert_array_equal(est.objective_history_, restored.objective_history_)
     # the two moves sample different laws: a chain is not continued with the other one
-    with pytest.raises(ValueError, match="birth_death='reversible'"):
-        est.set_params(birth_death="cogaps").fit(X)
+    with pytest.raises(ValueError, match="solver='reversible'"):
+        est.set_params(solver="cogaps").fit(X)
     # and the option changes the chain
     other = CoGAPS(n_components=2, max_iter=20, random_state=0).fit(X)
-    first = CoGAPS(n_components=2, max_iter=20, random_state=0, birth_death="reversible").fit(X)
+    first = CoGAPS(n_components=2, max_iter=20, random_state=0, solver="reversible").fit(X)
     assert not np.array_equal(other.loadings_, first.loadings_)
 
 

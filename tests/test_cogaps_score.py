@@ -93,7 +93,7 @@ def test_an_unconverged_chain_warns_and_a_converged_one_does_not():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         model = CoGAPS(n_components=2, max_iter=1000, random_state=0).fit(X)
-    sampling = model.chisq_history_[-1000:]
+    sampling = model.objective_history_[-1000:]
     assert abs(sampling[:250].mean() - sampling[-250:].mean()) < 0.05 * sampling[-250:].mean()
 
 

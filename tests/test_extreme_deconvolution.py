@@ -84,9 +84,9 @@ def test_em_never_decreases_the_likelihood(full):
         xd = ExtremeDeconvolution(3, max_iter=60, tol=0.0, **_init(model)).fit(
             X, X_cov=S, projection=R
         )
-    steps = np.diff(xd.lower_bounds_)
+    steps = np.diff(xd.objective_history_)
     assert steps.min() > -1e-10
-    assert xd.lower_bounds_[-1] - xd.lower_bounds_[0] > 0.01
+    assert xd.objective_history_[-1] - xd.objective_history_[0] > 0.01
 
 
 def test_recovers_covariances_that_a_plain_mixture_inflates():
@@ -163,7 +163,7 @@ def test_thread_count_does_not_change_the_result():
             p2 = two.predict_proba(X, X_cov=S)
     assert_array_equal(one.means_, two.means_)
     assert_array_equal(one.covariances_, two.covariances_)
-    assert_array_equal(one.lower_bounds_, two.lower_bounds_)
+    assert_array_equal(one.objective_history_, two.objective_history_)
     assert_array_equal(p1, p2)
 
 
@@ -323,9 +323,9 @@ def test_stochastic_methods_reach_the_batch_optimum(large, method):
     X, S, em = large
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        xd = ExtremeDeconvolution(3, method=method, max_iter=3, batch_size=1000, random_state=0)
+        xd = ExtremeDeconvolution(3, solver=method, max_iter=3, batch_size=1000, random_state=0)
         xd.fit(X, X_cov=S)
-    assert xd.n_iter_ == 3 and len(xd.lower_bounds_) == 3
+    assert xd.n_iter_ == 3 and len(xd.objective_history_) == 3
     assert abs(xd.lower_bound_ - xd.score(X, X_cov=S)) < 1e-10
     assert em.lower_bound_ - xd.lower_bound_ < 0.05
 
@@ -348,7 +348,7 @@ def test_stochastic_float32_agrees_with_float64(method):
     X = X + 1000.0
     init = _init(model)
     init["means_init"] = init["means_init"] + 1000.0
-    kw = dict(n_components=3, method=method, max_iter=3, batch_size=500, random_state=0, **init)
+    kw = dict(n_components=3, solver=method, max_iter=3, batch_size=500, random_state=0, **init)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         a = ExtremeDeconvolution(**kw).fit(X, X_cov=S)
@@ -377,7 +377,7 @@ def test_split_merge_escapes_a_local_optimum():
     assert xd.lower_bound_ > stuck.lower_bound_ + 0.3
     assert_allclose(np.sort(xd.means_[:, 0]), centres[:, 0], atol=0.15)
     assert xd.n_iter_ > stuck.n_iter_
-    assert np.all(np.diff(xd.lower_bounds_[: stuck.n_iter_]) > -1e-10)
+    assert np.all(np.diff(xd.objective_history_[: stuck.n_iter_]) > -1e-10)
 
 
 def test_labelled_noise_must_follow_the_labels_of_x():
@@ -400,10 +400,10 @@ def test_warm_start_continues_from_the_previous_fit():
         warnings.simplefilter("ignore", ConvergenceWarning)
         xd = ExtremeDeconvolution(3, max_iter=5, tol=0.0, warm_start=True, random_state=0)
         xd.fit(X, X_cov=S)
-        first = xd.lower_bounds_[-1]
+        first = xd.objective_history_[-1]
         xd.fit(X, X_cov=S)
         ten = ExtremeDeconvolution(3, max_iter=10, tol=0.0, random_state=0).fit(X, X_cov=S)
-    assert xd.lower_bounds_[0] >= first - 1e-12
+    assert xd.objective_history_[0] >= first - 1e-12
     assert_allclose(xd.means_, ten.means_, rtol=1e-12)
 
 
@@ -444,7 +444,7 @@ def test_warm_start_holds_the_fixed_components_at_their_initial_values():
     assert_array_equal(xd.means_[0], [-10.0, 0.0])
     assert np.all(xd.means_[1] != [10.0, 0.0])
     assert abs(xd.weights_.sum() - 1) < 1e-12
-    assert np.all(np.diff(xd.lower_bounds_) > -1e-10)
+    assert np.all(np.diff(xd.objective_history_) > -1e-10)
 
 
 def test_partial_fit_after_fit_counts_the_fitted_data():
@@ -457,9 +457,9 @@ def test_partial_fit_after_fit_counts_the_fitted_data():
     # one minibatch of 5 points after 5000: a step of (1000 + 2) ** -0.6, about 1.6%
     assert np.abs(xd.means_ - means).max() < 0.1
     assert xd.score(X, X_cov=S) > before - 0.01
-    assert xd.n_iter_ == 1 and xd.lower_bounds_.shape == (1,)
+    assert xd.n_iter_ == 1 and xd.objective_history_.shape == (1,)
     xd.partial_fit(X[5:10], X_cov=S[5:10])
-    assert xd.n_iter_ == 2 and xd.lower_bounds_.shape == (2,)
+    assert xd.n_iter_ == 2 and xd.objective_history_.shape == (2,)
 
 
 def test_noise_of_missing_coordinates_is_ignored():
@@ -500,7 +500,7 @@ def test_fast_paths_agree_with_the_general_kernel():
                     b.score_samples(X, X_cov=full, projection=np.repeat(R[None], 600, 0)),
                     rtol=1e-11)  # fmt: skip
     assert_allclose(c.covariances_, e.covariances_, rtol=1e-10, atol=1e-12)
-    assert_allclose(c.lower_bounds_, e.lower_bounds_, rtol=1e-12)
+    assert_allclose(c.objective_history_, e.objective_history_, rtol=1e-12)
 
 
 def test_n_init_keeps_the_best_start():
@@ -521,7 +521,7 @@ def test_minibatch_em_with_projections_and_missing_values():
     X = X - v + np.einsum("nij,nj->ni", R, v)
     X[::5, 0] = np.nan
     em = ExtremeDeconvolution(3, tol=1e-5, **_init(model)).fit(X, X_cov=S, projection=R)
-    xd = ExtremeDeconvolution(3, method="minibatch_em", max_iter=4, batch_size=500,
+    xd = ExtremeDeconvolution(3, solver="minibatch_em", max_iter=4, batch_size=500,
                               random_state=0, **_init(model))  # fmt: skip
     xd.fit(X, X_cov=S, projection=R)
     assert em.lower_bound_ - xd.lower_bound_ < 0.05

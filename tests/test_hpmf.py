@@ -74,7 +74,7 @@ def test_gamma_samples_and_their_gradients_are_unbiased(alpha):
 
 
 def test_vbem_elbo_never_decreases(vbem_fit):
-    lb = vbem_fit.lower_bounds_
+    lb = vbem_fit.objective_history_
     assert lb.size == vbem_fit.n_iter_
     assert np.all(np.diff(lb) >= -1e-10 * np.abs(lb[1:]))
     assert vbem_fit.lower_bound_ == lb[-1]
@@ -107,7 +107,7 @@ def test_random_start_reaches_the_same_optimum_on_the_paper_example(example, vbe
     _, corr = match_components(f, est.components_.T)
     assert np.all(corr > 0.95), corr
     assert est.lower_bound_ == pytest.approx(vbem_fit.lower_bound_, rel=1e-3)
-    assert np.all(np.diff(est.lower_bounds_) >= -1e-10 * np.abs(est.lower_bounds_[1:]))
+    assert np.all(np.diff(est.objective_history_) >= -1e-10 * np.abs(est.objective_history_[1:]))
 
 
 def test_the_default_start_avoids_the_poor_optima_of_random_starts():
@@ -144,7 +144,7 @@ def test_dense_and_sparse_input_give_the_same_fit(example):
     for Xs in (sparse.csr_matrix(X), csc64, sparse.csr_array(X.astype(np.int32))):
         est = HierarchicalPMF(**kw).fit(Xs)
         assert_allclose(est.components_, ref.components_, rtol=1e-12)
-        assert_allclose(est.lower_bounds_, ref.lower_bounds_, rtol=1e-12)
+        assert_allclose(est.objective_history_, ref.objective_history_, rtol=1e-12)
         assert_allclose(est.transform(Xs), ref.transform(X), rtol=1e-12)
 
 
@@ -163,7 +163,7 @@ def test_same_seed_same_result_for_any_thread_count(example, solver, monkeypatch
     for est in (two, again):
         assert_array_equal(est.components_, one.components_)
         assert_array_equal(est.loadings_shape_, one.loadings_shape_)
-        assert_array_equal(est.lower_bounds_, one.lower_bounds_)
+        assert_array_equal(est.objective_history_, one.objective_history_)
         assert est.exact_lower_bound_ == one.exact_lower_bound_
     with threadpool_limits(1, user_api="openmp"):
         W1 = one.transform(X)
@@ -196,7 +196,7 @@ def test_tiny_shapes_and_empty_rows_stay_finite():
     X[:, :3] = 0.0
     X[7, 9] = 500.0
     est = HierarchicalPMF(4, prior_shape=1e-3, max_iter=200, random_state=0).fit(X)
-    for name in ("components_", "loadings_", "loadings_log_", "lower_bounds_"):
+    for name in ("components_", "loadings_", "loadings_log_", "objective_history_"):
         assert np.all(np.isfinite(getattr(est, name))), name
     assert np.all(np.isfinite(est.transform(X)))
     assert np.isfinite(est.score(X))
@@ -213,7 +213,7 @@ def test_fixed_priors_are_kept(example):
     rate_only = HierarchicalPMF(2, learn_prior="rate", prior_shape=0.7, max_iter=30,
                                 random_state=0).fit(X)
     assert_array_equal(rate_only.prior_loadings_shape_, 0.7)
-    assert np.all(np.diff(rate_only.lower_bounds_) >= -1e-10 * np.abs(rate_only.lower_bound_))
+    assert np.all(np.diff(rate_only.objective_history_) >= -1e-10 * np.abs(rate_only.lower_bound_))
 
 
 def test_warm_start_reads_the_fixed_priors_as_set_now(example):
@@ -270,7 +270,7 @@ def test_warm_start_continues_and_pickles(example):
     est = HierarchicalPMF(2, max_iter=10, random_state=0, warm_start=True).fit(X)
     first = est.lower_bound_
     est.fit(X)
-    assert est.lower_bounds_[0] >= first - 1e-10 * abs(first)
+    assert est.objective_history_[0] >= first - 1e-10 * abs(first)
     assert est.lower_bound_ >= first
     back = pickle.loads(pickle.dumps(est))
     assert_array_equal(back.transform(X), est.transform(X))
@@ -291,7 +291,7 @@ def test_three_solvers_reach_the_same_elbo(example, vbem_fit):
     with pytest.warns(ConvergenceWarning):
         pathwise.fit(X)
     # Newton climbs the same augmented bound as VBEM, never down
-    lb = newton.lower_bounds_
+    lb = newton.objective_history_
     assert np.all(np.diff(lb) >= -1e-10 * np.abs(lb[1:]))
     ref = vbem_fit.augmented_lower_bound_
     for est in (newton, pathwise):

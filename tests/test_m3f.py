@@ -259,9 +259,9 @@ def test_held_out_nmae_far_below_constant(split, fitted):
     strong = rating_nmae(test, fitted.predict_ratings(test, observed=train))
     assert weak < 0.35 * best_constant
     assert strong < 0.4 * best_constant
-    assert fitted.n_iter_ == 40 and fitted.objective_.shape == (40,)
+    assert fitted.n_iter_ == 40 and fitted.objective_history_.shape == (40,)
     # the objective falls from the random start
-    assert fitted.objective_[-5:].mean() < 0.5 * fitted.objective_[0]
+    assert fitted.objective_history_[-5:].mean() < 0.5 * fitted.objective_history_[0]
 
 
 def test_same_result_for_one_two_and_four_threads(split):
@@ -271,7 +271,7 @@ def test_same_result_for_one_two_and_four_threads(split):
         with threadpool_limits(n, user_api="openmp"):
             m = MaxMarginMF(4, C=1.0, margin=1.0, max_iter=6, burn_in=2, random_state=3)
             m.fit(train)
-            out.append((m.user_factors_, m.thresholds_, m.objective_,
+            out.append((m.loadings_, m.thresholds_, m.objective_history_,
                         m.predict_ratings(test, observed=train).data))
     for other in out[1:]:
         for a, b in zip(out[0], other):
@@ -319,13 +319,13 @@ def test_warm_start_continues_the_chain(split):
     train, _ = split
     m = MaxMarginMF(3, C=1.0, margin=1.0, max_iter=5, burn_in=2, random_state=0,
                     warm_start=True).fit(train)
-    first = m.objective_.copy()
+    first = m.objective_history_.copy()
     assert (m.n_iter_, m.n_samples_averaged_) == (5, 3)
     m.fit(train)
     # n_iter_ counts the iterations of the last fit; the traces and the running means
     # cover the whole chain
-    assert (m.n_iter_, m.n_samples_averaged_, m.objective_.size) == (5, 8, 10)
-    assert_array_equal(m.objective_[:5], first)
+    assert (m.n_iter_, m.n_samples_averaged_, m.objective_history_.size) == (5, 8, 10)
+    assert_array_equal(m.objective_history_[:5], first)
     assert m.held_out_nmae_.shape == (10,) and np.all(np.isnan(m.held_out_nmae_))
 
 
@@ -359,8 +359,8 @@ def test_warm_start_on_another_model_or_other_ratings_starts_anew(split, change,
     with pytest.warns(UserWarning, match=match):
         m.fit(X)
     fresh = MaxMarginMF(**{**dict(n_components=3), **kw, **params}).fit(X)
-    assert m.objective_.size == 5
-    assert_array_equal(m.user_factors_, fresh.user_factors_)
+    assert m.objective_history_.size == 5
+    assert_array_equal(m.loadings_, fresh.loadings_)
     assert_array_equal(m.levels_, fresh.levels_)
 
 
@@ -370,7 +370,7 @@ def test_held_out_ratings_as_y_are_traced_not_fitted(split):
     plain = MaxMarginMF(3, **kw).fit(train)
     m = MaxMarginMF(3, **kw).fit(train, test)
     # y is not fitted: the chain is the same
-    assert_array_equal(m.user_factors_, plain.user_factors_)
+    assert_array_equal(m.loadings_, plain.loadings_)
     trace = m.held_out_nmae_
     assert trace.shape == (12,) and np.all(np.isfinite(trace))
     # the last value is the NMAE of the returned predictions (the running means)
@@ -408,7 +408,7 @@ def test_dense_nan_and_sparse_input_agree(split):
     dense[dense == 0] = np.nan
     a = MaxMarginMF(3, max_iter=4, burn_in=1, random_state=0).fit(train)
     b = MaxMarginMF(3, max_iter=4, burn_in=1, random_state=0).fit(dense)
-    assert_array_equal(a.user_factors_, b.user_factors_)
+    assert_array_equal(a.loadings_, b.loadings_)
     # dense output: predictions at the non-NaN entries, NaN elsewhere
     pred = b.predict_ratings(dense)
     assert_array_equal(np.isnan(pred), np.isnan(dense))
@@ -509,7 +509,7 @@ def test_dense_zeros_are_named_wherever_ratings_are_read(split):
         warnings.simplefilter("error")
         a = MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(nan)
     np.testing.assert_array_equal(a.levels_, m.levels_)
-    np.testing.assert_array_equal(a.user_factors_, m.user_factors_)
+    np.testing.assert_array_equal(a.loadings_, m.loadings_)
 
 
 def test_a_chain_that_ends_in_its_burn_in_is_refused(split):
@@ -523,7 +523,7 @@ def test_a_chain_that_ends_in_its_burn_in_is_refused(split):
     m.set_params(max_iter=2)  # 8 iterations in all, 5 averaged
     m.fit(train)
     assert m.n_samples_averaged_ == 5
-    assert np.all(np.isfinite(m.user_factors_))
+    assert np.all(np.isfinite(m.loadings_))
     # new users run their own chain of max_iter iterations, averaged after burn_in
     with pytest.raises(ValueError, match=r"max_iter=2 iterations averaged after burn_in=3"):
         m.predict_ratings(test[:5], observed=train[:5])
@@ -851,8 +851,8 @@ def test_ibp_feature_count_settles_near_the_truth():
     train, test = holdout_ratings(X, 3, random_state=0)
     m = MaxMarginMF(1, prior="ibp", C=0.3, margin=1.0, factor_scale=3.0, alpha=1.0,
                     max_iter=80, burn_in=40, random_state=0).fit(train)
-    assert m.n_features_trace_[:5].max() >= 8
-    late = m.n_features_trace_[40:]
+    assert m.n_features_history_[:5].max() >= 8
+    late = m.n_features_history_[40:]
     assert 1 <= late.min() and late.max() <= 6 and abs(np.median(late) - 3) <= 1
     best_constant = min(
         rating_nmae(test, sparse.csr_matrix((np.full(test.nnz, float(c)), test.indices,
@@ -872,8 +872,8 @@ def test_ibp_variant_fits_binary_feature_data():
         for c in range(1, 6))
     assert rating_nmae(test, m.predict_ratings(test)) < 0.4 * best_constant
     assert rating_nmae(test, m.predict_ratings(test, observed=train)) < 0.6 * best_constant
-    assert m.user_factors_.min() >= 0 and m.user_factors_.max() <= 1
-    assert m.n_components_ == m.item_factors_.shape[1] == m.components_.shape[0]
+    assert m.loadings_.min() >= 0 and m.loadings_.max() <= 1
+    assert m.n_components_ == m.components_.shape[0] == m.components_.shape[0]
 
 
 def test_ibp_same_result_for_one_and_two_threads():
@@ -883,7 +883,7 @@ def test_ibp_same_result_for_one_and_two_threads():
         with threadpool_limits(n, user_api="openmp"):
             m = MaxMarginMF(2, prior="ibp", C=0.3, margin=3.0, max_iter=5, burn_in=2,
                             random_state=1).fit(X)
-            out.append((m.user_factors_, m.item_factors_, m.objective_))
+            out.append((m.loadings_, m.components_, m.objective_history_))
     for a, b in zip(*out):
         assert_array_equal(a, b)
 

@@ -43,7 +43,7 @@ def test_wbpmf_unseen_feature_gets_a_positive_background():
     assert unseen.any()
     model = WeightedBackgroundPMF(n_components=3, max_iter=10, random_state=0).fit(X)
     assert np.all(model.f0_ > 0)
-    assert np.all(np.isfinite(model.factors_mean_log_))
+    assert np.all(np.isfinite(model.components_mean_log_))
     # Far below the scale of the features that have counts.
     assert model.f0_[unseen].max() < 0.1 * np.median(model.f0_[~unseen])
     # A held-out row with a count on an unseen feature scores finite, and lower than

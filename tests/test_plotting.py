@@ -198,7 +198,7 @@ def test_traces_of_every_estimator(cogaps, counts):
     X, model = cogaps
     ax = plot_trace(model)
     line = ax.get_lines()[0]
-    assert_array_equal(line.get_ydata(), model.chisq_history_)
+    assert_array_equal(line.get_ydata(), model.objective_history_)
     assert ax.get_yscale() == "log" and ax.get_ylabel() == "chi-square"
     # the boundary between the phases
     assert any(np.allclose(ln.get_xdata(), 40.5) for ln in ax.get_lines()[1:])
@@ -209,7 +209,7 @@ def test_traces_of_every_estimator(cogaps, counts):
     for est in (hpmf, wbpmf):
         ax = plot_trace(est)
         assert ax.get_ylabel() == "ELBO" and ax.get_yscale() == "linear"
-        assert_array_equal(ax.get_lines()[0].get_ydata(), np.asarray(est.lower_bounds_))
+        assert_array_equal(ax.get_lines()[0].get_ydata(), np.asarray(est.objective_history_))
         assert ax.get_lines()[0].get_xdata()[0] == 1 and ax.get_xlabel() == "iteration"
         assert ax.get_title() == type(est).__name__
     rng = np.random.RandomState(0)
@@ -217,12 +217,12 @@ def test_traces_of_every_estimator(cogaps, counts):
     xd.fit(rng.normal(size=(50, 2)))
     ax = plot_trace(xd)
     assert ax.get_ylabel() == "mean log-likelihood per point"
-    assert_array_equal(ax.get_lines()[0].get_ydata(), np.asarray(xd.lower_bounds_))
+    assert_array_equal(ax.get_lines()[0].get_ydata(), np.asarray(xd.objective_history_))
     ratings = np.random.RandomState(0).randint(1, 6, size=(20, 15)).astype(float)
     m3f = MaxMarginMF(n_components=2, max_iter=6, burn_in=2, random_state=0).fit(ratings)
     ax = plot_trace(m3f)
     assert ax.get_ylabel() == "max-margin objective"
-    assert_array_equal(ax.get_lines()[0].get_ydata(), m3f.objective_)
+    assert_array_equal(ax.get_lines()[0].get_ydata(), m3f.objective_history_)
     nmf = NMF(2, init="nndsvda", tol=1e-2, random_state=0).fit(counts)
     with pytest.raises(TypeError, match="records no trace"):
         plot_trace(nmf)
@@ -236,7 +236,7 @@ def test_phase_boundary_of_a_warm_started_chain(cogaps):
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = CoGAPS(n_components=2, max_iter=12, warm_start=True, random_state=0).fit(X)
         model.set_params(max_iter=5).fit(X)
-    assert model.chisq_history_.size == 12 + 12 + 5
+    assert model.objective_history_.size == 12 + 12 + 5
     ax = plot_trace(model)
     boundaries = [ln.get_xdata()[0] for ln in ax.get_lines()[1:]]
     assert boundaries == [12.5]

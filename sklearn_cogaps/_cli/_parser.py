@@ -137,11 +137,12 @@ def build_parser():
             help=f"{text}; default {default:g})",
         )
     parser.add_argument(
+        "--solver",
         "--birth-death",
         choices=("cogaps", "reversible"),
         default="cogaps",
         help="the chain's birth and death moves: CoGAPS's (default) or reversible-jump ones "
-        "that sample the model's posterior exactly",
+        "that sample the model's posterior exactly (--birth-death is its former name)",
     )
     parser.add_argument(
         "--seed",

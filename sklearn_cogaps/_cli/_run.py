@@ -79,7 +79,7 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
     print("chi-square")
     print(f"  empty model (start)  {_empty_model_chisq(X, uncertainty):16,.1f}")
     if n_iter:
-        print(f"  last iteration       {model.chisq_history_[-1]:16,.1f}")
+        print(f"  last iteration       {model.objective_history_[-1]:16,.1f}")
     print(
         f"  {posterior:<20} {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "
         "many if the uncertainty is right)"
@@ -266,7 +266,7 @@ def main(argv=None):
             atom_density_H=args.alpha_h,
             max_gibbs_mass_W=args.max_gibbs_mass_w,
             max_gibbs_mass_H=args.max_gibbs_mass_h,
-            birth_death=args.birth_death,
+            solver=args.solver,
             random_state=args.seed,
             verbose=args.verbose,
             sparse_optimization=args.sparse_optimization,

@@ -87,7 +87,7 @@ def write_results(path, model, sample_names=None, feature_names=None):
             "patterns_std": model.loadings_std_,
             "amplitudes": model.components_,
             "amplitudes_std": model.components_std_,
-            "chisq_history": model.chisq_history_,
+            "chisq_history": model.objective_history_,
             "n_atoms_history": model.n_atoms_history_,
             "chisq": np.float64(model.chisq_),
             "lambda": np.array([model.lambda_W_, model.lambda_H_]),
@@ -137,7 +137,7 @@ def write_results(path, model, sample_names=None, feature_names=None):
                 [
                     i + 1,
                     phase[i],
-                    repr(float(model.chisq_history_[i])),
+                    repr(float(model.objective_history_[i])),
                     int(atoms[0]),
                     int(atoms[1]),
                 ]

@@ -201,15 +201,15 @@ def warm_start_mismatch(est, X, data, fixed, likelihood):
     if previous_densities != densities:
         return (f"the atom densities (atom_density_W, atom_density_H) are {densities}, the "
                 f"previous chain's prior had {previous_densities}")  # fmt: skip
-    # states saved before the option existed come from CoGAPS's moves
-    previous_moves = state.get("birth_death", "cogaps")
-    if previous_moves != est.birth_death:
+    # states saved by release 0.1 name the moves "birth_death", or none (CoGAPS's)
+    previous_moves = state.get("solver", state.get("birth_death", "cogaps"))
+    solver = est._parameter("solver")
+    if previous_moves != solver:
         raise ValueError(
             f"warm_start=True continues the previous chain, which ran with "
-            f"birth_death={previous_moves!r}; this fit has birth_death="
-            f"{est.birth_death!r}. The two moves sample different laws, so their "
-            "samples cannot be averaged together: use the same birth_death, or set "
-            "warm_start=False to start a new chain."
+            f"solver={previous_moves!r}; this fit has solver={solver!r}. The two moves "
+            "sample different laws, so their samples cannot be averaged together: use the "
+            "same solver, or set warm_start=False to start a new chain."
         )
     which, _, matrix = fixed
     previous = state.get("fixed")
@@ -339,7 +339,7 @@ def set_posterior(est, sampler, data, history, atoms, pass_threads, fixed):
         est.chisq_ = sparse_chi_square(rows, w_mean, h_mean, sigma0, pass_threads, poisson)
     else:
         est.chisq_ = fit_chi_square(a, b, w_mean, h_mean, pass_threads)
-    est.chisq_history_ = history
+    est.objective_history_ = history
     est.n_atoms_history_ = atoms
 
 

@@ -240,7 +240,7 @@ def _fit_subset(estimator, data, fixed):
         "components": estimator.components_,
         "components_std": estimator.components_std_,
         "chisq": estimator.chisq_,
-        "chisq_history": estimator.chisq_history_,
+        "objective_history": estimator.objective_history_,
         "n_atoms_history": estimator.n_atoms_history_,
         "converged": estimator.converged_,
     }
@@ -276,7 +276,8 @@ def _ship(data):
 def _run_subsets(parallel, model, data, n_components, seeds, fixed):
     """Fit every subset through joblib; each task receives only its own subset's data."""
     template = clone(model).set_params(
-        distributed=None, n_components=n_components, warm_start=False, **_DISTRIBUTED_ONLY
+        distributed=None, n_components=n_components, warm_start=False, **_DISTRIBUTED_ONLY,
+        **model._under_new_names(),
     )
     return parallel(
         delayed(_fit_subset)(clone(template).set_params(random_state=int(seed)), part, fixed)
@@ -392,9 +393,9 @@ def fit_distributed(model, X, uncertainty=None):
     # the subsets partition X, so the chi-squares add up to that of the stitched result
     model.subset_chisq_ = np.array([r["chisq"] for r in second])
     model.chisq_ = float(model.subset_chisq_.sum())
-    model.chisq_history_ = np.sum([r["chisq_history"] for r in second], axis=0)
+    model.objective_history_ = np.sum([r["objective_history"] for r in second], axis=0)
     model.n_atoms_history_ = np.sum([r["n_atoms_history"] for r in second], axis=0)
-    model.n_iter_ = len(model.chisq_history_)
+    model.n_iter_ = len(model.objective_history_)
     model.converged_ = all(r["converged"] for r in second)
     model.n_components_ = K
     model.subsets_ = subsets

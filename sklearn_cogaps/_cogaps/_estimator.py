@@ -13,12 +13,12 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
-from sklearn.utils import deprecated
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
 from ._chain import (
@@ -62,6 +62,7 @@ class _Problem:
 
 
 class CoGAPS(
+    RenamedMixin,
     IterativeMixin,
     DataInFitMixin,
     NonNegativeFactorisationMixin,
@@ -111,8 +112,8 @@ class CoGAPS(
         ``1 / lambda_W_`` (CoGAPS's ``maxGibbsMassP``).
     max_gibbs_mass_H : float, default=100.0
         The same for ``H`` (CoGAPS's ``maxGibbsMassA``).
-    birth_death : {"cogaps", "reversible"}, default="cogaps"
-        The birth and death moves of the chain, in ``fit``, fits with a fixed matrix,
+    solver : {"cogaps", "reversible"}, default="cogaps"
+        The chain's birth and death moves, in ``fit``, fits with a fixed matrix,
         :meth:`transform` and :meth:`score`; see :ref:`cogaps-birth-death`.
 
         - ``"cogaps"``: CoGAPS's moves, as in the C++ CoGAPS (a birth always keeps its
@@ -190,6 +191,12 @@ class CoGAPS(
 
         .. deprecated:: 0.2
            ``alpha_H`` is deprecated and will be removed in 0.3. Use ``atom_density_H``.
+    birth_death : {"cogaps", "reversible"}, default="deprecated"
+        Former name of ``solver``.
+
+        .. deprecated:: 0.2
+           ``birth_death`` was renamed ``solver`` (the name of the algorithm switch in every
+           estimator of the package) and will be removed in 0.3.
 
     Attributes
     ----------
@@ -215,8 +222,9 @@ class CoGAPS(
         The uncertainty of the fit: a named model, or ``"array"`` for the user's own.
         :meth:`transform` and :meth:`score` use the named model when given no
         uncertainty (``"relative"`` after an array).
-    chisq_history_ : ndarray of shape (n_iterations,)
-        Chi-square of the chain's current state after every iteration, calibration first.
+    objective_history_ : ndarray of shape (n_iterations,)
+        Chi-square of the chain's current state after every iteration, calibration first,
+        over the whole chain (a ``warm_start`` continuation appends to it).
     n_atoms_history_ : ndarray of shape (n_iterations, 2)
         Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
     lambda_W_, lambda_H_ : float
@@ -269,7 +277,19 @@ class CoGAPS(
     ((2, 60), (20, 2))
     """
 
+    _renamed_parameters = {
+        "alpha_W": "atom_density_W",
+        "alpha_H": "atom_density_H",
+        "birth_death": "solver",
+    }
+    _renamed_attributes = {
+        "patterns_": ("loadings_", False),
+        "patterns_std_": ("loadings_std_", False),
+        "chisq_history_": ("objective_history_", False),
+    }
+
     _objective_name = "chi-square"
+    _objective_log_scale = True
     _maximise = False
     _stops_early = False
 
@@ -340,7 +360,8 @@ class CoGAPS(
         "alpha_H": [Interval(Real, 0, None, closed="neither"), Hidden(StrOptions({"deprecated"}))],
         "max_gibbs_mass_W": [Interval(Real, 0, None, closed="neither")],
         "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
-        "birth_death": [StrOptions({"cogaps", "reversible"})],
+        "solver": [StrOptions({"cogaps", "reversible"})],
+        "birth_death": [StrOptions({"cogaps", "reversible"}), Hidden(StrOptions({"deprecated"}))],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "sparse_optimization": ["boolean"],
@@ -363,7 +384,7 @@ class CoGAPS(
         atom_density_H=0.01,
         max_gibbs_mass_W=100.0,
         max_gibbs_mass_H=100.0,
-        birth_death="cogaps",
+        solver="cogaps",
         random_state=None,
         verbose=0,
         sparse_optimization=False,
@@ -377,6 +398,7 @@ class CoGAPS(
         n_jobs=None,
         alpha_W="deprecated",
         alpha_H="deprecated",
+        birth_death="deprecated",
     ):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -386,6 +408,7 @@ class CoGAPS(
         self.alpha_H = alpha_H
         self.max_gibbs_mass_W = max_gibbs_mass_W
         self.max_gibbs_mass_H = max_gibbs_mass_H
+        self.solver = solver
         self.birth_death = birth_death
         self.random_state = random_state
         self.verbose = verbose
@@ -538,7 +561,8 @@ class CoGAPS(
         check_side_labels(X, "uncertainty", uncertainty)
         check_side_labels(X, "fixed_components", fixed_components, axes=("column",))
         check_side_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
-        self._atom_densities = self._resolve_atom_densities()
+        self._atom_densities = (float(self._parameter("atom_density_W")),
+                                float(self._parameter("atom_density_H")))
         X = self._validate_X(X, reset=True)
         name = uncertainty_name(uncertainty)
         self.uncertainty_model_ = "array" if name is None else name
@@ -562,7 +586,7 @@ class CoGAPS(
         state = self._warm_state(problem)
         continued = state is not None
         if continued:
-            history, atoms = self.chisq_history_, self.n_atoms_history_
+            history, atoms = self.objective_history_, self.n_atoms_history_
         else:
             state = self._initialise(problem, None)
             history, atoms = np.empty(0), np.empty((0, 2), dtype=np.int64)
@@ -587,7 +611,7 @@ class CoGAPS(
                 likelihood = likelihood_digest(X, name, uncertainty)
             self._sampler_state = {
                 **sampler.get_state(),
-                "birth_death": self.birth_death,
+                "solver": self._parameter("solver"),
                 "likelihood": likelihood,
                 "atom_densities": tuple(self._atom_densities),
             }
@@ -597,24 +621,6 @@ class CoGAPS(
             self._n_calibration_iter = min(run.n_iter, self.max_iter)
         check_finite_fit(self)
         return self
-
-    def _resolve_atom_densities(self):
-        """``(atom_density_W, atom_density_H)``, from the deprecated names when they are set."""
-        densities = []
-        for old, new in (("alpha_W", "atom_density_W"), ("alpha_H", "atom_density_H")):
-            value = getattr(self, old)
-            if isinstance(value, str) and value == "deprecated":
-                densities.append(float(getattr(self, new)))
-                continue
-            warnings.warn(
-                f"'{old}' was renamed '{new}' in 0.2 and will be removed in 0.3: it is the "
-                f"expected number of atoms per matrix element, not a regularisation strength "
-                f"as in NMF. Use {new}={value!r}.",
-                FutureWarning,
-                stacklevel=4,
-            )
-            densities.append(float(value))
-        return tuple(densities)
 
     def _validate_fixed(self, X, fixed_components, fixed_patterns):
         """``(which, matrix)`` with which in {None, "W", "H"} and the fixed matrix in the
@@ -664,7 +670,7 @@ class CoGAPS(
     @property
     def _reversible(self):
         # estimators pickled before the option existed use CoGAPS's moves
-        return getattr(self, "birth_death", "cogaps") == "reversible"
+        return self._parameter("solver") == "reversible"
 
     def fit_transform(self, X, y=None, *, uncertainty=None, fixed_components=None,
                       fixed_patterns=None):
@@ -781,18 +787,6 @@ class CoGAPS(
         return z_scores(self.loadings_, self.loadings_std_), z_scores(
             self.components_, self.components_std_
         )
-
-    @deprecated("'patterns_' was renamed 'loadings_' in 0.2 and will be removed in 0.3.")
-    @property
-    def patterns_(self):
-        """Deprecated alias of ``loadings_``."""
-        return self.loadings_
-
-    @deprecated("'patterns_std_' was renamed 'loadings_std_' in 0.2 and will be removed in 0.3.")
-    @property
-    def patterns_std_(self):
-        """Deprecated alias of ``loadings_std_``."""
-        return self.loadings_std_
 
     def score(self, X, y=None, *, uncertainty=None):
         """Held-out log-likelihood of X per sample, for choosing ``n_components``.

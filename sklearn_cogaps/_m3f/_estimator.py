@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
+from .._utils._deprecation import RenamedMixin
 from .._utils._seeding import draw_seeds
 from .._utils._validation import (
     check_ignored_y,
@@ -78,7 +79,7 @@ class _FitState:
         self.n_features, self.held_out = n_features, held_out
 
 
-class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
+class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
     """Gibbs max-margin matrix factorisation of ordinal ratings (Gibbs M3F and iPM3F).
 
     Users (rows) rate items (columns) on L ordered levels. A rating is explained by a score
@@ -139,14 +140,12 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
 
     Attributes
     ----------
-    user_factors_ : ndarray of shape (n_users, n_components)
-        Running mean of U (of Z for ``prior="ibp"``: the fraction of samples in which the
-        user has the feature).
-    item_factors_ : ndarray of shape (n_items, n_components)
-        Running mean of V (for ``prior="ibp"``, over the samples in which the feature
-        exists).
+    loadings_ : ndarray of shape (n_users, n_components)
+        The per-user factors: running mean of U (of Z for ``prior="ibp"``: the fraction of
+        samples in which the user has the feature).
     components_ : ndarray of shape (n_components, n_items)
-        ``item_factors_.T``.
+        The per-item factors: running mean of V, transposed (for ``prior="ibp"``, over the
+        samples in which the feature exists).
     thresholds_ : ndarray of shape (n_users, n_levels - 1)
         Running mean of the thresholds.
     levels_ : ndarray of shape (n_levels,)
@@ -159,10 +158,12 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
         The prior means of the thresholds used.
     threshold_scale_ : float
         The prior standard deviation of the thresholds used.
-    objective_ : ndarray of shape (n_iter,)
+    objective_history_ : ndarray of shape (n_iter,)
         The max-margin objective of each sample: squared norms of the factors (or -ln of the
         IBP prior), C times the summed hinge losses and the threshold prior term.
-    n_features_trace_ : ndarray of shape (n_iter,)
+    converged_ : bool
+        True: the chain runs ``max_iter`` iterations, as every sampler of the package.
+    n_features_history_ : ndarray of shape (n_iter,)
         Number of features of each sample (constant for ``prior="gaussian"``).
     held_out_nmae_ : ndarray of shape (n_iter,)
         With held-out ratings passed as ``y`` to :meth:`fit`: their NMAE at each
@@ -173,7 +174,7 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
     n_iter_ : int
         Number of iterations run by the last call to :meth:`fit` (``max_iter``, or fewer
         after an interruption). The traces above cover the whole chain, across
-        ``warm_start`` continuations: ``objective_.size`` iterations.
+        ``warm_start`` continuations: ``objective_history_.size`` iterations.
     n_samples_averaged_ : int
         Number of samples in the running means: the iterations after ``burn_in`` of the
         whole chain, across ``warm_start`` continuations.
@@ -228,9 +229,16 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
 
     _fit_advice = "MaxMarginMF(n_components=K).fit(R)"
 
-    _objective_name = "objective"
+    _renamed_attributes = {
+        "user_factors_": ("loadings_", False),
+        "item_factors_": ("components_", True),
+        "objective_": ("objective_history_", False),
+        "n_features_trace_": ("n_features_history_", False),
+    }
+
+    _objective_name = "max-margin objective"
     _maximise = False
-    _fitted_attribute = "user_factors_"
+    _fitted_attribute = "loadings_"
     _stops_early = False
 
     def __init__(
@@ -506,10 +514,10 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
         U, V, theta, ilam = (a.copy() for a in self._chain_state)
         chain = _Chain(U, V, theta, ilam, problem.rho, problem.varsigma)
         chain.ids, chain.n_born = self._chain_ids.copy(), self._n_born_total
-        it0 = self.objective_.size
+        it0 = self.objective_history_.size
         held = list(getattr(self, "held_out_nmae_", np.full(it0, np.nan)))
         state = _FitState(problem, chain, copy.deepcopy(self._sums), it0,
-                          list(self.n_features_trace_), held)  # fmt: skip
+                          list(self.n_features_history_), held)  # fmt: skip
         self._row_pass(problem.data, chain, draw_seeds(problem.rng, problem.data.shape[0]),
                        False, 1)  # fmt: skip
         return state
@@ -610,7 +618,7 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
                 "the burn-in, and a chain that ends within it has no sample to predict from. "
                 "Raise max_iter or lower burn_in."
             )
-        objective = list(self.objective_) if state.it0 else []
+        objective = list(self.objective_history_) if state.it0 else []
         transform_seed = draw_seeds(rng)
         run = self._run(state, self.max_iter)
         self._end_run(run)
@@ -619,16 +627,15 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
         chain = state.chain
         self._transform_seed = transform_seed
         self.n_samples_averaged_ = sums.count
-        self.objective_ = np.asarray(objective + run.history)
-        self.n_features_trace_ = np.asarray(state.n_features, dtype=np.intp)
+        self.objective_history_ = np.asarray(objective + run.history)
+        self.n_features_history_ = np.asarray(state.n_features, dtype=np.intp)
         self.held_out_nmae_ = np.asarray(state.held_out, dtype=np.float64)
         self.levels_ = levels
         self.n_levels_ = L
         self.threshold_mean_ = rho
         self.threshold_scale_ = float(varsigma)
         U, V, theta = sums.means(self.prior)
-        self.user_factors_ = U
-        self.item_factors_ = V
+        self.loadings_ = U
         self.components_ = V.T
         self.thresholds_ = theta
         self.n_components_ = U.shape[1]
@@ -669,12 +676,12 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
         data = _Ratings(R, self.levels_)
         N = R.shape[0]
         K = self.n_components_
-        V = np.ascontiguousarray(self.item_factors_)
+        V = np.ascontiguousarray(self.components_.T)
         row_seeds = _row_seeds(R, self._transform_seed)
         Ur = np.zeros((N, K))
         if self.prior == "ibp":
-            m = self.user_factors_.sum(axis=0)
-            n_fit = self.user_factors_.shape[0]
+            m = self.loadings_.sum(axis=0)
+            n_fit = self.loadings_.shape[0]
             p = np.clip(m / (n_fit + 1.0), 1e-12, 1 - 1e-12)
             prior_logit = np.log(p) - np.log1p(-p)
             Ur = (np.tile(p, (N, 1)) > 0.5).astype(np.float64)
@@ -749,12 +756,12 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
         P = _pattern_csr(X_checked)
         rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
         if R is None:
-            if X_checked.shape[0] != self.user_factors_.shape[0]:
+            if X_checked.shape[0] != self.loadings_.shape[0]:
                 raise ValueError(
-                    f"X must have one row per training user ({self.user_factors_.shape[0]}); "
+                    f"X must have one row per training user ({self.loadings_.shape[0]}); "
                     f"got {X_checked.shape[0]}. Pass observed=... to rate new users."
                 )
-            U, theta = self.user_factors_, self.thresholds_
+            U, theta = self.loadings_, self.thresholds_
         else:
             if R.shape[0] != X_checked.shape[0]:
                 raise ValueError(
@@ -762,7 +769,7 @@ class MaxMarginMF(IterativeMixin, DataInFitMixin, BaseEstimator):
                     f"{R.shape[0]}."
                 )
             U, theta = self._new_users(R)
-        x = np.einsum("pk,pk->p", U[rows], self.item_factors_[P.indices])
+        x = np.einsum("pk,pk->p", U[rows], self.components_.T[P.indices])
         return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]))
 
     def score(self, X, y=None):

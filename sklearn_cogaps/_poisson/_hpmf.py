@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._adam import Adam
+from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import check_ignored_y, validate_input
@@ -81,6 +82,7 @@ class _FitState:
 
 
 class HierarchicalPMF(
+    RenamedMixin,
     IterativeMixin,
     DataInFitMixin,
     NonNegativeFactorisationMixin,
@@ -115,8 +117,9 @@ class HierarchicalPMF(
     max_iter : int, default=1000
         Maximum number of iterations (sweeps; Adam steps for ``"pathwise"``).
     tol : float, default=1e-6
-        Stop when the relative change of the ELBO between iterations is at most ``tol``. For
-        ``"pathwise"``, the change between the means of consecutive windows of 100 estimates.
+        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude, as in
+        every estimator of the package. For ``"pathwise"``, the change between the means of
+        consecutive windows of 100 estimates.
     init : {"auto", "random", "nmf", "vbem"}, default="auto"
         How the variational parameters start: ``"random"`` draws posterior means around the
         scale of the data; ``"nmf"`` starts from 5 iterations of scikit-learn's
@@ -149,6 +152,9 @@ class HierarchicalPMF(
         hyperparameters ``learn_prior`` does not learn are those of ``prior_shape`` and
         ``prior_rate`` as they are set now). On data of another shape or another
         ``n_components``, the fit starts anew with a ``UserWarning``.
+    n_init : int, default=1
+        Number of fits from different starts (as scHPF's ``ntrials``); the one with the
+        highest final bound is kept. Ignored when ``warm_start`` continues a fit.
 
     Attributes
     ----------
@@ -175,7 +181,7 @@ class HierarchicalPMF(
     lower_bound_ : float
         The final value of the bound the solver maximises (for ``"pathwise"``, the mean of
         the last 100 estimates).
-    lower_bounds_ : ndarray of shape (``n_iter_``,)
+    objective_history_ : ndarray of shape (``n_iter_``,)
         Its trace: the value after every iteration of the last fit.
     augmented_lower_bound_ : float
         The ELBO of the augmented model (exact, deterministic) at the fitted q.
@@ -211,11 +217,13 @@ class HierarchicalPMF(
     >>> model = HierarchicalPMF(n_components=2, random_state=0).fit(X)
     >>> model.transform(X).shape
     (30, 2)
-    >>> bool(np.all(np.diff(model.lower_bounds_) > -1e-6 * abs(model.lower_bound_)))
+    >>> bool(np.all(np.diff(model.objective_history_) > -1e-6 * abs(model.lower_bound_)))
     True
     """
 
     _fit_advice = "HierarchicalPMF(n_components=K).fit(X)"
+
+    _renamed_attributes = {"lower_bounds_": ("objective_history_", False)}
 
     _objective_name = "ELBO"
     _maximise = True
@@ -223,6 +231,7 @@ class HierarchicalPMF(
     _peer_parameters = {
         "k": ("hpfrec", "n_components=K"),
         "nfactors": ("scHPF", "n_components=K"),
+        "ntrials": ("scHPF", "n_init=N (the best of N starts by the final ELBO)"),
         "maxiter": ("hpfrec", "max_iter=N"),
         "random_seed": ("hpfrec", "random_state=seed"),
         "a": ("hpfrec and scHPF", "prior_shape=a (one shape for both factors)"),
@@ -250,6 +259,7 @@ class HierarchicalPMF(
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -268,6 +278,7 @@ class HierarchicalPMF(
         random_state=None,
         verbose=0,
         warm_start=False,
+        n_init=1,
     ):
         self.n_components = n_components
         self.solver = solver
@@ -282,6 +293,7 @@ class HierarchicalPMF(
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.n_init = n_init
 
     # -- validation --------------------------------------------------------------------------
 
@@ -468,7 +480,7 @@ class HierarchicalPMF(
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         problem = _Problem(counts, rng, n_threads)
         start = self._warm_state(problem)
-        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, 1)
+        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, self.n_init)
         self._end_run(run)
         L, F = run.state.L, run.state.F
         if self.solver == "pathwise":
@@ -482,7 +494,7 @@ class HierarchicalPMF(
         self.exact_lower_bound_ = float(
             _exact_elbo_estimate(counts, L, F, rng, _N_EVAL_SAMPLES, n_threads))
         self.lower_bound_ = float(run.objective)
-        self.lower_bounds_ = np.asarray(run.history, dtype=np.float64)
+        self.objective_history_ = np.asarray(run.history, dtype=np.float64)
         self.loadings_shape_, self.loadings_rate_ = L.alpha, L.beta
         self.loadings_, self.loadings_log_ = L.mean, L.elog
         self.components_shape_ = np.ascontiguousarray(F.alpha.T)

@@ -17,12 +17,13 @@ from sklearn.base import (
     _fit_context,
 )
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._seeding import draw_seeds
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
@@ -51,10 +52,11 @@ _NO_SIDE_INPUT = (
 
 class _Problem:
     """What every run of one fit shares: the counts, the starts given for init='custom', the
-    compiled sweeps, the row and column sums and the log X! constant."""
+    compiled sweeps, the row and column sums, the log X! constant and the prior families
+    of the loadings and of the components."""
 
-    def __init__(self, X, W, H, n_threads):
-        self.X, self.W, self.H = X, W, H
+    def __init__(self, X, W, H, n_threads, families):
+        self.X, self.W, self.H, self.families = X, W, H, families
         self.sweeper = _Sweeper(X, n_threads)
         self.x_rows = np.asarray(X.sum(axis=1)).ravel()
         self.x_cols = np.asarray(X.sum(axis=0)).ravel()
@@ -69,6 +71,7 @@ class _FitState:
 
 
 class WeightedBackgroundPMF(
+    RenamedMixin,
     IterativeMixin,
     DataInFitMixin,
     NonNegativeFactorisationMixin,
@@ -95,14 +98,15 @@ class WeightedBackgroundPMF(
         mixture of Gamma(a, a) on the fixed 34-value grid of the R package ebpmf.alpha with
         weights fitted by mix-SQP; ``"exponential_mixture"`` a mixture of exponentials on the
         geometric grid of scales ``2**-20, ..., 2**20``.
-    prior_factors : {"gamma_mixture", "gamma", "point_gamma", "exponential_mixture"}, \
+    prior_components : {"gamma_mixture", "gamma", "point_gamma", "exponential_mixture"}, \
             default="gamma_mixture"
-        EBPM family of the priors ``g_F,k`` of the factors.
+        EBPM family of the priors ``g_F,k`` of the per-feature factors.
     max_iter : int, default=100
         Maximum number of iterations (also the number of sweeps of ``transform``).
     tol : float, default=1e-8
-        Stop when the relative gain of the ELBO in one iteration falls below ``tol``
-        (``transform`` stops a row when its loadings change by less than ``tol``, relative).
+        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude, as in
+        every estimator of the package (``transform`` stops a row when its loadings change by
+        less than ``tol``, relative).
     init : {"nmf", "custom"}, default="nmf"
         ``"nmf"``: start from scikit-learn's KL-NMF (multiplicative updates, 50 iterations);
         ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the factors
@@ -119,6 +123,15 @@ class WeightedBackgroundPMF(
         same prior families, ``fit`` continues from the previous fit's posteriors, priors,
         weights and background (``init``, ``W`` and ``H`` are then not used). Otherwise
         a previous fit is not continued: the fit starts anew with a ``UserWarning``.
+    n_init : int, default=1
+        Number of fits from different starts (``init="nmf"`` with different seeds); the one
+        with the highest final ELBO is kept. Ignored when ``warm_start`` continues a fit.
+    prior_factors : str, default="deprecated"
+        Former name of ``prior_components``.
+
+        .. deprecated:: 0.2
+           ``prior_factors`` was renamed ``prior_components`` ("factors" named the
+           per-sample side in MaxMarginMF) and will be removed in 0.3.
 
     Attributes
     ----------
@@ -140,17 +153,17 @@ class WeightedBackgroundPMF(
         another optimum than the fit's.
     loadings_mean_, loadings_mean_log_ : ndarray of shape (n_samples, n_components)
         Posterior ``E[l_ik]`` and ``E[log l_ik]`` of the training rows.
-    factors_mean_, factors_mean_log_ : ndarray of shape (n_features, n_components)
-        Posterior ``E[f_jk]`` and ``E[log f_jk]``.
-    prior_loadings_, prior_factors_ : dict of ndarray
+    components_mean_, components_mean_log_ : ndarray of shape (n_components, n_features)
+        Posterior ``E[f_jk]`` and ``E[log f_jk]``, transposed.
+    prior_loadings_, prior_components_ : dict of ndarray
         The fitted priors, each ``pi0 delta_0 + sum_m weights[k, m] Gamma(shape[k, m],
         rate[k, m])`` for component ``k``: keys ``"pi0"`` (n_components,), ``"weights"``,
         ``"shape"``, ``"rate"`` (n_components, n_mix).
-    kl_loadings_, kl_factors_ : ndarray of shape (n_components,)
+    kl_loadings_, kl_components_ : ndarray of shape (n_components,)
         ``KL(q_L,k || g_L,k)`` and ``KL(q_F,k || g_F,k)`` at the end of the fit.
     lower_bound_ : float
         The final ELBO (eq. 3.20, including ``-sum log X_ij!``).
-    lower_bounds_ : ndarray of shape (``n_iter_``,)
+    objective_history_ : ndarray of shape (``n_iter_``,)
         The ELBO after each iteration.
     n_iter_ : int
         Number of iterations run by the last call to ``fit``.
@@ -181,11 +194,20 @@ class WeightedBackgroundPMF(
     >>> model = WeightedBackgroundPMF(n_components=2, max_iter=20, random_state=0).fit(X)
     >>> model.transform(X).shape
     (30, 2)
-    >>> bool(np.all(np.diff(model.lower_bounds_) > -1e-6 * abs(model.lower_bound_)))
+    >>> bool(np.all(np.diff(model.objective_history_) > -1e-6 * abs(model.lower_bound_)))
     True
     """
 
     _fit_advice = "WeightedBackgroundPMF(n_components=K).fit(X)"
+
+    _renamed_parameters = {"prior_factors": "prior_components"}
+    _renamed_attributes = {
+        "lower_bounds_": ("objective_history_", False),
+        "factors_mean_": ("components_mean_", True),
+        "factors_mean_log_": ("components_mean_log_", True),
+        "prior_factors_": ("prior_components_", False),
+        "kl_factors_": ("kl_components_", False),
+    }
 
     _objective_name = "ELBO"
     _maximise = True
@@ -193,7 +215,7 @@ class WeightedBackgroundPMF(
     _peer_parameters = {
         "K": ("R ebpmf", "n_components=K"),
         "maxiter": ("R ebpmf", "max_iter=N"),
-        "ebpm_fn": ("R ebpmf's ebpm.fn", "prior_loadings=... and prior_factors=... (one of "
+        "ebpm_fn": ("R ebpmf's ebpm.fn", "prior_loadings=... and prior_components=... (one of "
                     "'gamma_mixture', 'gamma', 'point_gamma', 'exponential_mixture')"),
     }
 
@@ -202,13 +224,15 @@ class WeightedBackgroundPMF(
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "prior_loadings": [StrOptions(set(EBPM_FAMILIES))],
-        "prior_factors": [StrOptions(set(EBPM_FAMILIES))],
+        "prior_components": [StrOptions(set(EBPM_FAMILIES))],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "init": [StrOptions({"nmf", "custom"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "prior_factors": [StrOptions(set(EBPM_FAMILIES)), Hidden(StrOptions({"deprecated"}))],
     }
 
     def __init__(
@@ -216,23 +240,27 @@ class WeightedBackgroundPMF(
         n_components=5,
         *,
         prior_loadings="gamma_mixture",
-        prior_factors="gamma_mixture",
+        prior_components="gamma_mixture",
         max_iter=100,
         tol=1e-8,
         init="nmf",
         random_state=None,
         verbose=0,
         warm_start=False,
+        n_init=1,
+        prior_factors="deprecated",
     ):
         self.n_components = n_components
         self.prior_loadings = prior_loadings
-        self.prior_factors = prior_factors
+        self.prior_components = prior_components
         self.max_iter = max_iter
         self.tol = tol
         self.init = init
         self.random_state = random_state
         self.verbose = verbose
         self.warm_start = warm_start
+        self.n_init = n_init
+        self.prior_factors = prior_factors
 
     # ------------------------------------------------------------------ helpers
     def _validate_X(self, X, reset):
@@ -286,34 +314,34 @@ class WeightedBackgroundPMF(
 
     def _initialise(self, problem, rng):
         L, F = self._initial_factors(problem.X, problem.W, problem.H, rng)
-        return _FitState(problem, FitState.start(L, F, self.prior_loadings, self.prior_factors))
+        return _FitState(problem, FitState.start(L, F, *problem.families))
 
     def _warm_start_mismatch(self, problem):
         n, p = problem.X.shape
-        previous = (self.loadings_mean_.shape[0], *self.factors_mean_.shape)
+        previous = (self.loadings_mean_.shape[0], *self.components_mean_.shape[::-1])
         if previous != (n, p, self.n_components):
             return (f"X has shape {(n, p)} and n_components={self.n_components}, the "
                     f"previous fit had {previous[:2]} and {previous[2]}")  # fmt: skip
         families = getattr(self, "_fit_families", None)
-        if families != (self.prior_loadings, self.prior_factors):
-            return (f"the prior families are ({self.prior_loadings!r}, "
-                    f"{self.prior_factors!r}), the previous fit had {families}")  # fmt: skip
+        if families != problem.families:
+            return (f"the prior families are {problem.families}, the previous fit had "
+                    f"{families}")  # fmt: skip
         return None
 
     def _continue(self, problem):
         """Copies of the previous fit's state."""
         keys = ("pi0", "weights", "shape", "rate")
+        Ef, Elogf = self._feature_moments()
         return _FitState(problem, FitState(*copy.deepcopy((
-            self.w_, self.l0_, self.f0_, self.loadings_mean_, self.factors_mean_,
-            self.loadings_mean_log_, self.factors_mean_log_,
-            tuple(self.prior_loadings_[k] for k in keys),
-            tuple(self.prior_factors_[k] for k in keys), self.kl_loadings_, self.kl_factors_,
+            self.w_, self.l0_, self.f0_, self.loadings_mean_, Ef, self.loadings_mean_log_,
+            Elogf, tuple(self.prior_loadings_[k] for k in keys),
+            tuple(self.prior_components_[k] for k in keys), self.kl_loadings_,
+            self.kl_components_,
         ))))  # fmt: skip
 
     def _iterate(self, state, iteration):
         p = state.problem
-        return iterate(state.fit, p.sweeper, p.x_rows, p.x_cols, p.const, self.prior_loadings,
-                       self.prior_factors)  # fmt: skip
+        return iterate(state.fit, p.sweeper, p.x_rows, p.x_cols, p.const, *p.families)
 
     def _snapshot(self, state, iteration):
         if iteration == 0:
@@ -359,9 +387,10 @@ class WeightedBackgroundPMF(
                 "X has no positive entry; the Poisson model needs at least one non-zero count."
             )
         rng = check_random_state(self.random_state)
-        problem = _Problem(X, W, H, effective_n_threads())
+        families = (self.prior_loadings, self._parameter("prior_components"))
+        problem = _Problem(X, W, H, effective_n_threads(), families)
         start = self._warm_state(problem)
-        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, 1)
+        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, self.n_init)
         self._end_run(run)
         s = run.state.fit
         f0, Ef, Elogf = unseen_features(problem.x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf,
@@ -379,17 +408,17 @@ class WeightedBackgroundPMF(
         self.loadings_ = l0[:, None] * El
         self.loadings_mean_ = El
         self.loadings_mean_log_ = s.Elogl
-        self.factors_mean_ = Ef
-        self.factors_mean_log_ = Elogf
+        self.components_mean_ = np.ascontiguousarray(Ef.T)
+        self.components_mean_log_ = np.ascontiguousarray(Elogf.T)
         keys = ("pi0", "weights", "shape", "rate")
         self.prior_loadings_ = dict(zip(keys, s.gL))
-        self.prior_factors_ = dict(zip(keys, s.gF))
+        self.prior_components_ = dict(zip(keys, s.gF))
         self.kl_loadings_ = s.kl_L
-        self.kl_factors_ = s.kl_F
-        self.lower_bounds_ = np.asarray(run.history)
+        self.kl_components_ = s.kl_F
+        self.objective_history_ = np.asarray(run.history)
         self.lower_bound_ = float(run.history[-1])
         self.components_ = (w[:, None] * (f0[:, None] * Ef).T).copy()
-        self._fit_families = (self.prior_loadings, self.prior_factors)
+        self._fit_families = problem.families
         return self
 
     # ---------------------------------------------------------------- transform
@@ -418,7 +447,8 @@ class WeightedBackgroundPMF(
         fit = self._sweep_rows(sweeper, x_rows, np.ones((X.shape[0], self.n_components)))
         self._keep_better(fit, every, sweeper, x_rows, self._ml_start(sweeper))
         l0, El = fit[0], fit[1]
-        counts = l0[:, None] * El * (self.w_ * (self.f0_ @ self.factors_mean_))
+        Ef, _ = self._feature_moments()
+        counts = l0[:, None] * El * (self.w_ * (self.f0_ @ Ef))
         off = (counts < 1) & (counts < counts.max(axis=1, keepdims=True))
         rows = np.flatnonzero(off.any(axis=1))
         if rows.size:
@@ -445,8 +475,9 @@ class WeightedBackgroundPMF(
         below at ``_CLAMP``, as the fit's start is.
         """
         n, K = sweeper.n, self.n_components
-        colw = self.w_ * (self.f0_ @ self.factors_mean_)
-        lv = np.ascontiguousarray(self.factors_mean_log_)
+        Ef, Elogf = self._feature_moments()
+        colw = self.w_ * (self.f0_ @ Ef)
+        lv = Elogf
         L = np.ones((n, K))
         for _ in range(_ML_ITER):
             with np.errstate(divide="ignore"):
@@ -459,7 +490,8 @@ class WeightedBackgroundPMF(
     def _sweep_rows(self, sweeper, x_rows, El):
         """Coordinate ascent on l0 and q(l) of every row from ``E[l] = El``, a point mass."""
         n, K = El.shape
-        w, f0, Ef, Elogf = self.w_, self.f0_, self.factors_mean_, self.factors_mean_log_
+        w, f0 = self.w_, self.f0_
+        Ef, Elogf = self._feature_moments()
         g = self.prior_loadings_
         colw = w * (f0 @ Ef)  # w_k sum_j f0_j E[f_jk]
         El = El.copy()
@@ -497,13 +529,16 @@ class WeightedBackgroundPMF(
                 break
         return l0, El, Elogl, kl
 
+    def _feature_moments(self):
+        """``E[f]`` and ``E[log f]`` in the model's orientation, (n_features, n_components)."""
+        return (np.ascontiguousarray(self.components_mean_.T),
+                np.ascontiguousarray(self.components_mean_log_.T))  # fmt: skip
+
     def _row_elbo(self, sweeper, x_rows, l0, El, Elogl, kl):
         """Each row's part of the ELBO that :meth:`score` sums (less its log X! constant)."""
         no_cols = np.zeros(self.f0_.size)  # the column part is the same for every fit of the rows
-        rows, _ = elbo_rows(
-            sweeper, x_rows, no_cols, self.w_, l0, self.f0_, El, self.factors_mean_, Elogl,
-            self.factors_mean_log_,
-        )
+        Ef, Elogf = self._feature_moments()
+        rows, _ = elbo_rows(sweeper, x_rows, no_cols, self.w_, l0, self.f0_, El, Ef, Elogl, Elogf)
         return rows - kl.sum(axis=1)
 
     def transform(self, X):
@@ -552,11 +587,11 @@ class WeightedBackgroundPMF(
         check_ignored_y(self, y, X, method="score", advice="score the counts alone, call score(X)")
         X = self._validate_X(X, reset=False)
         sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(X)
+        Ef, Elogf = self._feature_moments()
         x_cols = np.asarray(X.sum(axis=0)).ravel()
         const = float(np.sum(gammaln(X.data + 1.0)))
         rows, cols = elbo_rows(
-            sweeper, x_rows, x_cols, self.w_, l0, self.f0_, El, self.factors_mean_,
-            Elogl, self.factors_mean_log_,
+            sweeper, x_rows, x_cols, self.w_, l0, self.f0_, El, Ef, Elogl, Elogf,
         )
         return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / X.shape[0]
 

@@ -129,7 +129,7 @@ class FitState:
         self.gL, self.gF, self.kl_L, self.kl_F = gL, gF, kl_L, kl_F
 
     @classmethod
-    def start(cls, L, F, prior_loadings, prior_factors):
+    def start(cls, L, F, prior_loadings, prior_components):
         """The state of the factors ``L`` (n, K) and ``F`` (p, K): clamped, scaled by their
         row means (the background), with ``w = 1`` and the priors' starting weights (the
         start of the reference implementation)."""
@@ -141,11 +141,11 @@ class FitState:
         El = L / l0[:, None]
         Ef = F / f0[:, None]
         return cls(np.ones(K), l0, f0, El, Ef, np.log(El), np.log(Ef),
-                   _initial_prior(prior_loadings, K), _initial_prior(prior_factors, K),
+                   _initial_prior(prior_loadings, K), _initial_prior(prior_components, K),
                    np.zeros(K), np.zeros(K))  # fmt: skip
 
 
-def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_factors):
+def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_components):
     """One iteration of Algorithm 3.1, in place; returns the ELBO after it (eq. 3.20)."""
     s_ = state
     K = s_.w.size
@@ -161,7 +161,7 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_factors
         s_.gL = _store(s_.gL, k, res, K)
         # q_F,k and g_F,k with the new loadings (eq. 3.14).
         s = np.dot(s_.l0, s_.El[:, k]) * s_.w[k] * s_.f0
-        res = _solve(y_cols, s, prior_factors, _prior_k(s_.gF, k))
+        res = _solve(y_cols, s, prior_components, _prior_k(s_.gF, k))
         s_.Ef[:, k], s_.Elogf[:, k], s_.kl_F[k] = res.mean, res.mean_log, res.kl
         s_.gF = _store(s_.gF, k, res, K)
         # w_k (Algorithm 3.1, eq. 3.18).

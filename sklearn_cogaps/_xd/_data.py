@@ -248,10 +248,11 @@ def warn_if_noise_like(estimator, y, X_cov, method):
 
 class Problem:
     """What every run of one fit shares: the observations, the masks of the components held
-    fixed, the thread count, the fit's generator, the total weight of the points and the
+    fixed, the thread count, the fit's generator and solver, the total weight of the points and the
     round-off below which a fall of the objective is not a failure."""
 
-    def __init__(self, data, fixed, n_threads, rng):
+    def __init__(self, data, fixed, n_threads, rng, solver):
         self.data, self.fixed, self.n_threads, self.rng = data, fixed, n_threads, rng
+        self.solver = solver
         self.total = float(data.sample_weight.sum())
         self.roundoff = 1e-10 if data.X.dtype == np.float64 else 1e-5

@@ -14,11 +14,12 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, DensityMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
+from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._progress import Progress
 from .._utils._validation import check_ignored_y
@@ -70,7 +71,7 @@ def _observations_doc(method):
 
 
 
-class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEstimator):
+class ExtremeDeconvolution(RenamedMixin, IterativeMixin, DataInFitMixin, DensityMixin, BaseEstimator):
     """Gaussian mixture of the noise-free data behind noisy, projected, incomplete observations.
 
     Each observation is ``x_i = R_i v_i + e_i`` where ``e_i ~ N(0, S_i)`` has a known covariance
@@ -85,15 +86,17 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
     ----------
     n_components : int, default=1
         Number of mixture components K.
-    method : {"em", "minibatch_em", "sgd"}, default="em"
+    solver : {"em", "minibatch_em", "sgd"}, default="em"
         ``"em"``: batch EM of Bovy et al. (2011). ``"minibatch_em"``: online EM on minibatches
         with the numerically stable covariance update of Ritchie & Murray (2019) and step sizes
         ``(t + 2) ** -step_exponent``. ``"sgd"``: stochastic gradient ascent of the
         log-likelihood with Adam on softmax weights and Cholesky factors with log-diagonal.
     tol : float, default=1e-6
-        Convergence threshold on the gain of the mean log-likelihood per point (per iteration
-        for ``"em"``, per pass over the data for the stochastic methods, whose per-epoch means
-        are noisy: they usually run all ``max_iter`` epochs, without a warning).
+        The fit stops when an iteration changes the mean log-likelihood per point by at
+        most ``tol`` (by ``tol`` times its magnitude when that is above 1), as in every
+        estimator of the package (per pass over the data for the stochastic solvers, whose
+        per-epoch means are noisy: they usually run all ``max_iter`` epochs, without a
+        warning).
     max_iter : int, default=100
         Maximum number of EM iterations (``"em"``) or of passes over the data (epochs).
     n_init : int, default=1
@@ -125,7 +128,7 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         values, which must then be given (``weights_init``, ``means_init``,
         ``precisions_init``).
     split_merge : int, default=0
-        Number of split-and-merge attempts after EM has converged (``method="em"``): merge
+        Number of split-and-merge attempts after EM has converged (``solver="em"``): merge
         the two most overlapping components, split the worst-fitting one, re-run EM, and keep
         the result only if it raises the likelihood (Bovy et al. 2011, section 3.2).
     batch_size : int, default=1000
@@ -134,7 +137,7 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         Exponent ``kappa`` of the online-EM step size ``lambda_t = (t + 2) ** -kappa`` after
         ``t`` steps; in (0.5, 1] for convergence (Cappe & Moulines 2009).
     learning_rate : float, default=0.01
-        Adam step size of ``method="sgd"``.
+        Adam step size of ``solver="sgd"``.
     random_state : int, RandomState instance or None, default=None
         Seeds the initialisation, the minibatch order and `sample`.
     warm_start : bool, default=False
@@ -145,11 +148,20 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         ``UserWarning``.
     verbose : int, default=0
         0: silent; 1: a progress line (iteration, mean log-likelihood, time elapsed and
-        left) about every tenth of ``max_iter``, or every ``verbose_interval`` iterations;
-        2: a line after every iteration.
-    verbose_interval : int or None, default=None
-        Iterations between progress lines with ``verbose=1``; None: about a tenth of
-        ``max_iter``.
+        left) about every tenth of ``max_iter``; 2: a line after every iteration.
+    method : {"em", "minibatch_em", "sgd"}, default="deprecated"
+        Former name of ``solver``.
+
+        .. deprecated:: 0.2
+           ``method`` was renamed ``solver`` (the name of the algorithm switch in every
+           estimator of the package) and will be removed in 0.3.
+    verbose_interval : int or None, default="deprecated"
+        Iterations between progress lines with ``verbose=1``.
+
+        .. deprecated:: 0.2
+           ``verbose_interval`` will be removed in 0.3: ``verbose=1`` prints about every
+           tenth of the iterations and ``verbose=2`` every one, as in every estimator of the
+           package.
 
     Attributes
     ----------
@@ -172,8 +184,8 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         last ``fit``.
     lower_bound_ : float
         Mean log-likelihood per point of the fitted mixture on the training data.
-    lower_bounds_ : ndarray of shape (``n_iter_``,)
-        Mean log-likelihood after each iteration (for the stochastic methods, the mean over the
+    objective_history_ : ndarray of shape (``n_iter_``,)
+        Mean log-likelihood after each iteration (for the stochastic solvers, the mean over the
         minibatches of each epoch; for `partial_fit`, that of each minibatch it was given).
     n_features_in_ : int
         Number of observed coordinates p (columns of X).
@@ -223,7 +235,7 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "method": [StrOptions({"em", "minibatch_em", "sgd"})],
+        "solver": [StrOptions({"em", "minibatch_em", "sgd"})],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
@@ -243,14 +255,19 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         "random_state": ["random_state"],
         "warm_start": ["boolean"],
         "verbose": ["verbose"],
-        "verbose_interval": [Interval(Integral, 1, None, closed="left"), None],
+        "method": [StrOptions({"em", "minibatch_em", "sgd"}), Hidden(StrOptions({"deprecated"}))],
+        "verbose_interval": [
+            Interval(Integral, 1, None, closed="left"),
+            None,
+            Hidden(StrOptions({"deprecated"})),
+        ],
     }
 
     def __init__(
         self,
         n_components=1,
         *,
-        method="em",
+        solver="em",
         tol=1e-6,
         max_iter=100,
         n_init=1,
@@ -270,10 +287,11 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         random_state=None,
         warm_start=False,
         verbose=0,
-        verbose_interval=None,
+        method="deprecated",
+        verbose_interval="deprecated",
     ):
         self.n_components = n_components
-        self.method = method
+        self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
         self.n_init = n_init
@@ -293,9 +311,13 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         self.random_state = random_state
         self.warm_start = warm_start
         self.verbose = verbose
+        self.method = method
         self.verbose_interval = verbose_interval
 
-    _objective_name = "mean log-likelihood"
+    _renamed_parameters = {"method": "solver"}
+    _renamed_attributes = {"lower_bounds_": ("objective_history_", False)}
+
+    _objective_name = "mean log-likelihood per point"
     _maximise = True
     _fitted_attribute = "means_"
 
@@ -339,13 +361,13 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         return self._start_state(problem, initial_params(self, problem.data, rng))
 
     def _start_state(self, problem, params, fixed=None):
-        """The state of a run of ``self.method`` from ``params`` (``fixed`` overrides the
+        """The state of a run of the fit's solver from ``params`` (``fixed`` overrides the
         masks of the components held fixed, as split-and-merge does)."""
         params = tuple(np.asarray(a, dtype=np.float64) for a in params)
         fixed = problem.fixed if fixed is None else fixed
-        if self.method == "em":
+        if problem.solver == "em":
             return EMRun(problem, params, fixed)
-        if self.method == "minibatch_em":
+        if problem.solver == "minibatch_em":
             optimiser = OnlineEMState(
                 params, float(np.mean(problem.data.sample_weight)) * self.batch_size,
                 reg_covar=self.reg_covar)  # fmt: skip
@@ -392,23 +414,24 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         return run.state.finish(self)
 
     def _has_converged(self, previous, current):
-        if self.method == "em":
+        if self._solver == "em":
             return current - previous < self.tol
         return abs(current - previous) < self.tol
 
     def _progress_every(self):
-        return self.verbose_interval
+        every = self.verbose_interval
+        return None if isinstance(every, str) else every
 
     def _unconverged_message(self, run):
         # The stochastic methods run the epochs asked for; only batch EM has a convergence
         # promise to break.
-        if self.method != "em" or self.max_iter == 0:
+        if run.state.problem.solver != "em" or self.max_iter == 0:
             return None
         return super()._unconverged_message(run)
 
     def _fit_from(self, state):
         run = super()._fit_from(state)
-        if self.method == "em" and self.split_merge:
+        if state.problem.solver == "em" and self.split_merge:
             run = self._split_merge(state.problem, run)
         return run
 
@@ -450,7 +473,16 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         if np.sum(data.sample_weight) <= 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
         rng = check_random_state(self.random_state)
-        problem = Problem(data, fixed_masks(self, self.n_components), effective_n_threads(), rng)
+        if not (isinstance(self.verbose_interval, str) and self.verbose_interval == "deprecated"):
+            warnings.warn(
+                "verbose_interval is deprecated in 0.2 and will be removed in 0.3: verbose=1 "
+                "prints about every tenth of the iterations, verbose=2 every one.",
+                FutureWarning,
+                stacklevel=3,
+            )
+        self._solver = self._parameter("solver")
+        problem = Problem(data, fixed_masks(self, self.n_components), effective_n_threads(), rng,
+                          self._solver)  # fmt: skip
         start = self._warm_state(problem)
         if start is not None:
             run = self._fit_from(start)  # one run, whatever n_init
@@ -462,7 +494,7 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
         if hasattr(self, "_online_state"):
             del self._online_state
         self.lower_bound_ = float(run.state.loglik)
-        self.lower_bounds_ = np.asarray(run.history, dtype=np.float64)
+        self.objective_history_ = np.asarray(run.history, dtype=np.float64)
         return self
 
     def _set_params(self, params, dtype):
@@ -583,7 +615,7 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
             seen, history = fitted, np.empty(0)
         else:
             state = OnlineEMState.from_arrays(self._online_state, self.reg_covar)
-            seen, history = self._online_seen, self.lower_bounds_
+            seen, history = self._online_seen, self.objective_history_
         seen += batch_weight
         stats = self._estep(data, state.params(), n_threads)
         state.step(stats, fixed, self.step_exponent, self.w, batch_weight / seen)
@@ -597,7 +629,7 @@ class ExtremeDeconvolution(IterativeMixin, DataInFitMixin, DensityMixin, BaseEst
             not first and getattr(self, "_fitted_with_projection", False)
         )
         self._set_params(state.params(), data.X.dtype)
-        self.lower_bounds_ = history
+        self.objective_history_ = history
         self.lower_bound_ = float(history[-1])
         self.n_iter_ = len(history)
         self.converged_ = False

@@ -1,0 +1,100 @@
+"""Names that changed: old parameter and attribute names keep working for one release, with a
+``FutureWarning`` that says what to write instead, and estimators pickled under the old names
+load with the new ones."""
+
+import warnings
+
+__all__ = ["RenamedMixin"]
+
+#: The release that renamed them, and the one that will remove the old names.
+RENAMED_IN, REMOVED_IN = "0.2", "0.3"
+#: The value of an old parameter that is not set.
+NOT_SET = "deprecated"
+
+
+class RenamedMixin:
+    """Old names of parameters and fitted attributes, for one release.
+
+    A class using it sets ``_renamed_parameters`` (``{old: new}``: the old parameter stays in
+    ``__init__`` with the default ``"deprecated"``, and the fit reads the value through
+    :meth:`_parameter`) and ``_renamed_attributes`` (``{old: (new, transposed)}``: reading the
+    old attribute warns and returns the new one, transposed when the orientation changed
+    too). Put it left of ``BaseEstimator``.
+    """
+
+    _renamed_parameters = {}
+    _renamed_attributes = {}
+
+    def __getattr__(self, name):
+        # only called when ordinary lookup fails: a fitted attribute under its old name
+        renamed = type(self)._renamed_attributes.get(name)
+        if renamed is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        new, transposed = renamed
+        value = getattr(self, new)  # an AttributeError here: the estimator is not fitted
+        warnings.warn(
+            f"'{name}' was renamed '{new}' in {RENAMED_IN} and will be removed in "
+            f"{REMOVED_IN}; use {new}{'.T' if transposed else ''}.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return value.T if transposed else value
+
+    def _parameter(self, new):
+        """The value of parameter ``new``, or of its old name when that one is set (with a
+        ``FutureWarning``; a ``ValueError`` when both are set to different values)."""
+        old = next((o for o, n in type(self)._renamed_parameters.items() if n == new), None)
+        value = getattr(self, new)
+        if old is None:
+            return value
+        old_value = getattr(self, old, NOT_SET)
+        if isinstance(old_value, str) and old_value == NOT_SET:
+            return value
+        default = type(self)._init_default(new)
+        if not _same(value, default) and not _same(value, old_value):
+            raise ValueError(
+                f"{old}={old_value!r} and {new}={value!r} are both set; '{old}' is the old name "
+                f"of '{new}': set {new} only."
+            )
+        warnings.warn(
+            f"'{old}' was renamed '{new}' in {RENAMED_IN} and will be removed in "
+            f"{REMOVED_IN}. Use {new}={old_value!r}.",
+            FutureWarning,
+            stacklevel=4,
+        )
+        return old_value
+
+    def _under_new_names(self):
+        """``set_params`` arguments that move the values set under old names to the new
+        ones, for the clones a fit makes (they would warn again, in every worker)."""
+        moved = {}
+        for old, new in type(self)._renamed_parameters.items():
+            moved[new] = self._parameter(new)
+            moved[old] = NOT_SET
+        return moved
+
+    @classmethod
+    def _init_default(cls, name):
+        import inspect
+
+        return inspect.signature(cls.__init__).parameters[name].default
+
+    def __setstate__(self, state):
+        # an estimator pickled under the old names: its parameters and attributes renamed
+        for old, new in type(self)._renamed_parameters.items():
+            if old in state and new not in state:
+                state[new] = state[old]
+                state[old] = NOT_SET
+        for old, (new, transposed) in type(self)._renamed_attributes.items():
+            if old in state:
+                value = state.pop(old)
+                if new not in state:
+                    state[new] = value.T if transposed else value
+        super().__setstate__(state)
+
+
+def _same(a, b):
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays
+        return a is b
