@@ -158,3 +158,37 @@ def test_n_init_keeps_the_best_of_several_starts(cls):
     # the first start is the single fit's; the best of three is at least as good
     assert best.lower_bound_ >= one.lower_bound_
     assert np.isfinite(best.lower_bound_) and best.objective_history_.size == best.n_iter_
+
+
+@pytest.mark.parametrize(
+    "estimator, X",
+    [
+        (HierarchicalPMF(n_components=2, max_iter=500, tol=1e-5, random_state=0), COUNTS),
+        (WeightedBackgroundPMF(n_components=2, max_iter=500, tol=1e-5, random_state=0), COUNTS),
+        (ExtremeDeconvolution(n_components=2, max_iter=500, tol=1e-5, random_state=0), POINTS),
+    ],
+    ids=["HierarchicalPMF", "WeightedBackgroundPMF", "ExtremeDeconvolution"],
+)
+def test_tol_is_the_same_test_in_every_optimiser(estimator, X):
+    """The fit stops at the first iteration that changes the objective f by at most
+    tol * max(|f|, 1), and not before."""
+    est = _fit(estimator, X)
+    h = est.objective_history_
+    assert est.converged_ and est.n_iter_ == h.size < est.max_iter
+
+    def met(i):
+        return abs(h[i] - h[i - 1]) <= est.tol * max(abs(h[i - 1]), 1.0)
+
+    assert met(h.size - 1)
+    assert not any(met(i) for i in range(1, h.size - 1))
+
+
+def test_tol_zero_stops_only_at_a_fixed_point():
+    """With tol=0 the fit stops only when an iteration leaves the objective exactly as it
+    was (a change of round-off does not stop it), without a ConvergenceWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        xd = ExtremeDeconvolution(2, max_iter=40, tol=0.0, random_state=0).fit(POINTS)
+    changes = np.diff(xd.objective_history_)
+    assert np.all(changes[:-1] != 0)
+    assert xd.converged_ == (changes[-1] == 0) and (xd.converged_ or xd.n_iter_ == 40)

@@ -429,9 +429,6 @@ class HierarchicalPMF(
             kept.L, kept.F = _restore(_snapshot(state.L, state.F))
         return kept
 
-    def _has_converged(self, previous, current):
-        return abs(current - previous) <= self.tol * abs(current)
-
     def _converged_now(self, previous, current, history):
         if self.solver != "pathwise":
             return super()._converged_now(previous, current, history)

@@ -413,11 +413,6 @@ class ExtremeDeconvolution(RenamedMixin, IterativeMixin, DataInFitMixin, Density
     def _run_objective(self, run):
         return run.state.finish(self)
 
-    def _has_converged(self, previous, current):
-        if self._solver == "em":
-            return current - previous < self.tol
-        return abs(current - previous) < self.tol
-
     def _progress_every(self):
         every = self.verbose_interval
         return None if isinstance(every, str) else every
@@ -480,9 +475,8 @@ class ExtremeDeconvolution(RenamedMixin, IterativeMixin, DataInFitMixin, Density
                 FutureWarning,
                 stacklevel=3,
             )
-        self._solver = self._parameter("solver")
         problem = Problem(data, fixed_masks(self, self.n_components), effective_n_threads(), rng,
-                          self._solver)  # fmt: skip
+                          self._parameter("solver"))  # fmt: skip
         start = self._warm_state(problem)
         if start is not None:
             run = self._fit_from(start)  # one run, whatever n_init
