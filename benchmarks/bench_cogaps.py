@@ -78,8 +78,12 @@ def _load(name, data_path, gist_path):
     import numpy as np
 
     if name == "gist":
-        D = np.loadtxt(gist_path / "GIST_matrix.csv", delimiter=",", skiprows=1, usecols=range(1, 10))
-        P = np.loadtxt(gist_path / "GIST_result_Pmean.csv", delimiter=",", skiprows=1, usecols=(1, 2, 3))
+        D = np.loadtxt(
+            gist_path / "GIST_matrix.csv", delimiter=",", skiprows=1, usecols=range(1, 10)
+        )
+        P = np.loadtxt(
+            gist_path / "GIST_result_Pmean.csv", delimiter=",", skiprows=1, usecols=(1, 2, 3)
+        )
         return D, P
     data = _load_data_module(data_path)
     D = data.make(name)
@@ -204,7 +208,9 @@ def run(python, which, name, args, threads):
         args.dtype,
     ]
     with tempfile.TemporaryDirectory() as scratch:  # whatever a run writes stays out of the way
-        done = subprocess.run(cmd, env=env, cwd=scratch, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            cmd, env=env, cwd=scratch, capture_output=True, text=True, check=False
+        )
     if done.returncode != 0:
         raise RuntimeError(f"{which} run of {name} on {threads} thread(s) failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -282,14 +288,18 @@ def main(argv=None):
     parser.add_argument(
         "--threads", nargs="+", type=int, default=[1], help="OpenMP thread counts (default: 1)"
     )
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each program; medians are shown")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each program; medians are shown"
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of both programs")
     parser.add_argument(
         "--peer-python",
         help="Python of an environment where the C++ CoGAPS's binding `pycogaps` is installed",
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="path of cogaps_data.py")
-    parser.add_argument("--gist", type=Path, default=DEFAULT_GIST, help="folder of the GIST fixture")
+    parser.add_argument(
+        "--gist", type=Path, default=DEFAULT_GIST, help="folder of the GIST fixture"
+    )
     parser.add_argument(
         "--bandwidth", action="store_true", help="first measure this machine's memory bandwidth"
     )
@@ -310,7 +320,9 @@ def main(argv=None):
             worker_peer(name, args.data, args.gist, args.seed, args.threads[0])
         return 0
     if not args.data.is_file():
-        parser.error(f"cannot find the benchmark data module {args.data}; pass --data PATH/cogaps_data.py")
+        parser.error(
+            f"cannot find the benchmark data module {args.data}; pass --data PATH/cogaps_data.py"
+        )
     if "gist" in args.configs and not (args.gist / "GIST_matrix.csv").is_file():
         parser.error(f"cannot find GIST_matrix.csv in {args.gist}; pass --gist FOLDER")
     if any(t < 1 for t in args.threads):
@@ -335,8 +347,12 @@ def main(argv=None):
         )
         print()
     source = "run side by side" if peer else "quoted (pass --peer-python to run it)"
-    print(f"CoGAPS, ours vs the C++ CoGAPS ({source}); fresh process per run, median of {args.repeat}")
-    print("time: CPU s of the fit on 1 thread, wall s on more; ratio = C++ / ours (above 1: ours faster)")
+    print(
+        f"CoGAPS, ours vs the C++ CoGAPS ({source}); fresh process per run, median of {args.repeat}"
+    )
+    print(
+        "time: CPU s of the fit on 1 thread, wall s on more; ratio = C++ / ours (above 1: ours faster)"
+    )
     print(f"ours: data in {args.dtype}; the C++ CoGAPS always stores and computes in float32\n")
     header = (
         f"{'config':<7} {'thr':>3} {'ours CPU':>8} {'ours wall':>9} {'Mprop/s':>7} {'GB/s':>6} {'chi2':>10} {'min r':>6} "

@@ -79,7 +79,11 @@ def recovery(workdir, model):
     else:
         _, corr_w = match_components(model.loadings_, W)
         _, corr_h = match_components(model.components_, H, axis=0)
-    return {"matched": int(k), "corr_W": corr_w.round(3).tolist(), "corr_H": corr_h.round(3).tolist()}
+    return {
+        "matched": int(k),
+        "corr_W": corr_w.round(3).tolist(),
+        "corr_H": corr_h.round(3).tolist(),
+    }
 
 
 def run_one(kind, workdir, args):
@@ -90,7 +94,10 @@ def run_one(kind, workdir, args):
 
     X = sparse.load_npz(workdir / "X.npz").tocsr()
     params = dict(n_components=args.n_components, max_iter=args.max_iter, random_state=args.seed)
-    out = {"kind": kind, "data_mb": round((X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**20, 1)}
+    out = {
+        "kind": kind,
+        "data_mb": round((X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**20, 1),
+    }
     # resident memory before the fit: the interpreter, the imports and (client) the loaded X
     out["base_mb"] = round(rss_mb(), 1)
     if kind == "plain":
@@ -106,13 +113,16 @@ def run_one(kind, workdir, args):
         import joblib
         from distributed import Client, LocalCluster
 
-        with LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=args.workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             client.wait_for_workers(args.workers)
             # the workers' memory before any task: interpreter, Dask and the package imported
             client.run(_import_package)
@@ -141,11 +151,21 @@ def _import_package():
 
 def launch(kind, workdir, args):
     cmd = [sys.executable, str(Path(__file__).resolve()), "--run", kind, "--workdir", str(workdir)]
-    for name in ("n_samples", "n_features", "n_components", "max_iter", "n_sets", "workers", "seed",
-                 "threads"):
+    for name in (
+        "n_samples",
+        "n_features",
+        "n_components",
+        "max_iter",
+        "n_sets",
+        "workers",
+        "seed",
+        "threads",
+    ):
         cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     cmd += ["--depth", str(args.depth)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    )
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
@@ -162,12 +182,16 @@ def main():
     parser.add_argument("--max-iter", type=int, default=200, help="iterations of each phase")
     parser.add_argument("--n-sets", type=int, default=4)
     parser.add_argument(
-        "--workers", type=int, default=None,
+        "--workers",
+        type=int,
+        default=None,
         help="Dask worker processes (default: the usable CPUs, at most --n-sets)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--threads", type=int, default=None,
+        "--threads",
+        type=int,
+        default=None,
         help="OpenMP threads of the plain fit (default: the usable CPUs, as many as the workers "
         "of the distributed fit on a machine of that size)",
     )
@@ -201,8 +225,10 @@ def main():
         results = [launch(kind, workdir, args) for kind in kinds]
 
     print()
-    print(f"{'fit':<13} {'wall s':>8} {'CPU s':>8}  {'peak MB (before the fit)':<44} "
-          f"{'K':>3}  corr W (min/mean)  corr H (min/mean)")
+    print(
+        f"{'fit':<13} {'wall s':>8} {'CPU s':>8}  {'peak MB (before the fit)':<44} "
+        f"{'K':>3}  corr W (min/mean)  corr H (min/mean)"
+    )
     for r in results:
         if r["kind"] == "plain":
             mem = f"{r['peak_mb']:.0f} ({r['base_mb']:.0f})"
@@ -216,8 +242,10 @@ def main():
             k = r["n_components_"]
         cw, ch = np.array(r["corr_W"]), np.array(r["corr_H"])
         name = "plain" if r["kind"] == "plain" else f"dist. {args.n_sets} sets"
-        print(f"{name:<13} {r['wall_s']:8.1f} {cpu:8.1f}  {mem:<44} {k:>3}  "
-              f"{cw.min():.3f} / {cw.mean():.3f}      {ch.min():.3f} / {ch.mean():.3f}")
+        print(
+            f"{name:<13} {r['wall_s']:8.1f} {cpu:8.1f}  {mem:<44} {k:>3}  "
+            f"{cw.min():.3f} / {cw.mean():.3f}      {ch.min():.3f} / {ch.mean():.3f}"
+        )
     print(
         f"\nCSR data: {results[0]['data_mb']} MB. Peak MB is each process's VmHWM: its whole "
         "resident peak, including the interpreter and imports, and for the plain fit and the "
@@ -227,10 +255,14 @@ def main():
     )
     for r in results:
         if r["kind"] == "distributed":
-            print(f"consensus patterns: {r['n_components_']}; phase-1 pattern clusters: "
-                  f"{r['pattern_clusters_']}")
-    print(f"whole run (data, both fits, process and cluster starts): "
-          f"{time.perf_counter() - start:.0f} s")
+            print(
+                f"consensus patterns: {r['n_components_']}; phase-1 pattern clusters: "
+                f"{r['pattern_clusters_']}"
+            )
+    print(
+        f"whole run (data, both fits, process and cluster starts): "
+        f"{time.perf_counter() - start:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,11 @@ CPP = {
     ("medium", "dense"): {"sequential": 20.5, "asynchronous": 23.2, "peak_mb": 73},
     ("sparse", "dense"): {"sequential": 21.9, "peak_mb": 804},
     ("sparse", "sparse"): {"sequential": 7.1, "peak_mb": 363},
-    ("wide", "dense"): {"sequential": 10.75, "asynchronous": 11.4, "asynchronous_2_threads_wall": 6.9},
+    ("wide", "dense"): {
+        "sequential": 10.75,
+        "asynchronous": 11.4,
+        "asynchronous_2_threads_wall": 6.9,
+    },
 }
 
 
@@ -119,8 +123,18 @@ def measure(config, path, threads, workdir):
     data = write_data(name, path, workdir)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = subprocess.run(
-        [sys.executable, __file__, "--run", str(data), "--k", str(k), "--iters", str(iters),
-         "--threads", str(threads)],
+        [
+            sys.executable,
+            __file__,
+            "--run",
+            str(data),
+            "--k",
+            str(k),
+            "--iters",
+            str(iters),
+            "--threads",
+            str(threads),
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -147,12 +161,24 @@ def threads_table(workdir):
         per_iter = r["wall"] / r["iters"]
         base = base or per_iter
         rows.append(
-            ["wide 5000x500 K=10, 100+100", t, f"{1000 * per_iter:.1f}", f"{base / per_iter:.2f}x",
-             f"{r['cpu']:.1f}", f"{r['wall']:.1f}", f"{CPP[('wide', 'dense')]['sequential'] / r['wall']:.2f}x"]
+            [
+                "wide 5000x500 K=10, 100+100",
+                t,
+                f"{1000 * per_iter:.1f}",
+                f"{base / per_iter:.2f}x",
+                f"{r['cpu']:.1f}",
+                f"{r['wall']:.1f}",
+                f"{CPP[('wide', 'dense')]['sequential'] / r['wall']:.2f}x",
+            ]
         )
-    print("Threads: wall time per iteration (speed-up against 1 thread); C++ sequential 10.75 s, "
-          "asynchronous 11.4 s (1 thread), 6.9 s (2 threads)")
-    table(rows, ["matrix", "threads", "ms/iter", "speed-up", "cpu s", "wall s", "C++ seq / ours (wall)"])
+    print(
+        "Threads: wall time per iteration (speed-up against 1 thread); C++ sequential 10.75 s, "
+        "asynchronous 11.4 s (1 thread), 6.9 s (2 threads)"
+    )
+    table(
+        rows,
+        ["matrix", "threads", "ms/iter", "speed-up", "cpu s", "wall s", "C++ seq / ours (wall)"],
+    )
 
 
 def paths_table(workdir, configs=("sparse", "sc2000")):
@@ -162,19 +188,42 @@ def paths_table(workdir, configs=("sparse", "sc2000")):
             r = measure(config, path, 1, workdir)
             cpp = CPP.get((config, path))
             rows.append(
-                [config, path, f"{r['cpu']:.1f}", f"{r['peak_mb']:.0f}",
-                 f"{r['above_data_mb']:.0f}", f"{r['above_data_mb'] / r['data_mb']:.2f}x",
-                 f"{r['chisq']:.4g}",
-                 f"{cpp['sequential']:.1f}" if cpp else "-",
-                 f"{cpp['sequential'] / r['cpu']:.2f}x" if cpp else "-",
-                 f"{cpp['peak_mb']}" if cpp else "-"]
+                [
+                    config,
+                    path,
+                    f"{r['cpu']:.1f}",
+                    f"{r['peak_mb']:.0f}",
+                    f"{r['above_data_mb']:.0f}",
+                    f"{r['above_data_mb'] / r['data_mb']:.2f}x",
+                    f"{r['chisq']:.4g}",
+                    f"{cpp['sequential']:.1f}" if cpp else "-",
+                    f"{cpp['sequential'] / r['cpu']:.2f}x" if cpp else "-",
+                    f"{cpp['peak_mb']}" if cpp else "-",
+                ]
             )
-    print("Dense against sparse model, 1 thread, 20 iterations per phase (sparse: 20000x1000, 97% "
-          "zeros; sc2000: 20000x2000, 90% zeros), K=5")
-    print("peak MB: the process's; fit MB: the fit's peak above the loaded data (VmHWM reset after "
-          "loading), also as a multiple of the input's size (dense array or CSR arrays)")
-    table(rows, ["matrix", "model", "cpu s", "peak MB", "fit MB", "fit / input", "chi-square",
-                 "C++ cpu s", "C++ / ours", "C++ peak MB"])
+    print(
+        "Dense against sparse model, 1 thread, 20 iterations per phase (sparse: 20000x1000, 97% "
+        "zeros; sc2000: 20000x2000, 90% zeros), K=5"
+    )
+    print(
+        "peak MB: the process's; fit MB: the fit's peak above the loaded data (VmHWM reset after "
+        "loading), also as a multiple of the input's size (dense array or CSR arrays)"
+    )
+    table(
+        rows,
+        [
+            "matrix",
+            "model",
+            "cpu s",
+            "peak MB",
+            "fit MB",
+            "fit / input",
+            "chi-square",
+            "C++ cpu s",
+            "C++ / ours",
+            "C++ peak MB",
+        ],
+    )
 
 
 def peer_table(workdir):
@@ -182,8 +231,16 @@ def peer_table(workdir):
     cpp = CPP[("medium", "dense")]
     print("medium 5000x200, K=5, 500 iterations per phase, 1 thread")
     table(
-        [["medium", f"{r['cpu']:.1f}", f"{r['peak_mb']:.0f}", f"{r['proposals'] / r['cpu']:.3g}",
-          f"{cpp['sequential'] / r['cpu']:.2f}x", f"{cpp['asynchronous'] / r['cpu']:.2f}x"]],
+        [
+            [
+                "medium",
+                f"{r['cpu']:.1f}",
+                f"{r['peak_mb']:.0f}",
+                f"{r['proposals'] / r['cpu']:.3g}",
+                f"{cpp['sequential'] / r['cpu']:.2f}x",
+                f"{cpp['asynchronous'] / r['cpu']:.2f}x",
+            ]
+        ],
         ["matrix", "cpu s", "peak MB", "proposals/s", "C++ seq / ours", "C++ async / ours"],
     )
 

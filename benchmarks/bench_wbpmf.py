@@ -67,8 +67,7 @@ def run_one(method, data, n_iter):
     warnings.simplefilter("ignore", ConvergenceWarning)
     X, K = _data(data)
     base_rss = _rss_mb()
-    out = {"method": method, "data": data, "n": X.shape[0], "p": X.shape[1], "nnz": X.nnz,
-           "K": K}
+    out = {"method": method, "data": data, "n": X.shape[0], "p": X.shape[1], "nnz": X.nnz, "K": K}
     if method == "wbpmf":
         from sklearn_cogaps import WeightedBackgroundPMF, effective_n_threads
 
@@ -79,8 +78,9 @@ def run_one(method, data, n_iter):
         else:
             from sklearn.decomposition import NMF
 
-            nmf = NMF(K, beta_loss="kullback-leibler", solver="mu", max_iter=50, tol=0,
-                      random_state=0)
+            nmf = NMF(
+                K, beta_loss="kullback-leibler", solver="mu", max_iter=50, tol=0, random_state=0
+            )
             t0 = time.perf_counter()
             W = nmf.fit_transform(X)
             H = nmf.components_
@@ -100,8 +100,9 @@ def run_one(method, data, n_iter):
     elif method == "nmf":
         from sklearn.decomposition import NMF
 
-        nmf = NMF(K, beta_loss="kullback-leibler", solver="mu", max_iter=n_iter, tol=0,
-                  random_state=0)
+        nmf = NMF(
+            K, beta_loss="kullback-leibler", solver="mu", max_iter=n_iter, tol=0, random_state=0
+        )
         tracemalloc.start()
         t0 = time.perf_counter()
         W = nmf.fit_transform(X)
@@ -137,10 +138,14 @@ def main():
     r = _spawn("wbpmf", "fixture", 100)
     print("Fixture 999 x 453, nnz 40,763, K = 5, 100 iterations from R's starting factors")
     print(f"{'':22s}{'s/iter':>10s}{'ratio to R':>12s}{'final ELBO':>16s}{'fit MB':>10s}")
-    print(f"{'R ebpmf_wbg (quoted)':22s}{R_SEC_PER_ITER:10.3f}{1.0:12.2f}{R_FINAL_ELBO:16.2f}"
-          f"{'-':>10s}")
-    print(f"{'WeightedBackgroundPMF':22s}{r['s_per_iter']:10.3f}"
-          f"{r['s_per_iter'] / R_SEC_PER_ITER:12.2f}{r['elbo']:16.2f}{r['fit_mb']:10.1f}")
+    print(
+        f"{'R ebpmf_wbg (quoted)':22s}{R_SEC_PER_ITER:10.3f}{1.0:12.2f}{R_FINAL_ELBO:16.2f}"
+        f"{'-':>10s}"
+    )
+    print(
+        f"{'WeightedBackgroundPMF':22s}{r['s_per_iter']:10.3f}"
+        f"{r['s_per_iter'] / R_SEC_PER_ITER:12.2f}{r['elbo']:16.2f}{r['fit_mb']:10.1f}"
+    )
     print(f"(threads: {r['threads']}; ratio < 1 means faster than R)\n")
 
     # 2. Against scikit-learn's KL-NMF on the shared count data.
@@ -149,28 +154,38 @@ def main():
         sets = [("sim", 100), ("sc:4000:2000:0.07", 10)]
     print("Against scikit-learn KL-NMF (MU) on counts_data: NMF runs 50 + N iterations, WBPMF N")
     print("iterations started from those 50 NMF iterations")
-    print(f"{'data':22s}{'nnz':>10s}{'method':>8s}{'iters':>7s}{'s/iter':>9s}{'ratio':>7s}"
-          f"{'poisson_loglik':>17s}{'fit MB':>9s}{'peak MB':>9s}")
+    print(
+        f"{'data':22s}{'nnz':>10s}{'method':>8s}{'iters':>7s}{'s/iter':>9s}{'ratio':>7s}"
+        f"{'poisson_loglik':>17s}{'fit MB':>9s}{'peak MB':>9s}"
+    )
     for data, it in sets:
         a = _spawn("nmf", data, 50 + it)
         b = _spawn("wbpmf", data, it)
         for x in (a, b):
             name = "NMF-KL" if x["method"] == "nmf" else "WBPMF"
-            print(f"{data:22s}{x['nnz']:10d}{name:>8s}{x['iters']:7d}{x['s_per_iter']:9.3f}"
-                  f"{x['s_per_iter'] / a['s_per_iter']:7.2f}{x['loglik']:17.1f}"
-                  f"{x['fit_mb']:9.0f}{x['peak_mb']:9.0f}")
-    print("(ratio: time per iteration relative to NMF-KL; WBPMF's loglik is of its posterior mean)\n")
+            print(
+                f"{data:22s}{x['nnz']:10d}{name:>8s}{x['iters']:7d}{x['s_per_iter']:9.3f}"
+                f"{x['s_per_iter'] / a['s_per_iter']:7.2f}{x['loglik']:17.1f}"
+                f"{x['fit_mb']:9.0f}{x['peak_mb']:9.0f}"
+            )
+    print(
+        "(ratio: time per iteration relative to NMF-KL; WBPMF's loglik is of its posterior mean)\n"
+    )
 
     # 3. Scaling with nnz, K = 10.
     dens = [0.0025, 0.005, 0.01, 0.02] if not args.quick else [0.005, 0.01]
     shape = (20000, 10000) if not args.quick else (5000, 2500)
     print(f"Scaling with nnz: make_sc {shape[0]} x {shape[1]}, K = 10, 5 iterations from NMF init")
-    print(f"{'density':>8s}{'nnz':>12s}{'s/iter':>9s}{'us/nnz/iter':>13s}{'fit MB':>9s}"
-          f"{'peak MB':>9s}")
+    print(
+        f"{'density':>8s}{'nnz':>12s}{'s/iter':>9s}{'us/nnz/iter':>13s}{'fit MB':>9s}"
+        f"{'peak MB':>9s}"
+    )
     for d in dens:
         x = _spawn("wbpmf", f"sc:{shape[0]}:{shape[1]}:{d}", 5)
-        print(f"{d:8.4f}{x['nnz']:12d}{x['s_per_iter']:9.3f}"
-              f"{1e6 * x['s_per_iter'] / x['nnz']:13.3f}{x['fit_mb']:9.0f}{x['peak_mb']:9.0f}")
+        print(
+            f"{d:8.4f}{x['nnz']:12d}{x['s_per_iter']:9.3f}"
+            f"{1e6 * x['s_per_iter'] / x['nnz']:13.3f}{x['fit_mb']:9.0f}{x['peak_mb']:9.0f}"
+        )
     print("(fit MB: peak of the arrays allocated by fit (tracemalloc); peak MB: resident memory")
     print(" of the whole process, data generation included)")
 

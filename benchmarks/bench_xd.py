@@ -192,7 +192,11 @@ def main():
             continue
         per = (r["seconds"] - r["setup"]) / max(r["iters"], 1)
         ref = C_REFERENCE.get(r["n"])
-        ratio = f"{per / ref[0]:6.2f}" if ref and r["method"] in ("ours-em", "pygmmis", "astroml") else "     -"
+        ratio = (
+            f"{per / ref[0]:6.2f}"
+            if ref and r["method"] in ("ours-em", "pygmmis", "astroml")
+            else "     -"
+        )
         unit = "epoch" if r["method"] in ("ours-minibatch", "ours-sgd") else "it"
         print(f"{r['n']:>9} {r['method']:<15} {r['threads']:>3} {r['iters']:>5} {per:>8.3f} "
               f"{r['seconds']:>8.2f} {ratio} {r['setup']:>6.2f} {r['cpu'] / max(r['iters'], 1):>7.3f} {r['peak_mb']:>8.0f} {r['mean_loglik']:>12.5f}"
@@ -200,11 +204,13 @@ def main():
     for n, (per, it, ll) in C_REFERENCE.items():
         print(f"{n:>9} {'C (reference)':<15} {2:>3} {it:>5} {per:>8.3f} {per * it:>8.2f} "
               f"{1.0:6.2f} {'':>6} {'':>7} {'':>8} {ll:>12.5f}")  # fmt: skip
-    print("'vs C': seconds per iteration over those of Bovy et al.'s C code measured with 2 "
-          "threads on this data (reference file); the machine is shared, so timings are noisy.\n"
-          "'setup': our one-off input checks and final scoring pass, timed apart and left out "
-          "of our s/iter (the peers' s/iter include their set-up).\n"
-          "'cpu/it': CPU seconds (all threads and reaped child processes) per iteration.")
+    print(
+        "'vs C': seconds per iteration over those of Bovy et al.'s C code measured with 2 "
+        "threads on this data (reference file); the machine is shared, so timings are noisy.\n"
+        "'setup': our one-off input checks and final scoring pass, timed apart and left out "
+        "of our s/iter (the peers' s/iter include their set-up).\n"
+        "'cpu/it': CPU seconds (all threads and reaped child processes) per iteration."
+    )
 
 
 if __name__ == "__main__":

@@ -57,8 +57,9 @@ def grid_search(X, max_iter, cv):
     """Mean test scores, the chosen K and the number of convergence warnings."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        search = GridSearchCV(CoGAPS(max_iter=max_iter, random_state=0),
-                              {"n_components": CANDIDATES}, cv=cv).fit(X)
+        search = GridSearchCV(
+            CoGAPS(max_iter=max_iter, random_state=0), {"n_components": CANDIDATES}, cv=cv
+        ).fit(X)
     n_warnings = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
     return search.cv_results_["mean_test_score"], search.best_params_["n_components"], n_warnings
 
@@ -67,8 +68,13 @@ def peer_chisq(peer, X, K, max_iter, seed):
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "X.npy"
         np.save(path, X)
-        done = subprocess.run([peer, "-c", PEER_FIT, str(path), str(K), str(max_iter), str(seed)],
-                              cwd=scratch, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [peer, "-c", PEER_FIT, str(path), str(K), str(max_iter), str(seed)],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     if done.returncode != 0:
         raise RuntimeError(f"the C++ CoGAPS failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -78,28 +84,46 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-iter", nargs="+", type=int, default=[300, 1000])
     parser.add_argument("--peer-python", help="Python where the C++ CoGAPS's `pycogaps` imports")
-    parser.add_argument("--data-seeds", nargs="+", type=int, default=[0, 1, 2],
-                        help="random_state of make_patterns (default: 0 1 2)")
+    parser.add_argument(
+        "--data-seeds",
+        nargs="+",
+        type=int,
+        default=[0, 1, 2],
+        help="random_state of make_patterns (default: 0 1 2)",
+    )
     args = parser.parse_args(argv)
     folds = {"cv=3": 3, "shuffled": KFold(3, shuffle=True, random_state=0)}
 
-    print("GridSearchCV(CoGAPS(max_iter=N, random_state=0)) on make_patterns(40, 200, 3, "
-          "random_state=S): mean test scores")
-    print(f"{'N':>5} {'S':>3} {'folds':>9}  " + "  ".join(f"{'K=' + str(k):>8}" for k in CANDIDATES)
-          + f"  {'chosen':>6}  {'warnings':>8}")
+    print(
+        "GridSearchCV(CoGAPS(max_iter=N, random_state=0)) on make_patterns(40, 200, 3, "
+        "random_state=S): mean test scores"
+    )
+    print(
+        f"{'N':>5} {'S':>3} {'folds':>9}  "
+        + "  ".join(f"{'K=' + str(k):>8}" for k in CANDIDATES)
+        + f"  {'chosen':>6}  {'warnings':>8}"
+    )
     for max_iter in args.max_iter:
         for data_seed in args.data_seeds:
-            X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3,
-                                    random_state=data_seed)
+            X, _, _ = make_patterns(
+                n_samples=40, n_features=200, n_components=3, random_state=data_seed
+            )
             for name, cv in folds.items():
                 scores, best, n_warnings = grid_search(X, max_iter, cv)
-                print(f"{max_iter:>5} {data_seed:>3} {name:>9}  " + "  ".join(f"{s:8.1f}" for s in scores)
-                      + f"  {best:>6}  {n_warnings:>8}", flush=True)
+                print(
+                    f"{max_iter:>5} {data_seed:>3} {name:>9}  "
+                    + "  ".join(f"{s:8.1f}" for s in scores)
+                    + f"  {best:>6}  {n_warnings:>8}",
+                    flush=True,
+                )
 
-    X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3,
-                            random_state=args.data_seeds[0])
-    print(f"\nchisq_ of the fit on each contiguous split's training set (S={args.data_seeds[0]}; 3 splits x "
-          "seeds 1, 2): median [all]")
+    X, _, _ = make_patterns(
+        n_samples=40, n_features=200, n_components=3, random_state=args.data_seeds[0]
+    )
+    print(
+        f"\nchisq_ of the fit on each contiguous split's training set (S={args.data_seeds[0]}; 3 splits x "
+        "seeds 1, 2): median [all]"
+    )
     for max_iter in args.max_iter:
         for K in (3, 8):
             ours, theirs = [], []

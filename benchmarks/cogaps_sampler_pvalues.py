@@ -25,6 +25,15 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_cogaps_posterior import (  # noqa: E402
+    ALPHA,
+    QuadraturePosterior,
+    compare_with_quadrature,
+    continuous_cdf,
+    fit_chains,
+    problem,
+    sparse_problem,
+)
 from test_cogaps_sampler_stats import (  # noqa: E402
     BURN_IN,
     N_ITER,
@@ -34,15 +43,6 @@ from test_cogaps_sampler_stats import (  # noqa: E402
     queued_chains,
     sequential_chains,
     several_rows,
-)
-from test_cogaps_posterior import (  # noqa: E402
-    ALPHA,
-    QuadraturePosterior,
-    compare_with_quadrature,
-    continuous_cdf,
-    fit_chains,
-    problem,
-    sparse_problem,
 )
 
 
@@ -71,8 +71,11 @@ def pooled(zs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
-    parser.add_argument("--only-quadrature", action="store_true",
-                        help="run only the comparisons with the posterior by quadrature")
+    parser.add_argument(
+        "--only-quadrature",
+        action="store_true",
+        help="run only the comparisons with the posterior by quadrature",
+    )
     args = parser.parse_args()
     results, zscores = {}, {}
 
@@ -91,33 +94,42 @@ def main():
             for K in (1, 2):
                 X, prec, H, lam = one_row(K)
                 ref = ReferenceChain(X, prec, H, lam, n_chains=400, seed=1000 + seed).run(
-                    N_ITER, BURN_IN)
-                record(f"sequential, K={K}",
-                       *compare(sequential_chains(X, prec, H, lam, 400, N_ITER, seed=seed), ref))
+                    N_ITER, BURN_IN
+                )
+                record(
+                    f"sequential, K={K}",
+                    *compare(sequential_chains(X, prec, H, lam, 400, N_ITER, seed=seed), ref),
+                )
                 wrong = sequential_chains(X, prec, H, 1.5 * lam, 400, N_ITER, seed=seed)
                 record(f"sequential, K={K}, prior rate x1.5", *compare(wrong, ref))
             X, prec, H, lam = several_rows()
             ref = ReferenceChain(X, prec, H, lam, n_chains=400, seed=2000 + seed).run(
-                N_ITER, BURN_IN)
+                N_ITER, BURN_IN
+            )
             for model in ("dense", "sparse"):
                 chains = queued_chains(X, prec, H, lam, 100, N_ITER, seed=seed, model=model)
                 record(f"queued, {model}", *compare(chains, ref))
             # is the reference itself past its burn-in? the same kernel, twice the burn-in
             longer = ReferenceChain(X, prec, H, lam, n_chains=400, seed=4000 + seed).run(
-                N_ITER, 2 * BURN_IN)
+                N_ITER, 2 * BURN_IN
+            )
             record("reference vs twice its burn-in", *compare(ref, longer))
         line = "  ".join(f"{name}: {ps[-1]:.3g}" for name, ps in results.items())
         print(f"seed {seed}  {line}", file=sys.stderr, flush=True)
-    print(f"{'comparison':<42} {'min p':>8} {'p<0.05':>7} {'KS uniform p':>13} "
-          f"{'max |pooled z|':>15} {'pooled p':>9}")
+    print(
+        f"{'comparison':<42} {'min p':>8} {'p<0.05':>7} {'KS uniform p':>13} "
+        f"{'max |pooled z|':>15} {'pooled p':>9}"
+    )
     for name, ps in results.items():
         ps = np.array(ps)
         tail = ""
         if name in zscores:
             z, p = pooled(zscores[name])
             tail = f" {np.abs(z).max():15.2f} {p:9.2g}"
-        print(f"{name:<42} {ps.min():8.2g} {np.mean(ps < 0.05):7.2f} "
-              f"{stats.kstest(ps, 'uniform').pvalue:13.2g}{tail}")
+        print(
+            f"{name:<42} {ps.min():8.2g} {np.mean(ps < 0.05):7.2f} "
+            f"{stats.kstest(ps, 'uniform').pvalue:13.2g}{tail}"
+        )
 
 
 if __name__ == "__main__":

@@ -62,8 +62,10 @@ def main():
     print(f"{'p-value':<{width}} {'min p':>9} {'p<0.05':>7} {'KS uniform p':>13}")
     for name, ps in results.items():
         ps = np.array(ps)
-        print(f"{name:<{width}} {ps.min():9.2g} {np.sum(ps < 0.05):4d}/{ps.size:<2d} "
-              f"{stats.kstest(ps, 'uniform').pvalue:13.2g}")
+        print(
+            f"{name:<{width}} {ps.min():9.2g} {np.sum(ps < 0.05):4d}/{ps.size:<2d} "
+            f"{stats.kstest(ps, 'uniform').pvalue:13.2g}"
+        )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-import sklearn_cogaps
 from sphinx.util.inspect import stringify_signature
+
+import sklearn_cogaps
 
 project = "sklearn_cogaps"
 author = "The sklearn_cogaps developers"
@@ -106,6 +107,7 @@ def setup(app):
     # ahead of numpydoc's handler (default priority 500), which answers with the signature
     # written in a docstring when there is one: the first answer is the one kept
     app.connect("autodoc-process-signature", _init_signature, priority=400)
+
 
 # ----------------------------------------------------------------------------------------
 # The examples gallery: doc/examples/plot_*.py, run at every build (a few seconds each).

@@ -1,6 +1,5 @@
 """Bayesian matrix factorisation and deconvolution estimators for scikit-learn."""
 
-from ._utils._matching import match_components
 from ._cogaps import (
     CoGAPS,
     default_uncertainty,
@@ -9,8 +8,7 @@ from ._cogaps import (
     pattern_markers,
     z_scores,
 )
-from ._utils._progress import FitInterruptedWarning
-from ._poisson import HierarchicalPMF, WeightedBackgroundPMF
+from ._compat import register as _register_moved_modules
 from ._m3f import (
     MaxMarginMF,
     holdout_ratings,
@@ -19,10 +17,11 @@ from ._m3f import (
     rating_mae,
     rating_nmae,
 )
-from ._xd import ExtremeDeconvolution
+from ._poisson import HierarchicalPMF, WeightedBackgroundPMF
+from ._utils._matching import match_components
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
-
-from ._compat import register as _register_moved_modules
+from ._utils._progress import FitInterruptedWarning
+from ._xd import ExtremeDeconvolution
 
 _register_moved_modules()
 

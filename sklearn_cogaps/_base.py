@@ -157,8 +157,9 @@ class IterativeMixin:
         run : Run
         """
         if progress is None:
-            progress = Progress(self, n_iterations, objective=self._objective_name,
-                                every=self._progress_every())
+            progress = Progress(
+                self, n_iterations, objective=self._objective_name, every=self._progress_every()
+            )
         history = []
         start = None
         saved = None
@@ -247,7 +248,8 @@ class IterativeMixin:
         and ``converged_``."""
         if run.interrupted:
             Progress(self, total if total is not None else self.max_iter).interrupted(
-                run.n_iter, stacklevel=stacklevel + 1)
+                run.n_iter, stacklevel=stacklevel + 1
+            )
         message = self._unconverged_message(run)
         if message is not None:
             warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)

@@ -171,8 +171,10 @@ def _check_fitted_genes(estimator, adata):
     genes = [str(v) for v in adata.var_names]
     if fitted == genes:
         return
-    how = {"in another order": "the same genes in another order", "in part": "partly other "
-           "genes"}.get(label_mismatch(fitted, genes), "other genes")
+    how = {
+        "in another order": "the same genes in another order",
+        "in part": "partly other genes",
+    }.get(label_mismatch(fitted, genes), "other genes")
     raise ValueError(
         f"The estimator was fitted to {how} than adata.var_names (first fitted: "
         f"{fitted[:3]}, first in adata: {genes[:3]}); its per-gene results would be stored "
@@ -270,8 +272,10 @@ def fit_anndata(
     target = adata.copy() if copy else adata
     # an earlier fit under the same key may have stored what this one has not (standard
     # deviations): removed, so that every entry under the key is this fit's
-    for mapping, names in ((target.obsm, (f"X_{key}", f"X_{key}_std")),
-                           (target.varm, (f"{key}_components", f"{key}_components_std"))):
+    for mapping, names in (
+        (target.obsm, (f"X_{key}", f"X_{key}_std")),
+        (target.varm, (f"{key}_components", f"{key}_components_std")),
+    ):
         for name in names:
             if name in mapping:
                 del mapping[name]
@@ -281,4 +285,3 @@ def fit_anndata(
         target.varm[name] = value
     target.uns[key] = uns
     return target if copy else None
-

@@ -7,8 +7,8 @@ that ``Axes``. Matplotlib is an optional dependency: ``pip install "sklearn_coga
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-
 __all__ = ["plot_patterns", "plot_markers", "plot_trace", "plot_xd"]
+
 
 def _pyplot():
     try:
@@ -44,7 +44,11 @@ def _trace(estimator):
             "draws the estimators of sklearn_cogaps."
         )
     cls = type(estimator)
-    return np.asarray(values, dtype=np.float64).ravel(), cls._objective_name, cls._objective_log_scale
+    return (
+        np.asarray(values, dtype=np.float64).ravel(),
+        cls._objective_name,
+        cls._objective_log_scale,
+    )
 
 
 def _axes(ax):
@@ -160,9 +164,7 @@ def plot_patterns(
     samples, columns = _labels(patterns, 0), _labels(patterns, 1)
     P = np.asarray(patterns, dtype=np.float64)
     if P.ndim != 2:
-        raise ValueError(
-            f"patterns must be 2-D (n_samples, n_components); got shape {P.shape}."
-        )
+        raise ValueError(f"patterns must be 2-D (n_samples, n_components); got shape {P.shape}.")
     n, K = P.shape
     if pattern_names is None:
         pattern_names = columns or [f"Pattern_{k + 1}" for k in range(K)]
@@ -291,8 +293,10 @@ def plot_markers(
     if not (isinstance(n_markers, (int, np.integer)) and n_markers >= 1):
         raise ValueError(f"n_markers must be a positive integer; got {n_markers!r}.")
     # labels of another length would name the wrong rows or columns
-    for what, labels, n in (("feature_names", feature_names, A.shape[0]),
-                            ("sample_names", sample_names, P.shape[0])):
+    for what, labels, n in (
+        ("feature_names", feature_names, A.shape[0]),
+        ("sample_names", sample_names, P.shape[0]),
+    ):
         if labels is not None and len(labels) != n:
             raise ValueError(
                 f"{what} must have one label per {what[:-6]} ({n}); got {len(labels)}."
@@ -313,8 +317,15 @@ def plot_markers(
             sample_names = x_samples
         else:
             # the same names in another order are followed; other names relabel
-            X = _follow_labels(X, x_samples, sample_names, 0, "X's samples", "sample_names",
-                               disjoint_by_position=True)
+            X = _follow_labels(
+                X,
+                x_samples,
+                sample_names,
+                0,
+                "X's samples",
+                "sample_names",
+                disjoint_by_position=True,
+            )
         values = X[:, rows].T
         columns = (
             [str(s) for s in sample_names]
@@ -396,10 +407,23 @@ def plot_trace(estimator, *, ax=None, **line_kwargs):
             ax.set_yscale("log")
         if n_calibration is not None and values.size > n_calibration:
             ax.axvline(n_calibration + 0.5, color="0.5", linestyle="--", linewidth=1)
-            ax.text(n_calibration + 0.5, 0.98, " sampling", transform=ax.get_xaxis_transform(),
-                    va="top", color="0.3")
-            ax.text(n_calibration + 0.5, 0.98, "calibration ",
-                    transform=ax.get_xaxis_transform(), va="top", ha="right", color="0.3")
+            ax.text(
+                n_calibration + 0.5,
+                0.98,
+                " sampling",
+                transform=ax.get_xaxis_transform(),
+                va="top",
+                color="0.3",
+            )
+            ax.text(
+                n_calibration + 0.5,
+                0.98,
+                "calibration ",
+                transform=ax.get_xaxis_transform(),
+                va="top",
+                ha="right",
+                color="0.3",
+            )
     ax.set_xlabel("iteration")
     ax.set_ylabel(label)
     ax.set_title(type(estimator).__name__)
@@ -496,8 +520,14 @@ def plot_xd(
     ax = _axes(ax)
     if X is not None:
         fitted = getattr(estimator, "feature_names_in_", None)
-        X = _follow_labels(np.asarray(X, dtype=np.float64), _labels(X, 1), fitted, 1,
-                           "X's columns", "the fitted features")
+        X = _follow_labels(
+            np.asarray(X, dtype=np.float64),
+            _labels(X, 1),
+            fitted,
+            1,
+            "X's columns",
+            "the fitted features",
+        )
         if X.ndim != 2 or X.shape[1] != d:
             raise ValueError(
                 f"X must have shape (n_samples, {d}) in the mixture's space; got {X.shape}."
@@ -515,8 +545,17 @@ def plot_xd(
                 )
             S2 = S[:, dims][:, :, dims]
             for i in range(min(X.shape[0], max_points)):
-                _ellipse(ax, X2[i], S2[i], n_std, facecolor="none", edgecolor="0.55",
-                         linewidth=0.5, label="error", zorder=2)
+                _ellipse(
+                    ax,
+                    X2[i],
+                    S2[i],
+                    n_std,
+                    facecolor="none",
+                    edgecolor="0.55",
+                    linewidth=0.5,
+                    label="error",
+                    zorder=2,
+                )
         lo, hi = X2.min(axis=0), X2.max(axis=0)
     else:
         spread = n_std * np.sqrt(np.stack([np.diagonal(c) for c in covs2]))
@@ -534,8 +573,17 @@ def plot_xd(
         )
         ax.contourf(gx, gy, np.reshape(dens, gx.shape), levels=12, cmap="Blues", zorder=0)
     for m, c in zip(means2, covs2):
-        _ellipse(ax, m, c, n_std, facecolor="none", edgecolor="tab:red", linewidth=2,
-                 label="component", zorder=4)
+        _ellipse(
+            ax,
+            m,
+            c,
+            n_std,
+            facecolor="none",
+            edgecolor="tab:red",
+            linewidth=2,
+            label="component",
+            zorder=4,
+        )
     ax.plot(means2[:, 0], means2[:, 1], "+", color="tab:red", markersize=10, zorder=5)
     ax.set_xlim(lo[0], hi[0])
     ax.set_ylim(lo[1], hi[1])

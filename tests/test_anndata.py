@@ -47,7 +47,9 @@ def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
     assert_array_equal(adata.varm["cogaps_components"], expected.components_.T)
     assert_array_equal(adata.varm["cogaps_components_std"], expected.components_std_.T)
     uns = adata.uns["cogaps"]
-    assert uns["estimator"] == "CoGAPS" and uns["n_iter"] == 60 and uns["trace_name"] == "chi-square"
+    assert (
+        uns["estimator"] == "CoGAPS" and uns["n_iter"] == 60 and uns["trace_name"] == "chi-square"
+    )
     assert_array_equal(uns["objective_history"], expected.objective_history_)
     assert uns["chisq"] == expected.chisq_ and uns["uncertainty_model"] == "relative"
     assert uns["params"]["n_components"] == 2 and uns["params"]["random_state"] == 0
@@ -93,8 +95,9 @@ def test_a_key_reused_by_another_fit_keeps_nothing_of_the_first(expression):
     assert adata.obsm["X_nmf_std"].shape == (20, 3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fit_anndata(adata, HierarchicalPMF(n_components=2, max_iter=10, random_state=0),
-                    key_added="nmf")
+        fit_anndata(
+            adata, HierarchicalPMF(n_components=2, max_iter=10, random_state=0), key_added="nmf"
+        )
     assert adata.obsm["X_nmf"].shape == (20, 2)
     assert "X_nmf_std" not in adata.obsm and "nmf_components_std" not in adata.varm
 
@@ -112,9 +115,13 @@ def test_weighted_background_and_fit_params(expression):
     sigma = np.maximum(0.2 * expression, 0.3)
     adata = _adata(expression, layers={"sigma": sigma})
     fit_anndata(
-        adata, CoGAPS(n_components=2, max_iter=10, random_state=1), uncertainty=adata.layers["sigma"]
+        adata,
+        CoGAPS(n_components=2, max_iter=10, random_state=1),
+        uncertainty=adata.layers["sigma"],
     )
-    expected = CoGAPS(n_components=2, max_iter=10, random_state=1).fit(expression, uncertainty=sigma)
+    expected = CoGAPS(n_components=2, max_iter=10, random_state=1).fit(
+        expression, uncertainty=sigma
+    )
     assert adata.uns["cogaps"]["chisq"] == expected.chisq_
 
 
@@ -187,29 +194,39 @@ def test_labelled_side_inputs_are_checked_against_the_cells_and_genes(expression
     the AnnData's order is used as it is."""
     adata = _adata(expression, layers={"counts": np.round(expression * 3)})
     rng = np.random.RandomState(0)
-    U = pd.DataFrame(rng.uniform(0.1, 2, expression.shape), index=adata.obs_names,
-                     columns=adata.var_names)
-    H = pd.DataFrame(rng.uniform(0, 1, (2, expression.shape[1])), index=["p0", "p1"],
-                     columns=adata.var_names)
+    U = pd.DataFrame(
+        rng.uniform(0.1, 2, expression.shape), index=adata.obs_names, columns=adata.var_names
+    )
+    H = pd.DataFrame(
+        rng.uniform(0, 1, (2, expression.shape[1])), index=["p0", "p1"], columns=adata.var_names
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for layer in (None, "counts"):
             with pytest.raises(ValueError, match="another order"):
-                fit_anndata(adata, CoGAPS(2, max_iter=5), layer=layer,
-                            uncertainty=U.iloc[::-1, ::-1])
+                fit_anndata(
+                    adata, CoGAPS(2, max_iter=5), layer=layer, uncertainty=U.iloc[::-1, ::-1]
+                )
             with pytest.raises(ValueError, match="another order"):
-                fit_anndata(adata, CoGAPS(2, max_iter=5), layer=layer,
-                            fixed_components=H[adata.var_names[::-1]])
+                fit_anndata(
+                    adata,
+                    CoGAPS(2, max_iter=5),
+                    layer=layer,
+                    fixed_components=H[adata.var_names[::-1]],
+                )
             model = CoGAPS(2, max_iter=5, random_state=0)
             fit_anndata(adata, model, layer=layer, fixed_components=H)
             assert_array_equal(model.components_, H.to_numpy())
 
 
-@pytest.mark.parametrize("make", [
-    lambda: CoGAPS(2, max_iter=20, random_state=0),
-    lambda: HierarchicalPMF(2, max_iter=20, random_state=0),
-    lambda: WeightedBackgroundPMF(2, max_iter=20, random_state=0),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: CoGAPS(2, max_iter=20, random_state=0),
+        lambda: HierarchicalPMF(2, max_iter=20, random_state=0),
+        lambda: WeightedBackgroundPMF(2, max_iter=20, random_state=0),
+    ],
+)
 def test_pandas_output_is_indexed_by_the_cells(expression, make):
     """``set_output(transform="pandas")`` on an AnnData keeps the cell names, as it keeps a
     DataFrame's index, in fit_transform and transform; the values are the array output's."""

@@ -23,9 +23,9 @@ from sklearn_cogaps import (
     HierarchicalPMF,
     MaxMarginMF,
     WeightedBackgroundPMF,
+    _m3f,
     neg_nmae_scorer,
 )
-from sklearn_cogaps import _m3f
 from sklearn_cogaps._poisson import _hpmf, _wbpmf_updates
 from sklearn_cogaps._xd import _init as _xd_init
 
@@ -34,13 +34,15 @@ COUNTS = RNG.poisson(RNG.gamma(1.0, 2.0, (24, 2)) @ RNG.gamma(1.0, 1.0, (2, 15))
 POINTS = np.vstack([RNG.normal(-2, 0.5, (40, 2)), RNG.normal(2, 0.5, (40, 2))])
 VARIANCES = RNG.uniform(0.1, 0.5, POINTS.shape)
 # ratings 1..5 of 30 users and 20 items, about half observed (NaN elsewhere)
-RATINGS = np.where(RNG.uniform(size=(30, 20)) < 0.5, np.nan,
-                   RNG.randint(1, 6, (30, 20)).astype(float))
+RATINGS = np.where(
+    RNG.uniform(size=(30, 20)) < 0.5, np.nan, RNG.randint(1, 6, (30, 20)).astype(float)
+)
 
 
 def _m3f_model(**params):
-    return MaxMarginMF(**{"n_components": 2, "max_iter": 10, "burn_in": 2,
-                          "random_state": 0, **params})
+    return MaxMarginMF(
+        **{"n_components": 2, "max_iter": 10, "burn_in": 2, "random_state": 0, **params}
+    )
 
 
 def _factorisations():
@@ -114,9 +116,17 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
     import pandas as pd
 
     U = np.maximum(0.1 * COUNTS, 0.1)
-    for args in [(COUNTS,), (COUNTS, U), (2, U), (COUNTS.tolist(),), (sparse.csr_matrix(COUNTS),),
-                 (pd.DataFrame(COUNTS),)]:
-        with pytest.raises(TypeError, match=r"takes its parameters, not data.*" + re.escape(advice)):
+    for args in [
+        (COUNTS,),
+        (COUNTS, U),
+        (2, U),
+        (COUNTS.tolist(),),
+        (sparse.csr_matrix(COUNTS),),
+        (pd.DataFrame(COUNTS),),
+    ]:
+        with pytest.raises(
+            TypeError, match=r"takes its parameters, not data.*" + re.escape(advice)
+        ):
             cls(*args)
     # parameters, clones and pickles are untouched
     model = cls(2)
@@ -127,8 +137,11 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: CoGAPS(nPatterns=3), r"no parameter 'nPatterns' \(R CoGAPS's name, given 3\); "
-                                      r"write n_components="),
+        (
+            lambda: CoGAPS(nPatterns=3),
+            r"no parameter 'nPatterns' \(R CoGAPS's name, given 3\); "
+            r"write n_components=",
+        ),
         (lambda: CoGAPS(nIterations=5000, seed=1), "write max_iter="),
         (lambda: CoGAPS(nThreads=4), "OMP_NUM_THREADS or threadpoolctl"),
         (lambda: CoGAPS(whichMatrixFixed="A"), r"fit\(X, fixed_components=H\) for 'A'"),
@@ -140,12 +153,18 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
         (lambda: CoGAPS(transposeData=True), r"fit\(X.T\)"),
         (lambda: CoGAPS(checkpointInterval=250), "warm_start=True and pickle"),
         (lambda: CoGAPS(BPPARAM=None), "n_jobs="),
-        (lambda: HierarchicalPMF(a=0.3), r"'a' \(hpfrec and scHPF's name, given 0.3\); write "
-                                         "prior_shape=a"),
+        (
+            lambda: HierarchicalPMF(a=0.3),
+            r"'a' \(hpfrec and scHPF's name, given 0.3\); write "
+            "prior_shape=a",
+        ),
         (lambda: HierarchicalPMF(b_prime=1.0), "learn_prior='rate'"),
         (lambda: HierarchicalPMF(stop_thr=1e-3), "write tol="),
-        (lambda: ExtremeDeconvolution(n_iter=50), r"astroML's XDGMM's name, given 50\); write "
-                                                  "max_iter=N"),
+        (
+            lambda: ExtremeDeconvolution(n_iter=50),
+            r"astroML's XDGMM's name, given 50\); write "
+            "max_iter=N",
+        ),
         (lambda: ExtremeDeconvolution(xcovar=1), r"precisions_init=np.linalg.inv\(xcovar\)"),
     ],
 )
@@ -164,8 +183,13 @@ def test_a_table_of_user_item_count_triplets_is_refused(estimator):
     import pandas as pd
 
     rng = np.random.RandomState(0)
-    triplets = pd.DataFrame({"UserId": rng.randint(0, 9, 50), "ItemId": rng.randint(0, 7, 50),
-                             "Count": rng.randint(1, 5, 50)})
+    triplets = pd.DataFrame(
+        {
+            "UserId": rng.randint(0, 9, 50),
+            "ItemId": rng.randint(0, 7, 50),
+            "Count": rng.randint(1, 5, 50),
+        }
+    )
     with pytest.raises(ValueError, match=r"triplets.*csr_matrix\(\(df\['Count'\]"):
         estimator.fit(triplets)
     with pytest.raises(ValueError, match="triplets"):
@@ -177,8 +201,13 @@ def test_a_table_of_user_item_rating_triplets_is_refused_by_maxmarginmf():
     import pandas as pd
 
     rng = np.random.RandomState(0)
-    triplets = pd.DataFrame({"user": rng.randint(0, 9, 50), "item": rng.randint(0, 7, 50),
-                             "rating": rng.randint(1, 6, 50)})
+    triplets = pd.DataFrame(
+        {
+            "user": rng.randint(0, 9, 50),
+            "item": rng.randint(0, 7, 50),
+            "rating": rng.randint(1, 6, 50),
+        }
+    )
     with pytest.raises(ValueError, match=r"rating\) triplets.*csr_matrix\(\(df\['Rating'\]"):
         MaxMarginMF(n_components=2, max_iter=2, burn_in=0).fit(triplets)
 
@@ -205,8 +234,12 @@ def test_targets_are_ignored_and_other_values_refused(estimator, X):
 
 def test_max_margin_mf_refuses_side_inputs_and_traces_held_out_ratings_in_fit():
     model = _m3f_model()
-    for y in (1.0, np.ones(RATINGS.shape[0] - 1), np.ones(RATINGS.shape + (2,)),
-              np.ones((RATINGS.shape[0], 3))):
+    for y in (
+        1.0,
+        np.ones(RATINGS.shape[0] - 1),
+        np.ones(RATINGS.shape + (2,)),
+        np.ones((RATINGS.shape[0], 3)),
+    ):
         with pytest.raises(ValueError, match=r"held-out ratings.*fit\(X_train, y=X_test\)"):
             model.fit(RATINGS, y)
     labels = np.arange(RATINGS.shape[0]) % 2
@@ -225,15 +258,20 @@ def test_max_margin_mf_refuses_side_inputs_and_traces_held_out_ratings_in_fit():
 
 def test_pipelines_and_cross_validation_pass_targets_through():
     labels = (COUNTS[:, 0] > np.median(COUNTS[:, 0])).astype(int)
-    pipe = make_pipeline(HierarchicalPMF(n_components=2, max_iter=10, random_state=0),
-                         LogisticRegression())
+    pipe = make_pipeline(
+        HierarchicalPMF(n_components=2, max_iter=10, random_state=0), LogisticRegression()
+    )
     _quiet(pipe.fit, COUNTS, labels)
-    result = _quiet(cross_validate, CoGAPS(n_components=2, max_iter=5, random_state=0),
-                    COUNTS, labels, cv=2)
+    result = _quiet(
+        cross_validate, CoGAPS(n_components=2, max_iter=5, random_state=0), COUNTS, labels, cv=2
+    )
     assert np.all(np.isfinite(result["test_score"]))
     # multi-output targets of a later regressor: not of X's shape, ignored
-    _quiet(make_pipeline(WeightedBackgroundPMF(n_components=2, max_iter=3), Ridge()).fit,
-           COUNTS, np.c_[labels, 1 - labels])
+    _quiet(
+        make_pipeline(WeightedBackgroundPMF(n_components=2, max_iter=3), Ridge()).fit,
+        COUNTS,
+        np.c_[labels, 1 - labels],
+    )
 
 
 # ---------------------------------------------------------------- AnnData input
@@ -281,8 +319,10 @@ def test_max_margin_mf_takes_an_anndata(tmp_path):
     assert list(fitted.feature_names_in_) == items
     assert_array_equal(fitted.loadings_, plain.loadings_)
     assert fitted.score(adata) == pytest.approx(plain.score(RATINGS))
-    assert_array_equal(fitted.predict_ratings(adata, observed=adata).toarray(),
-                       np.nan_to_num(plain.predict_ratings(RATINGS, observed=RATINGS)))
+    assert_array_equal(
+        fitted.predict_ratings(adata, observed=adata).toarray(),
+        np.nan_to_num(plain.predict_ratings(RATINGS, observed=RATINGS)),
+    )
     path = tmp_path / "ratings.h5ad"
     adata.write_h5ad(path)
     backed = anndata.read_h5ad(path, backed="r")
@@ -331,21 +371,58 @@ def _interrupt_on_call(monkeypatch, owner, name, call):
 
 
 CASES = {
-    "hpmf_vbem": (HierarchicalPMF(2, max_iter=50, tol=0.0, random_state=0), COUNTS,
-                  _hpmf, "_vbem_step", 4, 3),
-    "hpmf_newton": (HierarchicalPMF(2, solver="newton", max_iter=50, tol=0.0, random_state=0),
-                    COUNTS, _hpmf, "_newton_step", 3, 2),
-    "hpmf_pathwise": (HierarchicalPMF(2, solver="pathwise", max_iter=50, tol=0.0,
-                                      random_state=0), COUNTS, _hpmf, "_pathwise_step", 6, 5),
+    "hpmf_vbem": (
+        HierarchicalPMF(2, max_iter=50, tol=0.0, random_state=0),
+        COUNTS,
+        _hpmf,
+        "_vbem_step",
+        4,
+        3,
+    ),
+    "hpmf_newton": (
+        HierarchicalPMF(2, solver="newton", max_iter=50, tol=0.0, random_state=0),
+        COUNTS,
+        _hpmf,
+        "_newton_step",
+        3,
+        2,
+    ),
+    "hpmf_pathwise": (
+        HierarchicalPMF(2, solver="pathwise", max_iter=50, tol=0.0, random_state=0),
+        COUNTS,
+        _hpmf,
+        "_pathwise_step",
+        6,
+        5,
+    ),
     # WBPMF solves 2 K = 4 EBPM problems per iteration: call 14 is in iteration 4
-    "wbpmf": (WeightedBackgroundPMF(2, max_iter=50, tol=0.0, random_state=0), COUNTS,
-              _wbpmf_updates, "_solve", 14, 3),
-    "xd_em": (ExtremeDeconvolution(2, max_iter=50, tol=0.0, random_state=0), POINTS,
-              ExtremeDeconvolution, "_m_step", 2, 1),
+    "wbpmf": (
+        WeightedBackgroundPMF(2, max_iter=50, tol=0.0, random_state=0),
+        COUNTS,
+        _wbpmf_updates,
+        "_solve",
+        14,
+        3,
+    ),
+    "xd_em": (
+        ExtremeDeconvolution(2, max_iter=50, tol=0.0, random_state=0),
+        POINTS,
+        ExtremeDeconvolution,
+        "_m_step",
+        2,
+        1,
+    ),
     # 80 points in minibatches of 20: 4 steps per epoch, call 11 is in epoch 3
-    "xd_minibatch": (ExtremeDeconvolution(2, solver="minibatch_em", batch_size=20, max_iter=50,
-                                          tol=0.0, random_state=0), POINTS,
-                     ExtremeDeconvolution, "_stochastic_step", 11, 2),
+    "xd_minibatch": (
+        ExtremeDeconvolution(
+            2, solver="minibatch_em", batch_size=20, max_iter=50, tol=0.0, random_state=0
+        ),
+        POINTS,
+        ExtremeDeconvolution,
+        "_stochastic_step",
+        11,
+        2,
+    ),
 }
 
 
@@ -356,7 +433,9 @@ def test_an_interrupted_fit_keeps_its_last_complete_iteration(case, monkeypatch)
     with pytest.warns(FitInterruptedWarning, match=f"interrupted after {complete} of 50"):
         est = _quiet(estimator.fit, X)
     assert est.n_iter_ == complete
-    assert isinstance(est.objective_history_, np.ndarray) and est.objective_history_.shape == (complete,)
+    assert isinstance(est.objective_history_, np.ndarray) and est.objective_history_.shape == (
+        complete,
+    )
     monkeypatch.setattr(owner, name, original)
     # exactly the fit that stops there
     short = _quiet(estimator.__class__(**{**estimator.get_params(), "max_iter": complete}).fit, X)
@@ -426,8 +505,11 @@ def test_an_interrupted_partial_fit_leaves_the_estimator_as_it_was(monkeypatch):
 @pytest.mark.parametrize("estimator", _all_estimators(), ids=lambda e: type(e).__name__)
 def test_verbose_prints_one_kind_of_progress_line(estimator, capsys):
     X = POINTS if isinstance(estimator, ExtremeDeconvolution) else COUNTS
-    est = estimator.set_params(max_iter=20, tol=0.0) if "tol" in estimator.get_params() else (
-        estimator.set_params(max_iter=10))
+    est = (
+        estimator.set_params(max_iter=20, tol=0.0)
+        if "tol" in estimator.get_params()
+        else (estimator.set_params(max_iter=10))
+    )
     name = type(est).__name__
     pattern = re.compile(rf"^\[{name}\] iteration +(\d+)/(\d+)  .* elapsed \S+  ETA \S+$")
     # verbose=2: a line after every iteration; 1: about every tenth of the iterations
@@ -445,8 +527,10 @@ def test_verbose_prints_one_kind_of_progress_line(estimator, capsys):
 
 
 def test_max_margin_mf_prints_the_shared_progress_line(capsys):
-    pattern = re.compile(r"^\[MaxMarginMF\] iteration +(\d+)/20  max-margin objective \S+  \d+ "
-                         r"features  elapsed \S+  ETA \S+$")
+    pattern = re.compile(
+        r"^\[MaxMarginMF\] iteration +(\d+)/20  max-margin objective \S+  \d+ "
+        r"features  elapsed \S+  ETA \S+$"
+    )
     for verbose, n_lines in ((0, 0), (1, 10), (2, 20)):
         _m3f_model(max_iter=20, verbose=verbose).fit(RATINGS)
         lines = [line for line in capsys.readouterr().out.splitlines() if line]
@@ -472,9 +556,11 @@ def test_loadings_are_the_per_sample_factors_of_the_training_data(estimator):
 
 
 def test_traces_are_arrays_with_one_value_per_iteration():
-    for est, X in [(HierarchicalPMF(2, max_iter=7, tol=0.0, random_state=0), COUNTS),
-                   (WeightedBackgroundPMF(2, max_iter=7, tol=0.0), COUNTS),
-                   (ExtremeDeconvolution(2, max_iter=7, tol=0.0, random_state=0), POINTS)]:
+    for est, X in [
+        (HierarchicalPMF(2, max_iter=7, tol=0.0, random_state=0), COUNTS),
+        (WeightedBackgroundPMF(2, max_iter=7, tol=0.0), COUNTS),
+        (ExtremeDeconvolution(2, max_iter=7, tol=0.0, random_state=0), POINTS),
+    ]:
         _quiet(est.fit, X)
         assert isinstance(est.objective_history_, np.ndarray)
         assert est.objective_history_.shape == (est.n_iter_,)
@@ -498,8 +584,9 @@ def test_weighted_background_pmf_warm_start_continues_the_fit():
     cold = WeightedBackgroundPMF(2, max_iter=4, tol=0.0, random_state=0).fit(COUNTS)
     with pytest.warns(UserWarning, match=r"warm_start=True, but the prior families"):
         warm.set_params(prior_components="gamma").fit(COUNTS)
-    assert_array_equal(warm.components_,
-                       cold.set_params(prior_components="gamma").fit(COUNTS).components_)
+    assert_array_equal(
+        warm.components_, cold.set_params(prior_components="gamma").fit(COUNTS).components_
+    )
 
 
 @pytest.mark.parametrize(

@@ -291,9 +291,7 @@ def _bad_inputs(tmp_path, X):
     (tmp_path / "text.csv").write_text(",a,b\nr1,1.0,oops\nr2,2.0,3.0\n")
     (tmp_path / "data.xlsx").write_text("")
     # an annotation column left in the table: logical values are not data
-    (tmp_path / "logical.csv").write_text(
-        ",a,treated\nr1,1.0,TRUE\nr2,2.0,FALSE\nr3,3.0,TRUE\n"
-    )
+    (tmp_path / "logical.csv").write_text(",a,treated\nr1,1.0,TRUE\nr2,2.0,FALSE\nr3,3.0,TRUE\n")
     (tmp_path / "empty_cell.csv").write_text(",a,b\nr1,1.0,\nr2,2.0,3.0\n")
     (tmp_path / "tabs.csv").write_text("\ta\tb\nr1\t1.0\t2.0\nr2\t2.0\t3.0\n")
     return [
@@ -511,12 +509,16 @@ def test_solver_option_reaches_the_estimator(data, tmp_path, capsys):
     np.save(tmp_path / "x.npy", data[0])
     outputs = {}
     for moves in ("cogaps", "reversible"):
-        status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--solver", moves, "-o",
-                                       tmp_path / f"{moves}.npz"])
+        status, _, err = _run(
+            capsys, [tmp_path / "x.npy", *FAST, "--solver", moves, "-o", tmp_path / f"{moves}.npz"]
+        )
         assert status == 0, err
         outputs[moves] = np.load(tmp_path / f"{moves}.npz")["patterns"]
-    expected = CoGAPS(n_components=2, max_iter=15, random_state=3,
-                      solver="reversible").fit(data[0]).loadings_
+    expected = (
+        CoGAPS(n_components=2, max_iter=15, random_state=3, solver="reversible")
+        .fit(data[0])
+        .loadings_
+    )
     np.testing.assert_allclose(outputs["reversible"], expected)
     assert not np.array_equal(outputs["reversible"], outputs["cogaps"])
 
@@ -569,8 +571,9 @@ def test_uncertainty_file_with_reordered_names_is_refused(data, tmp_path, capsys
     for rows in (samples, [str(i) for i in range(len(samples))]):
         _write_delimited(tmp_path / "u.csv", U, rows, features, ",")
         out = tmp_path / "out.npz"
-        status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty",
-                                       tmp_path / "u.csv", "-o", out])
+        status, _, err = _run(
+            capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv", "-o", out]
+        )
         assert status == 0, err
         expected = CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X, uncertainty=U)
         with np.load(out) as r:

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _shared import every_path_parallel
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
@@ -15,8 +16,6 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import load_gist, make_patterns
-
-from _shared import every_path_parallel
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +83,9 @@ def test_transform_of_training_rows_reproduces_the_fitted_patterns(simulated, fi
 
 def test_score_prefers_the_true_number_of_patterns(simulated):
     X, _, _ = simulated
-    scores = {k: CoGAPS(n_components=k, max_iter=200, random_state=0).fit(X).score(X) for k in (1, 3)}
+    scores = {
+        k: CoGAPS(n_components=k, max_iter=200, random_state=0).fit(X).score(X) for k in (1, 3)
+    }
     assert scores[3] > scores[1]
 
 
@@ -116,7 +117,9 @@ def test_sparse_input_and_dense_input_with_sparse_optimization_are_the_same_chai
     from_sparse = est.fit(sparse.csc_matrix(X)).components_.copy()
     est.set_params(sparse_optimization=True)
     assert_array_equal(est.fit(X).components_, from_sparse)
-    with pytest.raises(ValueError, match="sparse-data model computes the uncertainty from each stored value"):
+    with pytest.raises(
+        ValueError, match="sparse-data model computes the uncertainty from each stored value"
+    ):
         est.fit(X, uncertainty=np.ones_like(X))
 
 
@@ -259,10 +262,10 @@ def test_fit_transform_passes_its_fit_parameters_on(simulated):
     assert_array_equal(fixed.loadings_, W)
     assert_array_equal(out, fixed.transform(X))
     # in a Pipeline, the step's fit parameters reach fit_transform
-    pipe = make_pipeline(FunctionTransformer(), CoGAPS(n_components=3, max_iter=30,
-                                                       random_state=0))
-    assert_array_equal(pipe.fit_transform(X, cogaps__uncertainty=sigma),
-                       est.fit_transform(X, uncertainty=sigma))
+    pipe = make_pipeline(FunctionTransformer(), CoGAPS(n_components=3, max_iter=30, random_state=0))
+    assert_array_equal(
+        pipe.fit_transform(X, cogaps__uncertainty=sigma), est.fit_transform(X, uncertainty=sigma)
+    )
 
 
 def test_queue_batches_are_larger_than_one_on_many_rows():
@@ -270,7 +273,9 @@ def test_queue_batches_are_larger_than_one_on_many_rows():
 
     X, _, _ = make_patterns(n_samples=50, n_features=1000, n_components=3, random_state=0)
     prec = 1.0 / np.maximum(0.1 * X, 0.1) ** 2
-    sampler = GibbsSampler(X, prec, np.zeros((50, 3)), np.zeros((1000, 3)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
+    sampler = GibbsSampler(
+        X, prec, np.zeros((50, 3)), np.zeros((1000, 3)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1
+    )
     for _ in range(50):
         sampler.iterate(1.0)
     (batches_h, queued_h), (batches_w, queued_w) = sampler.queue_statistics
@@ -385,7 +390,10 @@ def test_fixed_components_recover_the_patterns_and_come_back_unchanged(simulated
     assert np.mean(est.loadings_std_ > 0) > 0.9
     # the amplitudes' domain stays empty, the chi-square trace falls as usual
     assert np.all(est.n_atoms_history_[:, 1] == 0) and est.n_atoms_history_[-1, 0] > 0
-    assert est.objective_history_.shape == (800,) and est.objective_history_[-1] < 0.05 * est.objective_history_[0]
+    assert (
+        est.objective_history_.shape == (800,)
+        and est.objective_history_[-1] < 0.05 * est.objective_history_[0]
+    )
     u = kwargs.get("uncertainty", np.maximum(0.1 * X, 0.1))
     assert_allclose(est.chisq_, np.sum(((X - est.loadings_ @ H) / u) ** 2), rtol=1e-10)
 
@@ -433,12 +441,16 @@ def test_fixed_published_amplitudes_on_gist_give_the_peer_chi_square_and_transfo
 def test_fixed_fits_do_not_depend_on_the_number_of_threads(fixed, sparse_optimization):
     X, W, H = make_patterns(n_samples=60, n_features=3000, n_components=2, random_state=3)
     matrix = H if fixed == "fixed_components" else W
-    est = CoGAPS(n_components=2, max_iter=5, random_state=0, sparse_optimization=sparse_optimization)
+    est = CoGAPS(
+        n_components=2, max_iter=5, random_state=0, sparse_optimization=sparse_optimization
+    )
     results = []
     for n_threads in (1, 2):
         with threadpool_limits(n_threads, user_api="openmp"):
             est.fit(X, **{fixed: matrix})
-            results.append((est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy()))
+            results.append(
+                (est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy())
+            )
     for a, b in zip(*results):
         assert_array_equal(a, b)
 
@@ -446,7 +458,10 @@ def test_fixed_fits_do_not_depend_on_the_number_of_threads(fixed, sparse_optimiz
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"fixed_components": np.ones((2, 200))}, r"'fixed_components' must have shape .*\(3, 200\)"),
+        (
+            {"fixed_components": np.ones((2, 200))},
+            r"'fixed_components' must have shape .*\(3, 200\)",
+        ),
         ({"fixed_components": np.ones((3, 199))}, r"'fixed_components' must have shape"),
         ({"fixed_patterns": np.ones((30, 4))}, r"'fixed_patterns' must have shape .*\(30, 3\)"),
         ({"fixed_patterns": -np.ones((30, 3))}, "'fixed_patterns' must be non-negative"),
@@ -493,7 +508,7 @@ def parallel_everywhere():
 
 @pytest.mark.parametrize("model", ["dense", "sparse", "fixed", "reversible"])
 def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywhere):
-    from sklearn_cogaps._cogaps._sampler import _set_parallel_thresholds
+    from sklearn_cogaps._cogaps._sampler import _set_parallel_thresholds_for_tests
 
     X, W = _data_with_true_zeros(seed=1)
     data = sparse.csr_matrix(X) if model == "sparse" else X
@@ -505,13 +520,15 @@ def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywh
     for n_threads in (1, 2, 3):
         with threadpool_limits(n_threads, user_api="openmp"):
             est.fit(data, **kwargs)
-            runs.append((est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy()))
+            runs.append(
+                (est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy())
+            )
     # and the thresholds only choose the path, never the chain
-    previous = _set_parallel_thresholds(min_work=10**12, min_entries=10**12)
+    previous = _set_parallel_thresholds_for_tests(min_work=10**12, min_entries=10**12)
     try:
         est.fit(data, **kwargs)
     finally:
-        _set_parallel_thresholds(*previous)
+        _set_parallel_thresholds_for_tests(*previous)
     runs.append((est.loadings_, est.components_, est.objective_history_))
     for run in runs[1:]:
         for a, b in zip(runs[0], run):
@@ -519,12 +536,12 @@ def test_forced_parallel_paths_give_the_one_thread_chain(model, parallel_everywh
 
 
 def test_parallel_thresholds_are_validated():
-    from sklearn_cogaps._cogaps._sampler import _set_parallel_thresholds
+    from sklearn_cogaps._cogaps._sampler import _set_parallel_thresholds_for_tests
 
     with pytest.raises(ValueError, match="min_work must be a non-negative integer; got -1"):
-        _set_parallel_thresholds(min_work=-1)
-    previous = _set_parallel_thresholds()
-    assert _set_parallel_thresholds(*previous) == previous
+        _set_parallel_thresholds_for_tests(min_work=-1)
+    previous = _set_parallel_thresholds_for_tests()
+    assert _set_parallel_thresholds_for_tests(*previous) == previous
 
 
 def test_sparse_transform_uses_the_stored_entries_and_equals_the_dense_model():
@@ -550,7 +567,9 @@ def test_sparse_transform_uses_the_stored_entries_and_equals_the_dense_model():
     assert_allclose(from_sparse[:1], est.transform(X_zeroed[:1]), rtol=0, atol=1e-9)
     # reproducible, and each row's result depends on that row alone
     assert_array_equal(est.transform(rows), from_sparse)
-    assert_array_equal(est.transform(sparse.csr_matrix(X_zeroed[[7, 3, 12]])), from_sparse[[7, 3, 12]])
+    assert_array_equal(
+        est.transform(sparse.csr_matrix(X_zeroed[[7, 3, 12]])), from_sparse[[7, 3, 12]]
+    )
     # an all-zero row under the sparse model: only its prior
     empty = est.transform(sparse.csr_matrix((2, X.shape[1])))
     assert empty.shape == (2, 3) and np.all(np.isfinite(empty)) and np.all(empty >= 0)
@@ -603,7 +622,9 @@ def test_sparse_model_reads_a_canonical_csr_in_place_and_never_changes_the_calle
     messy = sparse.csr_matrix(X)
     messy.data[:5] = 0.0  # explicit zeros
     csc = sparse.csc_matrix(messy)
-    reference = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(sparse.csr_matrix(messy.toarray()))
+    reference = CoGAPS(n_components=3, max_iter=10, random_state=0).fit(
+        sparse.csr_matrix(messy.toarray())
+    )
     for data in (canonical, messy, csc):
         for a in (data.data, data.indices, data.indptr):
             a.flags.writeable = False
@@ -681,7 +702,19 @@ def test_a_non_finite_likelihood_in_a_parallel_batch_or_row_raises(n_threads, pa
     X = np.ones((20, 50))
     X[3, 7] = X[11, 30] = 1e308  # times the precision 10: an infinite statistic
     prec = np.full(X.shape, 10.0)
-    sampler = GibbsSampler(X.copy(), prec, np.zeros((20, 2)), np.zeros((50, 2)), 0.01, 0.01, 0.01, 0.01, 100.0, 100.0, 1)
+    sampler = GibbsSampler(
+        X.copy(),
+        prec,
+        np.zeros((20, 2)),
+        np.zeros((50, 2)),
+        0.01,
+        0.01,
+        0.01,
+        0.01,
+        100.0,
+        100.0,
+        1,
+    )
     # the statistic is infinite once atoms sit both in row 3 (or 11) of W and in feature 7
     # (or 30) of Ht, which under this sparse prior takes a few to a few tens of iterations
     with pytest.raises(ValueError, match="CoGAPS chain met a value that is not finite"):
@@ -758,7 +791,8 @@ def test_padded_residual_rows_give_the_same_chain(monkeypatch, dtype, fixed):
     """Every kernel that reads or writes the residual and the precisions (row sums,
     residual updates, transposes, the float32 recomputation, the chi-square) follows their
     row stride: padding every row gives the chain of unpadded rows, bit for bit."""
-    from sklearn_cogaps._cogaps import _chisq as _cogaps_chisq, _sampler as _cogaps_sampler
+    from sklearn_cogaps._cogaps import _chisq as _cogaps_chisq
+    from sklearn_cogaps._cogaps import _sampler as _cogaps_sampler
 
     X, W = _data_with_true_zeros(seed=1)
     X = X.astype(dtype)
@@ -775,7 +809,9 @@ def test_padded_residual_rows_give_the_same_chain(monkeypatch, dtype, fixed):
         for n_threads in (1, 2):
             with threadpool_limits(n_threads, user_api="openmp"), every_path_parallel():
                 est.fit(X, **kwargs)
-            runs.append((est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy()))
+            runs.append(
+                (est.loadings_.copy(), est.components_.copy(), est.objective_history_.copy())
+            )
         return runs
 
     plain = fits()

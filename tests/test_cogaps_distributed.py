@@ -101,8 +101,14 @@ def test_a_plain_refit_drops_the_distributed_attributes(cells):
     assert model.n_components_ > 0
     with pytest.warns(UserWarning, match="n_sets=2 is used only in distributed mode"):
         model.set_params(distributed=None).fit(X)
-    for name in ("n_components_", "subsets_", "subset_patterns_", "pattern_clusters_",
-                 "consensus_correlation_", "subset_chisq_"):
+    for name in (
+        "n_components_",
+        "subsets_",
+        "subset_patterns_",
+        "pattern_clusters_",
+        "consensus_correlation_",
+        "subset_chisq_",
+    ):
         assert not hasattr(model, name), name
 
 
@@ -115,13 +121,17 @@ def test_explicit_sets_and_feature_names(cells):
     sets = [names[0::3], names[1::3], names[2::3]]
     model = CoGAPS(distributed="genome-wide", explicit_sets=sets, **FIT).fit(frame)
     assert [s.tolist() for s in model.subsets_] == [
-        list(range(0, 300, 3)), list(range(1, 300, 3)), list(range(2, 300, 3))
+        list(range(0, 300, 3)),
+        list(range(1, 300, 3)),
+        list(range(2, 300, 3)),
     ]
     _, corr = match_components(W, model.loadings_)
     assert np.all(corr > 0.9), corr
     by_index = CoGAPS(
-        distributed="genome-wide", explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)],
-        n_sets=3, **FIT,
+        distributed="genome-wide",
+        explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)],
+        n_sets=3,
+        **FIT,
     ).fit(X.toarray())
     assert_array_equal(by_index.components_, model.components_)
 
@@ -131,20 +141,23 @@ def test_same_seed_same_result_and_the_seed_matters(cells, sequential_and_proces
     sequential, _ = sequential_and_processes
     _same_fit(sequential, _fit_small(X))
     other = _fit_small(X, max_iter=5, random_state=4)
-    assert not np.array_equal(
-        np.concatenate(other.subsets_), np.concatenate(sequential.subsets_)
-    )
+    assert not np.array_equal(np.concatenate(other.subsets_), np.concatenate(sequential.subsets_))
 
 
 def _fit_small(X, **kwargs):
-    params = dict(n_components=3, max_iter=100, random_state=3, distributed="single-cell",
-                  n_sets=2)
+    params = dict(n_components=3, max_iter=100, random_state=3, distributed="single-cell", n_sets=2)
     return CoGAPS(**{**params, **kwargs}).fit(X)
 
 
 def _same_fit(a, b):
-    for name in ("loadings_", "loadings_std_", "components_", "components_std_",
-                 "objective_history_", "consensus_correlation_"):
+    for name in (
+        "loadings_",
+        "loadings_std_",
+        "components_",
+        "components_std_",
+        "objective_history_",
+        "consensus_correlation_",
+    ):
         assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.chisq_ == b.chisq_
 
@@ -168,8 +181,12 @@ def _cells_X():
     return make_single_cell(n_samples=400, n_features=300, n_components=3, random_state=0)[0]
 
 
-def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_processes, monkeypatch):
-    distributed = pytest.importorskip("distributed", reason="dask[distributed] is an optional extra")
+def test_dask_local_cluster_gives_the_joblib_processes_result(
+    sequential_and_processes, monkeypatch
+):
+    distributed = pytest.importorskip(
+        "distributed", reason="dask[distributed] is an optional extra"
+    )
     _, processes = sequential_and_processes
     scattered = []
     real_scatter = distributed.Client.scatter
@@ -179,13 +196,16 @@ def test_dask_local_cluster_gives_the_joblib_processes_result(sequential_and_pro
         return real_scatter(self, data, *args, **kwargs)
 
     monkeypatch.setattr(distributed.Client, "scatter", counting_scatter)
-    with distributed.LocalCluster(
-        n_workers=2,
-        processes=True,
-        threads_per_worker=1,
-        host="127.0.0.1",
-        dashboard_address=None,
-    ) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         with joblib.parallel_config(backend="dask"):
             on_dask = _fit_small(_cells_X())
         # the tasks did run on the cluster's workers
@@ -257,12 +277,15 @@ def test_anticorrelated_members_weigh_nothing_and_the_consensus_stays_non_negati
     assert_allclose(consensus[:, 0], expected / expected.max())
 
 
-@pytest.mark.parametrize("mode, shape, match", [
-    ("genome-wide", (1, 30), "correlation over the samples.*n_samples=1"),
-    ("single-cell", (30, 1), "correlation over the features.*n_features=1"),
-    ("genome-wide", (30, 1), "n_sets=2 exceeds the number of features of X \\(n_features=1\\)"),
-    ("single-cell", (1, 30), "n_sets=2 exceeds the number of samples of X \\(n_samples=1\\)"),
-])
+@pytest.mark.parametrize(
+    "mode, shape, match",
+    [
+        ("genome-wide", (1, 30), "correlation over the samples.*n_samples=1"),
+        ("single-cell", (30, 1), "correlation over the features.*n_features=1"),
+        ("genome-wide", (30, 1), "n_sets=2 exceeds the number of features of X \\(n_features=1\\)"),
+        ("single-cell", (1, 30), "n_sets=2 exceeds the number of samples of X \\(n_samples=1\\)"),
+    ],
+)
 def test_too_small_an_input_for_the_subsets_is_an_error(mode, shape, match):
     X = np.random.RandomState(0).random_sample(shape)
     with pytest.raises(ValueError, match=match):
@@ -281,7 +304,10 @@ def test_no_cluster_large_enough_is_an_error():
     [
         (dict(distributed="rows"), "distributed"),
         (dict(distributed="genome-wide", n_sets=0), "n_sets"),
-        (dict(distributed="genome-wide", n_sets=301), "n_sets=301 exceeds the number of features of X \\(n_features=300\\)"),
+        (
+            dict(distributed="genome-wide", n_sets=301),
+            "n_sets=301 exceeds the number of features of X \\(n_features=300\\)",
+        ),
         (dict(distributed="single-cell", n_sets=2, cut=7), "cut=7 exceeds the 6 patterns"),
         (dict(distributed="single-cell", min_ns=3, max_ns=2), "max_ns=2 is smaller"),
         (dict(distributed="single-cell", warm_start=True), "warm_start=True cannot"),
@@ -291,8 +317,11 @@ def test_no_cluster_large_enough_is_an_error():
         (dict(distributed="genome-wide", explicit_sets=[[]]), "empty"),
         (dict(distributed="genome-wide", explicit_sets=[["a"]]), "integer feature indices"),
         (
-            dict(distributed="genome-wide", n_sets=2,
-                 explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)]),
+            dict(
+                distributed="genome-wide",
+                n_sets=2,
+                explicit_sets=[range(0, 300, 3), range(1, 300, 3), range(2, 300, 3)],
+            ),
             "n_sets=2 but explicit_sets holds 3 subsets",
         ),
     ],
@@ -349,4 +378,3 @@ def test_loky_sends_each_subsets_data_once_for_both_phases(monkeypatch):
     values = {shape[0] for shape, dtype, _ in dumped if len(shape) == 1 and dtype.endswith("f8")}
     assert values == subset_sizes
     _same_fit(model, _fit_small(X, n_sets=2, max_iter=20))
-

@@ -9,21 +9,21 @@ import pickle
 
 import numpy as np
 import pytest
+from _shared import every_path_parallel
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import CoGAPS, match_components
-from sklearn_cogaps._cogaps._uncertainty import precision as _precision
 from sklearn_cogaps._cogaps._chisq import fit_chi_square, residual
 from sklearn_cogaps._cogaps._sampler import GibbsSampler
+from sklearn_cogaps._cogaps._uncertainty import precision as _precision
 from sklearn_cogaps.datasets import make_patterns
-
-from _shared import every_path_parallel
 
 # Short chains, compared with each other bit for bit or with the float64 chain of the same
 # length: whether they have converged is not what these tests are about.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
 
 @pytest.fixture(scope="module")
 def data():
@@ -41,8 +41,15 @@ def _fit(X, n_threads=1, **kwargs):
 
 
 def _outputs(est, W):
-    return (est.loadings_, est.loadings_std_, est.components_, est.components_std_,
-            est.objective_history_, np.array([est.chisq_]), W)
+    return (
+        est.loadings_,
+        est.loadings_std_,
+        est.components_,
+        est.components_std_,
+        est.objective_history_,
+        np.array([est.chisq_]),
+        W,
+    )
 
 
 @pytest.mark.parametrize("fixed", [None, "fixed_components", "fixed_patterns", "reversible"])
@@ -85,8 +92,20 @@ def test_float32_residual_stays_within_rounding_of_the_exact_one(data):
     X = np.ascontiguousarray(np.vstack([X] * 4))  # more rows, more updates per iteration
     prec = _precision(np.maximum(0.1 * X.astype(np.float64), 0.1), np.float32)
     n, m = X.shape
-    sampler = GibbsSampler(X.copy(), prec, np.zeros((n, 3)), np.zeros((m, 3)), 0.01, 0.01,
-                           0.5, 0.5, 100.0, 100.0, 7, X=X)
+    sampler = GibbsSampler(
+        X.copy(),
+        prec,
+        np.zeros((n, 3)),
+        np.zeros((m, 3)),
+        0.01,
+        0.01,
+        0.5,
+        0.5,
+        100.0,
+        100.0,
+        7,
+        X=X,
+    )
     assert sampler.f32
     worst = 0.0
     for it in range(60):
@@ -110,8 +129,9 @@ def test_float32_warm_start_is_the_uninterrupted_chain(data):
     for _ in range(10):
         two.iterate(1.0)
     state = pickle.loads(pickle.dumps(two.get_state()))
-    three = GibbsSampler(residual(X, state["W"], state["Ht"]), prec, state["W"], state["Ht"],
-                         *args, state=state, X=X)
+    three = GibbsSampler(
+        residual(X, state["W"], state["Ht"]), prec, state["W"], state["Ht"], *args, state=state, X=X
+    )
     for _ in range(10):
         three.iterate(1.0)
     assert_array_equal(one.W, three.W)
@@ -147,7 +167,8 @@ def test_sparse_model_returns_float32_from_its_float64_computation(data):
     X[X < np.quantile(X, 0.5)] = 0
     e32 = CoGAPS(n_components=3, max_iter=30, random_state=0).fit(sparse.csr_matrix(X))
     e64 = CoGAPS(n_components=3, max_iter=30, random_state=0).fit(
-        sparse.csr_matrix(X.astype(np.float64)))
+        sparse.csr_matrix(X.astype(np.float64))
+    )
     assert e32.components_.dtype == np.float32
     assert_array_equal(e32.components_, e64.components_.astype(np.float32))
     assert e32.transform(sparse.csr_matrix(X)).dtype == np.float32
@@ -158,5 +179,6 @@ def test_float32_refuses_precisions_outside_its_range(data):
     with pytest.raises(ValueError, match="outside the normal range of float32.*X.astype"):
         CoGAPS(n_components=3, max_iter=5).fit(X, uncertainty=np.full(X.shape, 1e-25))
     # the same uncertainty is fine in float64
-    CoGAPS(n_components=3, max_iter=5).fit(X.astype(np.float64), uncertainty=np.full(X.shape, 1e-25))
-
+    CoGAPS(n_components=3, max_iter=5).fit(
+        X.astype(np.float64), uncertainty=np.full(X.shape, 1e-25)
+    )

@@ -50,8 +50,14 @@ def assert_unchanged(obj, before):
 
 def read_only(obj):
     obj = copy.deepcopy(obj)
-    arrays = [obj] if not sparse.issparse(obj) else (
-        [obj.data, obj.row, obj.col] if obj.format == "coo" else [obj.data, obj.indices, obj.indptr]
+    arrays = (
+        [obj]
+        if not sparse.issparse(obj)
+        else (
+            [obj.data, obj.row, obj.col]
+            if obj.format == "coo"
+            else [obj.data, obj.indices, obj.indptr]
+        )
     )
     for a in arrays:
         a.setflags(write=False)
@@ -108,8 +114,9 @@ def sparse_variants(dense, tmp_path):
         path = tmp_path / f"{name}.npy"
         np.save(path, getattr(csr, name))
         parts[name] = np.load(path, mmap_mode="r")
-    yield "memory-mapped csr", sparse.csr_matrix(
-        (parts["data"], parts["indices"], parts["indptr"]), shape=dense.shape
+    yield (
+        "memory-mapped csr",
+        sparse.csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=dense.shape),
     )
 
 
@@ -189,8 +196,11 @@ def test_uncertainty_unchanged(dense, tmp_path):
     expected = results(CoGAPS(**FAST), dense, u)
     path = tmp_path / "u.npy"
     np.save(path, u)
-    for name, unc in [("read-only", read_only(u)), ("mmap", np.load(path, mmap_mode="r")),
-                      ("sparse", sparse.csr_matrix(u))]:
+    for name, unc in [
+        ("read-only", read_only(u)),
+        ("mmap", np.load(path, mmap_mode="r")),
+        ("sparse", sparse.csr_matrix(u)),
+    ]:
         before = snapshot(unc)
         X = read_only(dense)
         got = results(CoGAPS(**FAST), X, unc)

@@ -17,16 +17,15 @@ test the samplers" in the user guide).
 
 import numpy as np
 import pytest
+from _shared import every_path_parallel
 from scipy import integrate, sparse, special, stats
 
 from sklearn_cogaps import CoGAPS
-from sklearn_cogaps._cogaps._uncertainty import SPARSE_SIGMA0
 from sklearn_cogaps._cogaps._chisq import residual
 from sklearn_cogaps._cogaps._proposals import _log_gauss_integral_for_tests
-from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds
+from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds_for_tests
 from sklearn_cogaps._cogaps._sampler import GibbsSampler, sample_fixed_rows
-
-from _shared import every_path_parallel
+from sklearn_cogaps._cogaps._uncertainty import SPARSE_SIGMA0
 
 MAX_MASS = 100.0
 # Smallest p-value (Bonferroni over the statistics compared) a correct chain may give; the
@@ -63,9 +62,7 @@ class QuadraturePosterior:
             return -0.5 * np.sum(prec * r * r, axis=-1)
 
         # each element is 0 (weight exp(-alpha)) or on the grid (prior density x node weight)
-        support = [(np.zeros(1), np.array([-alpha]))] + [
-            (self.grid, log_prior + np.log(gw))
-        ]
+        support = [(np.zeros(1), np.array([-alpha]))] + [(self.grid, log_prior + np.log(gw))]
         self.parts = []
         shift = loglik(np.zeros(self.K))
         for config in np.ndindex(*(2,) * self.K):
@@ -103,8 +100,9 @@ def continuous_cdf(x, prec, h, alpha, lam, upper):
 # The chains: one row, H fixed, many independent chains; thinned samples
 
 
-def fit_chains(X, prec, H, alpha, lam, reversible, n_chains, n_iter, thin, seed,
-               model="dense", n_threads=1):
+def fit_chains(
+    X, prec, H, alpha, lam, reversible, n_chains, n_iter, thin, seed, model="dense", n_threads=1
+):
     """Independent fixed-H chains (the queued chain of ``fit``) on one row; returns the
     thinned samples of W after a burn-in of ``thin`` iterations, shape
     (n_chains, n_samples, K)."""
@@ -116,11 +114,20 @@ def fit_chains(X, prec, H, alpha, lam, reversible, n_chains, n_iter, thin, seed,
         args = (alpha, alpha, lam, lam, MAX_MASS, MAX_MASS, int(s))
         if model == "sparse":
             rows = sparse.csr_matrix(X)
-            sampler = GibbsSampler(None, None, W0, Ht, *args, fixed="H", reversible=reversible,
-                                   sparse_data=(rows, rows.T.tocsr(), SPARSE_SIGMA0))
+            sampler = GibbsSampler(
+                None,
+                None,
+                W0,
+                Ht,
+                *args,
+                fixed="H",
+                reversible=reversible,
+                sparse_data=(rows, rows.T.tocsr(), SPARSE_SIGMA0),
+            )
         else:
-            sampler = GibbsSampler(residual(X, W0, Ht), prec, W0, Ht, *args, fixed="H",
-                                   reversible=reversible)
+            sampler = GibbsSampler(
+                residual(X, W0, Ht), prec, W0, Ht, *args, fixed="H", reversible=reversible
+            )
         samples = []
         for it in range(n_iter):
             sampler.iterate(1.0, n_threads)
@@ -135,8 +142,10 @@ def compare_with_quadrature(samples, post, cdf=None):
     one replicate) and, when ``cdf`` is given (K = 1), a KS test of the continuous part."""
     z = []
     for k in range(samples.shape[2]):
-        for values, expected in ((samples[:, :, k] == 0.0, post.p_zero(k)),
-                                 (samples[:, :, k], post.moment(k, 1))):
+        for values, expected in (
+            (samples[:, :, k] == 0.0, post.p_zero(k)),
+            (samples[:, :, k], post.moment(k, 1)),
+        ):
             per_chain = values.mean(axis=1)
             # floored at the resolution of the samples: a chain that never visits 0 has
             # spread 0 there
@@ -190,25 +199,48 @@ def posteriors():
 
 @pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 def test_log_gauss_integral_matches_quadrature():
-    for a, b, cap in [(0.0, 0.0, 3.0), (0.0, -2.0, 5.0), (0.0, 3.0, 2.0), (1.0, 0.0, 10.0),
-                      (4.0, 20.0, 10.0), (4.0, -200.0, 10.0), (100.0, -5000.0, 1.0),
-                      (1e-8, 1e-3, 100.0), (3.0, 100.0, 2.0), (1e6, -1e5, 1.0)]:
+    for a, b, cap in [
+        (0.0, 0.0, 3.0),
+        (0.0, -2.0, 5.0),
+        (0.0, 3.0, 2.0),
+        (1.0, 0.0, 10.0),
+        (4.0, 20.0, 10.0),
+        (4.0, -200.0, 10.0),
+        (100.0, -5000.0, 1.0),
+        (1e-8, 1e-3, 100.0),
+        (3.0, 100.0, 2.0),
+        (1e6, -1e5, 1.0),
+    ]:
         top = min(cap, max(0.0, b / a)) if a > 0 else (cap if b > 0 else 0.0)
         peak = b * top - 0.5 * a * top * top
         points = [top] if 0.0 < top < cap else None
-        value, _ = integrate.quad(lambda t: np.exp(b * t - 0.5 * a * t * t - peak), 0.0, cap,
-                                  points=points, epsabs=0.0, epsrel=1e-12, limit=200)
+        value, _ = integrate.quad(
+            lambda t: np.exp(b * t - 0.5 * a * t * t - peak),
+            0.0,
+            cap,
+            points=points,
+            epsabs=0.0,
+            epsrel=1e-12,
+            limit=200,
+        )
         expected = peak + np.log(value)
-        assert _log_gauss_integral_for_tests(a, b, cap) == pytest.approx(expected, rel=1e-12,
-                                                                        abs=1e-12)
+        assert _log_gauss_integral_for_tests(a, b, cap) == pytest.approx(
+            expected, rel=1e-12, abs=1e-12
+        )
 
 
 def test_quadrature_is_a_probability(posteriors):
     # sanity of the reference itself: a nontrivial point mass, and a grid fine enough
     post = posteriors[1]
     assert 0.2 < post.p_zero(0) < 0.8
-    coarse = QuadraturePosterior(*[a[0] if a.ndim > 1 else a for a in problem(1)[:2]],
-                                 problem(1)[2], ALPHA, 1.0, upper=6.0, n_nodes=200)
+    coarse = QuadraturePosterior(
+        *[a[0] if a.ndim > 1 else a for a in problem(1)[:2]],
+        problem(1)[2],
+        ALPHA,
+        1.0,
+        upper=6.0,
+        n_nodes=200,
+    )
     assert coarse.moment(0, 1) == pytest.approx(post.moment(0, 1), rel=1e-9)
     assert 0.05 < posteriors["sparse"].p_zero(0) < 0.95
 
@@ -232,12 +264,13 @@ def test_reversible_parallel_path_gives_the_serial_chain(model):
     serial ones bit for bit, so the statistical test covers them too."""
     X, prec, H, lam = problem(1) if model == "dense" else sparse_problem()
     serial = fit_chains(X, prec, H, ALPHA, lam, True, 2, 60, 5, seed=1, model=model)
-    previous = _set_parallel_thresholds(min_work=0, min_entries=0)
+    previous = _set_parallel_thresholds_for_tests(min_work=0, min_entries=0)
     try:
-        parallel = fit_chains(X, prec, H, ALPHA, lam, True, 2, 60, 5, seed=1, model=model,
-                              n_threads=2)
+        parallel = fit_chains(
+            X, prec, H, ALPHA, lam, True, 2, 60, 5, seed=1, model=model, n_threads=2
+        )
     finally:
-        _set_parallel_thresholds(*previous)
+        _set_parallel_thresholds_for_tests(*previous)
     np.testing.assert_array_equal(serial, parallel)
 
 
@@ -269,12 +302,23 @@ def test_transform_chains_sample_the_posterior(posteriors):
     seeds = np.random.default_rng(3).integers(1, 2**63, n).astype(np.uint64)
     results = {}
     for reversible in (True, False):
-        mean, std = sample_fixed_rows(np.repeat(X, n, axis=0), np.repeat(prec, n, axis=0),
-                                      np.ascontiguousarray(H.T), ALPHA, lam, MAX_MASS, 300,
-                                      seeds, 2, reversible=reversible)
+        mean, std = sample_fixed_rows(
+            np.repeat(X, n, axis=0),
+            np.repeat(prec, n, axis=0),
+            np.ascontiguousarray(H.T),
+            ALPHA,
+            lam,
+            MAX_MASS,
+            300,
+            seeds,
+            2,
+            reversible=reversible,
+        )
         z = []
-        for values, expected in ((mean[:, 0], post.moment(0, 1)),
-                                 (std[:, 0] ** 2 + mean[:, 0] ** 2, post.moment(0, 2))):
+        for values, expected in (
+            (mean[:, 0], post.moment(0, 1)),
+            (std[:, 0] ** 2 + mean[:, 0] ** 2, post.moment(0, 2)),
+        ):
             z.append((values.mean() - expected) / (values.std(ddof=1) / np.sqrt(n)))
         results[reversible] = np.array(z)
     assert np.abs(results[True]).max() < 3.3, results[True]
@@ -292,8 +336,9 @@ def test_estimator_option_reaches_fit_and_transform():
     rows[:, 0] += 1e-9 * np.arange(60)
     sigma = 1.0 / np.sqrt(np.repeat(prec, 60, axis=0))
     density = 0.2
-    model = CoGAPS(n_components=1, max_iter=400, atom_density_W=density, random_state=0,
-                   solver="reversible")
+    model = CoGAPS(
+        n_components=1, max_iter=400, atom_density_W=density, random_state=0, solver="reversible"
+    )
     model.fit(rows, uncertainty=sigma, fixed_components=H)
     # the estimator sets the prior rate from the data: the quadrature follows it
     post = QuadraturePosterior(X[0], prec[0], H, density, model.lambda_W_, upper=6.0)
@@ -318,10 +363,16 @@ def test_reversible_chain_is_the_same_for_any_thread_count(model):
             from threadpoolctl import threadpool_limits
 
             with threadpool_limits(limits=threads, user_api="openmp"):
-                est = CoGAPS(n_components=3, max_iter=20, random_state=0, solver="reversible",
-                             sparse_optimization=sparse_opt).fit(X)
-                fits.append((est.loadings_, est.components_, est.objective_history_,
-                             est.transform(X[:5])))
+                est = CoGAPS(
+                    n_components=3,
+                    max_iter=20,
+                    random_state=0,
+                    solver="reversible",
+                    sparse_optimization=sparse_opt,
+                ).fit(X)
+                fits.append(
+                    (est.loadings_, est.components_, est.objective_history_, est.transform(X[:5]))
+                )
     for a, b in zip(*fits):
         np.testing.assert_array_equal(a, b)
 
@@ -332,8 +383,9 @@ def test_reversible_warm_start_and_pickle_continue_the_same_chain():
     from sklearn_cogaps.datasets import make_patterns
 
     X, _, _ = make_patterns(n_samples=15, n_features=30, n_components=2, random_state=1)
-    est = CoGAPS(n_components=2, max_iter=20, random_state=0, warm_start=True,
-                 solver="reversible").fit(X)
+    est = CoGAPS(
+        n_components=2, max_iter=20, random_state=0, warm_start=True, solver="reversible"
+    ).fit(X)
     restored = pickle.loads(pickle.dumps(est))
     est.fit(X)
     restored.fit(X)
@@ -361,8 +413,21 @@ def test_reversible_queued_chain_on_several_rows_samples_each_row_posterior():
     samples = []
     for s in np.random.default_rng(5).integers(1, 2**63, 150):
         W0 = np.zeros((3, 1))
-        sampler = GibbsSampler(residual(X, W0, Ht), prec, W0, Ht, ALPHA, ALPHA, lam, lam,
-                               MAX_MASS, MAX_MASS, int(s), fixed="H", reversible=True)
+        sampler = GibbsSampler(
+            residual(X, W0, Ht),
+            prec,
+            W0,
+            Ht,
+            ALPHA,
+            ALPHA,
+            lam,
+            lam,
+            MAX_MASS,
+            MAX_MASS,
+            int(s),
+            fixed="H",
+            reversible=True,
+        )
         chain = []
         for it in range(600):
             sampler.iterate(1.0, 1)
@@ -375,8 +440,10 @@ def test_reversible_queued_chain_on_several_rows_samples_each_row_posterior():
     assert proposals > batches  # some batches hold several proposals
     for i in range(3):
         post = QuadraturePosterior(X[i], prec[i], H, ALPHA, lam, upper=6.0)
-        for values, expected in ((samples[:, :, i] == 0.0, post.p_zero(0)),
-                                 (samples[:, :, i], post.moment(0, 1))):
+        for values, expected in (
+            (samples[:, :, i] == 0.0, post.p_zero(0)),
+            (samples[:, :, i], post.moment(0, 1)),
+        ):
             per_chain = values.mean(axis=1)
             z.append((per_chain.mean() - expected) / (per_chain.std(ddof=1) / np.sqrt(150)))
     p = min(1.0, len(z) * 2.0 * stats.norm.sf(np.max(np.abs(z))))

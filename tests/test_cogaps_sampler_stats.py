@@ -1,6 +1,6 @@
 """Statistical tests of the CoGAPS chain: does it sample the distribution it claims to?
 
-CoGAPS's birth and death steps (000_f0854fe1e49e50a3, 1.3.1-1.3.2, and the C++ package)
+CoGAPS's birth and death steps (Sherman, Gao & Fertig 2019, 1.3.1-1.3.2, and the C++ package)
 are not a reversible pair: a birth always accepts a mass drawn from the conditional
 posterior, and a death re-draws the mass from the same conditional and keeps the atom with
 probability ``min(1, likelihood ratio)``. The chain therefore has no closed-form stationary
@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from scipy import sparse, special, stats
 
-from sklearn_cogaps._cogaps._uncertainty import SPARSE_SIGMA0
 from sklearn_cogaps._cogaps._chisq import residual
-from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds
+from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds_for_tests
 from sklearn_cogaps._cogaps._sampler import GibbsSampler, sample_fixed_rows
+from sklearn_cogaps._cogaps._uncertainty import SPARSE_SIGMA0
 
 ALPHA = 0.05
 MAX_MASS = 100.0
@@ -210,8 +210,9 @@ def sequential_chains(X, prec, H, lam, n_chains, n_iter, seed):
     seeds = np.random.default_rng(seed).integers(1, 2**63, n_chains).astype(np.uint64)
     Xs = np.repeat(X, n_chains, axis=0)
     P = np.repeat(prec, n_chains, axis=0)
-    mean, std = sample_fixed_rows(Xs, P, np.ascontiguousarray(H.T), ALPHA, lam, MAX_MASS,
-                                  n_iter, seeds, 2)
+    mean, std = sample_fixed_rows(
+        Xs, P, np.ascontiguousarray(H.T), ALPHA, lam, MAX_MASS, n_iter, seeds, 2
+    )
     return mean[:, None, :], (std**2 + mean**2)[:, None, :]
 
 
@@ -226,8 +227,15 @@ def queued_chains(X, prec, H, lam, n_chains, n_iter, seed, model="dense", n_thre
         args = (ALPHA, ALPHA, lam, lam, MAX_MASS, MAX_MASS, int(s))
         if model == "sparse":
             rows = sparse.csr_matrix(X)
-            sampler = GibbsSampler(None, None, W0, Ht, *args, fixed="H",
-                                   sparse_data=(rows, rows.T.tocsr(), SPARSE_SIGMA0, False))
+            sampler = GibbsSampler(
+                None,
+                None,
+                W0,
+                Ht,
+                *args,
+                fixed="H",
+                sparse_data=(rows, rows.T.tocsr(), SPARSE_SIGMA0, False),
+            )
         else:
             sampler = GibbsSampler(residual(X, W0, Ht), prec, W0, Ht, *args, fixed="H")
         total = np.zeros_like(W0)
@@ -259,6 +267,7 @@ def compare(a, b):
 # Problems: small enough that the chains mix in a few hundred iterations and the prior
 # matters (posterior means some prior standard deviations away from the likelihood's).
 
+
 def one_row(K):
     H = np.array([[1.0, 0.5, 0.2, 1.0], [0.1, 0.6, 1.0, 0.3]])[:K]
     X = np.array([[1.2, 0.9, 0.6, 1.1]])
@@ -275,8 +284,9 @@ def several_rows():
 
 @pytest.fixture(scope="module")
 def reference_one_row():
-    return {K: ReferenceChain(*one_row(K), n_chains=400, seed=K).run(N_ITER, BURN_IN)
-            for K in (1, 2)}
+    return {
+        K: ReferenceChain(*one_row(K), n_chains=400, seed=K).run(N_ITER, BURN_IN) for K in (1, 2)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +298,9 @@ def reference_several_rows():
 @pytest.mark.parametrize("K", [1, 2])
 def test_sequential_chain_has_the_kernel_law(K, reference_one_row):
     X, prec, H, lam = one_row(K)
-    p, z = compare(sequential_chains(X, prec, H, lam, 400, N_ITER, seed=10 + K), reference_one_row[K])
+    p, z = compare(
+        sequential_chains(X, prec, H, lam, 400, N_ITER, seed=10 + K), reference_one_row[K]
+    )
     assert p > P_MIN, f"z-scores {np.round(z, 2)}"
 
 
@@ -296,8 +308,9 @@ def test_sequential_chain_has_the_kernel_law(K, reference_one_row):
 def test_wrong_prior_rate_is_rejected(K, reference_one_row):
     """The comparison has power: a chain given a prior rate 1.5 times too large fails."""
     X, prec, H, lam = one_row(K)
-    p, _ = compare(sequential_chains(X, prec, H, 1.5 * lam, 400, N_ITER, seed=10 + K),
-                   reference_one_row[K])
+    p, _ = compare(
+        sequential_chains(X, prec, H, 1.5 * lam, 400, N_ITER, seed=10 + K), reference_one_row[K]
+    )
     assert p < P_MIN
 
 
@@ -305,14 +318,23 @@ def test_wrong_prior_rate_is_rejected(K, reference_one_row):
 @pytest.mark.parametrize("parallel", [False, True])
 def test_queued_chain_has_the_kernel_law(model, parallel, reference_several_rows):
     X, prec, H, lam = several_rows()
-    previous = _set_parallel_thresholds(min_work=0, min_entries=0) if parallel else None
+    previous = _set_parallel_thresholds_for_tests(min_work=0, min_entries=0) if parallel else None
     try:
         # the parallel path gives the serial path's chain bit for bit (tested elsewhere);
         # fewer chains keep its thread start-ups affordable
-        chains = queued_chains(X, prec, H, lam, 30 if parallel else 100, N_ITER, seed=20,
-                               model=model, n_threads=2 if parallel else 1)
+        chains = queued_chains(
+            X,
+            prec,
+            H,
+            lam,
+            30 if parallel else 100,
+            N_ITER,
+            seed=20,
+            model=model,
+            n_threads=2 if parallel else 1,
+        )
     finally:
         if previous is not None:
-            _set_parallel_thresholds(*previous)
+            _set_parallel_thresholds_for_tests(*previous)
     p, z = compare(chains, reference_several_rows)
     assert p > P_MIN, f"z-scores {np.round(z, 2)}"

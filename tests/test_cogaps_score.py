@@ -50,8 +50,9 @@ def test_score_is_reproducible_and_row_wise(fitted):
     parts = model.score(X[:7]) * 7 + model.score(X[7:][::-1]) * (len(X) - 7)
     assert_allclose(parts, total, rtol=1e-12)
     one = model.score(X[[3]])
-    assert_allclose(model.score(np.vstack([X[[3]], X[:2]])) * 3 - model.score(X[:2]) * 2, one,
-                    rtol=1e-10)
+    assert_allclose(
+        model.score(np.vstack([X[[3]], X[:2]])) * 3 - model.score(X[:2]) * 2, one, rtol=1e-10
+    )
     # another random_state splits and samples differently
     other = CoGAPS(n_components=2, max_iter=100, random_state=1).fit(X)
     assert other.score(X) != model.score(X)
@@ -69,7 +70,8 @@ def test_score_with_uncertainty_and_sparse_input(fitted):
 
 def test_score_folds_are_balanced_and_reproducible(fitted):
     """Every entry of a row is in exactly one fold; folds have equal sizes."""
-    from sklearn_cogaps._cogaps._rows import SCORE_FOLDS as _SCORE_FOLDS, _entry_folds, row_seeds
+    from sklearn_cogaps._cogaps._rows import SCORE_FOLDS as _SCORE_FOLDS
+    from sklearn_cogaps._cogaps._rows import _entry_folds, row_seeds
 
     model, X = fitted
     folds = _entry_folds(row_seeds(model, X[:1]), X.shape[1], _SCORE_FOLDS)

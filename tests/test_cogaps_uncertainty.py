@@ -141,8 +141,19 @@ def test_command_line_poisson_uncertainty(counts, suffix, tmp_path, capsys):
         np.save(path, X)
     else:
         sio.mmwrite(path, sparse.coo_matrix(X), precision=17)
-    argv = [path, "-k", "3", "--max-iter", "15", "--seed", "0", "--uncertainty", POISSON,
-            "-o", tmp_path / "out.npz"]
+    argv = [
+        path,
+        "-k",
+        "3",
+        "--max-iter",
+        "15",
+        "--seed",
+        "0",
+        "--uncertainty",
+        POISSON,
+        "-o",
+        tmp_path / "out.npz",
+    ]
     assert main([str(a) for a in argv]) == 0
     out = capsys.readouterr().out
     assert "uncertainty max(sqrt(x), 1)" in out
@@ -159,13 +170,18 @@ def test_a_labelled_uncertainty_in_another_order_is_refused():
     another order would pair each entry with another's sigma."""
     pd = pytest.importorskip("pandas", reason="labelled uncertainty tables are DataFrames")
     rng = np.random.RandomState(0)
-    X = pd.DataFrame(rng.poisson(3.0, (8, 6)).astype(float),
-                     index=[f"s{i}" for i in range(8)], columns=[f"g{j}" for j in range(6)])
+    X = pd.DataFrame(
+        rng.poisson(3.0, (8, 6)).astype(float),
+        index=[f"s{i}" for i in range(8)],
+        columns=[f"g{j}" for j in range(6)],
+    )
     U = np.maximum(0.1 * X, 0.1)
     model = CoGAPS(n_components=2, max_iter=3, random_state=0)
-    for bad, match in [(U[U.columns[::-1]], "column labels.*in another order"),
-                       (U.iloc[::-1], "row labels.*in another order"),
-                       (U.rename(columns={"g0": "g9"}), "column labels.*in part")]:
+    for bad, match in [
+        (U[U.columns[::-1]], "column labels.*in another order"),
+        (U.iloc[::-1], "row labels.*in another order"),
+        (U.rename(columns={"g0": "g9"}), "column labels.*in part"),
+    ]:
         with pytest.raises(ValueError, match=match + r".*uncertainty\.loc\[X\.index, X\.columns\]"):
             model.fit(X, uncertainty=bad)
     # fixed amplitudes of the same genes in another order (a previous fit's components_)

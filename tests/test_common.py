@@ -1,10 +1,9 @@
 """scikit-learn's estimator checks, for every estimator of the package (fast settings)."""
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
 import warnings
 
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_cogaps import (
     CoGAPS,
@@ -26,8 +25,9 @@ ESTIMATORS = [
     MaxMarginMF(n_components=2, max_iter=4, burn_in=1, random_state=0),
     # iPM3F; the checks' continuous data have hundreds of rating levels, for which every user
     # takes the most new features allowed per sweep: one keeps the feature count small
-    MaxMarginMF(n_components=2, prior="ibp", max_new_features=1, max_iter=4, burn_in=1,
-                random_state=0),
+    MaxMarginMF(
+        n_components=2, prior="ibp", max_new_features=1, max_iter=4, burn_in=1, random_state=0
+    ),
     # Built with their defaults: only n_components and random_state set.
     HierarchicalPMF(n_components=2, random_state=0),
     WeightedBackgroundPMF(n_components=2, random_state=0),

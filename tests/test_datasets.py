@@ -65,9 +65,7 @@ def test_values_are_the_decimals_written():
         "GIST_result_Pmean": (gist.published_patterns, samples, patterns),
     }
     for name, (values, index, columns) in tables.items():
-        table = pd.read_csv(
-            GIST_DIR / f"{name}.csv.gz", index_col=0, float_precision="round_trip"
-        )
+        table = pd.read_csv(GIST_DIR / f"{name}.csv.gz", index_col=0, float_precision="round_trip")
         assert_array_equal(table.to_numpy(), values)
         assert list(table.index) == list(index) and list(table.columns) == list(columns)
 

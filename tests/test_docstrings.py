@@ -61,7 +61,5 @@ def _import_paths():
 @pytest.mark.parametrize("import_path", _import_paths())
 def test_docstring(import_path):
     result = numpydoc_validation.validate(import_path)
-    errors = [
-        f"{code}: {message}" for code, message in result["errors"] if code not in IGNORED
-    ]
+    errors = [f"{code}: {message}" for code, message in result["errors"] if code not in IGNORED]
     assert not errors, f"{import_path}:\n" + "\n".join(errors)

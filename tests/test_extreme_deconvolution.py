@@ -140,8 +140,9 @@ def test_missing_values_equal_an_explicit_projection():
     keep = [0, 2]
     assert_allclose(
         a.score_samples(X_nan[rows], X_cov=S[rows]),
-        a.score_samples(X[rows][:, keep], X_cov=S[rows][:, keep][:, :, keep],
-                        projection=np.eye(3)[keep]),  # fmt: skip
+        a.score_samples(
+            X[rows][:, keep], X_cov=S[rows][:, keep][:, :, keep], projection=np.eye(3)[keep]
+        ),  # fmt: skip
         rtol=1e-10,
     )
 
@@ -292,7 +293,9 @@ def test_bad_parameters_raise_clear_errors():
     with pytest.raises(ValueError, match="expecting 2 features"):
         xd.score(X[:, :1])
     # A noise-free collapse names the component and says what to change.
-    with pytest.raises(ValueError, match="component 0 is not positive definite.*Increase reg_covar"):
+    with pytest.raises(
+        ValueError, match="component 0 is not positive definite.*Increase reg_covar"
+    ):
         ExtremeDeconvolution(1, reg_covar=0.0).fit(np.ones((20, 2)))
     # The default regulariser fits constant data.
     xd = ExtremeDeconvolution(1).fit(np.ones((20, 2)))
@@ -333,7 +336,7 @@ def test_stochastic_methods_reach_the_batch_optimum(large, method):
 def test_partial_fit_streams_to_the_batch_optimum(large):
     X, S, em = large
     xd = ExtremeDeconvolution(3, random_state=0)
-    for epoch in range(2):
+    for _ in range(2):
         for start in range(0, 100_000, 2000):
             xd.partial_fit(X[start : start + 2000], X_cov=S[start : start + 2000])
     assert xd.n_iter_ == 100
@@ -383,8 +386,9 @@ def test_split_merge_escapes_a_local_optimum():
 def test_labelled_noise_must_follow_the_labels_of_x():
     pd = pytest.importorskip("pandas")
     rng = np.random.RandomState(0)
-    X = pd.DataFrame(rng.normal(size=(60, 2)), columns=["a", "b"],
-                     index=[f"star{i}" for i in range(60)])
+    X = pd.DataFrame(
+        rng.normal(size=(60, 2)), columns=["a", "b"], index=[f"star{i}" for i in range(60)]
+    )
     noise = pd.DataFrame(rng.uniform(0.1, 0.5, size=(60, 2)), columns=["a", "b"], index=X.index)
     ExtremeDeconvolution(n_components=1, random_state=0).fit(X, X_cov=noise)
     with pytest.raises(ValueError, match=r"column labels of 'X_cov'.*loc\[X.index, X.columns\]"):
@@ -416,8 +420,9 @@ def test_warm_start_on_another_dimension_or_k_starts_anew_with_a_warning():
         fresh3 = ExtremeDeconvolution(2, random_state=0).fit(X3)
         fresh_k3 = ExtremeDeconvolution(3, random_state=0).fit(X)
         xd = ExtremeDeconvolution(2, warm_start=True, random_state=0).fit(X)
-        with pytest.warns(UserWarning, match="dimension 3 and n_components=2, the previous "
-                          "fit had 2 and 2"):
+        with pytest.warns(
+            UserWarning, match="dimension 3 and n_components=2, the previous fit had 2 and 2"
+        ):
             xd.fit(X3)
         assert_allclose(xd.means_, fresh3.means_)
         assert xd.score(X3) == pytest.approx(fresh3.score(X3))
@@ -476,7 +481,9 @@ def test_noise_of_missing_coordinates_is_ignored():
         b = ExtremeDeconvolution(**kw).fit(X, X_cov=S_nan)
     assert_array_equal(a.covariances_, b.covariances_)
     with pytest.raises(ValueError, match="point 1 has non-finite"):
-        ExtremeDeconvolution(3).fit(X, X_cov=np.where(np.arange(400)[:, None, None] == 1, np.nan, S))
+        ExtremeDeconvolution(3).fit(
+            X, X_cov=np.where(np.arange(400)[:, None, None] == 1, np.nan, S)
+        )
 
 
 def test_fast_paths_agree_with_the_general_kernel():
@@ -493,8 +500,9 @@ def test_fast_paths_agree_with_the_general_kernel():
         a = ExtremeDeconvolution(**kw).fit(X, X_cov=var, projection=R)
         b = ExtremeDeconvolution(**kw).fit(X, X_cov=full, projection=np.repeat(R[None], 600, 0))
         c = ExtremeDeconvolution(**kw).fit(X)
-        e = ExtremeDeconvolution(**kw).fit(X, X_cov=np.zeros_like(full),
-                                           projection=np.repeat(np.eye(3)[None], 600, 0))  # fmt: skip
+        e = ExtremeDeconvolution(**kw).fit(
+            X, X_cov=np.zeros_like(full), projection=np.repeat(np.eye(3)[None], 600, 0)
+        )
     assert_allclose(a.covariances_, b.covariances_, rtol=1e-10, atol=1e-12)
     assert_allclose(a.score_samples(X, X_cov=var, projection=R),
                     b.score_samples(X, X_cov=full, projection=np.repeat(R[None], 600, 0)),
@@ -543,7 +551,8 @@ def test_a_rectangular_identity_projection_is_a_projection(shape):
         warnings.simplefilter("ignore", ConvergenceWarning)
         xd = ExtremeDeconvolution(1, random_state=0).fit(X, X_cov=S, projection=R)
         per_point = ExtremeDeconvolution(1, random_state=0).fit(
-            X, X_cov=S, projection=np.broadcast_to(R, (300, p, d)))
+            X, X_cov=S, projection=np.broadcast_to(R, (300, p, d))
+        )
     assert xd.means_.shape == (1, d)
     assert np.isfinite(xd.score(X, X_cov=S, projection=R))
     assert_allclose(xd.means_, per_point.means_, rtol=1e-10, atol=1e-12)
@@ -562,9 +571,18 @@ def test_points_without_the_projection_of_a_projected_fit_warn():
         xd = ExtremeDeconvolution(n_components=2, max_iter=30, random_state=0)
         xd.fit(X, projection=R)
         plain = ExtremeDeconvolution(n_components=2, max_iter=30, random_state=0).fit(v)
-    for method in ("score", "score_samples", "bic", "aic", "predict", "predict_proba",
-                   "deconvolve"):
-        with pytest.warns(UserWarning, match=rf"fitted with projection, but {method} got no projection"):
+    for method in (
+        "score",
+        "score_samples",
+        "bic",
+        "aic",
+        "predict",
+        "predict_proba",
+        "deconvolve",
+    ):
+        with pytest.warns(
+            UserWarning, match=rf"fitted with projection, but {method} got no projection"
+        ):
             getattr(xd, method)(X)
     # the scores differ: the warning is about a real difference
     assert xd.score(X, projection=R) > xd._log_likelihoods(X, None, None).mean() + 1.0
@@ -581,8 +599,10 @@ def test_noise_variances_given_as_y_are_named():
     that are not integers are named, labels are not."""
     rng = np.random.RandomState(0)
     var = rng.uniform(0.5, 2.0, 200)
-    x = (np.concatenate([rng.normal(-3, 1, 100), rng.normal(3, 1, 100)])
-         + rng.normal(size=200) * np.sqrt(var))[:, None]
+    x = (
+        np.concatenate([rng.normal(-3, 1, 100), rng.normal(3, 1, 100)])
+        + rng.normal(size=200) * np.sqrt(var)
+    )[:, None]
     xd = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -593,9 +613,9 @@ def test_noise_variances_given_as_y_are_named():
         with pytest.warns(UserWarning, match=r"partial_fit ignores y"):
             ExtremeDeconvolution(n_components=2, random_state=0).partial_fit(x, var)
         warnings.filterwarnings("error", message=".*ignores y")
-        xd.fit(x, np.repeat([0.0, 1.0], 100))   # labels
-        xd.fit(x, rng.normal(size=200))         # a target with negative values
-        xd.fit(x, var, X_cov=var[:, None])      # the noise is given
+        xd.fit(x, np.repeat([0.0, 1.0], 100))  # labels
+        xd.fit(x, rng.normal(size=200))  # a target with negative values
+        xd.fit(x, var, X_cov=var[:, None])  # the noise is given
 
 
 def test_scoring_without_the_noise_of_a_noisy_fit_warns_and_routing_passes_it():

@@ -7,7 +7,6 @@ are drawn by hypothesis, derandomized so that CI sees the same cases at every ru
 import warnings
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import sparse

@@ -89,10 +89,16 @@ def test_a_series_of_gene_sets_keeps_its_names(fitted):
     pd = pytest.importorskip("pandas")
     model, k, planted, _ = fitted
     sets = {"planted": list(planted), "other": [0, 1, 2, 3, 4]}
-    from_dict = gene_set_statistic(model.components_, model.components_std_, sets,
-                                   n_permutations=100, random_state=0)
-    from_series = gene_set_statistic(model.components_, model.components_std_, pd.Series(sets),
-                                     n_permutations=100, random_state=0)
+    from_dict = gene_set_statistic(
+        model.components_, model.components_std_, sets, n_permutations=100, random_state=0
+    )
+    from_series = gene_set_statistic(
+        model.components_,
+        model.components_std_,
+        pd.Series(sets),
+        n_permutations=100,
+        random_state=0,
+    )
     assert list(from_series["gene_set"]) == ["planted", "other"]
     assert_array_equal(from_series["p_up"], from_dict["p_up"])
     over = marker_overrepresentation(model.components_, model.loadings_, pd.Series(sets))
@@ -109,8 +115,14 @@ def test_zero_standard_deviation_counts_as_calcz_reads_it():
     assert result["mean_z"][1, 0] == 0.0
     assert_array_equal(z_scores(H, sd), [[1e-3, 0.0, 2.0, 0.5]])
     # a name shared by two features (a gene measured twice) takes both, as R's %in% does
-    result = gene_set_statistic(H, sd + 1.0, {"g": ["x"]}, feature_names=["w", "x", "y", "x"],
-                                n_permutations=10, random_state=0)
+    result = gene_set_statistic(
+        H,
+        sd + 1.0,
+        {"g": ["x"]},
+        feature_names=["w", "x", "y", "x"],
+        n_permutations=10,
+        random_state=0,
+    )
     assert result["set_size"][0] == 2 and result["mean_z"][0, 0] == (0.0 / 1 + 0.5 / 2) / 2
 
 
@@ -134,7 +146,13 @@ def test_markers_over_represented_in_the_planted_set_only(fitted):
     sets = {"planted": planted, "random": random_set}
     table = marker_overrepresentation(model.components_, model.loadings_, sets)
     assert set(table) == {
-        "pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value", "p_adjusted"
+        "pattern",
+        "gene_set",
+        "set_size",
+        "n_markers",
+        "overlap",
+        "p_value",
+        "p_adjusted",
     }
     assert_array_equal(table["pattern"], [0, 0, 1, 1, 2, 2])
     assert_array_equal(table["gene_set"], ["planted", "random"] * 3)

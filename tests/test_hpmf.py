@@ -14,8 +14,16 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from threadpoolctl import threadpool_limits
 
-from sklearn_cogaps import HierarchicalPMF, _hpmf, match_components
-from sklearn_cogaps._poisson._hpmf_fast import dlog_gamma_dshape_array, sample_log_gamma, special
+from sklearn_cogaps import HierarchicalPMF, match_components
+from sklearn_cogaps._poisson._hpmf_fast import (
+    _dlog_gamma_dshape_for_tests as dlog_gamma_dshape_array,
+)
+from sklearn_cogaps._poisson._hpmf_fast import (
+    _special_for_tests as special,
+)
+from sklearn_cogaps._poisson._hpmf_fast import (
+    sample_log_gamma,
+)
 from sklearn_cogaps._utils import _openmp_helpers
 
 
@@ -63,8 +71,9 @@ def test_gamma_samples_and_their_gradients_are_unbiased(alpha):
     log_eps = np.empty((n, 1))
     dlog = np.empty((n, 1))
     seeds = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(2654435761)
-    sample_log_gamma(np.full((n, 1), alpha), np.array([np.log(rate)]), seeds, log_eps, dlog,
-                     True, 1)
+    sample_log_gamma(
+        np.full((n, 1), alpha), np.array([np.log(rate)]), seeds, log_eps, dlog, True, 1
+    )
     eps = np.exp(log_eps[:, 0])
     assert stats.kstest(eps, stats.gamma(alpha, scale=1 / rate).cdf).pvalue > 1e-3
     d1 = eps * dlog[:, 0]
@@ -114,8 +123,10 @@ def test_the_default_start_avoids_the_poor_optima_of_random_starts():
     from sklearn_cogaps.datasets import make_single_cell
 
     X, _, _ = make_single_cell(300, 80, 4, depth=2.0, random_state=1)
-    random = [HierarchicalPMF(4, init="random", random_state=seed).fit(X).lower_bound_
-              for seed in range(4)]
+    random = [
+        HierarchicalPMF(4, init="random", random_state=seed).fit(X).lower_bound_
+        for seed in range(4)
+    ]
     default = [HierarchicalPMF(4, random_state=seed).fit(X).lower_bound_ for seed in range(2)]
     # a random start of this data set ends thousands of nats below the others
     assert max(random) - min(random) > 1000
@@ -131,7 +142,10 @@ def test_transform_reproduces_the_fitted_loadings(example, vbem_fit):
     assert_array_equal(vbem_fit.transform(X[10:20]), W[10:20])
     assert_allclose(vbem_fit.inverse_transform(W), W @ vbem_fit.components_)
     assert vbem_fit.get_feature_names_out().tolist() == [
-        "hierarchicalpmf0", "hierarchicalpmf1", "hierarchicalpmf2"]
+        "hierarchicalpmf0",
+        "hierarchicalpmf1",
+        "hierarchicalpmf2",
+    ]
 
 
 def test_dense_and_sparse_input_give_the_same_fit(example):
@@ -153,8 +167,13 @@ def test_same_seed_same_result_for_any_thread_count(example, solver, monkeypatch
     # small problems run on one thread by default; force the parallel kernels here
     monkeypatch.setattr(_openmp_helpers, "MIN_WORK_PER_THREAD", 1)
     X = sparse.csr_matrix(example[0][:80, :100])
-    kw = dict(n_components=3, solver=solver, max_iter=3 if solver == "newton" else 20,
-              init="random", random_state=7)
+    kw = dict(
+        n_components=3,
+        solver=solver,
+        max_iter=3 if solver == "newton" else 20,
+        init="random",
+        random_state=7,
+    )
     with threadpool_limits(1, user_api="openmp"):
         one = HierarchicalPMF(**kw).fit(X)
     with threadpool_limits(2, user_api="openmp"):
@@ -204,22 +223,31 @@ def test_tiny_shapes_and_empty_rows_stay_finite():
 
 def test_fixed_priors_are_kept(example):
     X = example[0][:50, :60]
-    est = HierarchicalPMF(2, learn_prior="none", prior_shape=0.7, prior_rate=2.0,
-                          max_iter=50, random_state=0)
+    est = HierarchicalPMF(
+        2, learn_prior="none", prior_shape=0.7, prior_rate=2.0, max_iter=50, random_state=0
+    )
     with pytest.warns(ConvergenceWarning):
         est.fit(X)
     assert_array_equal(est.prior_loadings_shape_, 0.7)
     assert_array_equal(est.prior_components_rate_, 2.0)
-    rate_only = HierarchicalPMF(2, learn_prior="rate", prior_shape=0.7, max_iter=30,
-                                random_state=0).fit(X)
+    rate_only = HierarchicalPMF(
+        2, learn_prior="rate", prior_shape=0.7, max_iter=30, random_state=0
+    ).fit(X)
     assert_array_equal(rate_only.prior_loadings_shape_, 0.7)
     assert np.all(np.diff(rate_only.objective_history_) >= -1e-10 * np.abs(rate_only.lower_bound_))
 
 
 def test_warm_start_reads_the_fixed_priors_as_set_now(example):
     X = example[0][:50, :60]
-    est = HierarchicalPMF(2, learn_prior="none", prior_shape=0.7, prior_rate=2.0,
-                          max_iter=5, random_state=0, warm_start=True)
+    est = HierarchicalPMF(
+        2,
+        learn_prior="none",
+        prior_shape=0.7,
+        prior_rate=2.0,
+        max_iter=5,
+        random_state=0,
+        warm_start=True,
+    )
     with pytest.warns(ConvergenceWarning):
         est.fit(X)
     est.set_params(prior_shape=1.5, prior_rate=0.5)
@@ -235,8 +263,10 @@ def test_warm_start_reads_the_fixed_priors_as_set_now(example):
     assert not np.allclose(est.prior_components_rate_, 0.5)
 
 
-@pytest.mark.parametrize("params", [dict(learning_rate=0.1), dict(n_mc_samples=4),
-                                    dict(learning_rate=0.1, n_mc_samples=4)])
+@pytest.mark.parametrize(
+    "params",
+    [dict(learning_rate=0.1), dict(n_mc_samples=4), dict(learning_rate=0.1, n_mc_samples=4)],
+)
 @pytest.mark.parametrize("solver", ["vbem", "newton"])
 def test_pathwise_parameters_with_another_solver_warn(example, solver, params):
     X = example[0][:30, :40]

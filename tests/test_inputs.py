@@ -223,16 +223,25 @@ def test_max_margin_mf_leaves_inputs_unchanged(tmp_path):
     make = lambda: MaxMarginMF(2, max_iter=6, burn_in=2, random_state=0)  # noqa: E731
     ref = make().fit(R)
     pairs = sparse.csr_matrix(~np.isnan(R), dtype=np.float64)
-    expected = (ref.predict_ratings(pairs).toarray(), ref.score(R),
-                ref.predict_ratings(pairs[:4], observed=R[:4]).toarray())
+    expected = (
+        ref.predict_ratings(pairs).toarray(),
+        ref.score(R),
+        ref.predict_ratings(pairs[:4], observed=R[:4]).toarray(),
+    )
     for name, form in _ratings_forms(R, tmp_path).items():
         before = _snapshot(form)
         est = make().fit(form)
         # the first four users again, as new users, in the same container
-        observed = (form.tocsr()[:4].asformat(form.format) if sparse.issparse(form)
-                    else np.asarray(form)[:4])
-        got = (est.predict_ratings(pairs).toarray(), est.score(form),
-               est.predict_ratings(pairs[:4], observed=observed).toarray())
+        observed = (
+            form.tocsr()[:4].asformat(form.format)
+            if sparse.issparse(form)
+            else np.asarray(form)[:4]
+        )
+        got = (
+            est.predict_ratings(pairs).toarray(),
+            est.score(form),
+            est.predict_ratings(pairs[:4], observed=observed).toarray(),
+        )
         for a, b in zip(expected, got):
             assert_array_equal(a, b, err_msg=name)
         assert _snapshot(form) == before, name

@@ -20,13 +20,19 @@ from sklearn_cogaps import (
     rating_nmae,
 )
 from sklearn_cogaps._m3f._chain import _Chain
-from sklearn_cogaps._m3f._ratings import _Ratings
 from sklearn_cogaps._m3f._fast import (
-    compound_symmetric,
-    draw_invgauss,
-    new_feature_log_probs,
+    _compound_symmetric_for_tests as compound_symmetric,
+)
+from sklearn_cogaps._m3f._fast import (
+    _invgauss_for_tests as draw_invgauss,
+)
+from sklearn_cogaps._m3f._fast import (
+    _new_feature_log_probs_for_tests as new_feature_log_probs,
+)
+from sklearn_cogaps._m3f._fast import (
     sample_ibp_rows,
 )
+from sklearn_cogaps._m3f._ratings import _Ratings
 
 
 def simulate(n_users=150, n_items=100, k=3, density=0.3, seed=0, binary=False):
@@ -58,6 +64,7 @@ def fitted(split):
 
 
 # -- the samplers -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mean", [1e-6, 1e-3, 0.2, 1.0, 7.0, 300.0, 1e8])
 @pytest.mark.parametrize("shape", [0.5, 1.0, 20.0])
@@ -98,8 +105,11 @@ def test_new_feature_probabilities_match_direct_integration():
                 continue
             P = np.eye(k) / sigma**2 + b * np.ones((k, k))
             one = np.ones(k)
-            total += (-k * np.log(sigma) - 0.5 * np.linalg.slogdet(P)[1]
-                      + 0.5 * g * g * one @ np.linalg.solve(P, one))
+            total += (
+                -k * np.log(sigma)
+                - 0.5 * np.linalg.slogdet(P)[1]
+                + 0.5 * g * g * one @ np.linalg.solve(P, one)
+            )
         ref.append(total)
     assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
 
@@ -116,9 +126,17 @@ def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
     """
     n, C, margin, rating = 3000, 1.5, 1.0, 2.0
     X = sparse.diags(np.full(n, rating)).tocsr()
-    model = MaxMarginMF(2, C=sampler_C_factor * C, margin=margin, n_levels=3,
-                        threshold_mean=[-1.0, 1.0], threshold_scale=1.0, max_iter=150,
-                        burn_in=149, random_state=seed)
+    model = MaxMarginMF(
+        2,
+        C=sampler_C_factor * C,
+        margin=margin,
+        n_levels=3,
+        threshold_mean=[-1.0, 1.0],
+        threshold_scale=1.0,
+        max_iter=150,
+        burn_in=149,
+        random_state=seed,
+    )
     model.fit(X)
     U, V, theta, _ = model._chain_state
     x = np.sum(U * V, axis=1)
@@ -131,8 +149,9 @@ def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
     def theta_factor(xv, r):
         t, T, m = xv + Ts[r] * margin, Ts[r], rho[r]
         if T > 0:
-            return (np.exp(-C * t + C * m + C * C / 2) * stats.norm.cdf(t - m - C)
-                    + stats.norm.sf(t - m))
+            return np.exp(-C * t + C * m + C * C / 2) * stats.norm.cdf(t - m - C) + stats.norm.sf(
+                t - m
+            )
         return np.exp(C * t - C * m + C * C / 2) * stats.norm.sf(t - m + C) + stats.norm.cdf(t - m)
 
     grid = np.linspace(-12, 12, 4801)
@@ -144,8 +163,7 @@ def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
     f2 = lap * theta_factor(grid, 1)
     tgrid = np.linspace(-8, 8, 1601)
     hinge = np.maximum(0.0, margin - Ts[0] * (tgrid[:, None] - grid[None, :]))
-    tdens = stats.norm.pdf(tgrid, rho[0], 1.0) * np.trapezoid(f2 * np.exp(-C * hinge), grid,
-                                                               axis=1)
+    tdens = stats.norm.pdf(tgrid, rho[0], 1.0) * np.trapezoid(f2 * np.exp(-C * hinge), grid, axis=1)
     tcdf = integrate.cumulative_trapezoid(tdens, tgrid, initial=0)
     tcdf /= tcdf[-1]
     p_theta = stats.kstest(theta[:, 0], lambda q: np.interp(q, tgrid, tcdf)).pvalue
@@ -173,15 +191,15 @@ def _theta_factor(xa, xb, Ta, Tb, C, margin, rho, s):
     ka, kb = xa + Ta * margin, xb + Tb * margin
     lo, hi = np.minimum(ka, kb), np.maximum(ka, kb)
     total = 0.0
-    for a, b, probe in ((-np.inf, lo, lo - 1.0), (lo, hi, 0.5 * (lo + hi)),
-                        (hi, np.inf, hi + 1.0)):
+    for a, b, probe in ((-np.inf, lo, lo - 1.0), (lo, hi, 0.5 * (lo + hi)), (hi, np.inf, hi + 1.0)):
         a0, a1 = 0.0, 0.0
         for x, T, k in ((xa, Ta, ka), (xb, Tb, kb)):
             active = (probe < k) if T > 0 else (probe > k)
             a0 = a0 - np.where(active, C * (margin + T * x), 0.0)
             a1 = a1 + np.where(active, C * T, 0.0)
         total = total + np.exp(a0 + a1 * rho + 0.5 * (a1 * s) ** 2) * (
-            ndtr((b - rho) / s - a1 * s) - ndtr((a - rho) / s - a1 * s))
+            ndtr((b - rho) / s - a1 * s) - ndtr((a - rho) / s - a1 * s)
+        )
     return total
 
 
@@ -201,9 +219,17 @@ def coupled_users_pvalues(seed, sampler_C_factor=1.0):
     Y = np.array([[2.0, 1.0], [2.0, 2.0]])
     T = np.where(Y <= 1, 1.0, -1.0)
     X = sparse.block_diag([sparse.csr_matrix(Y)] * 2000, format="csr")
-    m = MaxMarginMF(1, C=sampler_C_factor * C, margin=margin, n_levels=2,
-                    threshold_mean=[rho], threshold_scale=s, max_iter=200, burn_in=199,
-                    random_state=seed).fit(X)
+    m = MaxMarginMF(
+        1,
+        C=sampler_C_factor * C,
+        margin=margin,
+        n_levels=2,
+        threshold_mean=[rho],
+        threshold_scale=s,
+        max_iter=200,
+        burn_in=199,
+        random_state=seed,
+    ).fit(X)
     U, V, _, _ = m._chain_state
     x11 = U[0::2, 0] * V[0::2, 0]
 
@@ -212,11 +238,15 @@ def coupled_users_pvalues(seed, sampler_C_factor=1.0):
     V1, V2, U1 = np.meshgrid(v, v, u, indexing="ij")
     phi_u = stats.norm.pdf(u)
     # user 2 integrated out; user 1's density in u_1 accumulated along the grid
-    F2 = np.trapezoid(phi_u * _theta_factor(U1 * V1, U1 * V2, T[1, 0], T[1, 1], C, margin,
-                                            rho, s), u, axis=2)
+    F2 = np.trapezoid(
+        phi_u * _theta_factor(U1 * V1, U1 * V2, T[1, 0], T[1, 1], C, margin, rho, s), u, axis=2
+    )
     cum = integrate.cumulative_trapezoid(
-        phi_u * _theta_factor(U1 * V1, U1 * V2, T[0, 0], T[0, 1], C, margin, rho, s), u,
-        axis=2, initial=0)
+        phi_u * _theta_factor(U1 * V1, U1 * V2, T[0, 0], T[0, 1], C, margin, rho, s),
+        u,
+        axis=2,
+        initial=0,
+    )
     wv = stats.norm.pdf(v) * np.gradient(v)
     wv[[0, -1]] *= 0.5
     outer = wv[:, None] * wv[None, :] * F2
@@ -249,12 +279,18 @@ def test_gibbs_chain_of_coupled_users_and_items_targets_its_posterior():
 
 # -- fitting ----------------------------------------------------------------------------------
 
+
 def test_held_out_nmae_far_below_constant(split, fitted):
     train, test = split
     best_constant = min(
-        rating_nmae(test, sparse.csr_matrix((np.full(test.nnz, float(c)), test.indices,
-                                             test.indptr), shape=test.shape))
-        for c in range(1, 6))
+        rating_nmae(
+            test,
+            sparse.csr_matrix(
+                (np.full(test.nnz, float(c)), test.indices, test.indptr), shape=test.shape
+            ),
+        )
+        for c in range(1, 6)
+    )
     weak = rating_nmae(test, fitted.predict_ratings(test))
     strong = rating_nmae(test, fitted.predict_ratings(test, observed=train))
     assert weak < 0.35 * best_constant
@@ -271,8 +307,14 @@ def test_same_result_for_one_two_and_four_threads(split):
         with threadpool_limits(n, user_api="openmp"):
             m = MaxMarginMF(4, C=1.0, margin=1.0, max_iter=6, burn_in=2, random_state=3)
             m.fit(train)
-            out.append((m.loadings_, m.thresholds_, m.objective_history_,
-                        m.predict_ratings(test, observed=train).data))
+            out.append(
+                (
+                    m.loadings_,
+                    m.thresholds_,
+                    m.objective_history_,
+                    m.predict_ratings(test, observed=train).data,
+                )
+            )
     for other in out[1:]:
         for a, b in zip(out[0], other):
             assert_array_equal(a, b)
@@ -311,14 +353,17 @@ def test_labelled_observed_ratings_and_nullable_frames_are_read_by_label(split, 
 def test_pickle_round_trip(split, fitted):
     train, test = split
     again = pickle.loads(pickle.dumps(fitted))
-    assert_array_equal(again.predict_ratings(test, observed=train).data,
-                       fitted.predict_ratings(test, observed=train).data)
+    assert_array_equal(
+        again.predict_ratings(test, observed=train).data,
+        fitted.predict_ratings(test, observed=train).data,
+    )
 
 
 def test_warm_start_continues_the_chain(split):
     train, _ = split
-    m = MaxMarginMF(3, C=1.0, margin=1.0, max_iter=5, burn_in=2, random_state=0,
-                    warm_start=True).fit(train)
+    m = MaxMarginMF(
+        3, C=1.0, margin=1.0, max_iter=5, burn_in=2, random_state=0, warm_start=True
+    ).fit(train)
     first = m.objective_history_.copy()
     assert (m.n_iter_, m.n_samples_averaged_) == (5, 3)
     m.fit(train)
@@ -424,6 +469,7 @@ def test_levels_of_non_integer_scales():
 
 # -- model selection --------------------------------------------------------------------------
 
+
 def test_grid_search_over_C_scores_held_out_ratings(split):
     train, test = split
     grid = {"C": [0.01, 1.0]}
@@ -433,9 +479,13 @@ def test_grid_search_over_C_scores_held_out_ratings(split):
     assert gs.best_params_ == {"C": 1.0}
     assert np.all(gs.cv_results_["mean_test_score"] < 0)
     # explicit held-out ratings with the scorer: fit(X_train, X_test)
-    gs2 = GridSearchCV(base, grid, cv=KFold(3, shuffle=True, random_state=0),
-                       scoring={"nmae": neg_nmae_scorer, "mae": neg_mae_scorer},
-                       refit="nmae").fit(train, test)
+    gs2 = GridSearchCV(
+        base,
+        grid,
+        cv=KFold(3, shuffle=True, random_state=0),
+        scoring={"nmae": neg_nmae_scorer, "mae": neg_mae_scorer},
+        refit="nmae",
+    ).fit(train, test)
     assert gs2.best_params_ == {"C": 1.0}
     m = gs2.best_estimator_
     assert gs2.cv_results_["mean_test_mae"][1] > gs2.cv_results_["mean_test_mae"][0]
@@ -456,6 +506,7 @@ def test_holdout_and_errors_helpers():
 
 # -- input errors -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "X, n_levels, match",
     [
@@ -465,13 +516,22 @@ def test_holdout_and_errors_helpers():
         (np.full((2, 2), np.nan), None, "no observed rating"),
         (np.full((2, 2), 2.5), None, "single rating level"),
         (np.array([[1.0, 1e9], [2.0, 3.0]]), None, r"a rating of 1e\+09.*n_levels=L"),
-        (sparse.csr_matrix(([1.0, 0.0, 2.0], [0, 1, 1], [0, 2, 3]), shape=(2, 2)), None,
-         "stored zeros"),
+        (
+            sparse.csr_matrix(([1.0, 0.0, 2.0], [0, 1, 1], [0, 2, 3]), shape=(2, 2)),
+            None,
+            "stored zeros",
+        ),
         # a pair rated twice, in COO (triplets) and in CSR: converting the COO would sum them
-        (sparse.coo_matrix(([2.0, 3.0, 4.0, 1.0], ([0, 0, 1, 1], [0, 0, 0, 1])), shape=(2, 2)),
-         None, "1 duplicate stored entries"),
-        (sparse.csr_matrix(([2.0, 3.0, 4.0, 1.0], [0, 0, 0, 1], [0, 2, 4]), shape=(2, 2)),
-         None, "1 duplicate stored entries"),
+        (
+            sparse.coo_matrix(([2.0, 3.0, 4.0, 1.0], ([0, 0, 1, 1], [0, 0, 0, 1])), shape=(2, 2)),
+            None,
+            "1 duplicate stored entries",
+        ),
+        (
+            sparse.csr_matrix(([2.0, 3.0, 4.0, 1.0], [0, 0, 0, 1], [0, 2, 4]), shape=(2, 2)),
+            None,
+            "1 duplicate stored entries",
+        ),
     ],
 )
 def test_bad_ratings_raise(X, n_levels, match):
@@ -549,6 +609,7 @@ def test_bad_parameters_raise(split):
 
 # -- the Indian buffet process variant --------------------------------------------------------
 
+
 def _ibp_row_sweep_law(Z, V, items, cv1, cv2, alpha, sigma, kappa):
     """Exact law of one sweep over the last row of Z: P(kept bits, number of new features).
 
@@ -573,8 +634,11 @@ def _ibp_row_sweep_law(Z, V, items, cv1, cv2, alpha, sigma, kappa):
                 one = np.ones(kn)
                 for b, gj in zip(cv2, g) if kn else ():
                     P = np.eye(kn) / sigma**2 + b * np.ones((kn, kn))
-                    v += (-kn * np.log(sigma) - 0.5 * np.linalg.slogdet(P)[1]
-                          + 0.5 * gj * gj * one @ np.linalg.solve(P, one))
+                    v += (
+                        -kn * np.log(sigma)
+                        - 0.5 * np.linalg.slogdet(P)[1]
+                        + 0.5 * gj * gj * one @ np.linalg.solve(P, one)
+                    )
                 lp.append(v)
             pk = np.exp(np.array(lp) - max(lp))
             for kn, q in enumerate(pk / pk.sum()):
@@ -623,8 +687,22 @@ def ibp_row_step_pvalues(seed):
         Zc[:, :K], Zc[:, K:] = Z, 0.0
         Vc[:, :K] = V
         cc[:K], cc[K:] = counts, 0
-        nxt, Kn = sample_ibp_rows(indptr, indices, cv1, cv2, Zc, Vc, cc, np.empty(indices.size),
-                                  K, N - 1, np.full(N, seeds[t]), alpha, sigma, kappa)
+        nxt, Kn = sample_ibp_rows(
+            indptr,
+            indices,
+            cv1,
+            cv2,
+            Zc,
+            Vc,
+            cc,
+            np.empty(indices.size),
+            K,
+            N - 1,
+            np.full(N, seeds[t]),
+            alpha,
+            sigma,
+            kappa,
+        )
         bits = tuple(Zc[-1, :K].astype(int).tolist())
         kn = Kn - K
         observed[(bits, kn)] += 1
@@ -648,8 +726,10 @@ def ibp_row_step_pvalues(seed):
     pooled_o = np.append(o[big], o[~big].sum())
     pooled_e = np.append(e[big], e[~big].sum())
     assert big.sum() >= 15
-    return {"chi2 (kept, new) law": stats.chisquare(pooled_o, pooled_e).pvalue,
-            "KS new columns of V": stats.kstest(zs, "norm").pvalue}
+    return {
+        "chi2 (kept, new) law": stats.chisquare(pooled_o, pooled_e).pvalue,
+        "KS new columns of V": stats.kstest(zs, "norm").pvalue,
+    }
 
 
 def test_ibp_row_step_draws_the_exact_conditional():
@@ -679,8 +759,14 @@ def ibp_prior_pvalues(seed):
     n_chains, n_sweeps = 800, 20
     n_features, row_counts = [], []
     for _ in range(n_chains):
-        chain = _Chain(np.zeros((N, 0)), np.zeros((M, 0)), np.zeros((N, 1)),
-                       np.zeros((R.nnz, 1)), np.zeros(1), 1.0)
+        chain = _Chain(
+            np.zeros((N, 0)),
+            np.zeros((M, 0)),
+            np.zeros((N, 1)),
+            np.zeros((R.nnz, 1)),
+            np.zeros(1),
+            1.0,
+        )
         chain.cv1, chain.cv2 = np.zeros(R.nnz), np.zeros(R.nnz)
         for _ in range(n_sweeps):
             model._sample_ibp(data, chain, rng)
@@ -689,8 +775,9 @@ def ibp_prior_pvalues(seed):
         row_counts.append(int(chain.U[0].sum()))
     pvalues = {}
     for name, values, mean in (
-            ("chi2 K+", n_features, alpha * np.sum(1.0 / np.arange(1, N + 1))),
-            ("chi2 row count", row_counts, alpha)):
+        ("chi2 K+", n_features, alpha * np.sum(1.0 / np.arange(1, N + 1))),
+        ("chi2 row count", row_counts, alpha),
+    ):
         top = 8
         o = np.bincount(np.minimum(values, top), minlength=top + 1)
         e = stats.poisson.pmf(np.arange(top + 1), mean)
@@ -742,8 +829,9 @@ def ibp_chain_pvalues(seed):
     g1 = hinge_factor(rho - xg, vs**2, T1)
 
     def user2(m):  # user 2's factor given the shared part m of its score, summed over k2
-        return sum(pk[k2] * hinge_factor(rho - m, vs**2 + k2 * sigma**2, T2)
-                   for k2 in range(top + 1))
+        return sum(
+            pk[k2] * hinge_factor(rho - m, vs**2 + k2 * sigma**2, T2) for k2 in range(top + 1)
+        )
 
     atom = pk[0] ** 2 * user2(0.0) * hinge_factor(rho, vs**2, T1)
     mass, cdf = atom, np.zeros(qs.size)
@@ -753,16 +841,18 @@ def ibp_chain_pvalues(seed):
                 continue
             if k1 == 0:  # x_1 is the shared part alone
                 cum = integrate.cumulative_trapezoid(
-                    pk[kb] * pk[0] * stats.norm.pdf(xg, 0, np.sqrt(kb) * sigma)
-                    * user2(xg) * g1, xg, initial=0)
+                    pk[kb] * pk[0] * stats.norm.pdf(xg, 0, np.sqrt(kb) * sigma) * user2(xg) * g1,
+                    xg,
+                    initial=0,
+                )
                 mass += cum[-1]
                 cdf += np.interp(qs, xg, cum)
                 continue
             m = np.sqrt(kb) * sigma * a if kb else np.zeros(1)
             w = pk[kb] * pk[k1] * (wa if kb else 1.0) * user2(m)
             cum = integrate.cumulative_trapezoid(
-                stats.norm.pdf(xg, m[:, None], np.sqrt(k1) * sigma) * g1, xg, axis=1,
-                initial=0)
+                stats.norm.pdf(xg, m[:, None], np.sqrt(k1) * sigma) * g1, xg, axis=1, initial=0
+            )
             mass += w @ cum[:, -1]
             pos = np.interp(qs, xg, np.arange(xg.size))
             i0 = np.minimum(pos.astype(int), xg.size - 2)
@@ -770,12 +860,27 @@ def ibp_chain_pvalues(seed):
             cdf += w @ (cum[:, i0] * (1 - f) + cum[:, i0 + 1] * f)
     p_atom, cdf = atom / mass, cdf / (mass - atom)
 
-    model = MaxMarginMF(1, prior="ibp", C=C, margin=ell, n_levels=2, threshold_mean=[rho],
-                        threshold_scale=vs, factor_scale=sigma, alpha=alpha)
+    model = MaxMarginMF(
+        1,
+        prior="ibp",
+        C=C,
+        margin=ell,
+        n_levels=2,
+        threshold_mean=[rho],
+        threshold_scale=vs,
+        factor_scale=sigma,
+        alpha=alpha,
+    )
     data = _Ratings(sparse.csr_matrix(np.array([[2.0], [1.0]])), np.array([1.0, 2.0]))
     rng = np.random.RandomState(seed + 1)
-    chain = _Chain(np.zeros((2, 0)), np.zeros((1, 0)), np.full((2, 1), rho),
-                   np.zeros((2, 1)), np.array([rho]), vs)
+    chain = _Chain(
+        np.zeros((2, 0)),
+        np.zeros((1, 0)),
+        np.full((2, 1), rho),
+        np.zeros((2, 1)),
+        np.array([rho]),
+        vs,
+    )
     model._row_pass(data, chain, rng.randint(0, 2**63, 2, dtype=np.uint64), False, 1)
     xs = []
     for it in range(16000):
@@ -783,9 +888,10 @@ def ibp_chain_pvalues(seed):
         if it % 8 == 7:
             xs.append(float(chain.U[0] @ chain.V[0]))
     xs = np.array(xs)
-    return {"binomial atom at 0": stats.binomtest(int(np.sum(xs == 0)), xs.size, p_atom).pvalue,
-            "KS x_1 off the atom": stats.kstest(xs[xs != 0],
-                                                lambda q: np.interp(q, qs, cdf)).pvalue}
+    return {
+        "binomial atom at 0": stats.binomtest(int(np.sum(xs == 0)), xs.size, p_atom).pvalue,
+        "KS x_1 off the atom": stats.kstest(xs[xs != 0], lambda q: np.interp(q, qs, cdf)).pvalue,
+    }
 
 
 def test_ibp_chain_targets_its_posterior():
@@ -800,8 +906,9 @@ def test_ibp_chain_targets_its_posterior():
     assert p["KS x_1 off the atom"] > 1e-3
 
 
-def simulate_separable(n_users=100, n_items=70, k=3, density=0.5, margin=1.0, scale=3.0,
-                       seed=0, truth=False):
+def simulate_separable(
+    n_users=100, n_items=70, k=3, density=0.5, margin=1.0, scale=3.0, seed=0, truth=False
+):
     """Ratings of binary features that the model with this margin can fit without loss.
 
     Z has k features (each user at least one), V ~ N(0, scale^2); the ratings cut the
@@ -816,7 +923,8 @@ def simulate_separable(n_users=100, n_items=70, k=3, density=0.5, margin=1.0, sc
     rho = np.linspace(-4.5 * margin, 4.5 * margin, 4)
     Y = 1.0 + np.sum(S[..., None] >= rho, axis=-1)
     observed = (rng.uniform(size=S.shape) < density) & np.all(
-        np.abs(S[..., None] - rho) > margin, axis=-1)
+        np.abs(S[..., None] - rho) > margin, axis=-1
+    )
     X = sparse.csr_matrix(np.where(observed, Y, 0.0))
     return (X, Z, V) if truth else X
 
@@ -831,8 +939,9 @@ def test_ibp_chain_started_at_the_truth_keeps_its_features(C):
     rho, varsigma = model._threshold_prior(5)
     data = _Ratings(R, np.arange(1.0, 6.0))
     rng = np.random.RandomState(0)
-    chain = _Chain(Z.copy(), V.copy(), np.tile(rho, (Z.shape[0], 1)),
-                   np.zeros((data.nnz, 4)), rho, varsigma)
+    chain = _Chain(
+        Z.copy(), V.copy(), np.tile(rho, (Z.shape[0], 1)), np.zeros((data.nnz, 4)), rho, varsigma
+    )
     model._row_pass(data, chain, rng.randint(0, 2**63, Z.shape[0], dtype=np.uint64), False, 1)
     counts = []
     for _ in range(30):
@@ -849,27 +958,47 @@ def test_ibp_feature_count_settles_near_the_truth():
     # stays there (doc/m3f.rst, "How many features").
     X = simulate_separable()
     train, test = holdout_ratings(X, 3, random_state=0)
-    m = MaxMarginMF(1, prior="ibp", C=0.3, margin=1.0, factor_scale=3.0, alpha=1.0,
-                    max_iter=80, burn_in=40, random_state=0).fit(train)
+    m = MaxMarginMF(
+        1,
+        prior="ibp",
+        C=0.3,
+        margin=1.0,
+        factor_scale=3.0,
+        alpha=1.0,
+        max_iter=80,
+        burn_in=40,
+        random_state=0,
+    ).fit(train)
     assert m.n_features_history_[:5].max() >= 8
     late = m.n_features_history_[40:]
     assert 1 <= late.min() and late.max() <= 6 and abs(np.median(late) - 3) <= 1
     best_constant = min(
-        rating_nmae(test, sparse.csr_matrix((np.full(test.nnz, float(c)), test.indices,
-                                             test.indptr), shape=test.shape))
-        for c in range(1, 6))
+        rating_nmae(
+            test,
+            sparse.csr_matrix(
+                (np.full(test.nnz, float(c)), test.indices, test.indptr), shape=test.shape
+            ),
+        )
+        for c in range(1, 6)
+    )
     assert rating_nmae(test, m.predict_ratings(test)) < 0.4 * best_constant
 
 
 def test_ibp_variant_fits_binary_feature_data():
     X = simulate(100, 70, k=3, density=0.5, seed=4, binary=True)
     train, test = holdout_ratings(X, 3, random_state=0)
-    m = MaxMarginMF(1, prior="ibp", C=0.3, margin=3.0, alpha=1.0, max_iter=40, burn_in=20,
-                    random_state=0).fit(train)
+    m = MaxMarginMF(
+        1, prior="ibp", C=0.3, margin=3.0, alpha=1.0, max_iter=40, burn_in=20, random_state=0
+    ).fit(train)
     best_constant = min(
-        rating_nmae(test, sparse.csr_matrix((np.full(test.nnz, float(c)), test.indices,
-                                             test.indptr), shape=test.shape))
-        for c in range(1, 6))
+        rating_nmae(
+            test,
+            sparse.csr_matrix(
+                (np.full(test.nnz, float(c)), test.indices, test.indptr), shape=test.shape
+            ),
+        )
+        for c in range(1, 6)
+    )
     assert rating_nmae(test, m.predict_ratings(test)) < 0.4 * best_constant
     assert rating_nmae(test, m.predict_ratings(test, observed=train)) < 0.6 * best_constant
     assert m.loadings_.min() >= 0 and m.loadings_.max() <= 1
@@ -881,8 +1010,9 @@ def test_ibp_same_result_for_one_and_two_threads():
     out = []
     for n in (1, 2):
         with threadpool_limits(n, user_api="openmp"):
-            m = MaxMarginMF(2, prior="ibp", C=0.3, margin=3.0, max_iter=5, burn_in=2,
-                            random_state=1).fit(X)
+            m = MaxMarginMF(
+                2, prior="ibp", C=0.3, margin=3.0, max_iter=5, burn_in=2, random_state=1
+            ).fit(X)
             out.append((m.loadings_, m.components_, m.objective_history_))
     for a, b in zip(*out):
         assert_array_equal(a, b)

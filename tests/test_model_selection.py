@@ -28,9 +28,7 @@ def test_wbpmf_score_is_finite_on_features_unseen_in_training():
         cv=KFold(3, shuffle=True, random_state=0),
         return_train_score=True,
     ).fit(X)
-    scores = np.column_stack(
-        [search.cv_results_[f"split{i}_test_score"] for i in range(3)]
-    )
+    scores = np.column_stack([search.cv_results_[f"split{i}_test_score"] for i in range(3)])
     assert np.all(np.isfinite(scores)), scores
     # Held-out rows score like training rows: within a few percent per row.
     train = search.cv_results_["mean_train_score"]
@@ -68,9 +66,7 @@ def test_hpmf_score_selects_the_number_of_components():
     L = rng.gamma(1.0, 1.0, size=(90, 3))
     F = rng.gamma(1.0, 1.0, size=(120, 3))
     X = rng.poisson(L @ F.T).astype(np.float64)
-    best, scores = _grid_choice(
-        HierarchicalPMF(max_iter=200, random_state=0), X, [1, 2, 3, 5]
-    )
+    best, scores = _grid_choice(HierarchicalPMF(max_iter=200, random_state=0), X, [1, 2, 3, 5])
     assert best == 3, scores
 
 
@@ -78,9 +74,7 @@ def test_wbpmf_score_selects_the_number_of_components():
     X = make_background_counts(
         n_samples=150, n_features=120, n_components=3, signal=20.0, random_state=0
     )[0]
-    best, scores = _grid_choice(
-        WeightedBackgroundPMF(max_iter=50, random_state=0), X, [1, 2, 3, 5]
-    )
+    best, scores = _grid_choice(WeightedBackgroundPMF(max_iter=50, random_state=0), X, [1, 2, 3, 5])
     assert best == 3, scores
 
 

@@ -22,7 +22,7 @@ from sklearn_cogaps._utils._status import (
     CODES,
     SITES,
     NonFiniteError,
-    _set_fault,
+    _set_fault_for_tests,
     raise_for_status,
 )
 
@@ -52,8 +52,9 @@ def _xd():
 
 
 def _m3f(prior="gaussian"):
-    return MaxMarginMF(n_components=2, prior=prior, max_new_features=2, max_iter=2, burn_in=1,
-                       random_state=0)
+    return MaxMarginMF(
+        n_components=2, prior=prior, max_new_features=2, max_iter=2, burn_in=1, random_state=0
+    )
 
 
 def _rate_new_users(fitted):
@@ -64,17 +65,28 @@ def _rate_new_users(fitted):
 RUNS = {
     "cogaps_rows": (lambda fitted: fitted.transform(COUNTS), _cogaps, "row", 24),
     "hpmf_counts": (lambda est: est.fit(COUNTS), _hpmf, "index", 24),
-    "hpmf_transform": (lambda fitted: fitted.transform(COUNTS),
-                       lambda: _hpmf().fit(COUNTS), "row", 24),
-    "hpmf_sample": (lambda est: est.fit(COUNTS), lambda: _hpmf(solver="pathwise"),
-                    "index", 24),
+    "hpmf_transform": (
+        lambda fitted: fitted.transform(COUNTS),
+        lambda: _hpmf().fit(COUNTS),
+        "row",
+        24,
+    ),
+    "hpmf_sample": (lambda est: est.fit(COUNTS), lambda: _hpmf(solver="pathwise"), "index", 24),
     "wbpmf_counts": (lambda est: est.fit(COUNTS), _wbpmf, "chunk", 24),
     "wbpmf_data_term": (lambda est: est.fit(COUNTS), _wbpmf, "row", 24),
-    "ebpm_posterior": (lambda _: ebpm(COUNTS[0], np.ones(30), "gamma_mixture"),
-                       lambda: None, "observation", 30),
+    "ebpm_posterior": (
+        lambda _: ebpm(COUNTS[0], np.ones(30), "gamma_mixture"),
+        lambda: None,
+        "observation",
+        30,
+    ),
     "xd_estep": (lambda est: est.fit(POINTS), _xd, "chunk", 2),
-    "xd_log_prob": (lambda fitted: fitted.score_samples(POINTS),
-                    lambda: _xd().fit(POINTS), "point", 600),
+    "xd_log_prob": (
+        lambda fitted: fitted.score_samples(POINTS),
+        lambda: _xd().fit(POINTS),
+        "point",
+        600,
+    ),
     "m3f_rows": (lambda est: est.fit(RATINGS), _m3f, "user", 24),
     "m3f_users": (lambda est: est.fit(RATINGS), _m3f, "user", 24),
     "m3f_items": (lambda est: est.fit(RATINGS), lambda: _m3f("ibp"), "item", 30),
@@ -92,9 +104,9 @@ OTHER_PRIOR = {
 @pytest.fixture
 def fault():
     """Set a fault for one test, always turned off afterwards."""
-    previous = _set_fault()
-    yield _set_fault
-    _set_fault(*previous)
+    previous = _set_fault_for_tests()
+    yield _set_fault_for_tests
+    _set_fault_for_tests(*previous)
 
 
 @pytest.fixture
@@ -109,7 +121,7 @@ def test_every_site_is_tested():
 
 def test_the_hook_is_off_by_default():
     # a fresh interpreter state: no site, no item
-    assert _set_fault() == (None, -1, "no_memory")
+    assert _set_fault_for_tests() == (None, -1, "no_memory")
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -125,8 +137,9 @@ def test_a_failing_item_reaches_the_caller(site, n_threads, where, code, fault, 
 
 @pytest.mark.parametrize("site", sorted(OTHER_PRIOR))
 @pytest.mark.parametrize(("where", "code"), [("non-last", "no_memory"), ("last", "not_finite")])
-def test_a_failing_m3f_item_reaches_the_caller_with_the_other_prior(site, where, code, fault,
-                                                                    every_thread):
+def test_a_failing_m3f_item_reaches_the_caller_with_the_other_prior(
+    site, where, code, fault, every_thread
+):
     _fail_and_recover(OTHER_PRIOR[site], site, 2, where, code, fault)
 
 
@@ -190,24 +203,32 @@ def test_a_real_non_positive_definite_precision_is_reported(every_thread):
     out = np.zeros((24, 2))
     seeds = np.arange(24, dtype=np.uint64)
     with threadpool_limits(2, user_api="openmp"):
-        with pytest.raises(ValueError, match=r"The draw of the user factors of 1 user\(s\) "
-                                             r"\(first: user 20\) met a covariance that is "
-                                             r"not positive definite\. The hinge"):
-            _m3f_fast.sample_factors(indptr, indices, entry, cv1, cv2, other, 1.0, out,
-                                     seeds, 2, "user")
+        with pytest.raises(
+            ValueError,
+            match=r"The draw of the user factors of 1 user\(s\) "
+            r"\(first: user 20\) met a covariance that is "
+            r"not positive definite\. The hinge",
+        ):
+            _m3f_fast.sample_factors(
+                indptr, indices, entry, cv1, cv2, other, 1.0, out, seeds, 2, "user"
+            )
         cv2[bad] = np.nan
         with pytest.raises(ValueError, match=r"of 1 user\(s\) \(first: user 20\)"):
-            _m3f_fast.sample_factors(indptr, indices, entry, cv1, cv2, other, 1.0, out,
-                                     seeds, 2, "user")
+            _m3f_fast.sample_factors(
+                indptr, indices, entry, cv1, cv2, other, 1.0, out, seeds, 2, "user"
+            )
 
 
 @pytest.mark.parametrize("prior", ["gaussian", "ibp"])
 def test_an_overflowing_fit_of_max_margin_mf_raises(prior):
     # with a hinge weight this large the augmentation statistics (C^2 / 4 ...) overflow, and
     # the fit says so instead of returning NaN
-    with pytest.raises(NonFiniteError, match="The threshold and augmentation pass of 24 "
-                                             r"user\(s\) \(first: user 0\) met a value that "
-                                             "is not finite. The hinge statistics"):
+    with pytest.raises(
+        NonFiniteError,
+        match="The threshold and augmentation pass of 24 "
+        r"user\(s\) \(first: user 0\) met a value that "
+        "is not finite. The hinge statistics",
+    ):
         _m3f(prior).set_params(C=1e200).fit(RATINGS)
     with pytest.raises(ValueError, match="The threshold scale must be below 1.34e"):
         _m3f(prior).set_params(margin=1e306).fit(RATINGS)

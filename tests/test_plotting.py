@@ -11,9 +11,8 @@ matplotlib = pytest.importorskip("matplotlib", reason="the plotting functions ne
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Ellipse  # noqa: E402
-from sklearn.exceptions import ConvergenceWarning  # noqa: E402
-from sklearn.exceptions import NotFittedError  # noqa: E402
 from sklearn.decomposition import NMF  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning, NotFittedError  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 
 from sklearn_cogaps import (  # noqa: E402
@@ -74,8 +73,10 @@ def test_patterns_by_group_and_from_an_array(cogaps):
     out = plot_patterns(model.loadings_[:, :2], groups=groups, pattern_names=["a", "b"], ax=ax)
     assert out is ax and len(ax.get_lines()) == 2
     assert [t.get_text() for t in ax.get_xticklabels()] == ["drug", "ctrl"]
-    assert_allclose(ax.get_lines()[0].get_ydata(), [model.loadings_[:8, 0].mean(),
-                                                    model.loadings_[8:, 0].mean()])
+    assert_allclose(
+        ax.get_lines()[0].get_ydata(),
+        [model.loadings_[:8, 0].mean(), model.loadings_[8:, 0].mean()],
+    )
     assert ax.get_xlabel() == "group"
     with pytest.raises(ValueError, match="x or groups, not both"):
         plot_patterns(model, x=np.arange(16), groups=groups)

@@ -5,8 +5,9 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats
 
-from sklearn_cogaps._utils._rng import _below_by_for_tests, _divide_for_tests, draw
-from sklearn_cogaps._utils._truncnorm import sample_truncnorm
+from sklearn_cogaps._utils._rng import _below_by_for_tests, _divide_for_tests
+from sklearn_cogaps._utils._rng import _draw_for_tests as draw
+from sklearn_cogaps._utils._truncnorm import _truncnorm_for_tests as sample_truncnorm
 
 N = 20000
 
@@ -45,18 +46,37 @@ def test_uniform_integers_are_unbiased():
     assert stats.chisquare(counts).pvalue > 1e-3
 
 
-@pytest.mark.parametrize("d", [1, 2, 3, 7, 2600, 4089, 2**32 + 1, 2**63 - 25, 2**63,
-                               2**64 - 4089, 2**64 - 1, (2**64 - 1) // 4089])
+@pytest.mark.parametrize(
+    "d",
+    [
+        1,
+        2,
+        3,
+        7,
+        2600,
+        4089,
+        2**32 + 1,
+        2**63 - 25,
+        2**63,
+        2**64 - 4089,
+        2**64 - 1,
+        (2**64 - 1) // 4089,
+    ],
+)
 def test_prepared_division_is_exact(d):
     # the sampler divides by a multiplication (bins, uniform atoms and positions); it must
     # give Python's exact quotient and remainder for every 64-bit dividend, edges included
     rng = np.random.default_rng(d % 1000)
-    x = np.concatenate([
-        rng.integers(0, 2**64, 2000, dtype=np.uint64, endpoint=False),
-        np.array([0, 1, d - 1, d, d + 1, 2**64 - 1, 2**64 - 2, (2**64 - 1) // d * d],
-                 dtype=object).astype(np.uint64) if d < 2**64 - 2 else
-        np.array([0, 1, d - 1, d, 2**64 - 2], dtype=object).astype(np.uint64),
-    ])
+    x = np.concatenate(
+        [
+            rng.integers(0, 2**64, 2000, dtype=np.uint64, endpoint=False),
+            np.array(
+                [0, 1, d - 1, d, d + 1, 2**64 - 1, 2**64 - 2, (2**64 - 1) // d * d], dtype=object
+            ).astype(np.uint64)
+            if d < 2**64 - 2
+            else np.array([0, 1, d - 1, d, 2**64 - 2], dtype=object).astype(np.uint64),
+        ]
+    )
     q, r = _divide_for_tests(x, d)
     expected = [divmod(int(v), d) for v in x]
     assert [int(v) for v in q] == [e[0] for e in expected]
@@ -92,8 +112,9 @@ def test_ziggurat_tables_are_the_scripts_output_and_have_equal_layers():
     assert_allclose(layers, area, rtol=1e-12)
     # the base: the rectangle [0, r] x [0, f(r)] and the tail beyond r
     assert_allclose(x[0] * f[255], area, rtol=1e-14)
-    assert_allclose(script.R * f[255] + stats.norm.sf(script.R) * np.sqrt(2 * np.pi), area,
-                    rtol=1e-12)
+    assert_allclose(
+        script.R * f[255] + stats.norm.sf(script.R) * np.sqrt(2 * np.pi), area, rtol=1e-12
+    )
     # a draw left of the next layer's edge is accepted at once
     assert k[1] == 0
     assert_allclose(np.array(k[2:], dtype=float), 2.0**52 * x[1:-1] / x[2:], rtol=1e-15)

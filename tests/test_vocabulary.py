@@ -52,7 +52,8 @@ def test_every_estimator_has_the_shared_names(estimator, X):
             assert est.loadings_.shape == (X.shape[0], 2)
             assert est.components_.shape == (2, X.shape[1])
     assert inspect.signature(type(est)).parameters.keys() == (
-        dict(inspect.signature(type(est).__init__).parameters).keys() - {"self"})
+        dict(inspect.signature(type(est).__init__).parameters).keys() - {"self"}
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import WeightedBackgroundPMF, match_components
-from sklearn_cogaps._poisson import _wbpmf, _wbpmf_updates
+from sklearn_cogaps._poisson import _wbpmf_updates
 from sklearn_cogaps._poisson._ebpm import _expected_loglik_rows, _posterior_rows
 from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps.datasets import make_background_counts
@@ -54,7 +54,13 @@ def test_topics_are_recovered():
     between l0_i and its loadings), so the comparison is on that scale.
     """
     X, L, F, l0, f0 = make_background_counts(
-        200, 150, 3, weight=0.2, baseline=0.05, frac_samples=0.2, frac_features=0.2,
+        200,
+        150,
+        3,
+        weight=0.2,
+        baseline=0.05,
+        frac_samples=0.2,
+        frac_features=0.2,
         random_state=1,
     )
     model = _fit(X, max_iter=60)
@@ -116,9 +122,10 @@ def test_elbo_is_the_r_elbo_at_the_r_solution():
     x_rows = np.asarray(X.sum(axis=1)).ravel()
     x_cols = np.asarray(X.sum(axis=0)).ravel()
     const = np.sum(gammaln(X.data + 1.0))
-    elbo = _wbpmf_updates.elbo(
-        sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf
-    ) - kl.sum()
+    elbo = (
+        _wbpmf_updates.elbo(sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf)
+        - kl.sum()
+    )
     r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv.gz", delimiter=",")
     assert elbo == pytest.approx(r_trace[-1, 1], rel=1e-10)
 
@@ -201,9 +208,7 @@ def test_errors(data):
     with pytest.raises(ValueError, match=r"H must have shape"):
         WeightedBackgroundPMF(3, init="custom").fit(X, W=np.ones((200, 3)), H=np.ones((2, 150)))
     with pytest.raises(ValueError, match="non-negative"):
-        WeightedBackgroundPMF(3, init="custom").fit(
-            X, W=-np.ones((200, 3)), H=np.ones((3, 150))
-        )
+        WeightedBackgroundPMF(3, init="custom").fit(X, W=-np.ones((200, 3)), H=np.ones((3, 150)))
     with pytest.raises(ValueError, match="only with init='custom'"):
         WeightedBackgroundPMF(3).fit(X, W=np.ones((200, 3)), H=np.ones((3, 150)))
     pd = pytest.importorskip("pandas")
@@ -231,9 +236,15 @@ def _row_elbos(model, X, l0, El, Elogl, kl):
     """Each row's ELBO as score sums it (without log X!), at a state of transform's rows."""
     X = sparse.csr_matrix(X)
     rows, _ = _wbpmf_updates.elbo_rows(
-        _wbpmf_updates._Sweeper(X, 1), np.asarray(X.sum(axis=1)).ravel(),
-        np.asarray(X.sum(axis=0)).ravel(), model.w_, l0, model.f0_, El,
-        np.ascontiguousarray(model.components_mean_.T), Elogl,
+        _wbpmf_updates._Sweeper(X, 1),
+        np.asarray(X.sum(axis=1)).ravel(),
+        np.asarray(X.sum(axis=0)).ravel(),
+        model.w_,
+        l0,
+        model.f0_,
+        El,
+        np.ascontiguousarray(model.components_mean_.T),
+        Elogl,
         np.ascontiguousarray(model.components_mean_log_.T),
     )
     return rows - kl.sum(axis=1)

@@ -60,7 +60,7 @@ def render():
 
     def rows(values, fmt):
         items = [fmt(v) for v in values]
-        return ",\n".join("    " + ", ".join(items[i:i + 3]) for i in range(0, 256, 3))
+        return ",\n".join("    " + ", ".join(items[i : i + 3]) for i in range(0, 256, 3))
 
     def array(ctype, name, values, fmt):
         return f"static const {ctype} {name}[256] = {{\n{rows(values, fmt)}\n}};\n"

@@ -84,8 +84,9 @@ for ax, (name, search) in zip(
     ax.errorbar(ks, mean, yerr=std, marker="o", capsize=3)
     ax.axvline(true_k, color="0.5", linestyle="--", label="true number")
     chosen = search.best_params_["n_components"]
-    ax.plot(chosen, mean[ks == chosen], "o", markersize=14, mfc="none", color="tab:red",
-            label="chosen")
+    ax.plot(
+        chosen, mean[ks == chosen], "o", markersize=14, mfc="none", color="tab:red", label="chosen"
+    )
     ax.set_xlabel("n_components")
     ax.set_ylabel("held-out score (higher is better)")
     ax.set_title(name)

@@ -27,9 +27,7 @@ print(f"{X.shape[0]} cells x {X.shape[1]} genes, {zeros:.0%} zeros")
 
 
 def make_model():
-    return CoGAPS(
-        n_components=4, max_iter=300, distributed="single-cell", n_sets=4, random_state=0
-    )
+    return CoGAPS(n_components=4, max_iter=300, distributed="single-cell", n_sets=4, random_state=0)
 
 
 # %%
@@ -37,9 +35,12 @@ def make_model():
 # -------------------------
 # ``processes=False`` keeps this example's two workers in one process; on a real cluster each
 # worker is a process of its own, possibly on another machine.
-with LocalCluster(
-    n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
-) as cluster, Client(cluster):
+with (
+    LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster,
+    Client(cluster),
+):
     with joblib.parallel_config(backend="dask"):
         on_dask = make_model().fit(X)
 print("consensus patterns:", on_dask.n_components_)
@@ -61,8 +62,11 @@ print("correlation with the true components:", np.round(corr, 3))
 fig, axes = plt.subplots(len(order), 1, figsize=(7, 6), sharex=True)
 for i, (ax, k) in enumerate(zip(axes, order)):
     ax.plot(H[i] / H[i].max(), color="0.6", label="true")
-    ax.plot(on_dask.components_[k] / on_dask.components_[k].max(), color="tab:blue",
-            label="distributed fit")
+    ax.plot(
+        on_dask.components_[k] / on_dask.components_[k].max(),
+        color="tab:blue",
+        label="distributed fit",
+    )
     ax.set_ylabel(f"r = {corr[i]:.2f}")
 axes[0].legend(loc="upper right")
 axes[-1].set_xlabel("gene")

@@ -29,8 +29,9 @@ cuts = np.quantile(scores, [0.1, 0.3, 0.6, 0.85])  # more 3s and 4s than 1s, as 
 stars = 1.0 + np.searchsorted(cuts, scores)
 ratings = np.where(rng.uniform(size=stars.shape) < 0.2, stars, np.nan)  # NaN: not rated
 train, test = holdout_ratings(ratings, n_per_user=3, random_state=0)
-print(f"{train.nnz} training and {test.nnz} held-out ratings of {n_users} users "
-      f"and {n_items} items")
+print(
+    f"{train.nnz} training and {test.nnz} held-out ratings of {n_users} users and {n_items} items"
+)
 
 # %%
 # Gibbs M3F against the best constant
@@ -67,11 +68,18 @@ ax_nmae.set_ylabel("held-out NMAE")
 ax_trace.legend(handles=ax_trace.get_lines() + ax_nmae.get_lines(), loc="upper center")
 image = ax_conf.imshow(confusion, cmap="Blues")
 for (i, j), n in np.ndenumerate(confusion):
-    ax_conf.text(j, i, n, ha="center", va="center",
-                 color="white" if n > confusion.max() / 2 else "black")
-ax_conf.set(xticks=range(5), yticks=range(5), xticklabels=range(1, 6),
-            yticklabels=range(1, 6), xlabel="predicted stars", ylabel="held-out stars",
-            title="Held-out ratings")
+    ax_conf.text(
+        j, i, n, ha="center", va="center", color="white" if n > confusion.max() / 2 else "black"
+    )
+ax_conf.set(
+    xticks=range(5),
+    yticks=range(5),
+    xticklabels=range(1, 6),
+    yticklabels=range(1, 6),
+    xlabel="predicted stars",
+    ylabel="held-out stars",
+    title="Held-out ratings",
+)
 fig.colorbar(image, ax=ax_conf, label="ratings")
 fig.tight_layout()
 plt.show()

@@ -43,14 +43,20 @@ def _read_delimited(path, sep):
         ) from None
     # the row names as written: the index column read as text, so that "0101" stays "0101"
     # and "NA" stays "NA" (an index parsed with the values would lose both)
-    frame.index = pd.read_csv(
-        path, sep=sep, usecols=[0], header=None, skiprows=1, dtype=str, keep_default_na=False
-    ).iloc[:, 0].to_numpy()
+    frame.index = (
+        pd.read_csv(
+            path, sep=sep, usecols=[0], header=None, skiprows=1, dtype=str, keep_default_na=False
+        )
+        .iloc[:, 0]
+        .to_numpy()
+    )
     # the column names as written too (pandas renames a repeated name "g0" to "g0.1")
-    header = pd.read_csv(
-        path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False
-    ).iloc[0].tolist()
-    frame.columns = header[len(header) - frame.shape[1]:]
+    header = (
+        pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False)
+        .iloc[0]
+        .tolist()
+    )
+    frame.columns = header[len(header) - frame.shape[1] :]
     logical = [j for j, dtype in enumerate(frame.dtypes) if pd.api.types.is_bool_dtype(dtype)]
     if logical:
         j = logical[0]

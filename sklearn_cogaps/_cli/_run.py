@@ -188,9 +188,7 @@ def _run_file(args, make_model):
                 "sparse-data model computes a named uncertainty from the stored values "
                 "(--uncertainty relative or poisson)."
             )
-        uncertainty, u_samples, u_features = read_matrix(
-            args.uncertainty, transpose=args.transpose
-        )
+        uncertainty, u_samples, u_features = read_matrix(args.uncertainty, transpose=args.transpose)
         if uncertainty.shape != X.shape:
             flip = (lambda shape: shape[::-1]) if args.transpose else (lambda shape: shape)
             written = "genes x samples" if args.transpose else "samples x genes"
@@ -199,8 +197,11 @@ def _run_file(args, make_model):
                 f"table and '{args.input}' a {' x '.join(map(str, flip(X.shape)))} one: the "
                 f"uncertainty file must be written as the input is ({written}"
                 f"{', as --transpose reads both' if args.transpose else ''})"
-                + (", and it is the input's transpose." if uncertainty.shape == X.shape[::-1]
-                   else ".")
+                + (
+                    ", and it is the input's transpose."
+                    if uncertainty.shape == X.shape[::-1]
+                    else "."
+                )
             )
         _check_same_order("sample", samples, u_samples, args)
         _check_same_order("feature", features, u_features, args)

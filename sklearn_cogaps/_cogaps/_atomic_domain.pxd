@@ -1,4 +1,4 @@
-# The atomic domain of CoGAPS (000_f0854..., section 1.1): atoms with integer positions in
+# The atomic domain of CoGAPS (Sherman, Gao & Fertig 2019, section 1.1): atoms with integer positions in
 # [0, n_bins * bin_length) and positive masses; bin = position // bin_length maps each
 # atom to one matrix element. See doc/cogaps.rst ("The atomic domain") for the design.
 from libc.stdint cimport uint64_t, int64_t

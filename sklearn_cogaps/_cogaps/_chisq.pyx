@@ -1,7 +1,7 @@
 """Dense and sparse helpers of the sampler: the residual, chi-squares and transposes,
 parallel over rows (each output element is written by one thread, and per-row partial sums
 are added in row order, so results do not depend on the number of threads); and the
-per-entry arrays of the sparse-data model (000_f0854fe1e49e50a3, section 3).
+per-entry arrays of the sparse-data model (Sherman, Gao & Fertig 2019, section 3).
 
 The data, residual and precision are double or float (``floating``, the storage type of a
 float32 fit); matrices, products and sums are double in both cases.
@@ -62,14 +62,12 @@ def residual_row_stride(n_rows, n_cols, itemsize):
     of one matrix. Rows that do not start on a cache line share their first and last
     lines with their neighbours, so the stores write partial lines; and rows whose
     starts fall at nearly the same place modulo 4 KB compete for the same cache sets.
-    Transposing a 500 x 5000 double matrix into rows 500 values apart took 3.4 ms, 528
-    apart 1.7 ms, 504 or 520 apart (a line from 4 KB) 1.9 and 2.3 ms, 512 apart 4.6 ms;
-    256 apart took 3.1 times longer than 264, 64 apart 1.4 times longer than 72 (8 rows
-    of 64 make 4 KB), 50 apart 2.3 times longer than 56 (doc/cogaps_scale.rst). So the
-    rows of a large matrix start a multiple of 64 bytes apart, the stride at least 128
-    bytes away from a multiple of 4 KB and its multiples by 2 to 8 at least 64 bytes
-    away: at most three lines beyond the row's own. Shorter rows are left as they are:
-    on rows of 9 values, 16 apart took 1.5 times longer (more bytes to move).
+    Both slow a transpose down severalfold (the measurements are in
+    doc/cogaps_scale.rst, "Rows padded for the transposes"). So the rows of a large
+    matrix start a multiple of 64 bytes apart, the stride at least 128 bytes away from a
+    multiple of 4 KB and its multiples by 2 to 8 at least 64 bytes away: at most three
+    lines beyond the row's own. Shorter rows are left as they are: padding them moves
+    more bytes than it saves.
 
     Parameters
     ----------

@@ -57,14 +57,20 @@ _DISTRIBUTED_ATTRIBUTES = (
 # ---------------------------------------------------------------------- subsets
 def _explicit_subsets(explicit_sets, n_total, axis_name, names):
     """The user's subsets as sorted index arrays; they must partition the axis."""
-    if isinstance(explicit_sets, np.ndarray) and explicit_sets.ndim == 1 and explicit_sets.dtype != object:
+    if (
+        isinstance(explicit_sets, np.ndarray)
+        and explicit_sets.ndim == 1
+        and explicit_sets.dtype != object
+    ):
         explicit_sets = [explicit_sets]
     subsets = []
     lookup = None if names is None else {name: j for j, name in enumerate(names)}
     for i, members in enumerate(explicit_sets):
         members = np.asarray(members).ravel()
         if members.size == 0:
-            raise ValueError(f"explicit_sets[{i}] is empty; every subset needs at least one {axis_name}.")
+            raise ValueError(
+                f"explicit_sets[{i}] is empty; every subset needs at least one {axis_name}."
+            )
         if members.dtype.kind in "iu":
             idx = members.astype(np.intp)
         elif members.dtype.kind in "OUS" and lookup is not None:
@@ -276,7 +282,10 @@ def _ship(data):
 def _run_subsets(parallel, model, data, n_components, seeds, fixed):
     """Fit every subset through joblib; each task receives only its own subset's data."""
     template = clone(model).set_params(
-        distributed=None, n_components=n_components, warm_start=False, **_DISTRIBUTED_ONLY,
+        distributed=None,
+        n_components=n_components,
+        warm_start=False,
+        **_DISTRIBUTED_ONLY,
         **model._under_new_names(),
     )
     return parallel(

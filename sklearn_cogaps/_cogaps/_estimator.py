@@ -12,7 +12,12 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import sparse
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted
 
@@ -76,9 +81,10 @@ class CoGAPS(
     patterns and ``H`` (n_components, n_features) the amplitudes, both non-negative, under a
     Gaussian likelihood with a known standard deviation for every entry of ``X`` (the
     uncertainty). Each matrix is the image of an atomic domain: a set of point masses whose
-    number is controlled by ``atom_density_W`` and ``atom_density_H`` and whose masses have an exponential prior, which makes
-    both matrices sparse. The chain runs ``max_iter`` calibration iterations with an
-    annealing temperature, then ``max_iter`` sampling iterations whose samples are averaged.
+    number is controlled by ``atom_density_W`` and ``atom_density_H`` and whose masses have
+    an exponential prior, which makes both matrices sparse. The chain runs ``max_iter``
+    calibration iterations with an annealing temperature, then ``max_iter`` sampling
+    iterations whose samples are averaged.
 
     Data in float32 (as AnnData matrices usually are) are fitted in float32, as
     :class:`~sklearn.decomposition.NMF` does: the dense model stores the residual and the
@@ -136,8 +142,9 @@ class CoGAPS(
         Use the sparse-data model of CoGAPS 3 (supplement, section 3): the uncertainty is
         a named one (see ``fit``), by default ``0.1`` for a zero and ``max(0.1 * x, 0.1)``
         for a non-zero ``x`` (with ``uncertainty="poisson"``, 1 and ``max(sqrt(x), 1)``),
-        computed from each stored value when it is read, and every update works from the stored non-zeros and two small lookup tables
-        (``sum(H**2)`` and ``H H^T`` of the fixed matrix), so the dense ``W @ H`` is never
+        computed from each stored value when it is read, and every update works from the
+        stored non-zeros and two small lookup tables (``sum(H**2)`` and ``H H^T`` of the
+        fixed matrix), so the dense ``W @ H`` is never
         stored and memory grows with the number of non-zeros. A scipy.sparse ``X``
         always uses this model. An ``uncertainty`` array cannot be combined with it.
     warm_start : bool, default=False
@@ -299,7 +306,8 @@ class CoGAPS(
     )
 
     _peer_parameters = {
-        name: ("R CoGAPS", instead) for name, instead in {
+        name: ("R CoGAPS", instead)
+        for name, instead in {
             "nPatterns": "n_components=K",
             "nIterations": "max_iter=N (iterations of each phase, as nIterations)",
             "seed": "random_state=seed",
@@ -314,7 +322,7 @@ class CoGAPS(
             "explicitSets": "explicit_sets=...",
             "singleCell": 'distributed="single-cell"',
             "nThreads": "nothing here: the fit uses OpenMP's threads, limited by "
-                        "OMP_NUM_THREADS or threadpoolctl.threadpool_limits(n, user_api='openmp')",
+            "OMP_NUM_THREADS or threadpoolctl.threadpool_limits(n, user_api='openmp')",
             "uncertainty": "CoGAPS(...).fit(X, uncertainty=U)",
             "messages": "verbose=1",
             "outputFrequency": "verbose=1 (a progress line about every tenth of max_iter)",
@@ -339,10 +347,10 @@ class CoGAPS(
                 "the chain; loadings_std_ and components_std_ summarise the samples",
             ),
             "asynchronousUpdates": "nothing: the chain is always the asynchronous one, with "
-                                   "the same result for any number of threads",
+            "the same result for any number of threads",
             "BPPARAM": "n_jobs=... in distributed mode, or joblib.parallel_config(backend=...)",
             "params": "CoGAPS(**parameters), with our names for the CogapsParams slots "
-                      "(n_components=, max_iter=, random_state=, ...)",
+            "(n_components=, max_iter=, random_state=, ...)",
             **dict.fromkeys(
                 ["fixedPatterns", "whichMatrixFixed"],
                 "CoGAPS(...).fit(X, fixed_components=H) for 'A' (whichMatrixFixed), or "
@@ -561,8 +569,10 @@ class CoGAPS(
         check_side_labels(X, "uncertainty", uncertainty)
         check_side_labels(X, "fixed_components", fixed_components, axes=("column",))
         check_side_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
-        self._atom_densities = (float(self._parameter("atom_density_W")),
-                                float(self._parameter("atom_density_H")))
+        self._atom_densities = (
+            float(self._parameter("atom_density_W")),
+            float(self._parameter("atom_density_H")),
+        )
         X = self._validate_X(X, reset=True)
         name = uncertainty_name(uncertainty)
         self.uncertainty_model_ = "array" if name is None else name
@@ -635,11 +645,14 @@ class CoGAPS(
         K = self.n_components
         if fixed_components is not None:
             name, value, expected, which = (
-                "fixed_components", fixed_components, (K, X.shape[1]), "H")
+                "fixed_components",
+                fixed_components,
+                (K, X.shape[1]),
+                "H",
+            )
             meaning = "(n_components, n_features)"
         else:
-            name, value, expected, which = (
-                "fixed_patterns", fixed_patterns, (X.shape[0], K), "W")
+            name, value, expected, which = ("fixed_patterns", fixed_patterns, (X.shape[0], K), "W")
             meaning = "(n_samples, n_components)"
         M = check_array(
             value,
@@ -672,8 +685,9 @@ class CoGAPS(
         # estimators pickled before the option existed use CoGAPS's moves
         return self._parameter("solver") == "reversible"
 
-    def fit_transform(self, X, y=None, *, uncertainty=None, fixed_components=None,
-                      fixed_patterns=None):
+    def fit_transform(
+        self, X, y=None, *, uncertainty=None, fixed_components=None, fixed_patterns=None
+    ):
         """Fit, then sample the patterns of X with the fitted amplitudes held fixed.
 
         ``fit(X, ...).transform(X, uncertainty=uncertainty)``: the returned patterns come
@@ -700,8 +714,13 @@ class CoGAPS(
         W : ndarray of shape (n_samples, n_components)
             Posterior mean of the patterns of each sample, as :meth:`transform` gives it.
         """
-        self.fit(X, y, uncertainty=uncertainty, fixed_components=fixed_components,
-                 fixed_patterns=fixed_patterns)
+        self.fit(
+            X,
+            y,
+            uncertainty=uncertainty,
+            fixed_components=fixed_components,
+            fixed_patterns=fixed_patterns,
+        )
         return self.transform(X, uncertainty=uncertainty)
 
     def transform(self, X, *, uncertainty=None):
@@ -827,7 +846,9 @@ class CoGAPS(
             patterns given the entries outside fold ``f``.
         """
         check_is_fitted(self)
-        check_ignored_y(self, y, X, method="score", advice=UNCERTAINTY_ADVICE.replace("fit", "score"))
+        check_ignored_y(
+            self, y, X, method="score", advice=UNCERTAINTY_ADVICE.replace("fit", "score")
+        )
         check_side_labels(X, "uncertainty", uncertainty)
         if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
             warnings.warn(

@@ -33,7 +33,9 @@ def _feature_index(gene_sets, n_features, feature_names):
         sets = list(gene_sets)
         names = [f"set{i}" for i in range(len(sets))]
     if not sets:
-        raise ValueError("gene_sets is empty; pass a dict of name -> members with at least one set.")
+        raise ValueError(
+            "gene_sets is empty; pass a dict of name -> members with at least one set."
+        )
     lookup = None
     if feature_names is not None:
         feature_names = np.asarray(feature_names, dtype=object)
@@ -50,9 +52,7 @@ def _feature_index(gene_sets, n_features, feature_names):
     index = []
     for name, members in zip(names, sets):
         if isinstance(members, str):
-            raise ValueError(
-                f"Gene set {name!r} is a single string; pass a list of its members."
-            )
+            raise ValueError(f"Gene set {name!r} is a single string; pass a list of its members.")
         members = list(members)
         if lookup is not None:
             cols = [j for m in members if m in lookup for j in lookup[m]]
@@ -72,8 +72,7 @@ def _feature_index(gene_sets, n_features, feature_names):
             bad = [c for c in cols if not 0 <= c < n_features]
             if bad:
                 raise ValueError(
-                    f"Gene set {name!r} has column indices outside [0, {n_features}): "
-                    f"{bad[:5]}."
+                    f"Gene set {name!r} has column indices outside [0, {n_features}): {bad[:5]}."
                 )
         cols = np.unique(np.asarray(cols, dtype=np.intp))
         if cols.size == 0:
@@ -300,7 +299,9 @@ def marker_overrepresentation(
     K, n_features = H.shape
     names, index = _feature_index(gene_sets, n_features, feature_names)
     markers, _, _ = pattern_markers(H.T, W, threshold)
-    rows = {key: [] for key in ("pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value")}
+    rows = {
+        key: [] for key in ("pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value")
+    }
     adjusted = []
     for k in range(K):
         is_marker = np.zeros(n_features, dtype=bool)

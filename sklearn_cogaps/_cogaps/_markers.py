@@ -46,8 +46,13 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
     amplitudes = np.asarray(amplitudes, dtype=np.float64)
     patterns = np.asarray(patterns, dtype=np.float64)
     for name, values in (("amplitudes", amplitudes), ("patterns", patterns)):
-        problem = ("NaN or infinite values" if not np.all(np.isfinite(values))
-                   else "negative values" if np.any(values < 0) else None)
+        problem = (
+            "NaN or infinite values"
+            if not np.all(np.isfinite(values))
+            else "negative values"
+            if np.any(values < 0)
+            else None
+        )
         if problem:
             raise ValueError(
                 f"{name} must be finite and non-negative (CoGAPS's factors are); got {problem}."

@@ -1,4 +1,4 @@
-# The updates of an atomic domain (000_f0854fe1e49e50a3, section 1.3 and the Gibbs steps of
+# The updates of an atomic domain (Sherman, Gao & Fertig 2019, section 1.3 and the Gibbs steps of
 # section 4); see _proposals.pyx. The functions every proposal runs are defined here,
 # inline, so that the queue (_queue) and the sequential chain compile them into their
 # own loops instead of calling across modules for each of the millions of proposals of a fit.
@@ -37,7 +37,7 @@ cdef inline double _gibbs_mass(const Half* h, Rng* rng, double s, double smu,
                                double tau) noexcept nogil:
     """Mass from the conditional posterior of a new atom: exponential prior times the
     tempered Gaussian likelihood, TN((tau smu - lam) / (tau s), 1 / sqrt(tau s)) on
-    [0, cap] (000_f0854..., 4.2; see doc/cogaps.rst for the derivation)."""
+    [0, cap] (Sherman, Gao & Fertig 2019, section 4.2; see doc/cogaps.rst for the derivation)."""
     if not (s * tau > 0.0):
         return _prior_mass(h, rng)
     return truncnorm_sample(rng, (tau * smu - h.lam) / (tau * s), 1.0 / sqrt(tau * s),
@@ -206,7 +206,7 @@ cdef inline void _evaluate(const Half* h, Proposal* p, double tau) noexcept nogi
     elif p.kind == DEATH:
         # Remove the atom (mass x0), re-sample a mass x for it, and keep it with
         # probability min(1, exp(tau (x smu' - s x^2 / 2))), smu' with x0 removed
-        # (000_f0854..., 1.3.2 and 4.3).
+        # (Sherman, Gao & Fertig 2019, section 1.3.2 and 4.3).
         x0 = p.mass1
         _element_stats(h, p.r1, p.q1, &s, &smu)
         smu = smu + x0 * s

@@ -1,4 +1,4 @@
-"""The four updates of an atomic domain and their evaluation (000_f0854fe1e49e50a3,
+"""The four updates of an atomic domain and their evaluation (Sherman, Gao & Fertig 2019,
 section 1.3 and the Gibbs steps of section 4): choosing an update, choosing the atoms it
 touches, deciding it from the current state and the proposal's own stream, and applying it
 to the matrix, the residual and the domain. ``_sequential_half`` is the plain chain

@@ -1,4 +1,4 @@
-# The proposal queue of the asynchronous chain (000_f0854fe1e49e50a3, section 2); see
+# The proposal queue of the asynchronous chain (Sherman, Gao & Fertig 2019, section 2); see
 # _queue.pyx.
 from libc.stdint cimport int64_t
 

@@ -1,4 +1,4 @@
-"""The asynchronous chain (000_f0854fe1e49e50a3, section 2): proposals are drawn one after
+"""The asynchronous chain (Sherman, Gao & Fertig 2019, section 2): proposals are drawn one after
 the other from the state at the start of a batch and queued while they are independent of
 every queued proposal; the other threads evaluate each queued proposal while the batch is
 still being formed (each proposal with its own stream, touching only its own rows), and its
@@ -48,8 +48,7 @@ cdef extern from *:
     /* A short wait spins (64 pauses, a microsecond or two); a longer one gives the core
        away at every turn, so that a thread waiting for another that the system has
        descheduled (more threads than cores) does not hold on to the core that thread
-       needs: 4 threads on 2 cores fitted wide in 4.9 s with it, 10.1 s spinning 4096
-       pauses first (2 threads: 3.0 s either way). */
+       needs (measured in doc/cogaps_scale.rst). */
     #if defined(__x86_64__) || defined(__i386__)
     #define cg_cpu_relax() __builtin_ia32_pause()
     #else
@@ -101,7 +100,7 @@ cdef struct Publication:
     int status           # the first failure of the forming thread, else 0
 
 
-# Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds):
+# Work thresholds of the parallel paths, settable for tests (_set_parallel_thresholds_for_tests):
 # below PARALLEL_MIN_WORK (proposals x cost of one) a batch is evaluated on one thread, and
 # below PARALLEL_MIN_ENTRIES a dense transpose runs on one thread; waking the team would
 # cost more than it saves.
@@ -113,7 +112,7 @@ cdef Py_ssize_t parallel_min_entries() noexcept nogil:
     return PARALLEL_MIN_ENTRIES
 
 
-def _set_parallel_thresholds(min_work=None, min_entries=None):
+def _set_parallel_thresholds_for_tests(min_work=None, min_entries=None):
     """Set the work above which batches and transposes run in parallel.
 
     For tests: 0 sends every batch and every transpose to the parallel path, so that small

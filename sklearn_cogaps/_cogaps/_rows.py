@@ -35,7 +35,8 @@ def row_seeds(est, X):
     if not sparse.issparse(X):
         # float64 values, so that a float32 row gets the chain of the same row in float64
         return keyed_digest_seeds(
-            est._transform_seed, (np.asarray(row, dtype=np.float64).tobytes() for row in X))
+            est._transform_seed, (np.asarray(row, dtype=np.float64).tobytes() for row in X)
+        )
 
     def dense_rows():
         # a canonical CSR (sorted, summed duplicates), densified one row at a time

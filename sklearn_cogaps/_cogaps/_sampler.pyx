@@ -1,6 +1,6 @@
 """The CoGAPS sampler: the state of one chain of a fit (both atomic domains, both matrices,
 the residual in both orientations, the master generator), its iterations, posterior sums and
-saved state; and the per-row chains of ``transform`` (000_f0854fe1e49e50a3, sections 1 and 4).
+saved state; and the per-row chains of ``transform`` (Sherman, Gao & Fertig 2019, sections 1 and 4).
 
 The model's structures and statistics are in ``_stats.pxd``, the updates in
 ``_proposals``, the queue in ``_queue`` and the dense and sparse helpers in
@@ -28,7 +28,7 @@ from ._chisq cimport _transpose, _residual_rows
 from ._row_sums cimport cg_residual_row_f32
 from ._chisq import (padded_empty, residual_row_stride, chi_square, fit_chi_square,
                             residual, sparse_chi_square, _sparse_orientation)
-from ._queue import _set_parallel_thresholds
+from ._queue import _set_parallel_thresholds_for_tests
 
 
 cdef class GibbsSampler:
@@ -642,7 +642,7 @@ def sample_fixed_sparse_rows(csr, const double[:, ::1] Ht, double sigma0, double
                              const uint64_t[::1] seeds, int n_threads=1,
                              bint reversible=False, bint poisson=False):
     """Sample the patterns of each row of a sparse X with the amplitudes Ht held fixed,
-    under the sparse-data model (000_f0854..., section 3): a proposal costs O(K^2 + nnz of
+    under the sparse-data model (Sherman, Gao & Fertig 2019, section 3): a proposal costs O(K^2 + nnz of
     the row times K), from the row's stored entries and the lookup tables of Ht.
 
     The model is the dense one with the default uncertainty ``max(sigma0 * x, sigma0)``

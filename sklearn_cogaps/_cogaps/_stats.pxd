@@ -1,5 +1,5 @@
 # The model's data structures and per-proposal statistics of the CoGAPS Gibbs sampler
-# (000_f0854fe1e49e50a3, sections 1.1-1.2 and 3.1-3.2), shared by the proposals, the queue
+# (Sherman, Gao & Fertig 2019, sections 1.1-1.2 and 3.1-3.2), shared by the proposals, the queue
 # and the sampler. Everything here is inline: it is the inner loop of every proposal.
 #
 # Orientation: the data X is (n_samples, n_features) and X ~ N(W Ht^T, sigma^2), with W the
@@ -13,7 +13,7 @@
 # are formed in double either way (_row_sums.h).
 #
 # Notation (derivations in doc/cogaps.rst): for a change delta of element (r, q),
-#     s  = sum_c O[c, q]^2 prec[r, c]             (000_f0854..., 1.2.1, without the 1/2)
+#     s  = sum_c O[c, q]^2 prec[r, c]             (Sherman, Gao & Fertig 2019, section 1.2.1, without the 1/2)
 #     smu = sum_c O[c, q] R[r, c] prec[r, c]
 #     log-likelihood change = delta * smu - s * delta^2 / 2.
 # Both are multiplied by the annealing temperature during calibration (section 1.4).
@@ -57,7 +57,7 @@ cdef struct Half:
     double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
     bint reversible      # reversible-jump birth/death (doc/testing.rst) instead of CoGAPS's
     double loglik_change # untempered log-likelihood change of the applied proposals
-    # sparse-data model (000_f0854..., section 3): no residual, no dense precision
+    # sparse-data model (Sherman, Gao & Fertig 2019, section 3): no residual, no dense precision
     bint sparse
     const int64_t* indptr  # CSR of the data in this orientation (32-bit column indices)
     const int32_t* indices
@@ -69,7 +69,7 @@ cdef struct Half:
     double* Z2             # K x K: O^T O
     double w0              # 1 / sigma0^2, the precision of every zero
     Py_ssize_t work        # rough cost of evaluating one proposal
-    # proposal queue (000_f0854..., section 2): marks of rows and atoms used by the batch
+    # proposal queue (Sherman, Gao & Fertig 2019, section 2): marks of rows and atoms used by the batch
     int64_t* row_mark
     int64_t* atom_mark
     int64_t atom_mark_size
@@ -139,7 +139,7 @@ cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t*
 
 cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
                                 double* s, double* smu) noexcept nogil:
-    """s and smu of element (r, q) (000_f0854..., 1.2.1)."""
+    """s and smu of element (r, q) (Sherman, Gao & Fertig 2019, section 1.2.1)."""
     if h.sparse:
         _sparse_stats(h, r, q, -1, s, smu)
         return
@@ -175,7 +175,7 @@ cdef inline void _same_row_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus,
 cdef inline void _sparse_stats(const Half* h, Py_ssize_t r, Py_ssize_t q_plus, Py_ssize_t q_minus,
                         double* s, double* smu) noexcept nogil:
     """s and smu of the direction +e_{q_plus} (- e_{q_minus} when q_minus >= 0) in row r,
-    from the lookup tables and the stored entries of the row only (000_f0854..., 3.1).
+    from the lookup tables and the stored entries of the row only (Sherman, Gao & Fertig 2019, section 3.1).
 
     With sigma = sigma0 on every zero, w = 1 / sigma^2 and d_c = O[c, q+] - O[c, q-]:
         s   = w0 sum_c d_c^2 + sum_{c stored} (w_c - w0) d_c^2

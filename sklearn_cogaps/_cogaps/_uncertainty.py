@@ -35,8 +35,7 @@ LARGEST_VALUE = 1e150
 SMALLEST_SIGMA = 1e-150
 # What to do instead of passing the uncertainty as the second positional argument.
 UNCERTAINTY_ADVICE = (
-    "give the standard deviation of each entry of X, pass it by keyword: "
-    "fit(X, uncertainty=U)"
+    "give the standard deviation of each entry of X, pass it by keyword: fit(X, uncertainty=U)"
 )
 
 
@@ -163,8 +162,13 @@ def likelihood_digest(X, uncertainty_name, uncertainty):
     values). A warm start continues a chain only on the data it sampled."""
     if sparse.issparse(X):
         X = X.tocsr()
-        parts = ("sparse", np.asarray(X.shape, dtype=np.int64), X.indptr.astype(np.int64),
-                 X.indices.astype(np.int64), X.data)
+        parts = (
+            "sparse",
+            np.asarray(X.shape, dtype=np.int64),
+            X.indptr.astype(np.int64),
+            X.indices.astype(np.int64),
+            X.data,
+        )
     else:
         parts = ("dense", X)
     if uncertainty_name is None:

@@ -32,8 +32,14 @@ class _Chain:
 
 def _snapshot(chain):
     """Copies of the sampled state of ``chain``, to restore after an interruption."""
-    return (chain.U.copy(), chain.V.copy(), chain.theta.copy(), chain.ilam.copy(),
-            chain.ids.copy(), chain.n_born)
+    return (
+        chain.U.copy(),
+        chain.V.copy(),
+        chain.theta.copy(),
+        chain.ilam.copy(),
+        chain.ids.copy(),
+        chain.n_born,
+    )
 
 
 def _ibp_log_prior(Z, alpha):
@@ -43,8 +49,9 @@ def _ibp_log_prior(Z, alpha):
     N, K = Z.shape
     m = Z.sum(axis=0)
     H = np.sum(1.0 / np.arange(1, N + 1))
-    return float(K * np.log(alpha) - alpha * H
-                 + np.sum(gammaln(N - m + 1) + gammaln(m) - gammaln(N + 1)))
+    return float(
+        K * np.log(alpha) - alpha * H + np.sum(gammaln(N - m + 1) + gammaln(m) - gammaln(N + 1))
+    )
 
 
 class _RunningSums:

@@ -291,16 +291,20 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         model of one set of ratings."""
         n_users, n_items = self._chain_state[0].shape[0], self._chain_state[1].shape[0]
         if (n_users, n_items) != R.shape:
-            return (f"X has {R.shape[0]} users and {R.shape[1]} items, the previous fit had "
-                    f"{n_users} and {n_items}")
+            return (
+                f"X has {R.shape[0]} users and {R.shape[1]} items, the previous fit had "
+                f"{n_users} and {n_items}"
+            )
         if self._fit_prior != self.prior:
             return f"prior={self.prior!r}, the previous fit had prior={self._fit_prior!r}"
         K = self._chain_state[0].shape[1]
         if self.prior == "gaussian" and K != self.n_components:
             return f"n_components={self.n_components}, the previous fit had {K}"
         if not np.array_equal(levels, self.levels_):
-            return (f"the rating levels are {_levels_text(levels)} (n_levels={self.n_levels}), "
-                    f"the previous fit had {_levels_text(self.levels_)}")
+            return (
+                f"the rating levels are {_levels_text(levels)} (n_levels={self.n_levels}), "
+                f"the previous fit had {_levels_text(self.levels_)}"
+            )
         if getattr(self, "_ratings_digest", None) != _ratings_digest(R):
             return "X holds other ratings than the previous fit"
         return None
@@ -308,8 +312,12 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
     def _validate_ratings(self, X, reset, name="X"):
         check_not_triplets(self, X, value="Rating", source="a rating library's loader")
         X = validate_input(
-            self, X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
-            ensure_all_finite="allow-nan", reset=reset,
+            self,
+            X,
+            accept_sparse=("csr", "csc", "coo"),
+            dtype=np.float64,
+            ensure_all_finite="allow-nan",
+            reset=reset,
         )
         return _as_ratings_csr(X, name)
 
@@ -352,11 +360,17 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         ok = (pos < levels.size) & (levels[np.minimum(pos, levels.size - 1)] == R.data)
         if not np.all(ok):
             bad = np.unique(R.data[~ok])[:5]
-            lv = (f"the integers 1..{levels.size}" if np.array_equal(
-                levels, np.arange(1.0, levels.size + 1.0)) else f"{levels.tolist()}")
-            zero = (" A dense matrix marks a missing rating with NaN, not 0: pass "
-                    f"np.where({name} == 0, np.nan, {name}) or a sparse matrix."
-                    if np.any(bad == 0) else "")
+            lv = (
+                f"the integers 1..{levels.size}"
+                if np.array_equal(levels, np.arange(1.0, levels.size + 1.0))
+                else f"{levels.tolist()}"
+            )
+            zero = (
+                " A dense matrix marks a missing rating with NaN, not 0: pass "
+                f"np.where({name} == 0, np.nan, {name}) or a sparse matrix."
+                if np.any(bad == 0)
+                else ""
+            )
             raise ValueError(
                 f"{name} has ratings that are not rating levels: {bad.tolist()}. The levels "
                 f"are {lv}; ratings must be among them (set n_levels, or map the ratings "
@@ -423,9 +437,24 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         chain.cv2 = np.empty(nnz)
         hinge = np.empty(data.shape[0])
         _fast.row_pass(
-            data.indptr, data.indices, data.level, chain.U, chain.V, chain.theta, chain.rho,
-            1.0 / chain.varsigma**2, chain.ilam, np.empty(nnz), chain.cv1, chain.cv2, hinge,
-            seeds, float(self.C), float(self.margin), update_theta, n_threads,
+            data.indptr,
+            data.indices,
+            data.level,
+            chain.U,
+            chain.V,
+            chain.theta,
+            chain.rho,
+            1.0 / chain.varsigma**2,
+            chain.ilam,
+            np.empty(nnz),
+            chain.cv1,
+            chain.cv2,
+            hinge,
+            seeds,
+            float(self.C),
+            float(self.margin),
+            update_theta,
+            n_threads,
         )
         return float(np.sum(hinge))
 
@@ -446,15 +475,40 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         work = data.nnz * max(K, 1) ** 2
         prec = 1.0 / self.factor_scale**2
         if self.prior == "gaussian":
-            _fast.sample_factors(data.indptr, data.indices, data.entry, chain.cv1, chain.cv2,
-                                 chain.V, prec, chain.U, draw_seeds(rng, N), _threads_for(work))
+            _fast.sample_factors(
+                data.indptr,
+                data.indices,
+                data.entry,
+                chain.cv1,
+                chain.cv2,
+                chain.V,
+                prec,
+                chain.U,
+                draw_seeds(rng, N),
+                _threads_for(work),
+            )
         else:
             self._sample_ibp(data, chain, rng)
-        _fast.sample_factors(data.c_indptr, data.c_indices, data.c_entry, chain.cv1, chain.cv2,
-                             chain.U, prec, chain.V, draw_seeds(rng, M),
-                             _threads_for(data.nnz * max(chain.U.shape[1], 1) ** 2), "item")
-        hinge = self._row_pass(data, chain, draw_seeds(rng, N), True,
-                               _threads_for(data.nnz * (chain.theta.shape[1] + chain.U.shape[1]) * 20))
+        _fast.sample_factors(
+            data.c_indptr,
+            data.c_indices,
+            data.c_entry,
+            chain.cv1,
+            chain.cv2,
+            chain.U,
+            prec,
+            chain.V,
+            draw_seeds(rng, M),
+            _threads_for(data.nnz * max(chain.U.shape[1], 1) ** 2),
+            "item",
+        )
+        hinge = self._row_pass(
+            data,
+            chain,
+            draw_seeds(rng, N),
+            True,
+            _threads_for(data.nnz * (chain.theta.shape[1] + chain.U.shape[1]) * 20),
+        )
         return self._objective(chain, hinge)
 
     def _sample_ibp(self, data, chain, rng):
@@ -474,17 +528,30 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         start = 0
         while True:
             start, K = _fast.sample_ibp_rows(
-                data.indptr, data.indices, chain.cv1, chain.cv2, Z, V, counts, x, K, start,
-                seeds, float(self.alpha), float(self.factor_scale), kappa)
+                data.indptr,
+                data.indices,
+                chain.cv1,
+                chain.cv2,
+                Z,
+                V,
+                counts,
+                x,
+                K,
+                start,
+                seeds,
+                float(self.alpha),
+                float(self.factor_scale),
+                kappa,
+            )
             if start >= N:
                 break
             cap = 2 * cap
             Z2 = np.zeros((N, cap))
-            Z2[:, :Z.shape[1]] = Z
+            Z2[:, : Z.shape[1]] = Z
             V2 = np.zeros((M, cap))
-            V2[:, :V.shape[1]] = V
+            V2[:, : V.shape[1]] = V
             c2 = np.zeros(cap, dtype=np.intc)
-            c2[:counts.size] = counts
+            c2[: counts.size] = counts
             Z, V, counts = Z2, V2, c2
         keep = np.flatnonzero(counts[:K] > 0)
         born = np.arange(chain.n_born, chain.n_born + K - chain.U.shape[1])
@@ -530,8 +597,11 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         state.n_features.append(chain.U.shape[1])
         if it >= self.burn_in:
             state.sums.add(chain, chain.ids)
-        state.held_out.append(np.nan if p.R_held is None else
-                              _held_out_nmae(p.R_held, chain, state.sums, self.prior, p.levels))
+        state.held_out.append(
+            np.nan
+            if p.R_held is None
+            else _held_out_nmae(p.R_held, chain, state.sums, self.prior, p.levels)
+        )
         return value
 
     def _snapshot(self, state, iteration):
@@ -545,7 +615,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         state.chain = _Chain(*chain[:4], p.rho, p.varsigma)
         state.chain.ids, state.chain.n_born = chain[4], chain[5]
         state.sums = sums
-        del state.n_features[state.it0 + iteration:], state.held_out[state.it0 + iteration:]
+        del state.n_features[state.it0 + iteration :], state.held_out[state.it0 + iteration :]
         return state
 
     def _progress_extra(self, state):
@@ -685,8 +755,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
             p = np.clip(m / (n_fit + 1.0), 1e-12, 1 - 1e-12)
             prior_logit = np.log(p) - np.log1p(-p)
             Ur = (np.tile(p, (N, 1)) > 0.5).astype(np.float64)
-        chain = _Chain(Ur, V, np.tile(rho, (N, 1)), np.zeros((data.nnz, L - 1)), rho,
-                       self.threshold_scale_)
+        chain = _Chain(
+            Ur, V, np.tile(rho, (N, 1)), np.zeros((data.nnz, L - 1)), rho, self.threshold_scale_
+        )
         prec = 1.0 / self.factor_scale**2
         nt = _threads_for(data.nnz * max(K, 1) ** 2)
         self._row_pass(data, chain, _step_seeds(row_seeds, 0, 0), False, nt)
@@ -695,13 +766,31 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         count = 0
         for it in range(1, self.max_iter + 1):
             if self.prior == "gaussian":
-                _fast.sample_factors(data.indptr, data.indices, data.entry, chain.cv1,
-                                     chain.cv2, V, prec, chain.U,
-                                     _step_seeds(row_seeds, it, 1), nt)
+                _fast.sample_factors(
+                    data.indptr,
+                    data.indices,
+                    data.entry,
+                    chain.cv1,
+                    chain.cv2,
+                    V,
+                    prec,
+                    chain.U,
+                    _step_seeds(row_seeds, it, 1),
+                    nt,
+                )
             else:
-                _fast.sample_binary_fixed(data.indptr, data.indices, chain.cv1, chain.cv2,
-                                          chain.U, V, prior_logit, np.empty(data.nnz),
-                                          _step_seeds(row_seeds, it, 1), nt)
+                _fast.sample_binary_fixed(
+                    data.indptr,
+                    data.indices,
+                    chain.cv1,
+                    chain.cv2,
+                    chain.U,
+                    V,
+                    prior_logit,
+                    np.empty(data.nnz),
+                    _step_seeds(row_seeds, it, 1),
+                    nt,
+                )
             self._row_pass(data, chain, _step_seeds(row_seeds, it, 0), True, nt)
             if it > self.burn_in:
                 sum_u += chain.U
@@ -742,8 +831,14 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
             array with NaN at the other entries.
         """
         check_is_fitted(self)
-        X_checked = validate_input(self, X, accept_sparse=("csr", "csc", "coo"),
-                                   dtype=np.float64, ensure_all_finite="allow-nan", reset=False)
+        X_checked = validate_input(
+            self,
+            X,
+            accept_sparse=("csr", "csc", "coo"),
+            dtype=np.float64,
+            ensure_all_finite="allow-nan",
+            reset=False,
+        )
         R = None
         if observed is not None:
             # the new users' ratings are paired with the pairs of X by position
@@ -765,8 +860,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         else:
             if R.shape[0] != X_checked.shape[0]:
                 raise ValueError(
-                    f"observed must have the rows of X ({X_checked.shape[0]}); got "
-                    f"{R.shape[0]}."
+                    f"observed must have the rows of X ({X_checked.shape[0]}); got {R.shape[0]}."
                 )
             U, theta = self._new_users(R)
         x = np.einsum("pk,pk->p", U[rows], self.components_.T[P.indices])
@@ -809,7 +903,6 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         for i in np.flatnonzero(counts >= 2):
             held[R.indptr[i] + int(seeds[i] % np.uint64(counts[i]))] = True
         rows = np.repeat(np.arange(R.shape[0]), counts)
-        train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])),
-                                  shape=R.shape)
+        train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])), shape=R.shape)
         test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
         return -rating_nmae(test, self._predict(test, train), self.levels_)

@@ -1,5 +1,5 @@
 # Compiled sweeps of MaxMarginMF: Gibbs max-margin matrix factorisation of ordinal ratings
-# (Xu, Zhu & Zhang, ICML 2013; appendix 003_e93f44a86be45704; doc/m3f.rst derives every
+# (Xu, Zhu & Zhang, ICML 2013, and its appendix; doc/m3f.rst derives every
 # conditional).
 #
 # Notation (doc/m3f.rst): c = C / 2; for an observed rating y of user i on item j and a level
@@ -44,7 +44,7 @@ _ADVICE = {FAIL_NOT_FINITE: _ADVICE_TEXT, FAIL_NOT_POSITIVE_DEFINITE: _ADVICE_TE
 # Test access to the nogil building blocks
 # ---------------------------------------------------------------------------------------------
 
-def draw_invgauss(Py_ssize_t size, double mean, double shape, uint64_t seed):
+def _invgauss_for_tests(Py_ssize_t size, double mean, double shape, uint64_t seed):
     """``size`` draws of IG(mean, shape) from one stream (``mean`` may be inf)."""
     cdef Rng r
     cdef Py_ssize_t i
@@ -68,12 +68,12 @@ cdef inline double cs_quad(double a, double b, double k) noexcept nogil:
     return k / (k * b + a - b)
 
 
-def compound_symmetric(double a, double b, int k):
+def _compound_symmetric_for_tests(double a, double b, int k):
     """(ln det X_k, 1' X_k^-1 1) of X_k = (a - b) I + b 1 1', as the kernels compute them."""
     return cs_logdet(a, b, k), cs_quad(a, b, k)
 
 
-def new_feature_log_probs(const double[::1] cv1, const double[::1] cv2, const double[::1] x,
+def _new_feature_log_probs_for_tests(const double[::1] cv1, const double[::1] cv2, const double[::1] x,
                           double alpha, Py_ssize_t n_rows, double sigma, int kappa):
     """Unnormalised ln P(k new features), k = 0..kappa, of one row (see ``_new_feature_logp``)."""
     out = np.empty(kappa + 1)

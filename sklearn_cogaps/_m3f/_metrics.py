@@ -11,8 +11,10 @@ __all__ = ["neg_mae_scorer", "neg_nmae_scorer", "rating_mae", "rating_nmae"]
 def _paired_values(X_true, X_pred):
     T = _as_ratings_csr(X_true, "X_true")
     P = _as_ratings_csr(X_pred, "X_pred")
-    if T.shape != P.shape or T.nnz != P.nnz or not (
-        np.array_equal(T.indptr, P.indptr) and np.array_equal(T.indices, P.indices)
+    if (
+        T.shape != P.shape
+        or T.nnz != P.nnz
+        or not (np.array_equal(T.indptr, P.indptr) and np.array_equal(T.indices, P.indices))
     ):
         raise ValueError(
             "X_true and X_pred must hold ratings at the same (user, item) pairs; got "

@@ -19,8 +19,12 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 def _ratings_digest(R):
     """The fingerprint of the ratings CSR ``R`` (its pattern and values, whatever the
     index dtypes), to tell whether a warm start is given the ratings of its chain."""
-    return fingerprint(np.asarray(R.shape, dtype=np.int64), R.indptr.astype(np.int64),
-                       R.indices.astype(np.int64), R.data.astype(np.float64))
+    return fingerprint(
+        np.asarray(R.shape, dtype=np.int64),
+        R.indptr.astype(np.int64),
+        R.indices.astype(np.int64),
+        R.data.astype(np.float64),
+    )
 
 
 def _levels_text(levels):
@@ -201,8 +205,9 @@ def _check_held_out(R, R_held):
             "y holds no rating. Pass held-out ratings of the users of X (e.g. the second "
             "matrix of holdout_ratings), or no y."
         )
-    ones = [sparse.csr_matrix((np.ones(M.nnz), M.indices, M.indptr), shape=M.shape)
-            for M in (R, R_held)]
+    ones = [
+        sparse.csr_matrix((np.ones(M.nnz), M.indices, M.indptr), shape=M.shape) for M in (R, R_held)
+    ]
     both = int(ones[0].multiply(ones[1]).sum())
     if both:
         raise ValueError(

@@ -1,6 +1,6 @@
 """Empirical Bayes Poisson means (EBPM): the prior solvers of WeightedBackgroundPMF.
 
-The problem (004_1ddbd526a6a8bdfc, section 4): observations ``y_i ~ Poisson(s_i lambda_i)``
+The problem (Wang, EBPMF-WBG, section 4): observations ``y_i ~ Poisson(s_i lambda_i)``
 with known exposures ``s_i``, ``lambda_i ~ g`` i.i.d.; fit ``g`` in a family by maximising
 the marginal log-likelihood ``sum_i log p(y_i | g)``, then return the posterior
 ``p(lambda_i | y_i, g)`` through its mean and ``E[log lambda_i]``.
@@ -27,8 +27,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import digamma, gammaln
 
-from ._ebpm_fast import component_loglik, mixture_posterior
 from .._utils._openmp_helpers import kernel_threads
+from ._ebpm_fast import component_loglik, mixture_posterior
 
 __all__ = [
     "DEFAULT_GAMMA_GRID",
@@ -166,15 +166,14 @@ def _posterior_rows(y, s, pi0, weights, shape, rate, ll=None):
     mean = np.empty(y.size)
     mean_log = np.empty(y.size)
     lp = np.empty(y.size)
-    mixture_posterior(y, s, log_pi0, log_w, shape, rate, ll, mean, mean_log, lp,
-                      _n_threads(y.size))
+    mixture_posterior(y, s, log_pi0, log_w, shape, rate, ll, mean, mean_log, lp, _n_threads(y.size))
     return mean, mean_log, lp
 
 
 def ebpm_kl(y, s, mean, mean_log, log_likelihood):
     """``KL(q || g)`` from the posterior moments and the marginal log-likelihood.
 
-    004_1ddbd526a6a8bdfc, eq. 4.6: ``-KL = log p(y) - sum_i E_q[log p(y_i | lambda_i)]``, with
+    Wang, EBPMF-WBG, eq. 4.6: ``-KL = log p(y) - sum_i E_q[log p(y_i | lambda_i)]``, with
     ``E_q[log p(y | lambda)] = y log s + y E[log lambda] - s E[lambda] - log Gamma(y + 1)``
     (the terms in ``y`` vanish where ``y = 0``).
 
@@ -472,7 +471,7 @@ def _fit_point_gamma(y, s, init, fit_pi0):
         bounds = [(0.0, 1.0 - 1e-12)] + bounds
         x0 = [pi0] + x0
     best = None
-    for start in ([x0] if init is None else [x0, None]):
+    for start in [x0] if init is None else [x0, None]:
         if start is None:  # second start from the moments, in case the warm start is poor
             a0, b0 = _moment_start(y, s)
             start = ([0.5 * zero.mean()] if fit_pi0 else []) + [np.log(a0), np.log(b0)]
@@ -587,4 +586,3 @@ def _check_ys(y, s):
     if np.any((s == 0) & (y > 0)):
         raise ValueError("y must be 0 wherever the exposure s is 0 (its likelihood is 0).")
     return y, s
-

@@ -20,8 +20,8 @@ from .._utils._status cimport FAIL_NOT_FINITE, SITE_EBPM_POSTERIOR, item_status
 from .._utils._status import raise_for_status
 
 
-def digamma(const double[::1] x, double[::1] out):
-    """psi of each entry (for the tests)."""
+def _digamma_for_tests(const double[::1] x, double[::1] out):
+    """psi of each entry, as the kernels compute it."""
     cdef intp_t i
     for i in range(x.shape[0]):
         out[i] = _digamma(x[i])

@@ -301,8 +301,12 @@ class HierarchicalPMF(
 
     def _validate_counts(self, X, reset):
         X = validate_input(
-            self, X, accept_sparse=("csr", "csc"), dtype=np.float64,
-            ensure_non_negative=True, reset=reset,
+            self,
+            X,
+            accept_sparse=("csr", "csc"),
+            dtype=np.float64,
+            ensure_non_negative=True,
+            reset=reset,
         )
         data = X.data if sparse.issparse(X) else X
         if reset and not np.any(data > 0):
@@ -316,9 +320,9 @@ class HierarchicalPMF(
                 "the Poisson likelihood extended to real x >= 0 by Gamma(x + 1), which stays "
                 "well defined. Round X to silence this warning.",
                 UserWarning,
+                stacklevel=3,
             )
         return X
-
 
     # -- the fitting loop's hooks ------------------------------------------------------------
 
@@ -384,10 +388,18 @@ class HierarchicalPMF(
         return None
 
     def _continue(self, problem):
-        L = _Side(self.loadings_shape_, self.loadings_rate_,
-                  self.prior_loadings_shape_, self.prior_loadings_rate_)
-        F = _Side(self.components_shape_.T, self.components_rate_,
-                  self.prior_components_shape_, self.prior_components_rate_)
+        L = _Side(
+            self.loadings_shape_,
+            self.loadings_rate_,
+            self.prior_loadings_shape_,
+            self.prior_loadings_rate_,
+        )
+        F = _Side(
+            self.components_shape_.T,
+            self.components_rate_,
+            self.prior_components_shape_,
+            self.prior_components_rate_,
+        )
         # What learn_prior does not learn is fixed at prior_shape and prior_rate as they are
         # now, not as they were in the previous fit (set_params may have changed them).
         a, b = self._prior_start(problem.counts)
@@ -409,11 +421,21 @@ class HierarchicalPMF(
         p = state.problem
         L, F = state.L, state.F
         if self.solver == "pathwise":
-            value = _pathwise_step(p.counts, L, F, p.rng, state.opt, state.params,
-                                   self.n_mc_samples, self.learn_prior, p.n_threads)
+            value = _pathwise_step(
+                p.counts,
+                L,
+                F,
+                p.rng,
+                state.opt,
+                state.params,
+                self.n_mc_samples,
+                self.learn_prior,
+                p.n_threads,
+            )
             # new arrays, never updated in place, so that a snapshot stays complete
-            state.average = [_DECAY * m + (1.0 - _DECAY) * q
-                             for q, m in zip(state.params, state.average)]
+            state.average = [
+                _DECAY * m + (1.0 - _DECAY) * q for q, m in zip(state.params, state.average)
+            ]
             return value
         if self.solver == "vbem":
             _vbem_step(p.counts, L, F, state.z_l, self.learn_prior, p.n_threads)
@@ -437,7 +459,7 @@ class HierarchicalPMF(
         if n < 2 * _WINDOW or n % _WINDOW:
             return False
         new = np.mean(history[-_WINDOW:])
-        old = np.mean(history[-2 * _WINDOW:-_WINDOW])
+        old = np.mean(history[-2 * _WINDOW : -_WINDOW])
         return abs(new - old) <= self.tol * abs(new)
 
     def _run_objective(self, run):
@@ -445,7 +467,7 @@ class HierarchicalPMF(
             return super()._run_objective(run)
         # the mean of the last window of estimates
         trace = [run.start] + run.history
-        return float(np.mean(trace[-max(min(_WINDOW, len(trace) - 1), 1):]))
+        return float(np.mean(trace[-max(min(_WINDOW, len(trace) - 1), 1) :]))
 
     # -- fit ---------------------------------------------------------------------------------
 
@@ -470,14 +492,22 @@ class HierarchicalPMF(
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
         X = self._validate_counts(X, reset=True)
         if self.solver != "pathwise":
-            warn_unused_parameters(self, ("learning_rate", "n_mc_samples"),
-                                   "with solver='pathwise'", "Set solver='pathwise'")
+            warn_unused_parameters(
+                self,
+                ("learning_rate", "n_mc_samples"),
+                "with solver='pathwise'",
+                "Set solver='pathwise'",
+            )
         counts = _Counts(X)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         problem = _Problem(counts, rng, n_threads)
         start = self._warm_state(problem)
-        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, self.n_init)
+        run = (
+            self._fit_from(start)
+            if start is not None
+            else self._best_run(problem, rng, self.n_init)
+        )
         self._end_run(run)
         L, F = run.state.L, run.state.F
         if self.solver == "pathwise":
@@ -489,7 +519,8 @@ class HierarchicalPMF(
         xlogt = _pass(counts.r, L.elog, F.elog, n_threads)[1]
         self.augmented_lower_bound_ = float(_augmented_elbo(xlogt, counts, L, F))
         self.exact_lower_bound_ = float(
-            _exact_elbo_estimate(counts, L, F, rng, _N_EVAL_SAMPLES, n_threads))
+            _exact_elbo_estimate(counts, L, F, rng, _N_EVAL_SAMPLES, n_threads)
+        )
         self.lower_bound_ = float(run.objective)
         self.objective_history_ = np.asarray(run.history, dtype=np.float64)
         self.loadings_shape_, self.loadings_rate_ = L.alpha, L.beta
@@ -562,4 +593,3 @@ class HierarchicalPMF(
         cross = float(np.sum(L.mean @ self.components_.sum(axis=1)))
         total = float(np.sum(xlogt)) - cross - counts.log_factorial + L.neg_kl()
         return total / max(counts.shape[0], 1)
-

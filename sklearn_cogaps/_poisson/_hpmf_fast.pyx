@@ -1,4 +1,4 @@
-# Compiled sweeps of HierarchicalPMF (Sarkar 2021, 001_6bd102d6d256898f).
+# Compiled sweeps of HierarchicalPMF (Sarkar 2021).
 #
 # Every quantity that involves the counts X is a sum over its stored entries: x_ij / t_ij is
 # zero where x_ij is zero. A pass walks a compressed matrix (CSR for the rows, CSC for the
@@ -45,7 +45,7 @@ cdef double TINY = 1e-250
 # Special functions (nogil, from _utils/_special.pxd), exposed for the tests.
 # ---------------------------------------------------------------------------------------------
 
-def special(double[::1] x, int which):
+def _special_for_tests(double[::1] x, int which):
     """digamma (0), trigamma (1) or tetragamma (2) of each x, as the kernels compute them."""
     out = np.empty(x.shape[0])
     cdef double[::1] o = out
@@ -57,17 +57,6 @@ def special(double[::1] x, int which):
             o[i] = trigamma(x[i])
         else:
             o[i] = tetragamma(x[i])
-    return out
-
-
-def digamma_array(const double[:, ::1] x, int n_threads):
-    """Elementwise digamma of a 2-D array."""
-    out = np.empty((x.shape[0], x.shape[1]))
-    cdef double[:, ::1] o = out
-    cdef Py_ssize_t i, k, K = x.shape[1]
-    for i in prange(x.shape[0], nogil=True, schedule='static', num_threads=n_threads):
-        for k in range(K):
-            o[i, k] = digamma(x[i, k])
     return out
 
 
@@ -113,7 +102,7 @@ def expected_counts(
     For every major index i (a row for CSR, a column for CSC) this writes
 
     * ``z[i, k] = sum_j x_ij pi_ijk``, the expected counts E[sum_j z_ijk] of the VBEM update
-      (001_6bd102d6d256898f, the sums of E[z_ijk] after plugging in pi);
+      (Sarkar 2021, the sums of E[z_ijk] after plugging in pi);
     * ``xlogt[i] = sum_j x_ij ln t_ij`` with t_ij = sum_k exp(E ln r_ik + E ln c_jk), the data
       term of the ELBO;
     * if ``kk >= 0``, ``h[i] = sum_j x_ij pi_ijk (1 - pi_ijk)`` for k = kk, the curvature term
@@ -171,7 +160,7 @@ def transform_rows(
     double[:, ::1] alpha, double[::1] xlogt, int[::1] n_iter,
     int max_iter, double tol, int n_threads,
 ):
-    """Alternating Poisson regression of each row on fixed q(F) (001_6bd102d6d256898f).
+    """Alternating Poisson regression of each row on fixed q(F) (Sarkar 2021).
 
     For each row i, iterate q(z_ij.) <- Multinomial(x_ij, pi_ij.) and
     q(l_ik) <- Gamma(a_k + sum_j E[z_ijk], beta_k), with beta_k = b_k + sum_j E[f_jk] fixed,
@@ -303,7 +292,7 @@ cdef inline double dlog_gamma_dshape(double eps, double alpha) noexcept nogil:
     return 1.0 / alpha + 3.0 * du / u
 
 
-def dlog_gamma_dshape_array(const double[::1] eps, const double[::1] alpha):
+def _dlog_gamma_dshape_for_tests(const double[::1] eps, const double[::1] alpha):
     """d ln(eps) / d alpha of Gamma(alpha, 1) samples (reparameterisation gradient)."""
     out = np.empty(eps.shape[0])
     cdef double[::1] o = out

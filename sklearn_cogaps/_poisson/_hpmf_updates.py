@@ -29,6 +29,7 @@ _ALPHA_MIN = 1e-3
 # Data and model pieces shared by the solvers
 # ---------------------------------------------------------------------------------------------
 
+
 class _Counts:
     """X stored twice, CSR for the row passes and CSC for the column passes, zeros dropped."""
 
@@ -47,8 +48,9 @@ class _Counts:
         self.c = _compressed(Xr.tocsc(), index_dtype)
         self.row_sums = np.asarray(Xr.sum(axis=1)).ravel()
         # sum of ln Gamma(x + 1) in chunks: no temporary the size of X
-        self.log_factorial = float(sum(
-            gammaln(Xr.data[a:a + 2**20] + 1.0).sum() for a in range(0, Xr.nnz, 2**20)))
+        self.log_factorial = float(
+            sum(gammaln(Xr.data[a : a + 2**20] + 1.0).sum() for a in range(0, Xr.nnz, 2**20))
+        )
         self.nnz = Xr.nnz
 
 
@@ -72,16 +74,21 @@ class _Side:
         self.refresh()
 
     def refresh(self):
-        # 001_6bd102d6d256898f: E[l] = alpha / beta, E[ln l] = psi(alpha) - ln beta
+        # Sarkar (2021): E[l] = alpha / beta, E[ln l] = psi(alpha) - ln beta
         self.mean = self.alpha / self.beta
         self.elog = np.ascontiguousarray(digamma(self.alpha) - np.log(self.beta))
 
     def neg_kl_rows(self):
-        """-KL(q(l_i) || prior) of each row: the prior terms of the ELBO (001_6bd102d6d256898f)."""
+        """-KL(q(l_i) || prior) of each row: the prior terms of the ELBO (Sarkar 2021)."""
         a, b, al, be = self.a, self.b, self.alpha, self.beta
         return np.sum(
-            (a - al) * self.elog - (b - be) * self.mean + a * np.log(b) - al * np.log(be)
-            - gammaln(a) + gammaln(al), axis=1,
+            (a - al) * self.elog
+            - (b - be) * self.mean
+            + a * np.log(b)
+            - al * np.log(be)
+            - gammaln(a)
+            + gammaln(al),
+            axis=1,
         )
 
     def neg_kl(self):
@@ -95,7 +102,7 @@ class _Side:
     def update_prior(self, learn):
         """Empirical Bayes: the Gamma prior maximising the ELBO given q.
 
-        The rate is closed form, b = a / mean_i E[l_ik] (001_6bd102d6d256898f); the shape
+        The rate is closed form, b = a / mean_i E[l_ik] (Sarkar 2021); the shape
         solves ln a - psi(a) = ln mean E[l] - mean E[ln l] (the profile of the ELBO in a,
         concave), by Newton's method, halving a whenever a step would leave (0, inf).
         """
@@ -159,7 +166,7 @@ def _pass_rows(compressed, major, minor, n_threads, kk=-1):
 
 
 def _augmented_elbo(xlogt, counts, L, F):
-    """The ELBO of the augmented model, with q(z) at its optimum (001_6bd102d6d256898f).
+    """The ELBO of the augmented model, with q(z) at its optimum (Sarkar 2021).
 
     sum_ij [x ln t_ij - E l_i . E f_j - ln Gamma(x + 1)] - KL(q(L) || p(L)) - KL(q(F) || p(F));
     the sum of E l_i . E f_j over all entries is sum_k (sum_i E l_ik)(sum_j E f_jk).
@@ -169,7 +176,7 @@ def _augmented_elbo(xlogt, counts, L, F):
 
 
 def _exact_elbo_estimate(counts, L, F, rng, n_samples, n_threads):
-    """Monte Carlo estimate of the ELBO of the original model (001_6bd102d6d256898f, eq. 32).
+    """Monte Carlo estimate of the ELBO of the original model (Sarkar 2021, eq. 32).
 
     E[sum_ij x ln (l_i . f_j)] is averaged over ``n_samples`` draws of q; every other term is
     exact.
@@ -188,8 +195,9 @@ def _sample(L, F, rng, n_threads, want_grad=True):
         seeds = draw_seeds(rng, side.alpha.shape[0])
         log_sample = np.empty_like(side.alpha)
         dlog = np.empty_like(side.alpha) if want_grad else np.empty((0, 0))
-        _fast.sample_log_gamma(side.alpha, np.log(side.beta), seeds, log_sample, dlog,
-                               want_grad, n_threads)
+        _fast.sample_log_gamma(
+            side.alpha, np.log(side.beta), seeds, log_sample, dlog, want_grad, n_threads
+        )
         out += [log_sample, dlog]
     return out
 
@@ -198,8 +206,9 @@ def _sample(L, F, rng, n_threads, want_grad=True):
 # Solvers: each does one iteration and returns
 # ---------------------------------------------------------------------------------------------
 
+
 def _vbem_step(counts, L, F, z_l, learn, n_threads):
-    """Cemgil's coordinate updates (001_6bd102d6d256898f, Alg. 1 of Cemgil 2009).
+    """Cemgil's coordinate updates (Sarkar 2021; Algorithm 1 of Cemgil 2009).
 
     ``z_l`` holds sum_j E[z_ijk] of the current state (from the pass that also evaluated the
     ELBO). q(L), then q(F) with the new L, then the priors; each step maximises the augmented
@@ -311,11 +320,12 @@ def _pathwise_grads(S, z, dlog, other_total):
     """
     al, be, a, b = S.alpha, S.beta, S.a, S.b
     g_al = z * dlog - other_total / be - ((al - a) * polygamma(1, al) + (b - be) / be)
-    g_be = (-z.sum(axis=0) / be + al.sum(axis=0) * other_total / be**2
-            - np.sum(a / be - al * b / be**2, axis=0))
+    g_be = (
+        -z.sum(axis=0) / be
+        + al.sum(axis=0) * other_total / be**2
+        - np.sum(a / be - al * b / be**2, axis=0)
+    )
     return g_al * al, g_be * be
-
-
 
 
 def _pathwise_step(counts, L, F, rng, opt, params, n_mc, learn, n_threads):
@@ -327,8 +337,10 @@ def _pathwise_step(counts, L, F, rng, opt, params, n_mc, learn, n_threads):
         z_l, xl, _ = _pass(counts.r, lL, lF, n_threads)
         z_f, _, _ = _pass(counts.c, lF, lL, n_threads)
         xlog += xl
-        for i, g in enumerate(_pathwise_grads(L, z_l, dL, F.mean.sum(axis=0))
-                              + _pathwise_grads(F, z_f, dF, L.mean.sum(axis=0))):
+        for i, g in enumerate(
+            _pathwise_grads(L, z_l, dL, F.mean.sum(axis=0))
+            + _pathwise_grads(F, z_f, dF, L.mean.sum(axis=0))
+        ):
             grads[i] += g / n_mc
     estimate = _augmented_elbo(xlog / n_mc, counts, L, F)
     opt.step(params, grads)
@@ -339,7 +351,6 @@ def _pathwise_step(counts, L, F, rng, opt, params, n_mc, learn, n_threads):
         S.refresh()
         S.update_prior(learn)
     return estimate
-
 
 
 def _snapshot(L, F):
@@ -378,8 +389,15 @@ def regress_rows(counts, prior_shape, prior_rate, components, components_log):
     xlogt = np.empty(n)
     n_iter = np.empty(n, dtype=np.intc)
     _fast.transform_rows(
-        *counts.r, np.ascontiguousarray(components_log.T), a, np.log(beta),
-        alpha, xlogt, n_iter, _TRANSFORM_MAX_ITER, _TRANSFORM_TOL,
+        *counts.r,
+        np.ascontiguousarray(components_log.T),
+        a,
+        np.log(beta),
+        alpha,
+        xlogt,
+        n_iter,
+        _TRANSFORM_MAX_ITER,
+        _TRANSFORM_TOL,
         kernel_threads(40 * counts.nnz * K),
     )
     return alpha, beta, xlogt

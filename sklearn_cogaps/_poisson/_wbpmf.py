@@ -215,8 +215,11 @@ class WeightedBackgroundPMF(
     _peer_parameters = {
         "K": ("R ebpmf", "n_components=K"),
         "maxiter": ("R ebpmf", "max_iter=N"),
-        "ebpm_fn": ("R ebpmf's ebpm.fn", "prior_loadings=... and prior_components=... (one of "
-                    "'gamma_mixture', 'gamma', 'point_gamma', 'exponential_mixture')"),
+        "ebpm_fn": (
+            "R ebpmf's ebpm.fn",
+            "prior_loadings=... and prior_components=... (one of "
+            "'gamma_mixture', 'gamma', 'point_gamma', 'exponential_mixture')",
+        ),
     }
 
     _negative_input_advice = COUNTS_ADVICE
@@ -296,9 +299,13 @@ class WeightedBackgroundPMF(
             W = np.array(W, dtype=np.float64)
             H = np.array(H, dtype=np.float64)
             if W.shape != (n, K):
-                raise ValueError(f"W must have shape (n_samples, n_components) = {(n, K)}; got {W.shape}.")
+                raise ValueError(
+                    f"W must have shape (n_samples, n_components) = {(n, K)}; got {W.shape}."
+                )
             if H.shape != (K, p):
-                raise ValueError(f"H must have shape (n_components, n_features) = {(K, p)}; got {H.shape}.")
+                raise ValueError(
+                    f"H must have shape (n_components, n_features) = {(K, p)}; got {H.shape}."
+                )
             if not (np.all(np.isfinite(W)) and np.all(np.isfinite(H))):
                 raise ValueError("W and H must be finite.")
             if W.min() < 0 or H.min() < 0:
@@ -390,7 +397,11 @@ class WeightedBackgroundPMF(
         families = (self.prior_loadings, self._parameter("prior_components"))
         problem = _Problem(X, W, H, effective_n_threads(), families)
         start = self._warm_state(problem)
-        run = self._fit_from(start) if start is not None else self._best_run(problem, rng, self.n_init)
+        run = (
+            self._fit_from(start)
+            if start is not None
+            else self._best_run(problem, rng, self.n_init)
+        )
         self._end_run(run)
         s = run.state.fit
         f0, Ef, Elogf = unseen_features(problem.x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf,
@@ -401,6 +412,7 @@ class WeightedBackgroundPMF(
                 f"Components {np.flatnonzero(w == 0).tolist()} collapsed (weight w_k = 0: they "
                 "explain no count); refit with fewer n_components or another initialisation.",
                 RuntimeWarning,
+                stacklevel=4,
             )
         self.w_ = w
         self.l0_ = l0
@@ -452,8 +464,13 @@ class WeightedBackgroundPMF(
         off = (counts < 1) & (counts < counts.max(axis=1, keepdims=True))
         rows = np.flatnonzero(off.any(axis=1))
         if rows.size:
-            self._keep_better(fit, rows, _Sweeper(X[rows], n_threads), x_rows[rows],
-                              np.where(off[rows], 0.0, El[rows]))
+            self._keep_better(
+                fit,
+                rows,
+                _Sweeper(X[rows], n_threads),
+                x_rows[rows],
+                np.where(off[rows], 0.0, El[rows]),
+            )
         return (sweeper, x_rows, *fit)
 
     def _keep_better(self, fit, rows, sweeper, x_rows, El):
@@ -591,7 +608,15 @@ class WeightedBackgroundPMF(
         x_cols = np.asarray(X.sum(axis=0)).ravel()
         const = float(np.sum(gammaln(X.data + 1.0)))
         rows, cols = elbo_rows(
-            sweeper, x_rows, x_cols, self.w_, l0, self.f0_, El, Ef, Elogl, Elogf,
+            sweeper,
+            x_rows,
+            x_cols,
+            self.w_,
+            l0,
+            self.f0_,
+            El,
+            Ef,
+            Elogl,
+            Elogf,
         )
         return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / X.shape[0]
-

@@ -1,7 +1,7 @@
 """O(nnz) sweeps of WeightedBackgroundPMF over the non-zeros of a CSR matrix.
 
 ``B_ijk = exp(lu_ik + lv_jk)`` with ``lu_ik = log w_k + E[log l_ik]`` and ``lv_jk = E[log f_jk]``
-(004_1ddbd526a6a8bdfc, eq. 3.7). ``B_ij = sum_k B_ijk`` is recomputed at every non-zero from the
+(Wang, EBPMF-WBG, eq. 3.7). ``B_ij = sum_k B_ijk`` is recomputed at every non-zero from the
 current factors, never updated by subtract-and-add. It is stabilised as in section 5 of the
 paper, with the maxima taken per row and per column: the caller passes ``U_ik = exp(lu_ik -
 mu_i)`` and ``V_jk = exp(lv_jk - mv_j)`` (``mu_i = max_k lu_ik``, ``mv_j = max_k lv_jk``), so

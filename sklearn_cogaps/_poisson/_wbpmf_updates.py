@@ -58,9 +58,7 @@ def _prior_k(prior, k):
 
 def _solve(y, s, family, prior_k):
     if family == "exponential_mixture":
-        return ebpm_exponential_mixture(
-            y, s, scales=1.0 / prior_k[3], weights_init=prior_k[1]
-        )
+        return ebpm_exponential_mixture(y, s, scales=1.0 / prior_k[3], weights_init=prior_k[1])
     return ebpm(y, s, family, prior_k)
 
 
@@ -113,9 +111,7 @@ class _Sweeper:
         U, mu = _stabilised(lu)
         V, mv = _stabilised(lv)
         out = np.empty(self.n)
-        data_term(
-            self.indptr, self.indices, self.data, U, V, lu, lv, mu, mv, out, self.n_threads
-        )
+        data_term(self.indptr, self.indices, self.data, U, V, lu, lv, mu, mv, out, self.n_threads)
         return out
 
 
@@ -235,4 +231,3 @@ def safe_divide(num, den):
     pos = num > 0
     out[pos] = num[pos] / den[pos]
     return out
-

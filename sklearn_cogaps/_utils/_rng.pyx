@@ -8,7 +8,7 @@ from ._rng cimport (Rng, rng_seed, rng_uniform, rng_normal, rng_exponential,
                     divisor_div)
 
 
-def draw(str distribution, Py_ssize_t size, uint64_t seed, double param=1.0):
+def _draw_for_tests(str distribution, Py_ssize_t size, uint64_t seed, double param=1.0):
     """Draw ``size`` values from one of the package's nogil samplers.
 
     Parameters
@@ -86,7 +86,7 @@ def _divide_for_tests(const uint64_t[::1] x, uint64_t d):
 
 def _below_by_for_tests(Py_ssize_t size, uint64_t seed, uint64_t n):
     """``size`` draws of ``rng_below_by`` with a divisor prepared for ``n``, for tests
-    against the plain ``draw("below", ...)`` of the same stream.
+    against the plain ``_draw_for_tests("below", ...)`` of the same stream.
 
     Parameters
     ----------

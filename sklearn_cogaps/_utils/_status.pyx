@@ -2,7 +2,7 @@
 
 Compiled kernels record a status per item (a row, a chunk, a point) in an array the loop
 owns; `raise_for_status` turns the first failure into one exception after the loop. The
-test-only hook `_set_fault` forces a chosen item of a chosen loop to fail, so that the
+test-only hook `_set_fault_for_tests` forces a chosen item of a chosen loop to fail, so that the
 path from any thread to the caller is tested; it is off unless a test turns it on.
 """
 
@@ -46,7 +46,7 @@ cdef int injected_fault(int site, Py_ssize_t item) noexcept nogil:
     return 0
 
 
-def _set_fault(site=None, item=-1, code="no_memory"):
+def _set_fault_for_tests(site=None, item=-1, code="no_memory"):
     """Make one item of one parallel loop fail, for tests.
 
     Parameters

@@ -7,7 +7,7 @@ from ._rng cimport Rng, rng_seed
 from ._truncnorm cimport truncnorm_sample
 
 
-def sample_truncnorm(double mean, double sd, double lower, double upper,
+def _truncnorm_for_tests(double mean, double sd, double lower, double upper,
                      Py_ssize_t size, uint64_t seed):
     """Draw from N(mean, sd**2) truncated to [lower, upper].
 

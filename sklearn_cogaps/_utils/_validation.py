@@ -7,7 +7,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import check_array, validate_data
 
-from ._anndata import is_anndata, warn_if_fitted_on_a_layer, unwrap_anndata
+from ._anndata import is_anndata, unwrap_anndata, warn_if_fitted_on_a_layer
 
 __all__ = [
     "check_ignored_y",

@@ -62,6 +62,7 @@ class Observations:
         )
         return sub
 
+
 def check_noise_block(S, missing, offset):
     """Check full noise covariances (finite, symmetric, PSD) on their observed coordinates."""
     S = np.where(missing[:, :, None] | missing[:, None, :], 0.0, S.astype(np.float64))
@@ -88,6 +89,7 @@ def check_noise_block(S, missing, offset):
             f"has eigenvalue {eig[bad, 0]:.3g}. Pass valid noise covariances."
         )
 
+
 def check_magnitude(X, missing):
     """Refuse observations whose squared deviations would overflow in the E- and M-steps.
 
@@ -104,6 +106,7 @@ def check_magnitude(X, missing):
             f"{X.shape[1]} coordinates in {X.dtype}, the sums of squared deviations overflow "
             f"above {limit:.3g}. Rescale X (and X_cov by the square of the factor)."
         )
+
 
 def validate_observations(estimator, X, X_cov, projection, sample_weight, reset):
     """Validate X and its noise, projection and weights; returns an :class:`Observations`.
@@ -190,6 +193,7 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
     sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
     return Observations(X, noise_mode, Sdiag, Sfull, R, Rproj, np.ascontiguousarray(sw))
 
+
 def n_dims(data):
     """Dimension of v for validated points: the projection's number of columns, or the
     number of features without one."""
@@ -199,9 +203,11 @@ def n_dims(data):
         return data.Rproj.shape[2]
     return data.X.shape[1]
 
+
 def is_projected(data):
     """Whether validated points carry a projection other than the identity."""
     return data.R is not None or data.Rproj.shape[0] > 0
+
 
 def proxy(data):
     """The observations mapped back to the deconvolved space, for the initialisation."""
@@ -210,11 +216,15 @@ def proxy(data):
     if data.Rproj.shape[0] == 0 and data.R is None:
         col = np.nanmean(np.where(missing.all(axis=0), 0.0, X), axis=0) if missing.any() else None
         return np.where(missing, col, X) if missing.any() else X
-    R = data.Rproj.astype(np.float64) if data.Rproj.shape[0] else np.broadcast_to(
-        data.R.astype(np.float64), (X.shape[0],) + data.R.shape)
+    R = (
+        data.Rproj.astype(np.float64)
+        if data.Rproj.shape[0]
+        else np.broadcast_to(data.R.astype(np.float64), (X.shape[0],) + data.R.shape)
+    )
     R = np.where(missing[:, :, None], 0.0, R)
     # Minimum-norm least-squares v_i = pinv(R_i) x_i over the observed rows.
     return np.einsum("npd,np->nd", np.linalg.pinv(R).swapaxes(1, 2), np.where(missing, 0.0, X))
+
 
 def warn_if_noise_like(estimator, y, X_cov, method):
     """Warn when the ignored ``y`` looks like the points' noise given without its keyword.

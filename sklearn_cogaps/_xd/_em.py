@@ -23,6 +23,7 @@ def m_step(stats, params, fixed, warned, w, reg_covar):
             f"Components {list(dead)} have no responsibility left; their parameters are "
             f"kept. Fewer components, or other initial parameters, may fit better.",
             RuntimeWarning,
+            stacklevel=2,
         )
     qa = np.where(alive, q, 1.0)
     shift = np.where((alive & ~fixed_m)[:, None], s1 / qa[:, None], 0.0)
@@ -101,6 +102,7 @@ class EMRun:
                 f"The EM objective decreased by {-change:.3g} at iteration {iteration}; "
                 f"stopping with the previous parameters.",
                 RuntimeWarning,
+                stacklevel=2,
             )
             return None
         self.params, self.stats, self.objective = new, new_stats, new_obj

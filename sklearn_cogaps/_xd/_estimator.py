@@ -70,8 +70,9 @@ def _observations_doc(method):
     return method
 
 
-
-class ExtremeDeconvolution(RenamedMixin, IterativeMixin, DataInFitMixin, DensityMixin, BaseEstimator):
+class ExtremeDeconvolution(
+    RenamedMixin, IterativeMixin, DataInFitMixin, DensityMixin, BaseEstimator
+):
     """Gaussian mixture of the noise-free data behind noisy, projected, incomplete observations.
 
     Each observation is ``x_i = R_i v_i + e_i`` where ``e_i ~ N(0, S_i)`` has a known covariance
@@ -349,7 +350,9 @@ class ExtremeDeconvolution(RenamedMixin, IterativeMixin, DataInFitMixin, Density
         params = state.params()
         stats = self._estep(batch, params, n_threads)
         if isinstance(state, OnlineEMState):
-            state.step(stats, fixed, self.step_exponent, self.w, float(batch.sample_weight.sum()) / total)
+            state.step(
+                stats, fixed, self.step_exponent, self.w, float(batch.sample_weight.sum()) / total
+            )
         else:
             state.step(stats, fixed, self.learning_rate, self.w,
                        float(batch.sample_weight.sum()), total)  # fmt: skip
@@ -802,7 +805,9 @@ class ExtremeDeconvolution(RenamedMixin, IterativeMixin, DataInFitMixin, Density
         X = np.vstack(
             [
                 rng.multivariate_normal(m, c, int(k))
-                for m, c, k in zip(self.means_.astype(float), self.covariances_.astype(float), counts)
+                for m, c, k in zip(
+                    self.means_.astype(float), self.covariances_.astype(float), counts
+                )
             ]
         )
         y = np.repeat(np.arange(self.n_components), counts)

@@ -35,8 +35,7 @@ def fixed_masks(est, K):
         value = getattr(est, name)
         if np.ndim(value) not in (0, 1) or (np.ndim(value) == 1 and len(value) != K):
             raise ValueError(
-                f"{name} must be a bool or an array of n_components = {K} booleans; got "
-                f"{value!r}."
+                f"{name} must be a bool or an array of n_components = {K} booleans; got {value!r}."
             )
         mask = np.broadcast_to(np.asarray(value, dtype=bool), (K,)).copy()
         masks.append(mask)

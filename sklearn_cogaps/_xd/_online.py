@@ -66,10 +66,9 @@ class OnlineEMState:
         shift = np.where((ok & ~fixed_m)[:, None], (lam * s1) / qh[:, None], 0.0)  # m_t - m_{t-1}
         e1 = -shift
         e2 = dbar - shift
-        covs = (
-            a1[:, None, None] * (self.covs + e1[:, :, None] * e1[:, None, :])
-            + a2[:, None, None] * (Vb + e2[:, :, None] * e2[:, None, :])
-        )
+        covs = a1[:, None, None] * (self.covs + e1[:, :, None] * e1[:, None, :]) + a2[
+            :, None, None
+        ] * (Vb + e2[:, :, None] * e2[:, None, :])
         covs = 0.5 * (covs + np.swapaxes(covs, 1, 2))
         upd_c = ok & ~fixed_c
         self.covs = np.where(upd_c[:, None, None], covs, self.covs)
@@ -132,7 +131,11 @@ class AdamState:
 
     def params(self):
         L = self._L()
-        return self._weights(), self.means, L @ np.swapaxes(L, 1, 2) + self.reg_covar * np.eye(self.d)
+        return (
+            self._weights(),
+            self.means,
+            L @ np.swapaxes(L, 1, 2) + self.reg_covar * np.eye(self.d),
+        )
 
     def step(self, stats, fixed, lr, w, batch_weight, total):
         q, s1, A, _ = stats

@@ -28,9 +28,13 @@ def split_merge_candidates(est, data, params, movable):
     qj = resp.sum(axis=0) + 1e-300
     fit = (resp * dens).sum(axis=0) / qj
     # Entropy of a Gaussian of the component's own covariance: what a perfect fit would give.
-    ent = np.array([-0.5 * (len(c) * (1 + np.log(2 * np.pi)) + np.linalg.slogdet(c)[1]) for c in covs])
+    ent = np.array(
+        [-0.5 * (len(c) * (1 + np.log(2 * np.pi)) + np.linalg.slogdet(c)[1]) for c in covs]
+    )
     split = ent - fit
-    merges = [(merge[j, k], j, k) for j in range(K) for k in range(j + 1, K) if movable[j] and movable[k]]
+    merges = [
+        (merge[j, k], j, k) for j in range(K) for k in range(j + 1, K) if movable[j] and movable[k]
+    ]
     merges.sort(reverse=True)
     splits = [l for l in np.argsort(-split) if movable[l]]
     out = []
@@ -44,7 +48,6 @@ def split_merge_candidates(est, data, params, movable):
 def split_merge_proposal(params, j, k, l):
     """Merge components j and k into j; split l into l and k (Bovy et al. 2011, sec. 3.2)."""
     weights, means, covs = (np.array(a, dtype=np.float64) for a in params)
-    d = means.shape[1]
     # Merge: moment-matched.
     a = weights[j] + weights[k]
     m = (weights[j] * means[j] + weights[k] * means[k]) / a
