@@ -2,18 +2,15 @@
 ordered levels, their validation, the split of held-out ratings, and the per-row seeds of
 the chains of new users."""
 
-import hashlib
 import warnings
 
 import numpy as np
 from scipy import sparse
 from sklearn.utils import check_random_state
 
-from .._utils._seeding import fingerprint
+from .._utils._seeding import fingerprint, keyed_digest_seeds, stream_seeds
 
 __all__ = ["holdout_ratings"]
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _ratings_digest(R):
@@ -161,21 +158,21 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
 
 def _row_seeds(R, base):
     """One 64-bit seed per row from ``base`` and the row's items and ratings only."""
-    seeds = np.empty(R.shape[0], dtype=np.uint64)
-    key = int(base).to_bytes(8, "little")
-    for i in range(R.shape[0]):
-        a, b = R.indptr[i], R.indptr[i + 1]
-        h = hashlib.blake2b(key, digest_size=8)
-        h.update(np.ascontiguousarray(R.indices[a:b], dtype=np.int64).tobytes())
-        h.update(np.ascontiguousarray(R.data[a:b], dtype=np.float64).tobytes())
-        seeds[i] = int.from_bytes(h.digest(), "little")
-    return seeds
+
+    def rows():
+        for i in range(R.shape[0]):
+            a, b = R.indptr[i], R.indptr[i + 1]
+            yield (
+                np.ascontiguousarray(R.indices[a:b], dtype=np.int64).tobytes(),
+                np.ascontiguousarray(R.data[a:b], dtype=np.float64).tobytes(),
+            )
+
+    return keyed_digest_seeds(base, rows())
 
 
 def _step_seeds(row_seeds, it, step):
-    """Seeds of iteration ``it`` and step ``step`` from fixed per-row seeds."""
-    with np.errstate(over="ignore"):
-        return row_seeds ^ (np.uint64(2 * it + step + 1) * _GOLDEN)
+    """Seeds of iteration ``it`` and step ``step`` (0 or 1) from fixed per-row seeds."""
+    return stream_seeds(row_seeds, 2 * it + step)
 
 
 class _Ratings:
