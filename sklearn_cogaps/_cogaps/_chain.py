@@ -6,6 +6,7 @@ compiled: ``_sampler.pyx`` and the modules it cimports."""
 import numpy as np
 from scipy import sparse
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array
 
 from .._utils._seeding import draw_seeds
 from ._chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
@@ -26,6 +27,7 @@ __all__ = [
     "restore_sampler",
     "set_posterior",
     "unconverged_message",
+    "validate_fixed",
     "warm_start_mismatch",
 ]
 
@@ -103,6 +105,56 @@ def prior_rates(X, n_components, atom_densities):
     data_mean = float(values.sum(dtype=np.float64)) / n_nonzero if n_nonzero else 1.0
     root = np.sqrt(n_components / data_mean)
     return atom_densities[0] * root, atom_densities[1] * root
+
+
+def validate_fixed(X, n_components, fixed_components, fixed_patterns):
+    """The matrix held fixed (CoGAPS's ``fixedPatterns`` with ``whichMatrixFixed``):
+    ``(which, matrix, in the sampler's orientation)`` with which in {None, "W", "H"}, the
+    matrix as given (a new float64 array) and W, or Ht = H^T."""
+    if fixed_components is not None and fixed_patterns is not None:
+        raise ValueError(
+            "Pass at most one of 'fixed_components' and 'fixed_patterns': holding both "
+            "matrices fixed leaves nothing to sample."
+        )
+    if fixed_components is None and fixed_patterns is None:
+        return None, None, None
+    K = n_components
+    if fixed_components is not None:
+        name, value, expected, which = (
+            "fixed_components",
+            fixed_components,
+            (K, X.shape[1]),
+            "H",
+        )
+        meaning = "(n_components, n_features)"
+    else:
+        name, value, expected, which = ("fixed_patterns", fixed_patterns, (X.shape[0], K), "W")
+        meaning = "(n_samples, n_components)"
+    M = check_array(
+        value,
+        accept_sparse=False,
+        dtype=np.float64,
+        ensure_all_finite=True,
+        ensure_min_samples=1,
+        ensure_min_features=1,
+        input_name=name,
+        copy=True,
+        order="C",  # the sampler reads the fixed matrix row by row
+    )
+    if M.shape != expected:
+        raise ValueError(
+            f"'{name}' must have shape {meaning} = {expected} for this X and "
+            f"n_components={K}; got {M.shape}. Set n_components to the number of "
+            "components of the fixed matrix."
+        )
+    if np.any(M < 0):
+        raise ValueError(
+            f"'{name}' must be non-negative; its smallest entry is {M.min()}. CoGAPS's "
+            "matrices are sums of atoms of positive mass."
+        )
+    if which == "H":
+        return which, M, np.ascontiguousarray(M.T)
+    return which, M, M
 
 
 def new_sampler(est, X, data, fixed):

@@ -19,7 +19,7 @@ from sklearn.base import (
     _fit_context,
 )
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
@@ -37,6 +37,7 @@ from ._chain import (
     restore_sampler,
     set_posterior,
     unconverged_message,
+    validate_fixed,
     warm_start_mismatch,
 )
 from ._distributed import (
@@ -45,6 +46,7 @@ from ._distributed import (
     fit_distributed,
 )
 from ._markers import pattern_markers, z_scores
+from ._r_names import R_PARAMETERS
 from ._rows import held_out_loglik, row_chunks, sample_patterns, sample_sparse_patterns
 from ._uncertainty import (
     LARGEST_VALUE,
@@ -305,59 +307,7 @@ class CoGAPS(
         "n_features), the transpose of R's data (nPatterns is n_components)"
     )
 
-    _peer_parameters = {
-        name: ("R CoGAPS", instead)
-        for name, instead in {
-            "nPatterns": "n_components=K",
-            "nIterations": "max_iter=N (iterations of each phase, as nIterations)",
-            "seed": "random_state=seed",
-            "alphaA": "atom_density_H=... (its A is our H)",
-            "alphaP": "atom_density_W=... (its P is our W)",
-            "maxGibbsMassA": "max_gibbs_mass_H=...",
-            "maxGibbsMassP": "max_gibbs_mass_W=...",
-            "sparseOptimization": "sparse_optimization=True",
-            "nSets": "n_sets=...",
-            "minNS": "min_ns=...",
-            "maxNS": "max_ns=...",
-            "explicitSets": "explicit_sets=...",
-            "singleCell": 'distributed="single-cell"',
-            "nThreads": "nothing here: the fit uses OpenMP's threads, limited by "
-            "OMP_NUM_THREADS or threadpoolctl.threadpool_limits(n, user_api='openmp')",
-            "uncertainty": "CoGAPS(...).fit(X, uncertainty=U)",
-            "messages": "verbose=1",
-            "outputFrequency": "verbose=1 (a progress line about every tenth of max_iter)",
-            "transposeData": "fit(X.T): X here is samples x features, R's data genes x samples",
-            **dict.fromkeys(
-                ["geneNames", "sampleNames"],
-                "fit(df) with a pandas DataFrame (or an AnnData) that carries the names",
-            ),
-            **dict.fromkeys(
-                ["subsetIndices", "subsetDim"],
-                "fit(X[:, genes]) for subsetDim=1 or fit(X[samples]) for subsetDim=2; for "
-                "the subsets of distributed mode, explicit_sets=...",
-            ),
-            **dict.fromkeys(
-                ["checkpointInterval", "checkpointOutFile", "checkpointInFile"],
-                "warm_start=True and pickle the fitted estimator: it continues the chain "
-                "exactly where it stopped",
-            ),
-            **dict.fromkeys(
-                ["nSnapshots", "snapshotPhase"],
-                "nothing: fit with warm_start=True in steps of max_iter to keep states along "
-                "the chain; loadings_std_ and components_std_ summarise the samples",
-            ),
-            "asynchronousUpdates": "nothing: the chain is always the asynchronous one, with "
-            "the same result for any number of threads",
-            "BPPARAM": "n_jobs=... in distributed mode, or joblib.parallel_config(backend=...)",
-            "params": "CoGAPS(**parameters), with our names for the CogapsParams slots "
-            "(n_components=, max_iter=, random_state=, ...)",
-            **dict.fromkeys(
-                ["fixedPatterns", "whichMatrixFixed"],
-                "CoGAPS(...).fit(X, fixed_components=H) for 'A' (whichMatrixFixed), or "
-                "fit(X, fixed_patterns=W) for 'P'",
-            ),
-        }.items()
-    }
+    _peer_parameters = R_PARAMETERS
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -586,7 +536,7 @@ class CoGAPS(
             return fit_distributed(self, X, uncertainty)
         check_single_chain_parameters(self)
         clear_distributed_attributes(self)
-        fixed = self._validate_fixed(X, fixed_components, fixed_patterns)
+        fixed = validate_fixed(X, self.n_components, fixed_components, fixed_patterns)
         # the chain gets the cap and decides per batch; a pass over the data, by its size
         n_threads = effective_n_threads()
         pass_threads = kernel_threads(2 * self.n_components * n_entries(X), n_threads)
@@ -631,54 +581,6 @@ class CoGAPS(
             self._n_calibration_iter = min(run.n_iter, self.max_iter)
         check_finite_fit(self)
         return self
-
-    def _validate_fixed(self, X, fixed_components, fixed_patterns):
-        """``(which, matrix)`` with which in {None, "W", "H"} and the fixed matrix in the
-        sampler's orientation (W, or Ht = H^T), as a new float64 array."""
-        if fixed_components is not None and fixed_patterns is not None:
-            raise ValueError(
-                "Pass at most one of 'fixed_components' and 'fixed_patterns': holding both "
-                "matrices fixed leaves nothing to sample."
-            )
-        if fixed_components is None and fixed_patterns is None:
-            return None, None, None
-        K = self.n_components
-        if fixed_components is not None:
-            name, value, expected, which = (
-                "fixed_components",
-                fixed_components,
-                (K, X.shape[1]),
-                "H",
-            )
-            meaning = "(n_components, n_features)"
-        else:
-            name, value, expected, which = ("fixed_patterns", fixed_patterns, (X.shape[0], K), "W")
-            meaning = "(n_samples, n_components)"
-        M = check_array(
-            value,
-            accept_sparse=False,
-            dtype=np.float64,
-            ensure_all_finite=True,
-            ensure_min_samples=1,
-            ensure_min_features=1,
-            input_name=name,
-            copy=True,
-            order="C",  # the sampler reads the fixed matrix row by row
-        )
-        if M.shape != expected:
-            raise ValueError(
-                f"'{name}' must have shape {meaning} = {expected} for this X and "
-                f"n_components={K}; got {M.shape}. Set n_components to the number of "
-                "components of the fixed matrix."
-            )
-        if np.any(M < 0):
-            raise ValueError(
-                f"'{name}' must be non-negative; its smallest entry is {M.min()}. CoGAPS's "
-                "matrices are sums of atoms of positive mass."
-            )
-        if which == "H":
-            return which, M, np.ascontiguousarray(M.T)
-        return which, M, M
 
     @property
     def _reversible(self):

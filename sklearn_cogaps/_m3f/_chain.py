@@ -3,8 +3,11 @@ thresholds and augmentation variables, and the running sums of the samples after
 The conditionals are sampled in ``_fast.pyx``."""
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from .._utils._openmp_helpers import kernel_threads
+from . import _fast
+from ._ratings import _Ratings, _row_seeds, _step_seeds, check_levels
 
 # The work estimates of the sweeps (stored entries times n_components^2, ...) count about
 # five floating-point operations per unit. Results do not depend on the thread count.
@@ -89,3 +92,72 @@ class _RunningSums:
             keep = U.sum(axis=0) > 0
             U, V = U[:, keep], V[:, keep]
         return np.ascontiguousarray(U), np.ascontiguousarray(V), self.sum_theta / self.count
+
+
+def sample_new_users(est, R):
+    """Running means of the factors and thresholds of new users, V fixed (strong
+    generalisation): a chain per user, seeded from ``random_state`` and the user's ratings."""
+    check_is_fitted(est)
+    if est.max_iter <= est.burn_in:
+        raise ValueError(
+            f"Rating new users runs a chain of max_iter={est.max_iter} iterations "
+            f"averaged after burn_in={est.burn_in}: no sample would be averaged. Set "
+            "max_iter above burn_in (set_params) before predicting or scoring new users."
+        )
+    check_levels(R, est.levels_, "observed")
+    L = est.n_levels_
+    rho = est.threshold_mean_
+    data = _Ratings(R, est.levels_)
+    N = R.shape[0]
+    K = est.n_components_
+    V = np.ascontiguousarray(est.components_.T)
+    row_seeds = _row_seeds(R, est._transform_seed)
+    Ur = np.zeros((N, K))
+    if est.prior == "ibp":
+        m = est.loadings_.sum(axis=0)
+        n_fit = est.loadings_.shape[0]
+        p = np.clip(m / (n_fit + 1.0), 1e-12, 1 - 1e-12)
+        prior_logit = np.log(p) - np.log1p(-p)
+        Ur = (np.tile(p, (N, 1)) > 0.5).astype(np.float64)
+    chain = _Chain(
+        Ur, V, np.tile(rho, (N, 1)), np.zeros((data.nnz, L - 1)), rho, est.threshold_scale_
+    )
+    prec = 1.0 / est.factor_scale**2
+    nt = _threads_for(data.nnz * max(K, 1) ** 2)
+    est._row_pass(data, chain, _step_seeds(row_seeds, 0, 0), False, nt)
+    sum_u = np.zeros((N, K))
+    sum_t = np.zeros((N, L - 1))
+    count = 0
+    for it in range(1, est.max_iter + 1):
+        if est.prior == "gaussian":
+            _fast.sample_factors(
+                data.indptr,
+                data.indices,
+                data.entry,
+                chain.cv1,
+                chain.cv2,
+                V,
+                prec,
+                chain.U,
+                _step_seeds(row_seeds, it, 1),
+                nt,
+            )
+        else:
+            _fast.sample_binary_fixed(
+                data.indptr,
+                data.indices,
+                chain.cv1,
+                chain.cv2,
+                chain.U,
+                V,
+                prior_logit,
+                np.empty(data.nnz),
+                _step_seeds(row_seeds, it, 1),
+                nt,
+            )
+        est._row_pass(data, chain, _step_seeds(row_seeds, it, 0), True, nt)
+        if it > est.burn_in:
+            sum_u += chain.U
+            sum_t += chain.theta
+            count += 1
+    return sum_u / count, sum_t / count

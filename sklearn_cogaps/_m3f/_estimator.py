@@ -8,7 +8,6 @@ every conditional is Gaussian, inverse Gaussian or Bernoulli; doc/m3f.rst derive
 """
 
 import copy
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -30,7 +29,7 @@ from .._utils._validation import (
     validate_input,
 )
 from . import _fast
-from ._chain import _Chain, _ibp_log_prior, _RunningSums, _snapshot, _threads_for
+from ._chain import _Chain, _ibp_log_prior, _RunningSums, _snapshot, _threads_for, sample_new_users
 from ._metrics import _held_out_nmae, rating_nmae
 from ._ratings import (
     _as_ratings_csr,
@@ -40,7 +39,8 @@ from ._ratings import (
     _Ratings,
     _ratings_digest,
     _row_seeds,
-    _step_seeds,
+    check_levels,
+    infer_levels,
 )
 
 __all__ = ["MaxMarginMF"]
@@ -53,11 +53,6 @@ _HELD_OUT_ADVICE = (
     "model.predict_ratings(X_test)), or neg_nmae_scorer(model, X_train, X_test): "
     "MaxMarginMF takes no per-entry side input"
 )
-
-# More levels than this, inferred from X, are more likely continuous values than stars.
-_MANY_LEVELS = 20
-# Inferred integer levels 1..max beyond this are refused (a wrong entry, or not ratings).
-_MAX_LEVELS = 1000
 
 
 class _Problem:
@@ -320,62 +315,6 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
             reset=reset,
         )
         return _as_ratings_csr(X, name)
-
-    def _infer_levels(self, R):
-        values = R.data
-        if self.n_levels is not None:
-            levels = np.arange(1.0, self.n_levels + 1.0)
-        elif np.all(values == np.round(values)) and values.min() >= 1:
-            top = values.max()
-            if top > _MAX_LEVELS:  # before allocating 1..top
-                raise ValueError(
-                    f"X has a rating of {top:g}: as levels 1..max that makes {top:g} ordered "
-                    f"classes, each with a threshold per user. Ratings are a few levels "
-                    f"(stars); look for a wrong entry, or map the values to 1..L and pass "
-                    f"n_levels=L."
-                )
-            levels = np.arange(1.0, top + 1.0)
-        else:
-            levels = np.unique(values)
-        if levels.size < 2:
-            raise ValueError(
-                f"X has a single rating level ({levels[0]:g}); an ordinal model needs at "
-                "least two. Pass n_levels if the scale has more levels than X shows."
-            )
-        if self.n_levels is None and levels.size > _MANY_LEVELS:
-            warnings.warn(
-                f"X has {levels.size} rating levels ({levels[0]:g} to {levels[-1]:g}); each "
-                f"is an ordered class with one threshold per user, which suits a few levels "
-                f"(stars), not continuous values or counts. If these are ratings on a scale "
-                f"of that many levels, map them to 1..L and pass n_levels=L to say so; else "
-                f"bin them (or use another model).",
-                UserWarning,
-                stacklevel=3,
-            )
-        return levels
-
-    def _check_levels(self, R, levels, name):
-        """Level codes must exist for every rating of R."""
-        pos = np.searchsorted(levels, R.data)
-        ok = (pos < levels.size) & (levels[np.minimum(pos, levels.size - 1)] == R.data)
-        if not np.all(ok):
-            bad = np.unique(R.data[~ok])[:5]
-            lv = (
-                f"the integers 1..{levels.size}"
-                if np.array_equal(levels, np.arange(1.0, levels.size + 1.0))
-                else f"{levels.tolist()}"
-            )
-            zero = (
-                " A dense matrix marks a missing rating with NaN, not 0: pass "
-                f"np.where({name} == 0, np.nan, {name}) or a sparse matrix."
-                if np.any(bad == 0)
-                else ""
-            )
-            raise ValueError(
-                f"{name} has ratings that are not rating levels: {bad.tolist()}. The levels "
-                f"are {lv}; ratings must be among them (set n_levels, or map the ratings "
-                f"to the levels first).{zero}"
-            )
 
     def _check_fit_ratings(self, R):
         if R.nnz == 0:
@@ -666,11 +605,11 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         R = self._validate_ratings(X, reset=True)
         self._check_fit_ratings(R)
         R_held = self._validate_ratings(y, reset=False, name="y") if held_out else None
-        levels = self._infer_levels(R)
-        self._check_levels(R, levels, "X")
+        levels = infer_levels(R, self.n_levels)
+        check_levels(R, levels, "X")
         if R_held is not None:
             _check_held_out(R, R_held)
-            self._check_levels(R_held, levels, "y")
+            check_levels(R_held, levels, "y")
         L = levels.size
         rho, varsigma = self._threshold_prior(L)
         data = _Ratings(R, levels)
@@ -730,73 +669,6 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
         dense[rows, P.indices] = values
         return dense
-
-    def _new_users(self, R):
-        """Running means of the factors and thresholds of new users, V fixed (strong)."""
-        check_is_fitted(self)
-        if self.max_iter <= self.burn_in:
-            raise ValueError(
-                f"Rating new users runs a chain of max_iter={self.max_iter} iterations "
-                f"averaged after burn_in={self.burn_in}: no sample would be averaged. Set "
-                "max_iter above burn_in (set_params) before predicting or scoring new users."
-            )
-        self._check_levels(R, self.levels_, "observed")
-        L = self.n_levels_
-        rho = self.threshold_mean_
-        data = _Ratings(R, self.levels_)
-        N = R.shape[0]
-        K = self.n_components_
-        V = np.ascontiguousarray(self.components_.T)
-        row_seeds = _row_seeds(R, self._transform_seed)
-        Ur = np.zeros((N, K))
-        if self.prior == "ibp":
-            m = self.loadings_.sum(axis=0)
-            n_fit = self.loadings_.shape[0]
-            p = np.clip(m / (n_fit + 1.0), 1e-12, 1 - 1e-12)
-            prior_logit = np.log(p) - np.log1p(-p)
-            Ur = (np.tile(p, (N, 1)) > 0.5).astype(np.float64)
-        chain = _Chain(
-            Ur, V, np.tile(rho, (N, 1)), np.zeros((data.nnz, L - 1)), rho, self.threshold_scale_
-        )
-        prec = 1.0 / self.factor_scale**2
-        nt = _threads_for(data.nnz * max(K, 1) ** 2)
-        self._row_pass(data, chain, _step_seeds(row_seeds, 0, 0), False, nt)
-        sum_u = np.zeros((N, K))
-        sum_t = np.zeros((N, L - 1))
-        count = 0
-        for it in range(1, self.max_iter + 1):
-            if self.prior == "gaussian":
-                _fast.sample_factors(
-                    data.indptr,
-                    data.indices,
-                    data.entry,
-                    chain.cv1,
-                    chain.cv2,
-                    V,
-                    prec,
-                    chain.U,
-                    _step_seeds(row_seeds, it, 1),
-                    nt,
-                )
-            else:
-                _fast.sample_binary_fixed(
-                    data.indptr,
-                    data.indices,
-                    chain.cv1,
-                    chain.cv2,
-                    chain.U,
-                    V,
-                    prior_logit,
-                    np.empty(data.nnz),
-                    _step_seeds(row_seeds, it, 1),
-                    nt,
-                )
-            self._row_pass(data, chain, _step_seeds(row_seeds, it, 0), True, nt)
-            if it > self.burn_in:
-                sum_u += chain.U
-                sum_t += chain.theta
-                count += 1
-        return sum_u / count, sum_t / count
 
     def predict_ratings(self, X, observed=None):
         """Predicted ratings at the (user, item) pairs of X.
@@ -862,7 +734,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
                 raise ValueError(
                     f"observed must have the rows of X ({X_checked.shape[0]}); got {R.shape[0]}."
                 )
-            U, theta = self._new_users(R)
+            U, theta = sample_new_users(self, R)
         x = np.einsum("pk,pk->p", U[rows], self.components_.T[P.indices])
         return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]))
 
@@ -892,7 +764,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
         check_ignored_y(self, y, X, method="score", advice=_HELD_OUT_ADVICE)
         check_is_fitted(self)
         R = self._validate_ratings(X, reset=False)
-        self._check_levels(R, self.levels_, "X")
+        check_levels(R, self.levels_, "X")
         counts = np.diff(R.indptr)
         if not np.any(counts >= 2):
             raise ValueError(

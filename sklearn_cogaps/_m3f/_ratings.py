@@ -10,7 +10,12 @@ from sklearn.utils import check_random_state
 
 from .._utils._seeding import fingerprint, keyed_digest_seeds, stream_seeds
 
-__all__ = ["holdout_ratings"]
+__all__ = ["check_levels", "holdout_ratings", "infer_levels"]
+
+# More levels than this, inferred from X, are more likely continuous values than stars.
+_MANY_LEVELS = 20
+# Inferred integer levels 1..max beyond this are refused (a wrong entry, or not ratings).
+_MAX_LEVELS = 1000
 
 
 def _ratings_digest(R):
@@ -222,3 +227,63 @@ def _pattern_csr(X):
         return P
     rows, cols = np.nonzero(~np.isnan(X))
     return sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=X.shape)
+
+
+def infer_levels(R, n_levels):
+    """The rating levels of the ratings ``R``: 1..``n_levels``, 1..max for positive integers,
+    else the distinct values."""
+    values = R.data
+    if n_levels is not None:
+        levels = np.arange(1.0, n_levels + 1.0)
+    elif np.all(values == np.round(values)) and values.min() >= 1:
+        top = values.max()
+        if top > _MAX_LEVELS:  # before allocating 1..top
+            raise ValueError(
+                f"X has a rating of {top:g}: as levels 1..max that makes {top:g} ordered "
+                f"classes, each with a threshold per user. Ratings are a few levels "
+                f"(stars); look for a wrong entry, or map the values to 1..L and pass "
+                f"n_levels=L."
+            )
+        levels = np.arange(1.0, top + 1.0)
+    else:
+        levels = np.unique(values)
+    if levels.size < 2:
+        raise ValueError(
+            f"X has a single rating level ({levels[0]:g}); an ordinal model needs at "
+            "least two. Pass n_levels if the scale has more levels than X shows."
+        )
+    if n_levels is None and levels.size > _MANY_LEVELS:
+        warnings.warn(
+            f"X has {levels.size} rating levels ({levels[0]:g} to {levels[-1]:g}); each "
+            f"is an ordered class with one threshold per user, which suits a few levels "
+            f"(stars), not continuous values or counts. If these are ratings on a scale "
+            f"of that many levels, map them to 1..L and pass n_levels=L to say so; else "
+            f"bin them (or use another model).",
+            UserWarning,
+            stacklevel=3,
+        )
+    return levels
+
+
+def check_levels(R, levels, name):
+    """Level codes must exist for every rating of R."""
+    pos = np.searchsorted(levels, R.data)
+    ok = (pos < levels.size) & (levels[np.minimum(pos, levels.size - 1)] == R.data)
+    if not np.all(ok):
+        bad = np.unique(R.data[~ok])[:5]
+        lv = (
+            f"the integers 1..{levels.size}"
+            if np.array_equal(levels, np.arange(1.0, levels.size + 1.0))
+            else f"{levels.tolist()}"
+        )
+        zero = (
+            " A dense matrix marks a missing rating with NaN, not 0: pass "
+            f"np.where({name} == 0, np.nan, {name}) or a sparse matrix."
+            if np.any(bad == 0)
+            else ""
+        )
+        raise ValueError(
+            f"{name} has ratings that are not rating levels: {bad.tolist()}. The levels "
+            f"are {lv}; ratings must be among them (set n_levels, or map the ratings "
+            f"to the levels first).{zero}"
+        )

@@ -21,7 +21,6 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
-from .._utils._progress import Progress
 from .._utils._validation import check_ignored_y
 from ._data import (
     NOISE_ADVICE,
@@ -35,7 +34,7 @@ from ._em import EMRun, m_step, penalty
 from ._estep import estep, log_prob
 from ._init import check_enough_samples, check_init_params, fixed_masks, initial_params
 from ._online import AdamState, OnlineEMState, StochasticRun
-from ._split_merge import split_merge_candidates, split_merge_proposal
+from ._split_merge import split_merge
 
 __all__ = ["ExtremeDeconvolution"]
 
@@ -430,7 +429,7 @@ class ExtremeDeconvolution(
     def _fit_from(self, state):
         run = super()._fit_from(state)
         if state.problem.solver == "em" and self.split_merge:
-            run = self._split_merge(state.problem, run)
+            run = split_merge(self, state.problem, run)
         return run
 
     # ------------------------------------------------------------------ fitting
@@ -506,45 +505,6 @@ class ExtremeDeconvolution(
         self.covariances_ = covs.astype(dtype)
         self.precisions_cholesky_ = prec_chol.astype(dtype)
         self.precisions_ = (prec_chol @ np.swapaxes(prec_chol, 1, 2)).astype(dtype)
-
-    def _split_merge(self, problem, run):
-        """Split-and-merge EM of Bovy et al. (2011), section 3.2, ``split_merge`` attempts
-        after the run ``run`` of batch EM; returns the best run."""
-        K = self.n_components
-        if K < 3 or run.interrupted:
-            return run
-        fixed = problem.fixed
-        movable = ~(fixed[0] | fixed[1] | fixed[2])
-        tried = set()
-        progress = Progress(self, self.split_merge)
-        try:
-            for _ in range(self.split_merge):
-                cands = split_merge_candidates(self, problem.data, run.state.params, movable)
-                cands = [c for c in cands if c not in tried]
-                if not cands:
-                    break
-                j, k, l = cands[0]
-                tried.add((j, k, l))
-                trial = split_merge_proposal(run.state.params, j, k, l)
-                # Partial EM on the three changed components, the others held fixed...
-                others = np.ones(K, dtype=bool)
-                others[[j, k, l]] = False
-                partial = tuple(m | others for m in fixed)
-                first = self._run(self._start_state(problem, trial, partial), self.max_iter)
-                # ... then full EM; keep it only if the likelihood rose.
-                new = first if first.interrupted else self._run(
-                    self._start_state(problem, first.state.params), self.max_iter)  # fmt: skip
-                if new.interrupted:
-                    raise KeyboardInterrupt  # an unfinished trial is dropped
-                progress.note(f"split-merge ({j}, {k}) -> {l}: mean log-likelihood "
-                              f"{run.objective:.6f} -> {new.objective:.6f}")  # fmt: skip
-                if new.objective > run.objective + self.tol:
-                    new.history = run.history + new.history
-                    new.n_iter += run.n_iter
-                    run, tried = new, set()
-        except KeyboardInterrupt:
-            run.interrupted = True
-        return run
 
     def partial_fit(self, X, y=None, *, X_cov=None, projection=None, sample_weight=None):
         """One minibatch online-EM step on the points given.

@@ -4,7 +4,9 @@ candidate triples and the proposal that merges two components and splits a third
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["split_merge_candidates", "split_merge_proposal"]
+from .._utils._progress import Progress
+
+__all__ = ["split_merge", "split_merge_candidates", "split_merge_proposal"]
 
 
 def split_merge_candidates(est, data, params, movable):
@@ -63,3 +65,43 @@ def split_merge_proposal(params, j, k, l):
     means[l] = means[l] + offset
     covs[l] = covs[k] = covs[l] - 0.25 * lam * np.outer(e, e)
     return weights, means, covs
+
+
+def split_merge(est, problem, run):
+    """Split-and-merge EM of Bovy et al. (2011), section 3.2, ``split_merge`` attempts
+    after the run ``run`` of batch EM; returns the best run."""
+    K = est.n_components
+    if K < 3 or run.interrupted:
+        return run
+    fixed = problem.fixed
+    movable = ~(fixed[0] | fixed[1] | fixed[2])
+    tried = set()
+    progress = Progress(est, est.split_merge)
+    try:
+        for _ in range(est.split_merge):
+            cands = split_merge_candidates(est, problem.data, run.state.params, movable)
+            cands = [c for c in cands if c not in tried]
+            if not cands:
+                break
+            j, k, l = cands[0]
+            tried.add((j, k, l))
+            trial = split_merge_proposal(run.state.params, j, k, l)
+            # Partial EM on the three changed components, the others held fixed...
+            others = np.ones(K, dtype=bool)
+            others[[j, k, l]] = False
+            partial = tuple(m | others for m in fixed)
+            first = est._run(est._start_state(problem, trial, partial), est.max_iter)
+            # ... then full EM; keep it only if the likelihood rose.
+            new = first if first.interrupted else est._run(
+                est._start_state(problem, first.state.params), est.max_iter)  # fmt: skip
+            if new.interrupted:
+                raise KeyboardInterrupt  # an unfinished trial is dropped
+            progress.note(f"split-merge ({j}, {k}) -> {l}: mean log-likelihood "
+                          f"{run.objective:.6f} -> {new.objective:.6f}")  # fmt: skip
+            if new.objective > run.objective + est.tol:
+                new.history = run.history + new.history
+                new.n_iter += run.n_iter
+                run, tried = new, set()
+    except KeyboardInterrupt:
+        run.interrupted = True
+    return run
