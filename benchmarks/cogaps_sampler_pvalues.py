@@ -1,10 +1,10 @@
 """p-values of the CoGAPS sampler's statistical tests over repeated seeds.
 
-Runs the comparisons of ``tests/test_cogaps_sampler_stats.py`` (the package's chains
+Runs the comparisons of ``tests/cogaps/test_cogaps_sampler_stats.py`` (the package's chains
 against the documented transition kernel written in numpy) for ``--seeds`` different seeds
 and prints the p-values of each comparison, their minimum, the fraction below 0.05 and a
 Kolmogorov-Smirnov test of their uniformity; then the same for chains given a prior rate
-1.5 times too large, which must be rejected; and, from ``tests/test_cogaps_posterior.py``,
+1.5 times too large, which must be rejected; and, from ``tests/cogaps/test_cogaps_posterior.py``,
 the reversible chain (``solver="reversible"``) against the posterior computed by
 quadrature. Run from the repository root::
 
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cogaps"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_cogaps_posterior import (  # noqa: E402
     ALPHA,

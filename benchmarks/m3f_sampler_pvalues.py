@@ -1,6 +1,6 @@
 """p-values of MaxMarginMF's sampler tests over repeated seeds.
 
-Runs the five comparisons of ``tests/test_m3f.py`` with the stationary law of the Gibbs
+Runs the five comparisons of ``tests/m3f/test_m3f.py`` with the stationary law of the Gibbs
 sampler (the final states of many chains, or one long chain, against a posterior or prior
 known in closed form, by quadrature or by exact enumeration) for seeds 0 to ``--seeds`` - 1;
 the CI runs them with seed 0 only. Then the same for wrong samplers, which must be
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "m3f"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_m3f import (  # noqa: E402
     coupled_users_pvalues,
