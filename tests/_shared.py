@@ -1,6 +1,20 @@
-"""What several test files share: forcing the parallel paths."""
+"""What several test files share: small data sets of each kind, and forcing the parallel
+paths."""
 
 import contextlib
+
+import numpy as np
+
+_RNG = np.random.RandomState(0)
+#: Counts of two components, 24 samples x 15 features.
+COUNTS = _RNG.poisson(_RNG.gamma(1.0, 2.0, (24, 2)) @ _RNG.gamma(1.0, 1.0, (2, 15))).astype(float)
+#: Two clusters of 40 points in 2-D, and noise variances for them.
+POINTS = np.vstack([_RNG.normal(-2, 0.5, (40, 2)), _RNG.normal(2, 0.5, (40, 2))])
+VARIANCES = _RNG.uniform(0.1, 0.5, POINTS.shape)
+#: Ratings 1..5 of 30 users and 20 items, about half observed (NaN elsewhere).
+RATINGS = np.where(
+    _RNG.uniform(size=(30, 20)) < 0.5, np.nan, _RNG.randint(1, 6, (30, 20)).astype(float)
+)
 
 
 @contextlib.contextmanager

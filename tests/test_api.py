@@ -29,14 +29,7 @@ from sklearn_cogaps import (
 from sklearn_cogaps._poisson import _hpmf, _wbpmf_updates
 from sklearn_cogaps._xd import _init as _xd_init
 
-RNG = np.random.RandomState(0)
-COUNTS = RNG.poisson(RNG.gamma(1.0, 2.0, (24, 2)) @ RNG.gamma(1.0, 1.0, (2, 15))).astype(float)
-POINTS = np.vstack([RNG.normal(-2, 0.5, (40, 2)), RNG.normal(2, 0.5, (40, 2))])
-VARIANCES = RNG.uniform(0.1, 0.5, POINTS.shape)
-# ratings 1..5 of 30 users and 20 items, about half observed (NaN elsewhere)
-RATINGS = np.where(
-    RNG.uniform(size=(30, 20)) < 0.5, np.nan, RNG.randint(1, 6, (30, 20)).astype(float)
-)
+from _shared import COUNTS, POINTS, RATINGS, VARIANCES
 
 
 def _m3f_model(**params):

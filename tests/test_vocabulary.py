@@ -19,11 +19,7 @@ from sklearn_cogaps import (
     WeightedBackgroundPMF,
 )
 
-RNG = np.random.RandomState(0)
-COUNTS = RNG.poisson(RNG.gamma(1.0, 2.0, (24, 2)) @ RNG.gamma(1.0, 1.0, (2, 15))).astype(float)
-POINTS = np.vstack([RNG.normal(-2, 0.5, (40, 2)), RNG.normal(2, 0.5, (40, 2))])
-RATINGS = np.where(RNG.uniform(size=(30, 20)) < 0.5, np.nan,
-                   RNG.randint(1, 6, (30, 20)).astype(float))  # fmt: skip
+from _shared import COUNTS, POINTS, RATINGS
 
 ESTIMATORS = [
     (CoGAPS(n_components=2, max_iter=10, random_state=0), COUNTS),

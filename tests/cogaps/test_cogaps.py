@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 import pytest
-from _shared import every_path_parallel
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
@@ -16,6 +15,8 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import load_gist, make_patterns
+
+from _shared import every_path_parallel
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import pickle
 
 import numpy as np
 import pytest
-from _shared import every_path_parallel
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from threadpoolctl import threadpool_limits
@@ -19,6 +18,8 @@ from sklearn_cogaps._cogaps._chisq import fit_chi_square, residual
 from sklearn_cogaps._cogaps._sampler import GibbsSampler
 from sklearn_cogaps._cogaps._uncertainty import precision as _precision
 from sklearn_cogaps.datasets import make_patterns
+
+from _shared import every_path_parallel
 
 # Short chains, compared with each other bit for bit or with the float64 chain of the same
 # length: whether they have converged is not what these tests are about.

@@ -17,7 +17,6 @@ test the samplers" in the user guide).
 
 import numpy as np
 import pytest
-from _shared import every_path_parallel
 from scipy import integrate, sparse, special, stats
 
 from sklearn_cogaps import CoGAPS
@@ -26,6 +25,8 @@ from sklearn_cogaps._cogaps._proposals import _log_gauss_integral_for_tests
 from sklearn_cogaps._cogaps._queue import _set_parallel_thresholds_for_tests
 from sklearn_cogaps._cogaps._sampler import GibbsSampler, sample_fixed_rows
 from sklearn_cogaps._cogaps._uncertainty import SPARSE_SIGMA0
+
+from _shared import every_path_parallel
 
 MAX_MASS = 100.0
 # Smallest p-value (Bonferroni over the statistics compared) a correct chain may give; the
