@@ -36,6 +36,7 @@ The hooks:
 """
 
 import copy
+import time
 import warnings
 
 from sklearn.exceptions import ConvergenceWarning
@@ -63,11 +64,16 @@ class Run:
         Whether the convergence test was met.
     interrupted : bool
         Whether Ctrl-C ended the run.
+    started : float
+        When the run started (``time.perf_counter``), or the first of several starts.
+    n_starts : int
+        Number of starts this run was chosen from.
     objective : float or None
         The final objective, by which the best of several starts is chosen.
     """
 
     def __init__(self, state, history, start, n_iter, converged, interrupted):
+        self.started = time.perf_counter()
         self.state = state
         self.history = history
         self.start = start
@@ -75,6 +81,7 @@ class Run:
         self.converged = converged
         self.interrupted = interrupted
         self.objective = None
+        self.n_starts = 1
 
 
 class IterativeMixin:
@@ -156,6 +163,7 @@ class IterativeMixin:
         -------
         run : Run
         """
+        started = time.perf_counter()
         if progress is None:
             progress = Progress(
                 self, n_iterations, objective=self._objective_name, every=self._progress_every()
@@ -192,6 +200,7 @@ class IterativeMixin:
         # a fit of no iteration has nothing to converge
         converged = converged or n_iterations == 0
         run = Run(state, history, start, len(history), converged, interrupted)
+        run.started = started
         run.objective = self._run_objective(run)
         return run
 
@@ -212,6 +221,8 @@ class IterativeMixin:
         """The best of ``n_init`` runs from new starts. Ctrl-C keeps the best run so far
         (the one interrupted included) and starts no other."""
         best = None
+        started = time.perf_counter()
+        n_starts = 0
         for _ in range(n_init):
             try:
                 run = self._fit_from(self._initialise(data, rng))
@@ -220,11 +231,13 @@ class IterativeMixin:
                     raise  # nothing complete: the estimator is left as it was
                 best.interrupted = True
                 break
+            n_starts += 1
             if best is None or self._better(run, best):
                 best = run
             if run.interrupted:
                 best.interrupted = True
                 break
+        best.started, best.n_starts = started, n_starts
         return best
 
     def _better(self, run, best):
@@ -244,13 +257,24 @@ class IterativeMixin:
         )
 
     def _end_run(self, run, *, total=None, stacklevel=4):
-        """Warn about an interruption or a fit that has not converged; set ``n_iter_``
-        and ``converged_``."""
-        if run.interrupted:
-            Progress(self, total if total is not None else self.max_iter).interrupted(
-                run.n_iter, stacklevel=stacklevel + 1
-            )
+        """Say how the fit ended (the last progress line, a warning after an interruption
+        or for a fit that has not converged); set ``n_iter_`` and ``converged_``."""
+        progress = Progress(
+            self, total if total is not None else self.max_iter, objective=self._objective_name
+        )
+        progress.start = run.started
         message = self._unconverged_message(run)
+        if run.interrupted:
+            outcome = "interrupted"
+        elif self._stops_early:
+            outcome = "converged" if run.converged else "reached max_iter"
+        else:
+            outcome = "done" if message is None else "done, not converged"
+        if run.n_starts > 1:
+            outcome += f" (the best of {run.n_starts} starts)"
+        progress.done(run.n_iter, run.objective, outcome)
+        if run.interrupted:
+            progress.interrupted(run.n_iter, stacklevel=stacklevel + 1)
         if message is not None:
             warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
         self.n_iter_ = int(run.n_iter)

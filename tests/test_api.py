@@ -505,13 +505,23 @@ def test_verbose_prints_one_kind_of_progress_line(estimator, capsys):
     )
     name = type(est).__name__
     pattern = re.compile(rf"^\[{name}\] iteration +(\d+)/(\d+)  .* elapsed \S+  ETA \S+$")
+    # and a last line that says how the fit ended
+    last = re.compile(
+        rf"^\[{name}\] (converged|reached max_iter|done|done, not converged) after "
+        rf"(\d+) iterations in \S+, {re.escape(type(est)._objective_name)} \S+$"
+    )
     # verbose=2: a line after every iteration; 1: about every tenth of the iterations
     for verbose, expect in ((0, 0), (2, None), (1, 10)):
         _quiet(est.set_params(verbose=verbose).fit, X)
         lines = [line for line in capsys.readouterr().out.splitlines() if line]
+        if expect == 0:
+            assert lines == []
+            continue
+        final = last.match(lines.pop())
+        assert final and int(final.group(2)) == est.n_iter_, final
         assert all(pattern.match(line) for line in lines), lines
         if not expect:
-            assert len(lines) == (0 if expect == 0 else est.n_iter_)
+            assert len(lines) == est.n_iter_
             continue
         total = int(pattern.match(lines[0]).group(2))
         every = -(-total // 10)
@@ -527,6 +537,8 @@ def test_max_margin_mf_prints_the_shared_progress_line(capsys):
     for verbose, n_lines in ((0, 0), (1, 10), (2, 20)):
         _m3f_model(max_iter=20, verbose=verbose).fit(RATINGS)
         lines = [line for line in capsys.readouterr().out.splitlines() if line]
+        if verbose:
+            assert re.match(r"^\[MaxMarginMF\] done after 20 iterations in ", lines.pop())
         assert len(lines) == n_lines and all(pattern.match(line) for line in lines), lines
 
 

@@ -117,7 +117,7 @@ def test_verbose_interval_is_deprecated_and_still_honoured(capsys):
     xd = ExtremeDeconvolution(2, max_iter=100, verbose=1, random_state=0)
     with pytest.warns(FutureWarning, match="verbose_interval is deprecated"):
         _fit(xd, POINTS, verbose_interval=1)
-    lines = [line for line in capsys.readouterr().out.splitlines() if "iteration" in line]
+    lines = [line for line in capsys.readouterr().out.splitlines() if "] iteration" in line]
     assert len(lines) == xd.n_iter_ < 10  # every iteration, not every tenth of max_iter
 
 

@@ -3,8 +3,9 @@
 ``verbose=0`` prints nothing; ``verbose=1`` prints a line about every tenth of ``max_iter``
 iterations; ``verbose=2`` (or more) a line after every iteration. Each line gives the estimator,
 the iteration, the objective, the time elapsed and the estimated time left (an upper bound for
-fits that may stop early at convergence). A fit interrupted with Ctrl-C keeps its last complete
-iteration and warns with :class:`FitInterruptedWarning`.
+fits that may stop early at convergence). A last line says how the fit ended. A fit
+interrupted with Ctrl-C keeps its last complete iteration and warns with
+:class:`FitInterruptedWarning`.
 """
 
 import sys
@@ -118,6 +119,29 @@ class Progress:
         if not self.verbose or iteration < 1:
             return False
         return iteration % self.every == 0 or iteration == self.total
+
+    def done(self, n_iter, value, outcome):
+        """Print the last line of a fit, when verbose: how it ended, after how many
+        iterations and how long, and its objective.
+
+        Parameters
+        ----------
+        n_iter : int
+            The number of iterations the fit ran.
+        value : float or None
+            Its final objective.
+        outcome : str
+            How it ended ("converged", "reached max_iter", ...).
+        """
+        if not self.verbose:
+            return
+        elapsed = time.perf_counter() - self.start
+        objective = "" if value is None else f", {self.objective} {value:.8g}"
+        print(
+            f"[{self.name}] {outcome} after {n_iter} iterations in {_duration(elapsed)}{objective}",
+            file=sys.stdout,
+            flush=True,
+        )
 
     def note(self, text):
         """Print a line of free text, prefixed by the estimator's name, when verbose.
