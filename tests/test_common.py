@@ -1,4 +1,5 @@
-"""scikit-learn's estimator checks, for every estimator of the package (fast settings)."""
+"""scikit-learn's estimator checks, for every estimator of the package: with its defaults, and
+with fast settings for each of its paths."""
 
 import warnings
 
@@ -28,12 +29,13 @@ ESTIMATORS = [
     MaxMarginMF(
         n_components=2, prior="ibp", max_new_features=1, max_iter=4, burn_in=1, random_state=0
     ),
-    # Built with their defaults: only n_components and random_state set.
-    HierarchicalPMF(n_components=2, random_state=0),
-    WeightedBackgroundPMF(n_components=2, random_state=0),
-    ExtremeDeconvolution(n_components=2, random_state=0),
-    CoGAPS(n_components=2, random_state=0),
-    MaxMarginMF(n_components=2, random_state=0),
+    # Built with their defaults, as a user first writes them (more components than the
+    # checks' small data have features, for the factorisations).
+    HierarchicalPMF(),
+    WeightedBackgroundPMF(),
+    ExtremeDeconvolution(),
+    CoGAPS(),
+    MaxMarginMF(),
 ]
 
 

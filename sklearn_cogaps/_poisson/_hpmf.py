@@ -365,7 +365,9 @@ class HierarchicalPMF(
         a, b = self._prior_start(counts)
         if init == "nmf":
             X = sparse.csr_matrix((counts.r[2], counts.r[1], counts.r[0]), shape=(n, p))
-            W, H = kl_nmf(X, K, _N_INIT_NMF, rng.randint(2**31 - 1), init="nndsvda")
+            # NNDSVDa needs K <= min(n, p); beyond it scikit-learn's NMF starts at random
+            nmf_init = "nndsvda" if K <= min(n, p) else "random"
+            W, H = kl_nmf(X, K, _N_INIT_NMF, rng.randint(2**31 - 1), init=nmf_init)
             eps = 1e-3 * scale
             W = W + eps
             H = H + eps
