@@ -19,10 +19,11 @@ def gist():
 
 
 def test_shapes_names_and_orientation(gist):
-    assert gist.data.shape == gist.uncertainty.shape == (9, 1363)
+    assert gist.data.shape == gist.uncertainty.shape == gist.r_uncertainty.shape == (9, 1363)
     assert gist.published_patterns.shape == (9, 3)
     assert gist.published_amplitudes.shape == (3, 1363)
-    for name in ["data", "uncertainty", "published_patterns", "published_amplitudes"]:
+    names = ["data", "uncertainty", "r_uncertainty", "published_patterns", "published_amplitudes"]
+    for name in names:
         assert gist[name].dtype == np.float64 and gist[name].flags.c_contiguous, name
     assert list(gist.sample_names) == SAMPLES
     assert_array_equal(gist.hours, [0, 2, 4, 6, 9, 12, 18, 24, 48])
@@ -33,10 +34,12 @@ def test_shapes_names_and_orientation(gist):
     assert gist.feature_names[0] == "Hs.101174"
     assert gist.data[0, 0] == 1.02292779317617
     assert gist.data[8, 0] == 1.14756946223999
-    assert gist.uncertainty[0, 0] == 0.008500952
+    assert gist.r_uncertainty[0, 0] == 0.008500952
+    # the uncertainty of the published fit, as R's habit fit(data, uncertainty) expects
+    assert_array_equal(gist.uncertainty, default_uncertainty(gist.data))
     assert gist.published_amplitudes[0, 0] == 0.506117522716522
     assert gist.published_patterns[0, 0] == 0.848650634288788
-    for name in ["data", "uncertainty", "published_patterns", "published_amplitudes"]:
+    for name in names:
         assert np.all(gist[name] >= 0), name
     assert "BSD" in gist.DESCR and "10.1158/0008-5472.CAN-09-1709" in gist.DESCR
 
@@ -60,7 +63,7 @@ def test_values_are_the_decimals_written():
     genes, samples, patterns = gist.feature_names, gist.sample_names, gist.pattern_names
     tables = {  # R's orientation: genes x samples
         "GIST_matrix": (gist.data.T, genes, samples),
-        "GIST_uncertainty": (gist.uncertainty.T, genes, samples),
+        "GIST_uncertainty": (gist.r_uncertainty.T, genes, samples),
         "GIST_result_Amean": (gist.published_amplitudes.T, genes, patterns),
         "GIST_result_Pmean": (gist.published_patterns, samples, patterns),
     }
@@ -94,3 +97,15 @@ def test_as_frame_without_pandas_says_so(monkeypatch):
     with pytest.raises(ImportError, match="needs pandas"):
         load_gist(as_frame=True)
     assert load_gist().data.shape == (9, 1363)
+
+
+def test_r_habit_fits_the_published_model(gist):
+    """R users write CoGAPS(GIST.matrix, GIST.uncertainty): here fit(data,
+    uncertainty=gist.uncertainty) is the published fit's model, the same chain as the
+    default; R's own matrix, on the unlogged scale, is kept apart."""
+    from sklearn_cogaps import CoGAPS
+
+    model = CoGAPS(n_components=3, max_iter=100, random_state=0)
+    with_uncertainty = model.fit(gist.data, uncertainty=gist.uncertainty).components_.copy()
+    assert_array_equal(with_uncertainty, model.fit(gist.data).components_)
+    assert not np.allclose(gist.r_uncertainty, gist.uncertainty)

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
+from .._cogaps._uncertainty import default_uncertainty
+
 __all__ = ["load_gist"]
 
 # installed beside this module by meson (see meson.build); README.md there is the DESCR
@@ -33,15 +35,19 @@ def load_gist(*, as_frame=False):
 
     The example data set of the R/Bioconductor package CoGAPS (``data(GIST)``): the
     expression of 1363 genes in a gastrointestinal stromal tumour (GIST) cell line at nine
-    time points, 0 to 48 hours after treatment with imatinib (Ochs et al., 2009), with the
-    uncertainty matrix shipped beside it and the CoGAPS result the package publishes
-    (``GIST.result``: three patterns, 50000 iterations). The data are in scikit-learn's
+    time points, 0 to 48 hours after treatment with imatinib (Ochs et al., 2009), with its
+    uncertainty and the CoGAPS result the package publishes (``GIST.result``: three
+    patterns, 50000 iterations). The data are in scikit-learn's
     orientation, samples in rows: the transpose of R's ``GIST.matrix``.
 
     The values are ``log2(x + 1)`` of the measured expression (CoGAPS has shipped them
-    transformed since 2019) but the uncertainty matrix was left on the scale of ``x``:
-    the published result was fitted with CoGAPS's default uncertainty,
-    ``max(0.1 * x, 0.1)`` (:func:`~sklearn_cogaps.default_uncertainty`), not with it.
+    transformed since 2019), but the package's uncertainty matrix (R's
+    ``GIST.uncertainty``) was left on the scale of ``x``: fitted with it, CoGAPS finds other
+    patterns than the published ones. The published result was fitted with CoGAPS's default
+    uncertainty, ``max(0.1 * x, 0.1)`` of these values, which is ``uncertainty`` here, so
+    that ``CoGAPS(...).fit(gist.data, uncertainty=gist.uncertainty)`` (R's
+    ``CoGAPS(GIST.matrix, GIST.uncertainty)`` habit) fits the published model; R's matrix is
+    ``r_uncertainty``.
     ``DESCR`` gives the source, the citation, the terms (BSD-3-Clause, from the CoGAPS
     package) and how the files were made.
 
@@ -59,8 +65,11 @@ def load_gist(*, as_frame=False):
         data : ndarray or DataFrame of shape (9, 1363)
             The expression, samples × genes.
         uncertainty : ndarray or DataFrame of shape (9, 1363)
-            The uncertainty matrix shipped with the data (R's ``GIST.uncertainty``,
-            transposed), on the scale of the untransformed expression.
+            The uncertainty of the published fit: ``max(0.1 * data, 0.1)``
+            (:func:`~sklearn_cogaps.default_uncertainty`).
+        r_uncertainty : ndarray or DataFrame of shape (9, 1363)
+            R's ``GIST.uncertainty``, transposed: on the scale of the untransformed
+            expression, not of ``data``; kept for comparison, not for fitting.
         feature_names : ndarray of str of shape (1363,)
             The genes (UniGene cluster identifiers, ``Hs.…``).
         sample_names : ndarray of str of shape (9,)
@@ -119,13 +128,14 @@ def load_gist(*, as_frame=False):
                 "is not installed: pip install pandas, or call load_gist() for arrays."
             ) from exc
     genes, samples, data = _read_table("GIST_matrix")
-    _, _, uncertainty = _read_table("GIST_uncertainty")
+    _, _, r_uncertainty = _read_table("GIST_uncertainty")
     _, patterns, amplitudes = _read_table("GIST_result_Amean")
     _, _, published_patterns = _read_table("GIST_result_Pmean")
     hours = np.array([int(name[2:]) for name in samples])  # IM00 ... IM48
     gist = Bunch(
         data=np.ascontiguousarray(data.T),
-        uncertainty=np.ascontiguousarray(uncertainty.T),
+        uncertainty=np.ascontiguousarray(default_uncertainty(data.T)),
+        r_uncertainty=np.ascontiguousarray(r_uncertainty.T),
         feature_names=genes,
         sample_names=samples,
         hours=hours,
@@ -140,6 +150,9 @@ def load_gist(*, as_frame=False):
         pattern_index = pd.Index(patterns, name="pattern")
         gist.data = pd.DataFrame(gist.data, index=sample_index, columns=gene_index)
         gist.uncertainty = pd.DataFrame(gist.uncertainty, index=sample_index, columns=gene_index)
+        gist.r_uncertainty = pd.DataFrame(
+            gist.r_uncertainty, index=sample_index, columns=gene_index
+        )
         gist.hours = pd.Series(hours, index=sample_index, name="hours")
         gist.published_patterns = pd.DataFrame(
             published_patterns, index=sample_index, columns=pattern_index
