@@ -109,6 +109,14 @@ class IterativeMixin:
     _fitted_attribute = "components_"
     _stops_early = True
 
+    @classmethod
+    def _converged_of_earlier_fit(cls, state):
+        """``converged_`` of a fit pickled before the attribute existed (its ``state``): an
+        optimiser that stopped before ``max_iter`` met ``tol``; a sampler had no test."""
+        if not cls._stops_early:
+            return True
+        return bool(state.get("n_iter_", state["max_iter"]) < state["max_iter"])
+
     def __sklearn_is_fitted__(self):
         # not n_features_in_, which validation sets before a fit can fail or be interrupted
         return hasattr(self, self._fitted_attribute)

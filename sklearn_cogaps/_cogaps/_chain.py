@@ -19,6 +19,7 @@ __all__ = [
     "canonical_csr",
     "cast_attributes",
     "check_finite_fit",
+    "chisq_fall",
     "make_sampler",
     "model_data",
     "n_entries",
@@ -339,15 +340,13 @@ class ChainState:
         return np.asarray(self.atoms, dtype=np.int64).reshape(-1, 2)
 
 
-def unconverged_message(est, sampling_chisq):
-    """Why the chain has not converged, or None: its chi-square still fell during the
-    sampling phase.
+def chisq_fall(sampling_chisq):
+    """``(fall, first, last)`` when the chain's chi-square still fell during the sampling
+    phase, else None.
 
     A chain that has reached its stationary law has a chi-square that fluctuates around a
-    level; one still falling while samples are averaged has not converged, and its
-    posterior means (hence ``chisq_`` and ``score``) describe a worse fit than the model
-    can reach with this ``n_components``. The fall is measured between the means of the
-    first and last quarters of the sampling iterations of this fit.
+    level; one still falling while samples are averaged has not converged. The fall is
+    measured between the means of the first and last quarters of the sampling iterations.
     """
     n = len(sampling_chisq)
     if n < _MIN_SAMPLING_ITER_CHECKED:
@@ -358,6 +357,17 @@ def unconverged_message(est, sampling_chisq):
     fall = (first - last) / first if first > 0 else 0.0
     if fall <= _UNCONVERGED_CHISQ_FALL:
         return None
+    return fall, first, last
+
+
+def unconverged_message(est, sampling_chisq):
+    """Why the chain of this fit has not converged (see :func:`chisq_fall`), or None: its
+    posterior means (hence ``chisq_`` and ``score``) describe a worse fit than the model can
+    reach with this ``n_components``."""
+    fell = chisq_fall(sampling_chisq)
+    if fell is None:
+        return None
+    fall, first, last = fell
     return (
         f"The chi-square fell by {fall:.0%} during the sampling phase (from {first:.6g} to "
         f"{last:.6g}, means of its first and last quarters): the chain had not converged "

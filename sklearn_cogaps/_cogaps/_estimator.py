@@ -31,6 +31,7 @@ from ._chain import (
     as_dtype,
     cast_attributes,
     check_finite_fit,
+    chisq_fall,
     model_data,
     n_entries,
     new_sampler,
@@ -296,6 +297,13 @@ class CoGAPS(
         "patterns_std_": ("loadings_std_", False),
         "chisq_history_": ("objective_history_", False),
     }
+
+    @classmethod
+    def _converged_of_earlier_fit(cls, state):
+        # the stationarity test of the ConvergenceWarning, on the chain's sampling phase
+        history = np.asarray(state.get("objective_history_", state.get("chisq_history_")))
+        n_calibration = state.get("_n_calibration_iter") or 0
+        return chisq_fall(history[n_calibration:]) is None
 
     _objective_name = "chi-square"
     _objective_log_scale = True

@@ -2,6 +2,7 @@
 ``FutureWarning`` that says what to write instead, and estimators pickled under the old names
 load with the new ones."""
 
+import inspect
 import warnings
 
 __all__ = ["RenamedMixin"]
@@ -24,6 +25,9 @@ class RenamedMixin:
 
     _renamed_parameters = {}
     _renamed_attributes = {}
+    #: ``{parameter: value}``: parameters retired without a new name, whose old default now
+    #: reads as set (an earlier release's pickle holds it).
+    _retired_defaults = {}
 
     def __getattr__(self, name):
         # only called when ordinary lookup fails: a fitted attribute under its old name
@@ -75,12 +79,15 @@ class RenamedMixin:
 
     @classmethod
     def _init_default(cls, name):
-        import inspect
-
         return inspect.signature(cls.__init__).parameters[name].default
 
     def __setstate__(self, state):
-        # an estimator pickled under the old names: its parameters and attributes renamed
+        # an estimator pickled by an earlier release: its parameters and attributes renamed,
+        # the parameters added since at their defaults, and what it did not record
+        cls = type(self)
+        for old, value in cls._retired_defaults.items():
+            if old in state and _same(state[old], value):
+                state[old] = NOT_SET
         for old, new in type(self)._renamed_parameters.items():
             if old in state and new not in state:
                 state[new] = state[old]
@@ -90,6 +97,12 @@ class RenamedMixin:
                 value = state.pop(old)
                 if new not in state:
                     state[new] = value.T if transposed else value
+        for name, parameter in inspect.signature(cls.__init__).parameters.items():
+            if name != "self" and name not in state:
+                state[name] = parameter.default
+        fitted = getattr(cls, "_fitted_attribute", None)
+        if fitted in state and "converged_" not in state:
+            state["converged_"] = cls._converged_of_earlier_fit(state)
         super().__setstate__(state)
 
 

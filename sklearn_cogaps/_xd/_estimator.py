@@ -315,6 +315,7 @@ class ExtremeDeconvolution(
         self.verbose_interval = verbose_interval
 
     _renamed_parameters = {"method": "solver"}
+    _retired_defaults = {"verbose_interval": None}
     _renamed_attributes = {"lower_bounds_": ("objective_history_", False)}
 
     _objective_name = "mean log-likelihood per point"
