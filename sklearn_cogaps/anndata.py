@@ -122,6 +122,12 @@ def anndata_results(estimator, key):
     ((10, 2), (20, 2))
     """
     check_is_fitted(estimator)
+    if not hasattr(estimator, "loadings_"):
+        raise TypeError(
+            f"anndata_results stores a factorisation's per-sample and per-feature factors; "
+            f"{type(estimator).__name__} has none (no loadings_). Store what it predicts "
+            "yourself, for example adata.obs['component'] = estimator.predict(adata.X)."
+        )
     obsm = {f"X_{key}": np.asarray(estimator.loadings_)}
     varm = {f"{key}_components": np.ascontiguousarray(np.asarray(estimator.components_).T)}
     std = getattr(estimator, "loadings_std_", None)

@@ -242,3 +242,14 @@ def test_pandas_output_is_indexed_by_the_cells(expression, make):
     assert list(subset.index) == list(adata.obs_names[3:7])
     assert list(scores.columns) == list(model.get_feature_names_out())
     assert list(adata.obs_names) == [f"cell{i}" for i in range(expression.shape[0])]
+
+
+def test_anndata_results_of_an_estimator_without_factors_says_so():
+    from sklearn_cogaps import ExtremeDeconvolution
+    from sklearn_cogaps.anndata import anndata_results
+
+    from _shared import POINTS
+
+    xd = ExtremeDeconvolution(2, max_iter=5, random_state=0).fit(POINTS)
+    with pytest.raises(TypeError, match=r"ExtremeDeconvolution has none.*predict"):
+        anndata_results(xd, "xd")

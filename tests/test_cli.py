@@ -578,3 +578,24 @@ def test_uncertainty_file_with_reordered_names_is_refused(data, tmp_path, capsys
         expected = CoGAPS(n_components=2, max_iter=15, random_state=3).fit(X, uncertainty=U)
         with np.load(out) as r:
             assert_array_equal(r["amplitudes"], expected.components_)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (["--birth-death", "reversible"], ["--solver", "reversible"]),
+        (
+            ["--alpha-w", "0.05", "--alpha-h", "0.02"],
+            ["--atom-density-w", "0.05", "--atom-density-h", "0.02"],
+        ),
+    ],
+)
+def test_former_option_names_still_work(data, tmp_path, capsys, old, new):
+    np.save(tmp_path / "x.npy", data[0])
+    results = []
+    for options in (old, new):
+        out = tmp_path / f"{options[0].strip('-')}.npz"
+        status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, *options, "-o", out])
+        assert status == 0, err
+        results.append(np.load(out)["patterns"])
+    np.testing.assert_array_equal(*results)

@@ -118,19 +118,30 @@ def build_parser():
         "(CoGAPS's nIterations; default 1000)",
     )
     # the per-matrix priors, with CoGAPS's names: W is its P, H its A
-    for flag, default, metavar, text in [
-        ("--alpha-w", 0.01, "A", "sparsity of the patterns W (CoGAPS's alphaP"),
-        ("--alpha-h", 0.01, "A", "sparsity of the amplitudes H (CoGAPS's alphaA"),
+    for flags, default, metavar, text in [
         (
-            "--max-gibbs-mass-w",
+            ("--atom-density-w", "--alpha-w"),
+            0.01,
+            "A",
+            "expected number of atoms per element of the patterns W, their sparsity "
+            "(CoGAPS's alphaP; --alpha-w is its former name",
+        ),
+        (
+            ("--atom-density-h", "--alpha-h"),
+            0.01,
+            "A",
+            "the same for the amplitudes H (CoGAPS's alphaA; --alpha-h is its former name",
+        ),  # fmt: skip
+        (
+            ("--max-gibbs-mass-w",),
             100.0,
             "M",
             "largest Gibbs mass of an atom of W, in units of 1/lambda (CoGAPS's maxGibbsMassP",
         ),
-        ("--max-gibbs-mass-h", 100.0, "M", "the same for H (CoGAPS's maxGibbsMassA"),
+        (("--max-gibbs-mass-h",), 100.0, "M", "the same for H (CoGAPS's maxGibbsMassA"),
     ]:
         parser.add_argument(
-            flag,
+            *flags,
             type=_positive(float),
             default=default,
             metavar=metavar,

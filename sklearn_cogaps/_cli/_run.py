@@ -263,8 +263,8 @@ def main(argv=None):
         return CoGAPS(
             n_components=K,
             max_iter=args.max_iter,
-            atom_density_W=args.alpha_w,
-            atom_density_H=args.alpha_h,
+            atom_density_W=args.atom_density_w,
+            atom_density_H=args.atom_density_h,
             max_gibbs_mass_W=args.max_gibbs_mass_w,
             max_gibbs_mass_H=args.max_gibbs_mass_h,
             solver=args.solver,

@@ -130,8 +130,8 @@ class WeightedBackgroundPMF(
         Former name of ``prior_components``.
 
         .. deprecated:: 0.2
-           ``prior_factors`` was renamed ``prior_components`` ("factors" named the
-           per-sample side in MaxMarginMF) and will be removed in 0.3.
+           ``prior_factors`` was renamed ``prior_components`` (the per-feature side is
+           ``components`` in every estimator) and will be removed in 0.3.
 
     Attributes
     ----------
