@@ -47,6 +47,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _shared_data import shared_dir  # noqa: E402
+
 # name: (K, iterations per phase, quoted C++ asynchronous seconds on 1 and 2 threads)
 # The quoted figures are CPU seconds on one thread and wall seconds on two, from a quiet
 # side-by-side run of this script's method on a 2-core AMD EPYC (Zen) machine.
@@ -56,11 +59,7 @@ CONFIGS = {
     "medium": (5, 500, {1: 20.5}),
     "wide": (10, 100, {1: 10.8, 2: 7.15}),
 }
-# the shared material lies beside the repository, in a folder named "shared"
-SHARED = next(
-    (p / "shared" for p in Path(__file__).resolve().parents if (p / "shared" / "bench").is_dir()),
-    Path(__file__).resolve().parents[2] / "shared",
-)
+SHARED = shared_dir()
 DEFAULT_DATA = SHARED / "bench" / "cogaps_data.py"
 DEFAULT_GIST = SHARED / "fixtures" / "gist"
 

@@ -24,14 +24,12 @@ from pathlib import Path
 
 import numpy as np
 from _memory import peak_rss_mb, reset_peak
+from _shared_data import import_bench, shared_dir
 
 HERE = Path(__file__).resolve().parent
 # the shared benchmark generators, in shared/bench beside the repository (from any checkout
 # below the directory that holds shared/)
-BENCH = next(
-    (p / "shared" / "bench" for p in HERE.parents if (p / "shared" / "bench").is_dir()),
-    HERE.parent.parent / "shared" / "bench",
-)
+BENCH = shared_dir() / "bench"
 
 # name: (matrix, K, iterations per phase)
 CONFIGS = {
@@ -54,7 +52,7 @@ CPP = {
 
 
 def load_generator():
-    sys.path.insert(0, str(BENCH))
+    import_bench()
     import cogaps_data
 
     # a single-cell-sized matrix with 90% zeros, made by the same recipe as the others

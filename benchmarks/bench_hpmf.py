@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 from _memory import peak_rss_mb
+from _shared_data import import_bench, shared_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = Path(os.environ.get("SKLEARN_COGAPS_BENCH", ROOT.parent / "shared" / "bench"))
-sys.path.insert(0, str(BENCH))
+BENCH = shared_dir() / "bench"
 
 PEERS = {"hpfrec": "hpfrec", "poismf": "poismf"}
 
@@ -47,6 +47,7 @@ def ensure_peers():
 
 
 def load(name):
+    import_bench()
     from counts_data import make_sc, make_sim
     from scipy import sparse
 
@@ -132,6 +133,7 @@ METHODS = {
 
 
 def run_one(method, data, n_iter, tol):
+    import_bench()
     from counts_data import poisson_loglik
 
     X, K = load(data)
@@ -162,6 +164,7 @@ def spawn(method, data, n_iter, tol):
 
 def main(quick):
     ensure_peers()
+    import_bench()
     from counts_data import make_sim, poisson_loglik
 
     X, L, F, _ = make_sim()

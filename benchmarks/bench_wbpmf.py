@@ -18,7 +18,6 @@ is its own. Timings on a shared machine are noisy.
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 from _memory import peak_rss_mb
+from _shared_data import import_bench, shared_dir
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("SKC_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-sys.path.insert(0, str(SHARED / "bench"))
+SHARED = shared_dir()
 FIXTURE = SHARED / "fixtures" / "ebpmf_wbg"
 R_SEC_PER_ITER = 0.30
 R_FINAL_ELBO = -119793.4710996461
@@ -42,6 +41,7 @@ def _rss_mb():
 
 
 def _data(name):
+    import_bench()
     from counts_data import make_sc, make_sim
     from scipy import io
 
@@ -61,6 +61,7 @@ def _data(name):
 
 def run_one(method, data, n_iter):
     """Fit one method on one data set; return a dict of figures."""
+    import_bench()
     from counts_data import poisson_loglik
     from sklearn.exceptions import ConvergenceWarning
 

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_xd.py [--sizes 10000 100000] [--large 1000000]
 
-Data: ``/work/shared/bench/xd_data.py`` (d = 5, K = 4, one coordinate missing for 25% of the
+Data: ``shared/bench/xd_data.py`` (see ``_shared_data.py``) (d = 5, K = 4, one coordinate missing for 25% of the
 points). Every method starts from the same mixture, scikit-learn's
 ``GaussianMixture(4, max_iter=10, random_state=0)`` fitted on ``x``, and every result is scored
 with the benchmark's own ``mean_loglik`` (exact, over the observed coordinates). Each run is a
@@ -19,8 +19,12 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
-BENCH = os.environ.get("XD_BENCH_DIR", "/work/shared/bench")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _shared_data import import_bench, shared_dir  # noqa: E402
+
+BENCH = str(shared_dir() / "bench")
 BIG = 1e6
 # Bovy et al.'s C code on this data with 2 threads (../shared/reference/extreme-deconvolution.md).
 C_REFERENCE = {10_000: (0.083, 12, -7.96446), 100_000: (0.34, 12, -7.95232)}
@@ -61,7 +65,7 @@ def _run_one(method, n, threads, max_iter, epochs):
     import numpy as np
     from sklearn.mixture import GaussianMixture
 
-    sys.path.insert(0, BENCH)
+    import_bench()
     import xd_data
 
     data = xd_data.make_data(xd_data.make_model(seed=0, d=5, k=4), n=n, seed=0)
