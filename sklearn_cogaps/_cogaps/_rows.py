@@ -50,11 +50,11 @@ def row_seeds(est, X):
     return keyed_digest_seeds(est._transform_seed, dense_rows())
 
 
-def _row_chain_threads(est, X):
-    """Threads for the per-row chains of ``transform`` and ``score`` on X, from a rough
-    count of their work: 2 * max_iter iterations, each of about K proposals per row that
-    read the row's entries."""
-    return kernel_threads(2 * est.max_iter * est.components_.shape[0] * n_entries(X))
+def _row_chains_work(est, X):
+    """A rough count of the work of the per-row chains on X, for the thread count:
+    2 * max_iter iterations, each of about K proposals per row that read the row's
+    entries."""
+    return 2 * est.max_iter * est.components_.shape[0] * n_entries(X)
 
 
 def _fixed_row_arguments(est):
@@ -76,7 +76,7 @@ def sample_sparse_patterns(est, X, name):
     Ht, density, lam, max_mass, max_iter = _fixed_row_arguments(est)
     mean, _ = sample_fixed_sparse_rows(
         rows, Ht, sigma0, density, lam, max_mass, max_iter, row_seeds(est, rows),
-        _row_chain_threads(est, rows), reversible=est._reversible, poisson=poisson,
+        kernel_threads(_row_chains_work(est, rows)), reversible=est._reversible, poisson=poisson,
     )  # fmt: skip
     return as_dtype(mean, X.dtype)
 
@@ -102,7 +102,7 @@ def sample_patterns(est, X, sigma):
     """Posterior mean and standard deviation of the patterns of the dense rows X."""
     return sample_fixed_rows(
         X, precision(sigma, X.dtype), *_fixed_row_arguments(est), row_seeds(est, X),
-        _row_chain_threads(est, X), reversible=est._reversible,
+        kernel_threads(_row_chains_work(est, X)), reversible=est._reversible,
     )  # fmt: skip
 
 
@@ -122,7 +122,7 @@ def held_out_loglik(est, x, sigma):
     folds = _entry_folds(seeds, x.shape[1], SCORE_FOLDS)
     prec = precision(sigma, x.dtype)
     arguments = _fixed_row_arguments(est)
-    n_threads = _row_chain_threads(est, x)
+    n_threads = kernel_threads(_row_chains_work(est, x))
     loglik = np.zeros(x.shape[0])
     for f in range(SCORE_FOLDS):
         held = folds == f

@@ -11,11 +11,7 @@ from ._ratings import _Ratings, _row_seeds, _step_seeds, check_levels
 
 # The work estimates of the sweeps (stored entries times n_components^2, ...) count about
 # five floating-point operations per unit. Results do not depend on the thread count.
-_OPS_PER_WORK_UNIT = 5
-
-
-def _threads_for(work):
-    return kernel_threads(_OPS_PER_WORK_UNIT * work)
+OPS_PER_WORK_UNIT = 5
 
 
 class _Chain:
@@ -123,7 +119,7 @@ def sample_new_users(est, R):
         Ur, V, np.tile(rho, (N, 1)), np.zeros((data.nnz, L - 1)), rho, est.threshold_scale_
     )
     prec = 1.0 / est.factor_scale**2
-    nt = _threads_for(data.nnz * max(K, 1) ** 2)
+    nt = kernel_threads(OPS_PER_WORK_UNIT * data.nnz * max(K, 1) ** 2)
     est._row_pass(data, chain, _step_seeds(row_seeds, 0, 0), False, nt)
     sum_u = np.zeros((N, K))
     sum_t = np.zeros((N, L - 1))

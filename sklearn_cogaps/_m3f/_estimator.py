@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
 from .._utils._deprecation import RenamedMixin
+from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import draw_seeds
 from .._utils._validation import (
     check_ignored_y,
@@ -29,7 +30,14 @@ from .._utils._validation import (
     validate_input,
 )
 from . import _fast
-from ._chain import _Chain, _ibp_log_prior, _RunningSums, _snapshot, _threads_for, sample_new_users
+from ._chain import (
+    OPS_PER_WORK_UNIT,
+    _Chain,
+    _ibp_log_prior,
+    _RunningSums,
+    _snapshot,
+    sample_new_users,
+)
 from ._metrics import _held_out_nmae, rating_nmae
 from ._ratings import (
     _as_ratings_csr,
@@ -424,7 +432,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
                 prec,
                 chain.U,
                 draw_seeds(rng, N),
-                _threads_for(work),
+                kernel_threads(OPS_PER_WORK_UNIT * work),
             )
         else:
             self._sample_ibp(data, chain, rng)
@@ -438,7 +446,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
             prec,
             chain.V,
             draw_seeds(rng, M),
-            _threads_for(data.nnz * max(chain.U.shape[1], 1) ** 2),
+            kernel_threads(OPS_PER_WORK_UNIT * data.nnz * max(chain.U.shape[1], 1) ** 2),
             "item",
         )
         hinge = self._row_pass(
@@ -446,7 +454,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
             chain,
             draw_seeds(rng, N),
             True,
-            _threads_for(data.nnz * (chain.theta.shape[1] + chain.U.shape[1]) * 20),
+            kernel_threads(
+                OPS_PER_WORK_UNIT * data.nnz * (chain.theta.shape[1] + chain.U.shape[1]) * 20
+            ),
         )
         return self._objective(chain, hinge)
 

@@ -97,10 +97,9 @@ class EBPMResult:
         )
 
 
-def _n_threads(n):
-    # Observations are independent: any thread count gives the same bits. About 200
-    # operations per observation (the log-gamma functions of the grid).
-    return kernel_threads(200 * n)
+# Operations per observation of the kernels (the log-gamma functions of the grid), for the
+# thread count; observations are independent, so any thread count gives the same bits.
+_OPS_PER_OBSERVATION = 200
 
 
 def _component_loglik(y, s, shape, rate):
@@ -117,7 +116,7 @@ def _component_loglik(y, s, shape, rate):
         np.ascontiguousarray(rate, dtype=np.float64),
         gammaln(shape),
         out,
-        _n_threads(y.size),
+        kernel_threads(_OPS_PER_OBSERVATION * y.size),
     )
     return out
 
@@ -166,7 +165,19 @@ def _posterior_rows(y, s, pi0, weights, shape, rate, ll=None):
     mean = np.empty(y.size)
     mean_log = np.empty(y.size)
     lp = np.empty(y.size)
-    mixture_posterior(y, s, log_pi0, log_w, shape, rate, ll, mean, mean_log, lp, _n_threads(y.size))
+    mixture_posterior(
+        y,
+        s,
+        log_pi0,
+        log_w,
+        shape,
+        rate,
+        ll,
+        mean,
+        mean_log,
+        lp,
+        kernel_threads(_OPS_PER_OBSERVATION * y.size),
+    )
     return mean, mean_log, lp
 
 

@@ -9,7 +9,7 @@ an error that says what to change.
 
 import numpy as np
 
-from .._utils._openmp_helpers import effective_n_threads, kernel_threads
+from .._utils._openmp_helpers import kernel_threads
 from .._utils._status import NOT_POSITIVE_DEFINITE, raise_for_status
 from . import _fast
 
@@ -23,10 +23,10 @@ def n_chunks_for(n):
     return int(min(max(1, n // 256), 256))
 
 
-def kernel_threads_for(n, K, p, d, n_threads):
-    """Threads worth starting for a sweep of n points (a Cholesky factor and solves per point
-    and component). The result never depends on it."""
-    return kernel_threads(5 * n * K * (p * p + p * d + d * d), n_threads)
+def _sweep_work(n, K, p, d):
+    """Operations of a sweep over n points (a Cholesky factor and solves per point and
+    component), for the thread count; the result never depends on it."""
+    return 5 * n * K * (p * p + p * d + d * d)
 
 
 def component_error(i, j, reg_covar):
@@ -83,9 +83,10 @@ def estep(data, params, n_threads, reg_covar):
     ll = np.zeros(n_chunks)
     fail = np.full(n_chunks, -1, dtype=np.intp)
     args = kernel_params(data, *params, reg_covar)
+    threads = kernel_threads(_sweep_work(data.n, K, data.X.shape[1], d), n_threads)
     status = _fast.estep_stats(
         data.X, data.noise_mode, data.Sdiag, data.Sfull, data.Rproj, data.sample_weight,
-        *args, q, s1, A, ll, fail, kernel_threads_for(data.n, K, data.X.shape[1], d, n_threads),
+        *args, q, s1, A, ll, fail, threads,
     )  # fmt: skip
     raise_for_status(status, "The E-step", item="chunk", advice={
         NOT_POSITIVE_DEFINITE: lambda ch: component_error(
@@ -109,7 +110,7 @@ def log_prob(data, params, reg_covar, posterior=False):
     status = _fast.log_prob(
         data.X, data.noise_mode, data.Sdiag, data.Sfull, data.Rproj,
         *args, logp, mean, cov, fail,
-        kernel_threads_for(data.n, K, data.X.shape[1], d, effective_n_threads()),
+        kernel_threads(_sweep_work(data.n, K, data.X.shape[1], d)),
     )  # fmt: skip
     raise_for_status(status, "The densities", item="point", advice={
         NOT_POSITIVE_DEFINITE: lambda i: component_error(
