@@ -72,8 +72,8 @@ class Run:
         The final objective, by which the best of several starts is chosen.
     """
 
-    def __init__(self, state, history, start, n_iter, converged, interrupted):
-        self.started = time.perf_counter()
+    def __init__(self, state, history, start, n_iter, converged, interrupted, started):
+        self.started = started
         self.state = state
         self.history = history
         self.start = start
@@ -207,8 +207,7 @@ class IterativeMixin:
             interrupted = True
         # a fit of no iteration has nothing to converge
         converged = converged or n_iterations == 0
-        run = Run(state, history, start, len(history), converged, interrupted)
-        run.started = started
+        run = Run(state, history, start, len(history), converged, interrupted, started)
         run.objective = self._run_objective(run)
         return run
 
