@@ -604,7 +604,8 @@ def test_warm_start_that_cannot_continue_says_so(estimator, X):
     warm = clone(estimator).set_params(warm_start=True)
     _quiet(warm.fit, X)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # the same shape continues quietly
+        # the same shape continues quietly
+        warnings.filterwarnings("error", message=".*warm_start", category=UserWarning)
         _quiet(warm.fit, X)
     with pytest.warns(UserWarning, match=r"warm_start=True, but X has .*starts a new one"):
         _quiet(warm.fit, X[:-3])

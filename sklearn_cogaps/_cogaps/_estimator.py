@@ -52,6 +52,7 @@ from ._rows import held_out_loglik, row_chunks, sample_patterns, sample_sparse_p
 from ._uncertainty import (
     LARGEST_VALUE,
     UNCERTAINTY_ADVICE,
+    advise_counts,
     check_uncertainty_shape,
     likelihood_digest,
     uncertainty_name,
@@ -532,7 +533,15 @@ class CoGAPS(
             float(self._parameter("atom_density_H")),
         )
         X = self._validate_X(X, reset=True)
+        values = X.data if sparse.issparse(X) else X
+        if not np.any(values):
+            raise ValueError(
+                f"X of shape {X.shape} contains only zeros: CoGAPS has no pattern to find "
+                "(its chain would only sample the prior). Remove empty data before fitting."
+            )
         name = uncertainty_name(uncertainty)
+        if uncertainty is None:
+            advise_counts(X)
         self.uncertainty_model_ = "array" if name is None else name
         if self.distributed is not None:
             if fixed_components is not None or fixed_patterns is not None:

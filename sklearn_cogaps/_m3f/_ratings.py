@@ -16,6 +16,9 @@ __all__ = ["check_levels", "holdout_ratings", "infer_levels"]
 _MANY_LEVELS = 20
 # Inferred integer levels 1..max beyond this are refused (a wrong entry, or not ratings).
 _MAX_LEVELS = 1000
+# Whole-number ratings with fewer fractional ones than this share are stars with stray
+# entries: each stray value would become an ordered level of its own.
+_STRAY_SHARE = 0.05
 
 
 def _ratings_digest(R):
@@ -246,6 +249,7 @@ def infer_levels(R, n_levels):
             )
         levels = np.arange(1.0, top + 1.0)
     else:
+        _check_strays(R)
         levels = np.unique(values)
     if levels.size < 2:
         raise ValueError(
@@ -263,6 +267,28 @@ def infer_levels(R, n_levels):
             stacklevel=3,
         )
     return levels
+
+
+def _check_strays(R):
+    """Refuse a few fractional ratings among whole-number ones (a typo, an average, a
+    half-star where the scale has none): inferred as levels, each would become an ordered
+    class of its own between two stars, with a threshold per user."""
+    fractional = R.data != np.round(R.data)
+    n_stray = int(np.count_nonzero(fractional))
+    if n_stray == 0 or n_stray > _STRAY_SHARE * R.data.size:
+        return
+    first = int(np.flatnonzero(fractional)[0])
+    row = int(np.searchsorted(R.indptr, first, side="right") - 1)
+    col = int(R.indices[first])
+    strays = np.unique(R.data[fractional])
+    shown = ", ".join(f"{v:g}" for v in strays[:5]) + (", ..." if strays.size > 5 else "")
+    raise ValueError(
+        f"X has {n_stray} rating(s) that are not whole numbers ({shown}; the first at row "
+        f"{row}, column {col}) among {R.data.size - n_stray} whole-number ratings. As "
+        "levels each would be an ordered class of its own between two stars. Correct or "
+        "round them (np.round(X)); if the scale really has these levels, map the ratings "
+        "to 1..L in order and pass n_levels=L."
+    )
 
 
 def check_levels(R, levels, name):

@@ -1,18 +1,43 @@
-"""What the Poisson factorisations share: the advice on non-count input and the start from
-scikit-learn's Kullback-Leibler NMF, the maximum-likelihood Poisson factorisation."""
+"""What the Poisson factorisations share: the advice on non-count input, the largest total
+they can fit, and the start from scikit-learn's Kullback-Leibler NMF, the maximum-likelihood
+Poisson factorisation."""
 
 import warnings
 
+import numpy as np
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
 
-__all__ = ["COUNTS_ADVICE", "kl_nmf"]
+__all__ = ["COUNTS_ADVICE", "check_total", "kl_nmf"]
 
 #: What a count model's error on negative input adds (``_negative_input_advice``).
 COUNTS_ADVICE = (
     "The model is for counts: pass the raw counts, before normalising, centring or "
     "log-transforming them."
 )
+
+#: Largest total count: the variational updates form products of two count-sized numbers
+#: (a count times a rate of the same size), which overflow float64 above about 1e300.
+MAX_TOTAL = 1e150
+
+
+def check_total(data, name):
+    """Refuse counts whose total would overflow the updates of a Poisson factorisation.
+
+    Parameters
+    ----------
+    data : ndarray
+        The counts (a dense array, or a sparse matrix's ``data``).
+    name : str
+        The estimator's name, for the message.
+    """
+    total = float(np.sum(data, dtype=np.float64))
+    if not total <= MAX_TOTAL:
+        raise ValueError(
+            f"X sums to {total:.3g}; {name}'s variational updates multiply counts by rates of "
+            f"the same size, which overflows in float64 above a total of {MAX_TOTAL:g}. "
+            "Rescale X (the model is for counts)."
+        )
 
 
 def kl_nmf(X, n_components, max_iter, random_state, **nmf_params):

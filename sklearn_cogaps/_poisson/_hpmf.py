@@ -28,7 +28,7 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import check_ignored_y, validate_input
-from ._counts import COUNTS_ADVICE, kl_nmf
+from ._counts import COUNTS_ADVICE, check_total, kl_nmf
 from ._hpmf_updates import (
     _augmented_elbo,
     _Counts,
@@ -297,8 +297,6 @@ class HierarchicalPMF(
 
     # -- validation --------------------------------------------------------------------------
 
-    # -- validation --------------------------------------------------------------------------
-
     def _validate_counts(self, X, reset):
         X = validate_input(
             self,
@@ -314,6 +312,7 @@ class HierarchicalPMF(
                 f"X of shape {X.shape} contains only zeros: a Poisson factorisation needs at "
                 "least one positive count. Remove empty data before fitting."
             )
+        check_total(data, type(self).__name__)
         if np.any(data != np.floor(data)):
             warnings.warn(
                 "X contains non-integer values; HierarchicalPMF models counts. The fit uses "
@@ -550,7 +549,11 @@ class HierarchicalPMF(
 
         Each row is fitted on its own by alternating Poisson regression (the paper's per-row
         subproblem, with q(F) and the learned prior of L fixed): deterministic and
-        independent of the other rows.
+        independent of the other rows. The per-row bound has several fixed points; each
+        component that holds at most a tenth of the row's counts is also tried switched off,
+        and the row keeps the highest bound found. For the training rows this gives
+        ``loadings_`` up to the fit's convergence, or a row at a higher bound
+        (``doc/hpmf.rst``, "New rows").
 
         Parameters
         ----------

@@ -154,30 +154,117 @@ def expected_counts(
     raise_for_status(status_arr, "The expected-count pass", item="index", advice=_ADVICE)
 
 
+cdef int _regress_row(
+    const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data, Py_ssize_t i,
+    const double[:, ::1] elog_f, const double[:, ::1] ec, const double[::1] mc,
+    const double* a, const double* log_beta, Py_ssize_t K, double* alpha, double* xlogt,
+    int max_iter, double tol, double* w, double* zr, double* el, double* e,
+) noexcept nogil:
+    """Iterate row i's shapes ``alpha`` to a fixed point; write sum_j x_ij ln t_ij at it.
+
+    q(z_ij.) <- Multinomial(x_ij, pi_ij.) and q(l_ik) <- Gamma(a_k + sum_j E[z_ijk], beta_k),
+    until the largest relative change of the shapes is at most ``tol``; returns the number
+    of iterations.
+    """
+    cdef Py_ssize_t k, p, j
+    cdef int it = 0, lim = max_iter
+    cdef double x, lt, c, acc, mx, s, v, delta, mi
+    while True:
+        # E[ln l_ik] and its max-shifted exponential for the current shapes
+        mi = -1e308
+        for k in range(K):
+            el[k] = digamma(alpha[k]) - log_beta[k]
+            if el[k] > mi:
+                mi = el[k]
+        for k in range(K):
+            e[k] = exp(el[k] - mi)
+            zr[k] = 0.0
+        acc = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            x = data[p]
+            j = indices[p]
+            s = 0.0
+            for k in range(K):
+                w[k] = e[k] * ec[j, k]
+                s = s + w[k]
+            if s > TINY:
+                lt = log(s) + mi + mc[j]
+            else:
+                mx = shifted_exp_pair(el, &elog_f[j, 0], w, K)
+                s = 0.0
+                for k in range(K):
+                    s = s + w[k]
+                lt = mx + log(s)
+            acc = acc + x * lt
+            c = x / s
+            for k in range(K):
+                zr[k] = zr[k] + c * w[k]
+        xlogt[0] = acc
+        if it >= lim:
+            return it
+        delta = 0.0
+        for k in range(K):
+            v = a[k] + zr[k]
+            s = fabs(v - alpha[k]) / v
+            if s > delta:
+                delta = s
+            alpha[k] = v
+        it = it + 1
+        if delta <= tol:
+            # one more pass evaluates xlogt at the final shapes
+            lim = it
+
+
+cdef double _row_bound(
+    const double* alpha, double xlogt, const double* a, const double* b, const double* beta,
+    const double* log_beta, Py_ssize_t K,
+) noexcept nogil:
+    """Row i's ELBO without its constant -sum_j ln Gamma(x_ij + 1): sum_j x_ij ln t_ij
+    - sum_k E[l_ik] sum_j E[f_jk] - KL(q(l_i.) || p(l_i.)), with q(l_ik) = Gamma(alpha_k,
+    beta_k) and beta_k = b_k + sum_j E[f_jk]."""
+    cdef Py_ssize_t k
+    cdef double v = xlogt, al
+    for k in range(K):
+        al = alpha[k]
+        v -= al / beta[k] * (beta[k] - b[k])
+        v -= ((al - a[k]) * digamma(al) - lgamma(al) + lgamma(a[k])
+              + a[k] * (log_beta[k] - log(b[k])) + al * (b[k] - beta[k]) / beta[k])
+    return v
+
+
 def transform_rows(
     const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
-    const double[:, ::1] elog_f, const double[::1] a, const double[::1] log_beta,
-    double[:, ::1] alpha, double[::1] xlogt, int[::1] n_iter,
-    int max_iter, double tol, int n_threads,
+    const double[:, ::1] elog_f, const double[::1] a, const double[::1] b,
+    const double[::1] beta, double[:, ::1] alpha, double[::1] xlogt, int[::1] n_iter,
+    int max_iter, double tol, double search_share, int n_threads,
 ):
-    """Alternating Poisson regression of each row on fixed q(F) (Sarkar 2021).
+    """Alternating Poisson regression of each row on fixed q(F) (Sarkar 2021, the per-row
+    subproblem), at the best of the fixed points it finds.
 
-    For each row i, iterate q(z_ij.) <- Multinomial(x_ij, pi_ij.) and
-    q(l_ik) <- Gamma(a_k + sum_j E[z_ijk], beta_k), with beta_k = b_k + sum_j E[f_jk] fixed,
-    until the largest relative change of the shapes is below ``tol``. ``alpha`` holds the
-    starting shapes on entry and the fitted shapes on exit; ``xlogt[i]`` is sum_j x_ij ln t_ij
-    at the fitted shapes. The rows are independent: row i's result does not depend on the
-    other rows.
+    Each row iterates from the shapes in ``alpha`` to a fixed point. The per-row bound has
+    several: a component that holds a small share of a row's counts can be switched off
+    (its shape at the prior's, the counts explained by the others) for a higher bound, and
+    the iteration cannot leave either state by itself. So every component that holds at
+    most ``search_share`` of the row's counts is tried switched off, the iteration run again
+    from there, and the result kept if its bound is higher; rounds repeat until none is
+    kept. ``alpha`` holds the starting shapes on entry and the fitted shapes on exit;
+    ``xlogt[i]`` is sum_j x_ij ln t_ij at them; ``n_iter[i]`` counts all iterations of the
+    row. ``beta = b + sum_j E[f_j.]`` is fixed. The rows are independent: row i's result
+    does not depend on the other rows or on the number of threads.
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1
     cdef Py_ssize_t K = elog_f.shape[1]
-    cdef Py_ssize_t i, k, p, j
-    cdef int it, lim
-    cdef double x, lt, c, acc, mx, s, v, delta, mi
+    cdef Py_ssize_t i, k, q, p
+    cdef int it, rounds
+    cdef bint kept
+    cdef double total, bound, trial, xl
     cdef double* w
     cdef double* zr
     cdef double* el
     cdef double* e
+    cdef double* saved
+    log_beta_arr = np.log(np.asarray(beta))
+    cdef const double[::1] log_beta = log_beta_arr
     mc_arr = np.max(elog_f, axis=1) if elog_f.shape[0] > 0 else np.zeros(0)
     ec_arr = np.exp(np.asarray(elog_f) - mc_arr[:, None])
     cdef const double[::1] mc = mc_arr
@@ -189,57 +276,44 @@ def transform_rows(
         zr = <double*> malloc(K * sizeof(double))
         el = <double*> malloc(K * sizeof(double))
         e = <double*> malloc(K * sizeof(double))
-        for i in prange(n, schedule='static'):
-            status[i] = item_status(SITE_HPMF_TRANSFORM, i,
-                                    w != NULL and zr != NULL and el != NULL and e != NULL)
+        saved = <double*> malloc(K * sizeof(double))
+        for i in prange(n, schedule='dynamic'):
+            status[i] = item_status(SITE_HPMF_TRANSFORM, i, w != NULL and zr != NULL
+                                    and el != NULL and e != NULL and saved != NULL)
             if status[i] != 0:
                 continue
-            it = 0
-            lim = max_iter
-            while True:
-                # E[ln l_ik] and its max-shifted exponential for the current shapes
-                mi = -1e308
+            it = _regress_row(indptr, indices, data, i, elog_f, ec, mc, &a[0], &log_beta[0],
+                              K, &alpha[i, 0], &xlogt[i], max_iter, tol, w, zr, el, e)
+            bound = _row_bound(&alpha[i, 0], xlogt[i], &a[0], &b[0], &beta[0],
+                               &log_beta[0], K)
+            total = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                total = total + data[p]
+            rounds = 0
+            kept = True
+            while kept and rounds < K and isfinite(bound):
+                kept = False
+                rounds = rounds + 1
                 for k in range(K):
-                    el[k] = digamma(alpha[i, k]) - log_beta[k]
-                    if el[k] > mi:
-                        mi = el[k]
-                for k in range(K):
-                    e[k] = exp(el[k] - mi)
-                    zr[k] = 0.0
-                acc = 0.0
-                for p in range(indptr[i], indptr[i + 1]):
-                    x = data[p]
-                    j = indices[p]
-                    s = 0.0
-                    for k in range(K):
-                        w[k] = e[k] * ec[j, k]
-                        s = s + w[k]
-                    if s > TINY:
-                        lt = log(s) + mi + mc[j]
+                    # a component already off (or holding the whole row) is not tried
+                    if not (1e-3 < alpha[i, k] - a[k] <= search_share * total):
+                        continue
+                    for q in range(K):
+                        saved[q] = alpha[i, q]
+                    alpha[i, k] = a[k]
+                    xl = 0.0  # assigned in the loop, so private to each thread
+                    it = it + _regress_row(indptr, indices, data, i, elog_f, ec, mc, &a[0],
+                                           &log_beta[0], K, &alpha[i, 0], &xl, max_iter,
+                                           tol, w, zr, el, e)
+                    trial = _row_bound(&alpha[i, 0], xl, &a[0], &b[0], &beta[0],
+                                       &log_beta[0], K)
+                    if trial > bound + 1e-9 * fabs(bound):
+                        bound = trial
+                        xlogt[i] = xl
+                        kept = True
                     else:
-                        mx = shifted_exp_pair(el, &elog_f[j, 0], w, K)
-                        s = 0.0
-                        for k in range(K):
-                            s = s + w[k]
-                        lt = mx + log(s)
-                    acc = acc + x * lt
-                    c = x / s
-                    for k in range(K):
-                        zr[k] = zr[k] + c * w[k]
-                xlogt[i] = acc
-                if it >= lim:
-                    break
-                delta = 0.0
-                for k in range(K):
-                    v = a[k] + zr[k]
-                    s = fabs(v - alpha[i, k]) / v
-                    if s > delta:
-                        delta = s
-                    alpha[i, k] = v
-                it = it + 1
-                if delta <= tol:
-                    # one more pass evaluates xlogt at the final shapes
-                    lim = it
+                        for q in range(K):
+                            alpha[i, q] = saved[q]
             n_iter[i] = it
             if not isfinite(xlogt[i]):
                 status[i] = FAIL_NOT_FINITE
@@ -247,6 +321,7 @@ def transform_rows(
         free(zr)
         free(el)
         free(e)
+        free(saved)
     raise_for_status(status_arr, "The transform", item="row", advice=_ADVICE)
 
 

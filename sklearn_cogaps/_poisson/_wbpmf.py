@@ -27,7 +27,7 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._seeding import draw_seeds
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
-from ._counts import COUNTS_ADVICE, kl_nmf
+from ._counts import COUNTS_ADVICE, check_total, kl_nmf
 from ._ebpm import EBPM_FAMILIES, _expected_loglik_rows, _posterior_rows
 from ._wbpmf_updates import (
     _CLAMP,
@@ -41,7 +41,6 @@ from ._wbpmf_updates import (
 
 __all__ = ["WeightedBackgroundPMF"]
 
-_MAX_TOTAL = 1e150  # largest total count: the updates form products of two count-sized numbers
 _ML_ITER = 30  # multiplicative updates of the maximum-likelihood start of transform
 # What to do instead of passing data as the second positional argument.
 _NO_SIDE_INPUT = (
@@ -278,13 +277,7 @@ class WeightedBackgroundPMF(
         X = sparse.csr_matrix(X, dtype=np.float64, copy=True)
         X.sum_duplicates()
         X.eliminate_zeros()
-        total = float(np.sum(X.data))
-        if not total <= _MAX_TOTAL:
-            raise ValueError(
-                f"X sums to {total:.3g}; the variational updates multiply counts by rates of "
-                f"the same size, which overflows in float64 above a total of {_MAX_TOTAL:g}. "
-                f"Rescale X (the model is for counts)."
-            )
+        check_total(X.data, type(self).__name__)
         return X
 
     def _initial_factors(self, X, W, H, rng):

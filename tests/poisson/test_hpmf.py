@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse, stats
-from scipy.special import polygamma
+from scipy.special import digamma as special_digamma
+from scipy.special import gammaln, logsumexp, polygamma
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -23,6 +24,7 @@ from sklearn_cogaps._poisson._hpmf_fast import (
 )
 from sklearn_cogaps._poisson._hpmf_fast import (
     sample_log_gamma,
+    transform_rows,
 )
 from sklearn_cogaps._utils import _openmp_helpers
 
@@ -146,6 +148,43 @@ def test_transform_reproduces_the_fitted_loadings(example, vbem_fit):
         "hierarchicalpmf1",
         "hierarchicalpmf2",
     ]
+
+
+def _row_bounds(est, X, shape, rate):
+    """Each row's ELBO (without -sum ln x!) at q(l_i) = Gamma(shape_i, rate), q(F) fixed."""
+    a, b = est.prior_loadings_shape_, est.prior_loadings_rate_
+    rate = np.broadcast_to(rate, shape.shape)
+    elog = special_digamma(shape) - np.log(rate)
+    lt = logsumexp(elog[:, :, None] + est.components_log_[None], axis=1)
+    kl = ((shape - a) * special_digamma(shape) - gammaln(shape) + gammaln(a)
+          + a * (np.log(rate) - np.log(b)) + shape * (b - rate) / rate)  # fmt: skip
+    return (X * lt).sum(1) - (shape / rate) @ est.components_.sum(1) - kl.sum(1)
+
+
+def test_transform_reaches_the_fitted_rows_optimum():
+    # The per-row bound has several fixed points (a component that holds a few counts of a
+    # row switched on or off). From its uniform start alone, the regression of the training
+    # rows ends below the fit's own rows in several of them; with the search it does not.
+    rng = np.random.default_rng(0)
+    n, p, K = 150, 300, 5
+    L = rng.gamma(0.3, 1 / 0.3 * 2, (n, K))
+    F = rng.gamma(0.3, 1 / 0.3, (p, K)) * rng.gamma(2, 0.5, (p, 1))
+    X = rng.poisson(L @ F.T * 0.5).astype(np.float64)
+    est = HierarchicalPMF(K, random_state=0).fit(X)
+    rate = est.prior_loadings_rate_ + est.components_.sum(1)
+    fitted = _row_bounds(est, X, est.loadings_shape_, est.loadings_rate_)
+    searched = _row_bounds(est, X, est.transform(X) * rate, rate)
+    assert np.all(searched >= fitted - 1e-9 * np.abs(fitted))
+    # the same regression without the search (search_share=0), from the same start
+    counts = sparse.csr_matrix(X)
+    shape = np.ascontiguousarray(est.prior_loadings_shape_ + X.sum(1)[:, None] / K)
+    transform_rows(counts.indptr, counts.indices, counts.data,
+                   np.ascontiguousarray(est.components_log_.T), est.prior_loadings_shape_,
+                   est.prior_loadings_rate_, rate, shape, np.empty(n),
+                   np.empty(n, dtype=np.intc), 5000, 1e-10, 0.0, 1)  # fmt: skip
+    uniform = _row_bounds(est, X, shape, rate)
+    assert np.sum(uniform < fitted - 1e-6) >= 3
+    assert np.all(searched >= uniform - 1e-9 * np.abs(uniform))
 
 
 def test_dense_and_sparse_input_give_the_same_fit(example):
