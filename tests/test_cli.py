@@ -348,6 +348,40 @@ def test_python_dash_m_runs_the_command_line(tmp_path):
     assert "usage: sklearn-cogaps" in done.stdout and "--n-components" in done.stdout
 
 
+def test_a_reader_that_stops_early_does_not_stop_the_run(data, tmp_path):
+    # sklearn-cogaps IN -o OUT | head -1: the summary is cut short, the results are written
+    X, samples, features = data
+    table = tmp_path / "X.csv"
+    _write_delimited(table, X, samples, features, ",")
+    out = tmp_path / "out.npz"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "sklearn_cogaps", table, "-k", "2", "--max-iter", "300", "-o", out],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    run.stdout.readline()
+    run.stdout.close()  # as head does after its lines
+    err = run.stderr.read().decode()
+    assert run.wait(timeout=300) == 0, err
+    assert "Broken pipe" not in err and "Exception ignored" not in err
+    with np.load(out) as r:
+        assert r["patterns"].shape == (X.shape[0], 2)
+
+
+def test_a_tall_table_gets_a_hint_to_transpose(data, tmp_path, capsys):
+    X, samples, features = data
+    table = tmp_path / "genes_by_samples.csv"
+    tall = np.tile(X[:2].T, (10, 1))  # 250 genes x 2 samples
+    genes = np.array([f"gene{j}" for j in range(tall.shape[0])])
+    _write_delimited(table, tall, genes, samples[:2], ",")
+    status, _, err = _run(capsys, [table, *FAST])
+    assert status == 0, err
+    assert "250 rows and 2 columns" in err and "add --transpose" in err
+    status, _, err = _run(capsys, [table, "--transpose", *FAST])
+    assert status == 0 and "add --transpose" not in err
+
+
 def _interrupt_at(monkeypatch, call):
     """Make the sampler raise KeyboardInterrupt at its `call`-th iteration, as Ctrl-C does."""
     from sklearn_cogaps._cogaps import _chain as _cogaps

@@ -1,6 +1,9 @@
 """Running the command line: the built-in example, a fit of the user's matrix, and the
 summary it prints."""
 
+import contextlib
+import io
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,6 +17,52 @@ from ._read import CommandLineError, _kind, read_matrix
 from ._write import chain_status, write_h5ad, write_results
 
 __all__ = ["main"]
+
+# A file with this many times more rows than columns is likely genes x samples.
+_TALL = 20
+
+
+class _PipeTolerantOutput(io.TextIOBase):
+    """Standard output that a reader may close early (``sklearn-cogaps ... | head``).
+
+    The summary is a report, the results are the files: once the reader has gone, the rest
+    of the report is dropped and the run goes on to write its files, where a plain ``print``
+    would stop it with a BrokenPipeError.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.closed_by_reader = False
+
+    def _drop_the_rest(self):
+        self.closed_by_reader = True
+        # what the stream still buffers goes to /dev/null at exit, not to a closed pipe
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def write(self, text):
+        if not self.closed_by_reader:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._drop_the_rest()
+        return len(text)
+
+    def flush(self):
+        if not self.closed_by_reader:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop_the_rest()
+
+    @property
+    def encoding(self):
+        return getattr(self._stream, "encoding", None)
+
+    def writable(self):
+        return True
 
 
 def _levels():
@@ -212,6 +261,13 @@ def _run_file(args, make_model):
     K = args.n_components or 7
     model = make_model(K)
     how = f" (the transpose of the file's {X.shape[1]} x {X.shape[0]})" if args.transpose else ""
+    if not args.transpose and X.shape[0] >= _TALL * X.shape[1]:
+        print(
+            f"note: '{args.input}' has {X.shape[0]:,} rows and {X.shape[1]:,} columns, read as "
+            f"{X.shape[0]:,} samples x {X.shape[1]:,} features. If its rows are genes (R "
+            "CoGAPS's genes x samples), add --transpose.",
+            file=sys.stderr,
+        )
     print(
         f"CoGAPS on {args.input}: {X.shape[0]} samples x {X.shape[1]} features{how}, {K} patterns"
     )
@@ -274,6 +330,12 @@ def main(argv=None):
         )
 
     interrupted = "interrupted before the fit finished; nothing written."
+    with contextlib.redirect_stdout(_PipeTolerantOutput(sys.stdout)):
+        return _main(args, parser, make_model, interrupted)
+
+
+def _main(args, parser, make_model, interrupted):
+    """The run of :func:`main`, its summary on standard output."""
     try:
         if args.output is not None:
             _kind(args.output, (".npz", ".csv", ".tsv"), "the output")
@@ -289,6 +351,10 @@ def main(argv=None):
             if not Path(args.output_h5ad).resolve().parent.is_dir():
                 raise CommandLineError(
                     f"the folder of the output '{args.output_h5ad}' does not exist."
+                )
+            if Path(args.output_h5ad).resolve() == Path(args.input).resolve():
+                raise CommandLineError(
+                    f"--output-h5ad '{args.output_h5ad}' would overwrite the input; name a copy."
                 )
         if args.input is None:
             if args.uncertainty or args.transpose or args.layer:

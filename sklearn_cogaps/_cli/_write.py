@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._read import CommandLineError, _import_anndata, _kind
+from ._read import _import_anndata, _kind
 
 __all__ = ["OUTPUT_FORMATS", "chain_status", "write_h5ad", "write_results"]
 
@@ -193,9 +193,7 @@ def write_h5ad(path, source, model, layer=None):
         from anndata.io import write_elem
     except ImportError:  # anndata < 0.11
         from anndata.experimental import write_elem
-    path = Path(path)
-    if path.resolve() == Path(source).resolve():
-        raise CommandLineError(f"--output-h5ad '{path}' would overwrite the input; name a copy.")
+    path = Path(path)  # the command line refused the input's own path before the fit
     obsm, varm, uns = anndata_results(model, "cogaps")
     uns.update(chain_status(model))
     uns["layer"] = "X" if layer is None else layer
