@@ -2,6 +2,7 @@
 
 from ._cogaps import (
     CoGAPS,
+    PatternMarkers,
     default_uncertainty,
     gene_set_statistic,
     marker_overrepresentation,
@@ -21,6 +22,7 @@ from ._poisson import HierarchicalPMF, WeightedBackgroundPMF
 from ._utils._matching import match_components
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
 from ._utils._progress import FitInterruptedWarning
+from ._utils._recommend import triplets_to_matrix
 from ._xd import ExtremeDeconvolution
 
 _register_moved_modules()
@@ -44,7 +46,9 @@ __all__ = [
     "marker_overrepresentation",
     "match_components",
     "openmp_enabled",
+    "triplets_to_matrix",
     "pattern_markers",
+    "PatternMarkers",
     "z_scores",
     "WeightedBackgroundPMF",
 ]

@@ -4,6 +4,9 @@ non-negative factorisation transformers have in common."""
 import inspect
 
 import numpy as np
+from scipy import sparse
+from sklearn.decomposition._nmf import _beta_divergence
+from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._utils._anndata import index_by_obs_names
@@ -73,6 +76,10 @@ class NonNegativeFactorisationMixin:
         "shift them by their minimum."
     )
 
+    #: The beta-divergence whose square root ``reconstruction_err_`` is, as in scikit-learn's
+    #: NMF: 2 (Frobenius) or 1 (Kullback-Leibler, the Poisson models' loss).
+    _reconstruction_beta = 2
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)  # scikit-learn's set_output wraps transform here
         for name in ("transform", "fit_transform"):
@@ -101,7 +108,34 @@ class NonNegativeFactorisationMixin:
                 f"n_components={self.components_.shape[0]}); got {W.shape}. Pass the output "
                 f"of transform."
             )
-        return W @ self.components_.astype(np.result_type(W, self.components_), copy=False)
+        X_original = W @ self.components_.astype(np.result_type(W, self.components_), copy=False)
+        # set_output wraps transform only; the reconstruction has the input's features
+        config = _get_output_config("transform", self)["dense"]
+        if config == "default":
+            return X_original
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            names = np.array([f"x{j}" for j in range(X_original.shape[1])], dtype=object)
+        return ADAPTERS_MANAGER.adapters[config].create_container(
+            X_original, X, columns=names, inplace=False
+        )
+
+    def _set_reconstruction_err(self, X):
+        """``reconstruction_err_``: the distance between X and ``loadings_ @ components_``,
+        as scikit-learn's NMF defines it for its ``beta_loss``: the Frobenius norm (beta 2)
+        or sqrt(2 D_KL(X || WH)) (beta 1), from the stored entries of a sparse X."""
+        W = np.asarray(self.loadings_, dtype=np.float64)
+        H = np.asarray(self.components_, dtype=np.float64)
+        if sparse.issparse(X):
+            # scikit-learn's divergence pairs X.data with X's non-zero pattern: canonical CSR
+            X = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+            X.sum_duplicates()
+            X.eliminate_zeros()
+        else:
+            X = np.asarray(X, dtype=np.float64)
+        self.reconstruction_err_ = float(
+            _beta_divergence(X, W, H, self._reconstruction_beta, square_root=True)
+        )
 
     @property
     def _n_features_out(self):

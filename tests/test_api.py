@@ -183,7 +183,8 @@ def test_a_table_of_user_item_count_triplets_is_refused(estimator):
             "Count": rng.randint(1, 5, 50),
         }
     )
-    with pytest.raises(ValueError, match=r"triplets.*csr_matrix\(\(df\['Count'\]"):
+    advice = r"triplets_to_matrix\(df\['UserId'\], df\['ItemId'\], df\['Count'\]\)"
+    with pytest.raises(ValueError, match="triplets.*" + advice):
         estimator.fit(triplets)
     with pytest.raises(ValueError, match="triplets"):
         estimator.fit(triplets.rename(columns={"UserId": "user", "ItemId": "item"}))
@@ -201,7 +202,7 @@ def test_a_table_of_user_item_rating_triplets_is_refused_by_maxmarginmf():
             "rating": rng.randint(1, 6, 50),
         }
     )
-    with pytest.raises(ValueError, match=r"rating\) triplets.*csr_matrix\(\(df\['Rating'\]"):
+    with pytest.raises(ValueError, match=r"rating\) triplets.*df\['ItemId'\], df\['Rating'\]\)"):
         MaxMarginMF(n_components=2, max_iter=2, burn_in=0).fit(triplets)
 
 
@@ -654,3 +655,54 @@ def test_negative_input_says_what_to_pass_instead(estimator, advice):
     fitted = _quiet(clone(estimator).fit, COUNTS)
     with pytest.raises(ValueError, match=advice):
         fitted.transform(-COUNTS)
+
+
+@pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
+def test_reconstruction_err_is_nmf_s_for_the_model_s_loss(estimator):
+    est = _quiet(clone(estimator).fit, COUNTS)
+    mean = est.loadings_ @ est.components_
+    if isinstance(est, CoGAPS):  # Frobenius, NMF's default
+        expected = np.linalg.norm(COUNTS - mean)
+    else:  # the Poisson deviance, NMF's beta_loss="kullback-leibler"
+        x = COUNTS
+        kl = np.sum(np.where(x > 0, x * np.log(np.where(x > 0, x, 1) / mean), 0) - x + mean)
+        expected = np.sqrt(2 * kl)
+    assert_allclose(est.reconstruction_err_, expected, rtol=1e-10)
+    sparse_fit = _quiet(clone(estimator).fit, sparse.csr_matrix(COUNTS))
+    assert_allclose(sparse_fit.reconstruction_err_, expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
+def test_inverse_transform_keeps_the_pandas_output(estimator):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(COUNTS, columns=[f"g{j}" for j in range(15)],
+                         index=[f"c{i}" for i in range(24)])  # fmt: skip
+    est = _quiet(clone(estimator).set_output(transform="pandas").fit, frame)
+    W = _quiet(est.transform, frame)
+    back = est.inverse_transform(W)
+    assert isinstance(back, pd.DataFrame)
+    assert list(back.columns) == list(frame.columns) and list(back.index) == list(frame.index)
+    assert_allclose(back.to_numpy(), W.to_numpy() @ est.components_)
+    plain = est.set_output(transform="default")
+    assert isinstance(plain.inverse_transform(W.to_numpy()), np.ndarray)
+
+
+@pytest.mark.parametrize(
+    "estimator, advice",
+    [
+        (CoGAPS(2, max_iter=5), r"large standard deviation: U = default_uncertainty"),
+        (HierarchicalPMF(2), r"no missing counts.*np.nan_to_num\(X\)"),
+        (WeightedBackgroundPMF(2), r"no missing counts.*np.nan_to_num\(X\)"),
+    ],
+    ids=lambda v: type(v).__name__ if hasattr(v, "fit") else "",
+)
+def test_nan_gets_advice_for_the_model_not_for_supervised_learning(estimator, advice):
+    X = COUNTS.copy()
+    X[0, 0] = np.nan
+    for data in (X, sparse.csr_matrix(X)):
+        with pytest.raises(ValueError, match=r"Input X contains NaN\. .*" + advice) as info:
+            estimator.fit(data)
+        assert "supervised" not in str(info.value)
+    fitted = _quiet(clone(estimator).fit, COUNTS)
+    with pytest.raises(ValueError, match=advice):
+        fitted.transform(X)

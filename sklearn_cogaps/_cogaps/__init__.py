@@ -4,7 +4,7 @@ statistics."""
 
 from ._estimator import CoGAPS
 from ._gene_sets import gene_set_statistic, marker_overrepresentation
-from ._markers import pattern_markers, z_scores
+from ._markers import PatternMarkers, pattern_markers, z_scores
 from ._uncertainty import default_uncertainty
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "default_uncertainty",
     "gene_set_statistic",
     "marker_overrepresentation",
+    "PatternMarkers",
     "pattern_markers",
     "z_scores",
 ]

@@ -229,6 +229,9 @@ class CoGAPS(
     chisq_ : float
         Chi-square ``sum(((X - loadings_ @ components_) / uncertainty) ** 2)`` of the
         posterior mean (CoGAPS's ``meanChiSq``).
+    reconstruction_err_ : float
+        Frobenius norm of ``X - loadings_ @ components_``, unweighted: scikit-learn's NMF's
+        ``reconstruction_err_`` (its default ``beta_loss="frobenius"``).
     uncertainty_model_ : {"relative", "poisson", "array"}
         The uncertainty of the fit: a named model, or ``"array"`` for the user's own.
         :meth:`transform` and :meth:`score` use the named model when given no
@@ -317,6 +320,12 @@ class CoGAPS(
     )
 
     _peer_parameters = R_PARAMETERS
+    _missing_value_advice = (
+        "CoGAPS weighs each entry of X by 1 / uncertainty**2; to leave entries out of the "
+        "fit, give them a value of 0 and a large standard deviation: "
+        "U = default_uncertainty(np.nan_to_num(X)); U[np.isnan(X)] = 1e6 * np.nanmax(X); "
+        "fit(np.nan_to_num(X), uncertainty=U) (default_uncertainty is in sklearn_cogaps)."
+    )
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -550,7 +559,9 @@ class CoGAPS(
                     "and fixed_patterns need distributed=None."
                 )
             self._n_calibration_iter = None  # the subsets' chains have their own phases
-            return fit_distributed(self, X, uncertainty)
+            fit_distributed(self, X, uncertainty)
+            self._set_reconstruction_err(X)
+            return self
         check_single_chain_parameters(self)
         clear_distributed_attributes(self)
         fixed = validate_fixed(X, self.n_components, fixed_components, fixed_patterns)
@@ -597,6 +608,7 @@ class CoGAPS(
             # starts append (they sample only)
             self._n_calibration_iter = min(run.n_iter, self.max_iter)
         check_finite_fit(self)
+        self._set_reconstruction_err(X)
         return self
 
     @property
@@ -684,8 +696,8 @@ class CoGAPS(
         W = np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
         return as_dtype(W, X.dtype)
 
-    def pattern_markers(self, threshold="all"):
-        """The features that mark each pattern (CoGAPS's ``patternMarkers``).
+    def pattern_markers(self, threshold="all", *, axis="features", weights=None):
+        """The features (or samples) that mark each pattern (CoGAPS's ``patternMarkers``).
 
         Parameters
         ----------
@@ -693,23 +705,36 @@ class CoGAPS(
             ``"all"`` gives each feature to the pattern where it ranks best; ``"cut"`` keeps,
             for each pattern, the features in rank order up to the first one that ranks
             better in another pattern. See :func:`sklearn_cogaps.pattern_markers`.
+        axis : {"features", "samples"}, default="features"
+            What to rank: the features by their amplitudes (R's ``axis = 1``, the genes) or
+            the samples by their patterns (R's ``axis = 2``).
+        weights : array-like of shape (n_components,), default=None
+            One profile over the patterns to rank against instead of each pattern (R's
+            ``lp``), e.g. ``[1, 1, 0]`` for what patterns 1 and 2 share.
 
         Returns
         -------
-        markers : list of ndarray
-            For each pattern, its marker features, best first: their names when ``X`` had
-            feature names, else their indices.
-        ranks : ndarray of shape (n_features, n_components)
-            Rank of each feature for each pattern (1 = most specific).
-        scores : ndarray of shape (n_features, n_components)
-            Distance of each feature's normalised amplitude profile to each pattern.
+        result : PatternMarkers
+            A named tuple that unpacks as ``markers, ranks, scores``: for each pattern (or
+            the profile of ``weights``), its markers best first (their names when ``X`` had
+            feature names and ``axis="features"``, else their indices); the rank of each
+            feature or sample for each pattern (1 = most specific), of shape
+            (n_features or n_samples, n_components or 1); and the distances they come from.
         """
         check_is_fitted(self)
-        markers, ranks, scores = pattern_markers(self.components_.T, self.loadings_, threshold)
+        if axis not in ("features", "samples"):
+            raise ValueError(
+                f"axis must be 'features' or 'samples' (R's axis = 1 or 2); got {axis!r}."
+            )
+        if axis == "features":
+            amplitudes, patterns = self.components_.T, self.loadings_
+        else:
+            amplitudes, patterns = self.loadings_, self.components_.T
+        result = pattern_markers(amplitudes, patterns, threshold, weights=weights)
         names = getattr(self, "feature_names_in_", None)
-        if names is not None:
-            markers = [names[m] for m in markers]
-        return markers, ranks, scores
+        if names is not None and axis == "features":
+            result = result._replace(markers=[names[m] for m in result.markers])
+        return result
 
     def z_scores(self):
         """Posterior mean over standard deviation of both factors (CoGAPS's ``calcZ``).

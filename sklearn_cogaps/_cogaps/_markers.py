@@ -1,12 +1,33 @@
 """Post-fit statistics of a CoGAPS fit that users of the R package rely on: pattern markers
 (its ``patternMarkers``) and z-scores of the posterior (its ``calcZ``)."""
 
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["pattern_markers", "z_scores"]
+__all__ = ["PatternMarkers", "pattern_markers", "z_scores"]
 
 
-def pattern_markers(amplitudes, patterns, threshold="all"):
+class PatternMarkers(NamedTuple):
+    """What :func:`pattern_markers` finds; it unpacks as ``markers, ranks, scores``.
+
+    Parameters
+    ----------
+    markers : list of ndarray
+        For each pattern (or for the one profile of ``weights``), its marker features, best
+        first.
+    ranks : ndarray of shape (n_features, n_profiles)
+        Rank of each feature for each pattern (1 = most specific).
+    scores : ndarray of shape (n_features, n_profiles)
+        Distance of each feature's normalised profile to each pattern's.
+    """
+
+    markers: list
+    ranks: np.ndarray
+    scores: np.ndarray
+
+
+def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
     """Rank the features by how specifically they follow each pattern.
 
     As CoGAPS's ``patternMarkers``: the amplitudes are scaled by the maximum of their
@@ -15,7 +36,9 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
     vector of ``k`` (0: the feature loads on pattern ``k`` only). Ranks are taken per
     pattern (1 = closest; ties share the average rank). A feature whose amplitudes are all
     0 has no profile: its scores are NaN, it shares the last ranks of every pattern and it
-    marks none (R ranks its NaN scores last).
+    marks none (R ranks its NaN scores last). With ``weights`` (R's ``lp``) the features are
+    scored against that one profile instead. To rank samples rather than features (R's
+    ``axis = 2``), pass the patterns as ``amplitudes`` and the amplitudes as ``patterns``.
 
     Parameters
     ----------
@@ -27,17 +50,30 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
         ``"all"`` gives each feature to the pattern where it ranks best, so the markers
         partition the features (those with some amplitude); ``"cut"`` keeps, for each
         pattern, the features in rank order up to the first one that ranks better in
-        another pattern.
+        another pattern. Not used with ``weights``.
+    weights : array-like of shape (n_components,), default=None
+        One profile over the patterns to score the features against (R's ``lp``): for
+        example ``[1, 1, 0]`` for the features of patterns 1 and 2 together. Every feature
+        with some amplitude is a marker of it, in rank order.
 
     Returns
     -------
-    markers : list of ndarray of int
-        For each pattern, the indices of its marker features, best first (features with
-        amplitudes all 0 are in none).
-    ranks : ndarray of shape (n_features, n_components)
-        Rank of each feature for each pattern.
-    scores : ndarray of shape (n_features, n_components)
-        The distances the ranks come from.
+    result : PatternMarkers
+        ``markers`` (for each pattern, or for the one profile of ``weights``, the indices of
+        its marker features, best first; features with amplitudes all 0 are in none),
+        ``ranks`` of shape (n_features, n_profiles) and ``scores`` of the same shape, the
+        distances the ranks come from. It unpacks as ``markers, ranks, scores``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import pattern_markers
+    >>> amplitudes = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.2, 0.8]])
+    >>> result = pattern_markers(amplitudes, np.ones((3, 2)))
+    >>> [m.tolist() for m in result.markers]
+    [[0, 1], [2, 3]]
+    >>> pattern_markers(amplitudes, np.ones((3, 2)), weights=[1, 1]).markers[0].tolist()
+    [3, 1, 0, 2]
     """
     from scipy.stats import rankdata
 
@@ -57,34 +93,43 @@ def pattern_markers(amplitudes, patterns, threshold="all"):
             raise ValueError(
                 f"{name} must be finite and non-negative (CoGAPS's factors are); got {problem}."
             )
+    K = amplitudes.shape[1]
+    if weights is None:
+        targets = np.eye(K)
+    else:
+        targets = np.asarray(weights, dtype=np.float64).reshape(1, -1)
+        if targets.shape[1] != K or not np.all(np.isfinite(targets)):
+            raise ValueError(
+                f"weights must be {K} finite numbers, one per pattern (R's lp); got "
+                f"{np.asarray(weights).ravel().tolist()}."
+            )
     A = amplitudes * patterns.max(axis=0)
     row_max = A.max(axis=1, keepdims=True)
     # a feature whose amplitudes are all 0 has no profile (R's x / max(x) is NaN there)
     detected = row_max[:, 0] > 0
     profile = np.divide(A, row_max, out=np.full_like(A, np.nan), where=row_max > 0)
-    K = A.shape[1]
-    scores = np.empty_like(profile)
-    for k in range(K):
-        target = np.zeros(K)
-        target[k] = 1.0
+    scores = np.empty((A.shape[0], targets.shape[0]))
+    for k, target in enumerate(targets):
         scores[:, k] = np.sqrt(np.sum((profile - target) ** 2, axis=1))
     # the undetected features share the last ranks of every pattern
     n_detected = int(detected.sum())
     ranks = np.full_like(scores, (n_detected + 1 + A.shape[0]) / 2.0)
-    for k in range(K):
+    for k in range(scores.shape[1]):
         ranks[detected, k] = rankdata(scores[detected, k])
     best = ranks.min(axis=1)
     markers = []
-    for k in range(K):
+    for k in range(scores.shape[1]):
         order = np.argsort(ranks[:, k], kind="stable")
         order = order[detected[order]]
-        if threshold == "all":
+        if weights is not None:
+            markers.append(order)
+        elif threshold == "all":
             owner = np.argmin(ranks, axis=1)
             markers.append(order[owner[order] == k])
         else:
             worse = np.flatnonzero(ranks[order, k] > best[order])
             markers.append(order[: worse[0] if worse.size else order.size])
-    return markers, ranks, scores
+    return PatternMarkers(markers, ranks, scores)
 
 
 # What CoGAPS's calcZ divides by where a standard deviation is 0 (``stddev[stddev == 0]

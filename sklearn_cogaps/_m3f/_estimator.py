@@ -21,6 +21,7 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
+from .._utils._recommend import RecommenderMixin
 from .._utils._seeding import draw_seeds
 from .._utils._validation import (
     check_ignored_y,
@@ -82,7 +83,7 @@ class _FitState:
         self.n_features, self.held_out = n_features, held_out
 
 
-class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
+class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin, BaseEstimator):
     """Gibbs max-margin matrix factorisation of ordinal ratings (Gibbs M3F and iPM3F).
 
     Users (rows) rate items (columns) on L ordered levels. A rating is explained by a score
@@ -231,6 +232,14 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
     }
 
     _fit_advice = "MaxMarginMF(n_components=K).fit(R)"
+    _peer_methods = {
+        "predict": (
+            "a rating library",
+            "predict_ratings(X) for the ratings of the pairs of X, or score_pairs(users, "
+            "items) for their scores",
+        ),
+        "topN": ("hpfrec", "recommend(R_user_rows, n=..., users=user_indices)"),
+    }
 
     _renamed_attributes = {
         "user_factors_": ("loadings_", False),
@@ -747,6 +756,13 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, BaseEstimator):
             U, theta = sample_new_users(self, R)
         x = np.einsum("pk,pk->p", U[rows], self.components_.T[P.indices])
         return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]))
+
+    def _recommend_input(self, X):
+        R = self._validate_ratings(X, reset=False)
+        return R, R  # a user has seen the items it rated
+
+    def _new_user_factors(self, R):
+        return sample_new_users(self, R)[0]
 
     def score(self, X, y=None):
         """Score held-out ratings of the users of X: minus their NMAE (higher is better).

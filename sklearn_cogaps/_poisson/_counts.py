@@ -5,15 +5,31 @@ Poisson factorisation."""
 import warnings
 
 import numpy as np
+from scipy import sparse
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
 
-__all__ = ["COUNTS_ADVICE", "check_total", "kl_nmf"]
+from .._utils._recommend import RecommenderMixin
+
+__all__ = [
+    "COUNTS_ADVICE",
+    "MISSING_COUNTS_ADVICE",
+    "CountRecommenderMixin",
+    "check_total",
+    "kl_nmf",
+]
 
 #: What a count model's error on negative input adds (``_negative_input_advice``).
 COUNTS_ADVICE = (
     "The model is for counts: pass the raw counts, before normalising, centring or "
     "log-transforming them."
+)
+
+#: What a count model's error on NaN says (``_missing_value_advice``).
+MISSING_COUNTS_ADVICE = (
+    "A Poisson factorisation has no missing counts: every entry is a count, and a sparse "
+    "matrix leaves out zeros, not unknowns. Replace NaN by 0 where it stands for no count "
+    "(np.nan_to_num(X)), or drop the rows or columns that have them."
 )
 
 #: Largest total count: the variational updates form products of two count-sized numbers
@@ -69,3 +85,29 @@ def kl_nmf(X, n_components, max_iter, random_state, **nmf_params):
         warnings.simplefilter("ignore", ConvergenceWarning)
         W = nmf.fit_transform(X)
     return W, nmf.components_.T.copy()
+
+
+#: hpfrec's methods, and what to call instead.
+HPFREC_METHODS = {
+    "topN": ("hpfrec", "recommend(X_user_rows, n=..., users=user_indices)"),
+    "topN_cold": ("hpfrec", "recommend(X_new_rows, n=...) (new users by default)"),
+    "predict": ("hpfrec", "score_pairs(users, items) for the expected counts of pairs"),
+    "eval_llk": ("hpfrec", "score(X) for the ELBO per row of held-out counts"),
+}
+
+
+class CountRecommenderMixin(RecommenderMixin):
+    """Recommendations from a Poisson factorisation of users x items counts: the score of a
+    pair is its expected count, the seen items of a row are its non-zero counts, and new
+    users get their loadings from ``transform``."""
+
+    _peer_methods = HPFREC_METHODS
+
+    def _recommend_input(self, X):
+        X = self._validate_counts(X, reset=False)
+        seen = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+        seen.eliminate_zeros()
+        return X, seen
+
+    def _new_user_factors(self, X):
+        return np.asarray(self.transform(X))

@@ -28,7 +28,13 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import check_ignored_y, validate_input
-from ._counts import COUNTS_ADVICE, check_total, kl_nmf
+from ._counts import (
+    COUNTS_ADVICE,
+    MISSING_COUNTS_ADVICE,
+    CountRecommenderMixin,
+    check_total,
+    kl_nmf,
+)
 from ._hpmf_updates import (
     _augmented_elbo,
     _Counts,
@@ -85,6 +91,7 @@ class HierarchicalPMF(
     RenamedMixin,
     IterativeMixin,
     DataInFitMixin,
+    CountRecommenderMixin,
     NonNegativeFactorisationMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
@@ -188,6 +195,9 @@ class HierarchicalPMF(
     exact_lower_bound_ : float
         A Monte Carlo estimate (16 draws) of the ELBO of the original model at the fitted q;
         at least ``augmented_lower_bound_`` up to Monte Carlo error.
+    reconstruction_err_ : float
+        ``sqrt(2 D_KL(X || loadings_ @ components_))``, the Poisson deviance's square root:
+        scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
     n_iter_ : int
         Number of iterations run by the last call to ``fit``.
     n_features_in_ : int
@@ -244,6 +254,8 @@ class HierarchicalPMF(
     }
 
     _negative_input_advice = COUNTS_ADVICE
+    _missing_value_advice = MISSING_COUNTS_ADVICE
+    _reconstruction_beta = 1
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -532,6 +544,7 @@ class HierarchicalPMF(
         self.components_log_ = np.ascontiguousarray(F.elog.T)
         self.prior_loadings_shape_, self.prior_loadings_rate_ = L.a, L.b
         self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
+        self._set_reconstruction_err(X)
         return self
 
     # -- new rows ----------------------------------------------------------------------------

@@ -27,7 +27,13 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._seeding import draw_seeds
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
-from ._counts import COUNTS_ADVICE, check_total, kl_nmf
+from ._counts import (
+    COUNTS_ADVICE,
+    MISSING_COUNTS_ADVICE,
+    CountRecommenderMixin,
+    check_total,
+    kl_nmf,
+)
 from ._ebpm import EBPM_FAMILIES, _expected_loglik_rows, _posterior_rows
 from ._wbpmf_updates import (
     _CLAMP,
@@ -73,6 +79,7 @@ class WeightedBackgroundPMF(
     RenamedMixin,
     IterativeMixin,
     DataInFitMixin,
+    CountRecommenderMixin,
     NonNegativeFactorisationMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
@@ -162,6 +169,9 @@ class WeightedBackgroundPMF(
         ``KL(q_L,k || g_L,k)`` and ``KL(q_F,k || g_F,k)`` at the end of the fit.
     lower_bound_ : float
         The final ELBO (eq. 3.20, including ``-sum log X_ij!``).
+    reconstruction_err_ : float
+        ``sqrt(2 D_KL(X || loadings_ @ components_))``, the Poisson deviance's square root:
+        scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
     objective_history_ : ndarray of shape (``n_iter_``,)
         The ELBO after each iteration.
     n_iter_ : int
@@ -222,6 +232,8 @@ class WeightedBackgroundPMF(
     }
 
     _negative_input_advice = COUNTS_ADVICE
+    _missing_value_advice = MISSING_COUNTS_ADVICE
+    _reconstruction_beta = 1
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -265,7 +277,7 @@ class WeightedBackgroundPMF(
         self.prior_factors = prior_factors
 
     # ------------------------------------------------------------------ helpers
-    def _validate_X(self, X, reset):
+    def _validate_counts(self, X, reset):
         X = validate_input(
             self,
             X,
@@ -375,7 +387,7 @@ class WeightedBackgroundPMF(
         # labelled starts are read by position: their samples and features must be X's
         check_side_labels(X, "W", W, axes=("row",))
         check_side_labels(X, "H", H, axes=("column",))
-        X = self._validate_X(X, reset=True)
+        X = self._validate_counts(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
         with threadpool_limits(limits=1, user_api="blas"):
             return self._fit(X, W, H)
@@ -424,6 +436,7 @@ class WeightedBackgroundPMF(
         self.lower_bound_ = float(run.history[-1])
         self.components_ = (w[:, None] * (f0[:, None] * Ef).T).copy()
         self._fit_families = problem.families
+        self._set_reconstruction_err(X)
         return self
 
     # ---------------------------------------------------------------- transform
@@ -569,7 +582,7 @@ class WeightedBackgroundPMF(
             ``l0_i E[l_ik]``, so that ``L @ components_`` is the fitted mean of ``X``.
         """
         check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
+        X = self._validate_counts(X, reset=False)
         _, _, l0, El, _, _ = self._fit_rows(X)
         return l0[:, None] * El
 
@@ -595,7 +608,7 @@ class WeightedBackgroundPMF(
         """
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice="score the counts alone, call score(X)")
-        X = self._validate_X(X, reset=False)
+        X = self._validate_counts(X, reset=False)
         sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(X)
         Ef, Elogf = self._feature_moments()
         x_cols = np.asarray(X.sum(axis=0)).ravel()

@@ -32,6 +32,15 @@ class RenamedMixin:
     def __getattr__(self, name):
         # only called when ordinary lookup fails: a fitted attribute under its old name
         renamed = type(self)._renamed_attributes.get(name)
+        # methods of the peers under their names (hpfrec's ``topN``), declared by a class or
+        # a mixin as ``_peer_methods = {name: (whose, what to write instead)}``
+        peer = getattr(type(self), "_peer_methods", {})
+        if name in peer:
+            whose, instead = peer[name]
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r} ({whose}'s); "
+                f"write {instead}."
+            )
         if renamed is None or name.startswith("__"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         new, transposed = renamed

@@ -59,10 +59,15 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
             warnings.filterwarnings("ignore", message="X does not have valid feature names")
             X = validate_data(estimator, X, reset=reset, **kwargs)
     except ValueError as error:
+        message = str(error)
         advice = getattr(estimator, "_negative_input_advice", None)
         # scikit-learn's own sentence stays first: its checks look for it
-        if advice and str(error).startswith("Negative values in data passed to"):
+        if advice and message.startswith("Negative values in data passed to"):
             raise ValueError(f"{error} {advice}") from None
+        advice = getattr(estimator, "_missing_value_advice", None)
+        # scikit-learn's advice after it is for supervised learning; ours replaces it
+        if advice and "contains NaN" in message.split("\n")[0]:
+            raise ValueError(f"{message.splitlines()[0]} {advice}") from None
         raise
     if reset:
         estimator.feature_names_in_ = names
@@ -102,9 +107,8 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
         f"X looks like a table of (user, item, {value.lower()}) triplets (columns "
         f"{list(columns)}), as {source} takes; {type(estimator).__name__} factorises the "
         "matrix itself, users x items, and would read the triplets as three features. Build "
-        "the matrix: users, items = pd.factorize(df['UserId'])[0], "
-        f"pd.factorize(df['ItemId'])[0]; X = scipy.sparse.csr_matrix((df['{value}'], "
-        "(users, items)))."
+        "the matrix with its labels: X, user_labels, item_labels = "
+        f"sklearn_cogaps.triplets_to_matrix(df['UserId'], df['ItemId'], df['{value}'])."
     )
 
 

@@ -12,7 +12,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.base import BaseEstimator, DensityMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -22,6 +22,7 @@ from .._mixins import DataInFitMixin
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._validation import check_ignored_y
+from ._condition import condition_mixture, given_values
 from ._data import (
     NOISE_ADVICE,
     Problem,
@@ -741,6 +742,86 @@ class ExtremeDeconvolution(
         params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
         _, mean, cov = self._log_prob(data, params, posterior=True)
         return mean, cov
+
+    def condition(self, X, X_cov=None):
+        """The mixture of some coordinates given measured values of the others.
+
+        XDGMM's ``condition``: ``X`` holds one point's values, with NaN for the
+        coordinates to predict; the result is a fitted :class:`ExtremeDeconvolution` over
+        those coordinates, the deconvolved density conditioned on the measured ones (their
+        measurement noise ``X_cov`` added to each component's covariance). Its
+        ``sample``, ``score_samples``, ``means_`` and ``weights_`` predict the unmeasured
+        quantities with their uncertainty, several modes included. For the conditional
+        mean and covariance of many points at once, pass them with NaN to
+        :meth:`deconvolve`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_dims,)
+            Values of the deconvolved coordinates; NaN marks those to predict.
+        X_cov : array-like of shape (n_dims,) or (n_dims, n_dims), default=None
+            Noise of the given values: variances or a covariance (entries of the NaN
+            coordinates are ignored). None means exact values.
+
+        Returns
+        -------
+        conditional : ExtremeDeconvolution
+            A fitted estimator over the NaN coordinates (``n_features_in_`` of them, with
+            their names when the fit had feature names), with the parameters of this one.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_cogaps import ExtremeDeconvolution
+        >>> rng = np.random.default_rng(0)
+        >>> v = rng.multivariate_normal([0, 0], [[1, 0.9], [0.9, 1]], 2000)
+        >>> xd = ExtremeDeconvolution(1, random_state=0).fit(v)
+        >>> given = xd.condition([1.0, np.nan])  # predict the second from the first
+        >>> round(float(given.means_[0, 0]), 1), round(float(given.covariances_[0, 0, 0]), 2)
+        (0.9, 0.19)
+        """
+        check_is_fitted(self)
+        d = self.means_.shape[1]
+        known, x, noise = given_values(X, X_cov, d)
+        weights, means, covs = condition_mixture(
+            *(np.asarray(a, dtype=np.float64) for a in self._fitted_params()), known, x, noise
+        )
+        conditional = clone(self)
+        conditional._set_params((weights, means, covs), self.means_.dtype)
+        conditional.n_features_in_ = int((~known).sum())
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and len(names) == d:
+            conditional.feature_names_in_ = names[~known]
+        conditional.converged_ = True
+        conditional.n_iter_ = 0
+        return conditional
+
+    def fit_predict(self, X, y=None, *, X_cov=None, projection=None, sample_weight=None):
+        """Fit, then give each observation its most probable component.
+
+        As :meth:`sklearn.mixture.GaussianMixture.fit_predict`: ``fit(X, ...)`` followed
+        by :meth:`predict` on the same observations, with their noise and projections.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Observations, as in :meth:`fit`.
+        y : Ignored
+            Not used, present for API consistency.
+        X_cov : array-like, default=None
+            As in :meth:`fit`.
+        projection : array-like, default=None
+            As in :meth:`fit`.
+        sample_weight : array-like of shape (n_samples,), default=None
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Component indices.
+        """
+        self.fit(X, y, X_cov=X_cov, projection=projection, sample_weight=sample_weight)
+        return self.predict(X, X_cov=X_cov, projection=projection)
 
     def sample(self, n_samples=1):
         """Draw from the deconvolved mixture (reproducible from ``random_state``).

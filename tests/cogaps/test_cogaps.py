@@ -338,6 +338,37 @@ def test_pattern_markers_find_the_features_of_each_planted_pattern(simulated, fi
         fitted.pattern_markers("some")
 
 
+def test_pattern_markers_of_samples_and_of_a_profile_of_patterns(simulated, fitted):
+    from sklearn_cogaps import PatternMarkers, pattern_markers
+
+    X, W, _ = simulated
+    result = fitted.pattern_markers()
+    assert isinstance(result, PatternMarkers) and result.ranks.shape == (X.shape[1], 3)
+    # R's axis = 2: the samples, ranked by their patterns against the amplitudes
+    samples = fitted.pattern_markers(axis="samples")
+    assert samples.ranks.shape == (X.shape[0], 3)
+    assert sorted(np.concatenate(samples.markers)) == list(range(X.shape[0]))
+    order, _ = match_components(W, fitted.loadings_)
+    # a sample that one planted pattern clearly owns is a marker of that pattern
+    scaled = np.sort(W / W.max(axis=0), axis=1)
+    clear = scaled[:, -1] >= 2.0 * scaled[:, -2]
+    owner = np.argmax(W / W.max(axis=0), axis=1)
+    for k in range(3):
+        marked = samples.markers[order[k]]
+        assert np.all(owner[marked[clear[marked]]] == k)
+    # R's lp: one profile; a one-hot profile gives that pattern's scores and ranks
+    one = fitted.pattern_markers(weights=[0, 1, 0])
+    assert len(one.markers) == 1 and one.ranks.shape == (X.shape[1], 1)
+    assert_allclose(one.scores[:, 0], result.scores[:, 1])
+    assert_array_equal(one.markers[0], np.argsort(result.ranks[:, 1], kind="stable"))
+    both = pattern_markers([[1.0, 0.0], [0.6, 0.5], [0.0, 1.0]], np.ones((2, 2)), weights=[1, 1])
+    assert both.markers[0][0] == 1  # the feature of both patterns ranks first
+    with pytest.raises(ValueError, match="axis must be"):
+        fitted.pattern_markers(axis=2)
+    with pytest.raises(ValueError, match="weights must be 3 finite numbers"):
+        fitted.pattern_markers(weights=[1, 1])
+
+
 @pytest.mark.parametrize("threshold", ["all", "cut"])
 def test_a_feature_without_amplitude_marks_no_pattern(threshold):
     from sklearn_cogaps import pattern_markers

@@ -656,3 +656,68 @@ def test_scoring_without_the_noise_of_a_noisy_fit_warns_and_routing_passes_it():
             fold = ExtremeDeconvolution(n_components=2, max_iter=20, random_state=0)
             fold.fit(X[train], X_cov=var[train])
         assert score == pytest.approx(fold.score(X[test], X_cov=var[test]))
+
+
+def _log_mixture_density(points, weights, means, covs):
+    from scipy.stats import multivariate_normal
+
+    dens = [w * multivariate_normal(m, c).pdf(points) for w, m, c in zip(weights, means, covs)]
+    return np.log(np.sum(dens, axis=0))
+
+
+@pytest.mark.parametrize("noise", [None, "variances", "covariance"])
+def test_condition_is_the_joint_density_over_the_marginal(noise):
+    # a fitted 3-component mixture in 3-D, conditioned on coordinates 0 and 2 measured with
+    # noise: its density must be log p(a, x_b) - log p(x_b) of the mixture whose known
+    # block carries that noise, computed here from scipy's normal densities
+    model = _mixture(d=3, seed=4)
+    x, S, _, _ = _draw(model, 600, seed=4)
+    xd = ExtremeDeconvolution(3, random_state=0).fit(x, X_cov=S)
+    given = np.array([xd.means_[0, 0] + 0.3, np.nan, xd.means_[1, 2] - 0.2])
+    cov = {"variances": np.array([0.3, 9.0, 0.1]),
+           "covariance": np.array([[0.3, 5.0, 0.05], [5.0, 9.0, 5.0], [0.05, 5.0, 0.1]]),
+           None: None}[noise]  # fmt: skip
+    conditional = xd.condition(given, cov)
+    assert conditional.n_features_in_ == 1 and conditional.means_.shape == (3, 1)
+    noise_cov = np.zeros((3, 3))
+    if cov is not None:
+        noise_cov = np.diag(cov) if cov.ndim == 1 else cov.copy()
+        noise_cov[1, :] = noise_cov[:, 1] = 0.0  # the free coordinate's entries are unused
+    covs = xd.covariances_ + noise_cov
+    grid = np.linspace(-8, 8, 41)
+    joint = np.column_stack([np.full(41, given[0]), grid, np.full(41, given[2])])
+    marginal = _log_mixture_density(given[[0, 2]][None], xd.weights_, xd.means_[:, [0, 2]],
+                                    covs[:, [0, 2]][:, :, [0, 2]])  # fmt: skip
+    expected = _log_mixture_density(joint, xd.weights_, xd.means_, covs) - marginal
+    assert_allclose(conditional.score_samples(grid[:, None]), expected, rtol=1e-8, atol=1e-10)
+    # sampling the conditional gives its mean
+    draws, _ = conditional.set_params(random_state=1).sample(20000)
+    mean = conditional.weights_ @ conditional.means_[:, 0]
+    sd = np.sqrt(conditional.weights_ @ (conditional.covariances_[:, 0, 0]
+                                         + (conditional.means_[:, 0] - mean) ** 2))  # fmt: skip
+    assert abs(draws.mean() - mean) < 4 * sd / np.sqrt(20000)
+
+
+def test_condition_keeps_names_and_refuses_what_it_cannot_read():
+    pd = pytest.importorskip("pandas")
+    model = _mixture(d=3, seed=1)
+    v = _draw(model, 300, seed=1)[2]
+    frame = pd.DataFrame(v, columns=["mag_g", "mag_r", "redshift"])
+    xd = ExtremeDeconvolution(2, random_state=0).fit(frame)
+    z = xd.condition([20.1, 19.5, np.nan])
+    assert list(z.feature_names_in_) == ["redshift"]
+    assert z.sample(3)[0].shape == (3, 1)
+    with pytest.raises(ValueError, match="mark the ones to predict with NaN"):
+        xd.condition([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="one point of 3 values"):
+        xd.condition(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"shape \(3,\), or their covariance"):
+        xd.condition([1.0, np.nan, 3.0], np.ones(2))
+
+
+def test_fit_predict_is_fit_then_predict():
+    model = _mixture(seed=2)
+    x, S, _, _ = _draw(model, 300, seed=2)
+    labels = ExtremeDeconvolution(3, random_state=0).fit_predict(x, X_cov=S)
+    xd = ExtremeDeconvolution(3, random_state=0).fit(x, X_cov=S)
+    assert_array_equal(labels, xd.predict(x, X_cov=S))

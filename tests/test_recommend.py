@@ -1,0 +1,143 @@
+"""Recommendations: scores of (user, item) pairs, each user's best unseen items, and the
+matrix of a table of (user, item, value) triplets (hpfrec's predict, topN and its input)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+
+from sklearn_cogaps import (
+    HierarchicalPMF,
+    MaxMarginMF,
+    WeightedBackgroundPMF,
+    triplets_to_matrix,
+)
+
+from _shared import RATINGS
+
+
+def _interactions(seed=0):
+    rng = np.random.default_rng(seed)
+    rates = rng.gamma(0.5, 1.0, (50, 3)) @ rng.gamma(0.5, 1.0, (3, 30))
+    return sparse.csr_matrix(rng.poisson(rates).astype(np.float64))
+
+
+def _brute_force(scores, seen, n):
+    """The n best unseen items of each row by a full sort (-1 and NaN when too few)."""
+    items = np.full((scores.shape[0], n), -1)
+    best = np.full((scores.shape[0], n), np.nan)
+    for i, row in enumerate(scores):
+        unseen = np.setdiff1d(np.arange(row.size), seen[i].indices)
+        order = unseen[np.lexsort((unseen, -row[unseen]))][:n]
+        items[i, : order.size] = order
+        best[i, : order.size] = row[order]
+    return items, best
+
+
+@pytest.fixture(scope="module", params=[HierarchicalPMF, WeightedBackgroundPMF])
+def fitted(request):
+    X = _interactions()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return request.param(3, random_state=0).fit(X), X
+
+
+def test_scores_of_pairs_are_the_expected_counts(fitted):
+    est, X = fitted
+    users, items = np.array([0, 4, 4, 49]), np.array([3, 0, 29, 7])
+    mean = est.loadings_ @ est.components_
+    assert_allclose(est.score_pairs(users, items), mean[users, items], rtol=1e-12)
+    with pytest.raises(ValueError, match="integer indices of the training users"):
+        est.score_pairs(["u1"], [0])
+    with pytest.raises(ValueError, match="indices of the items, 0 to 29"):
+        est.score_pairs([0], [30])
+    with pytest.raises(ValueError, match="must pair up"):
+        est.score_pairs([0, 1], [0])
+
+
+@pytest.mark.parametrize("n", [1, 5, 30, 40])
+def test_recommend_gives_the_best_unseen_items_of_training_users(fitted, n):
+    est, X = fitted
+    users = np.array([7, 0, 31, 7])
+    items, scores = est.recommend(X[users], n=n, users=users)
+    expected_items, expected = _brute_force((est.loadings_ @ est.components_)[users], X[users], n)
+    assert items.shape == scores.shape == (4, n)
+    assert_array_equal(items, expected_items)
+    assert_allclose(scores, expected, rtol=1e-12)
+    # every seen item stays out; without the filter, the best of all items
+    assert not any(np.isin(items[i], X[u].indices).any() for i, u in enumerate(users))
+    every, _ = est.recommend(X[users], n=n, users=users, filter_seen=False)
+    assert_array_equal(every, _brute_force((est.loadings_ @ est.components_)[users],
+                                           sparse.csr_matrix(X[users].shape), n)[0])  # fmt: skip
+
+
+def test_recommend_fits_new_users_from_their_rows(fitted):
+    est, X = fitted
+    new = _interactions(seed=5)[:6]
+    items, scores = est.recommend(new, n=4)
+    expected_items, expected = _brute_force(est.transform(new) @ est.components_, new, 4)
+    assert_array_equal(items, expected_items)
+    assert_allclose(scores, expected, rtol=1e-12)
+
+
+def test_recommend_refuses_what_it_cannot_read(fitted):
+    est, X = fitted
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        est.recommend(X[:2], n=0)
+    with pytest.raises(ValueError, match="training user of each row"):
+        est.recommend(X[:2], users=[0])
+
+
+def test_peers_method_names_say_what_to_call(fitted):
+    est, _ = fitted
+    with pytest.raises(AttributeError, match=r"'topN' \(hpfrec's\); write recommend"):
+        _ = est.topN
+    with pytest.raises(AttributeError, match="write score_pairs"):
+        _ = est.predict
+    assert not hasattr(est, "predict")  # scikit-learn reads it as a transformer still
+
+
+def test_max_margin_mf_recommends_by_the_score_its_ratings_cut():
+    est = MaxMarginMF(2, max_iter=20, burn_in=5, random_state=0).fit(RATINGS)
+    R = sparse.csr_matrix(np.nan_to_num(RATINGS))  # the observed ratings' pattern
+    users = np.arange(5)
+    items, scores = est.recommend(RATINGS[:5], n=3, users=users)
+    expected_items, expected = _brute_force((est.loadings_ @ est.components_)[users], R[:5], 3)
+    assert_array_equal(items, expected_items)
+    assert_allclose(scores, expected, rtol=1e-12)
+    # a user's predicted ratings do not decrease down its list
+    pairs = np.full(RATINGS.shape, np.nan)
+    for i in users:
+        pairs[i, items[i]] = 1.0
+    ratings = est.predict_ratings(pairs)
+    for i in users:
+        assert np.all(np.diff(ratings[i, items[i]]) <= 0)
+    new_items, _ = est.recommend(RATINGS[:3], n=3)  # as new users, each from its own chain
+    assert new_items.shape == (3, 3) and np.all(new_items >= 0)
+    with pytest.raises(AttributeError, match="predict_ratings"):
+        _ = est.predict
+
+
+def test_triplets_make_the_matrix_with_its_labels():
+    users = ["u2", "u1", "u2", "u3", "u2"]
+    items = [10, 20, 10, 30, 20]
+    X, user_labels, item_labels = triplets_to_matrix(users, items, [1, 2, 3, 4, 5])
+    assert user_labels.tolist() == ["u1", "u2", "u3"] and item_labels.tolist() == [10, 20, 30]
+    assert_array_equal(X.toarray(), [[0, 2, 0], [4, 5, 0], [0, 0, 4]])
+    last, _, _ = triplets_to_matrix(users, items, [1, 2, 3, 4, 5], aggregate="last")
+    assert last[1, 0] == 3
+    with pytest.raises(ValueError, match=r"1 \(user, item\) pairs are given more than once"):
+        triplets_to_matrix(users, items, [1, 2, 3, 4, 5], aggregate="error")
+    ones, _, _ = triplets_to_matrix(users, items)
+    assert ones[1, 0] == 2  # an interaction counted twice
+    with pytest.raises(ValueError, match="one entry per triplet"):
+        triplets_to_matrix(users, items[:-1])
+    pd = pytest.importorskip("pandas")
+    table = pd.DataFrame({"UserId": users, "ItemId": items, "Count": [1, 2, 3, 4, 5]})
+    with pytest.raises(ValueError, match="triplets_to_matrix"):
+        HierarchicalPMF(2).fit(table)
+    X2, _, _ = triplets_to_matrix(table["UserId"], table["ItemId"], table["Count"])
+    assert_array_equal(X2.toarray(), X.toarray())
