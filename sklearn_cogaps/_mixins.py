@@ -120,6 +120,15 @@ class NonNegativeFactorisationMixin:
             X_original, X, columns=names, inplace=False
         )
 
+    #: Fitted arrays given in the dtype of float32 data (the computation is in float64).
+    _data_dtype_attributes = ("loadings_", "components_")
+
+    def _cast_fitted(self, dtype):
+        """Give float32 data float32 fitted factors, as scikit-learn's NMF does."""
+        if dtype == np.float32:
+            for name in self._data_dtype_attributes:
+                setattr(self, name, np.asarray(getattr(self, name), dtype=np.float32))
+
     def _set_reconstruction_err(self, X):
         """``reconstruction_err_``: the distance between X and ``loadings_ @ components_``,
         as scikit-learn's NMF defines it for its ``beta_loss``: the Frobenius norm (beta 2)
@@ -146,5 +155,5 @@ class NonNegativeFactorisationMixin:
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True
         tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float64"]
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags

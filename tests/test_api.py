@@ -706,3 +706,24 @@ def test_nan_gets_advice_for_the_model_not_for_supervised_learning(estimator, ad
     fitted = _quiet(clone(estimator).fit, COUNTS)
     with pytest.raises(ValueError, match=advice):
         fitted.transform(X)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [HierarchicalPMF(2, max_iter=20, random_state=0), WeightedBackgroundPMF(2, random_state=0)],
+    ids=lambda e: type(e).__name__,
+)
+def test_float32_counts_give_float32_factors_computed_in_float64(estimator):
+    X32 = COUNTS.astype(np.float32)
+    one = _quiet(clone(estimator).fit, X32)
+    ref = _quiet(clone(estimator).fit, X32.astype(np.float64))
+    for name in ("loadings_", "components_"):
+        assert getattr(one, name).dtype == np.float32
+        assert_array_equal(getattr(one, name), getattr(ref, name).astype(np.float32))
+    for data in (X32, sparse.csr_matrix(X32)):
+        W = one.transform(data)
+        assert W.dtype == np.float32
+        assert_array_equal(W, ref.transform(X32.astype(np.float64)).astype(np.float32))
+    assert one.transform(X32.astype(np.float64)).dtype == np.float64
+    assert one.inverse_transform(W).dtype == np.float32
+    assert _quiet(clone(estimator).fit_transform, X32).dtype == np.float32

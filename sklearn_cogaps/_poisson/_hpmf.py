@@ -27,7 +27,7 @@ from .._utils._adam import Adam
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
-from .._utils._validation import check_ignored_y, validate_input
+from .._utils._validation import check_ignored_y, data_dtype, validate_input
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
@@ -503,6 +503,7 @@ class HierarchicalPMF(
             The fitted estimator.
         """
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
+        dtype = data_dtype(X)
         X = self._validate_counts(X, reset=True)
         if self.solver != "pathwise":
             warn_unused_parameters(
@@ -545,16 +546,22 @@ class HierarchicalPMF(
         self.prior_loadings_shape_, self.prior_loadings_rate_ = L.a, L.b
         self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
         self._set_reconstruction_err(X)
+        self._cast_fitted(dtype)
         return self
 
     # -- new rows ----------------------------------------------------------------------------
+
+    def _components64(self):
+        """E[F]', in float64 whatever the dtype of ``components_`` (float32 after a fit on
+        float32 data): the same bits as the fit's."""
+        return self.components_shape_ / self.components_rate_[:, None]
 
     def _regress_rows(self, X):
         """Alternating Poisson regression of each row on q(F): shapes, rate, sum x ln t."""
         counts = _Counts(X)
         alpha, beta, xlogt = regress_rows(
             counts, self.prior_loadings_shape_, self.prior_loadings_rate_,
-            self.components_, self.components_log_)  # fmt: skip
+            self._components64(), self.components_log_)  # fmt: skip
         return counts, alpha, beta, xlogt
 
     def transform(self, X):
@@ -579,9 +586,10 @@ class HierarchicalPMF(
             Posterior means E[l_i] of the rows.
         """
         check_is_fitted(self)
+        dtype = data_dtype(X)
         X = self._validate_counts(X, reset=False)
         _, alpha, beta, _ = self._regress_rows(X)
-        return alpha / beta
+        return (alpha / beta).astype(dtype, copy=False)
 
     def score(self, X, y=None):
         """Average per-row ELBO of X, with the factors and priors fixed.
@@ -608,6 +616,6 @@ class HierarchicalPMF(
         X = self._validate_counts(X, reset=False)
         counts, alpha, beta, xlogt = self._regress_rows(X)
         L = _Side(alpha, beta, self.prior_loadings_shape_, self.prior_loadings_rate_)
-        cross = float(np.sum(L.mean @ self.components_.sum(axis=1)))
+        cross = float(np.sum(L.mean @ self._components64().sum(axis=1)))
         total = float(np.sum(xlogt)) - cross - counts.log_factorial + L.neg_kl()
         return total / max(counts.shape[0], 1)

@@ -26,7 +26,7 @@ from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._seeding import draw_seeds
-from .._utils._validation import check_ignored_y, check_side_labels, validate_input
+from .._utils._validation import check_ignored_y, check_side_labels, data_dtype, validate_input
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
@@ -387,10 +387,13 @@ class WeightedBackgroundPMF(
         # labelled starts are read by position: their samples and features must be X's
         check_side_labels(X, "W", W, axes=("row",))
         check_side_labels(X, "H", H, axes=("column",))
+        dtype = data_dtype(X)
         X = self._validate_counts(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._fit(X, W, H)
+            self._fit(X, W, H)
+        self._cast_fitted(dtype)
+        return self
 
     def _fit(self, X, W, H):
         total = X.sum()
@@ -582,9 +585,10 @@ class WeightedBackgroundPMF(
             ``l0_i E[l_ik]``, so that ``L @ components_`` is the fitted mean of ``X``.
         """
         check_is_fitted(self)
+        dtype = data_dtype(X)
         X = self._validate_counts(X, reset=False)
         _, _, l0, El, _, _ = self._fit_rows(X)
-        return l0[:, None] * El
+        return (l0[:, None] * El).astype(dtype, copy=False)
 
     def score(self, X, y=None):
         """Average ELBO per sample of new rows, with the feature side held fixed.

@@ -13,6 +13,7 @@ __all__ = [
     "check_ignored_y",
     "check_not_triplets",
     "check_side_labels",
+    "data_dtype",
     "is_data",
     "label_mismatch",
     "shape_of",
@@ -110,6 +111,17 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
         "the matrix with its labels: X, user_labels, item_labels = "
         f"sklearn_cogaps.triplets_to_matrix(df['UserId'], df['ItemId'], df['{value}'])."
     )
+
+
+def data_dtype(X):
+    """The floating dtype results on ``X`` take: float32 for float32 data (an array, a sparse
+    matrix, an AnnData's ``.X``, a DataFrame of float32 columns), else float64. The estimators
+    compute in float64 and give float32 data float32 results, as scikit-learn's NMF does."""
+    X = getattr(X, "X", X) if is_anndata(X) else X
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is not None and not hasattr(X, "dtype"):  # a DataFrame
+        return np.float32 if len(dtypes) and all(d == np.float32 for d in dtypes) else np.float64
+    return np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
 
 
 def shape_of(obj):
