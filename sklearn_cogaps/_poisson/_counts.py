@@ -6,15 +6,17 @@ import warnings
 
 import numpy as np
 from scipy import sparse
+from scipy.special import gammaln
 from sklearn.decomposition import NMF
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
 
 from .._utils._recommend import RecommenderMixin
 
 __all__ = [
     "COUNTS_ADVICE",
     "MISSING_COUNTS_ADVICE",
-    "CountRecommenderMixin",
+    "CountModelMixin",
     "check_total",
     "kl_nmf",
 ]
@@ -92,16 +94,79 @@ HPFREC_METHODS = {
     "topN": ("hpfrec", "recommend(X_user_rows, n=..., users=user_indices)"),
     "topN_cold": ("hpfrec", "recommend(X_new_rows, n=...) (new users by default)"),
     "predict": ("hpfrec", "score_pairs(users, items) for the expected counts of pairs"),
-    "eval_llk": ("hpfrec", "score(X) for the ELBO per row of held-out counts"),
+    "eval_llk": ("hpfrec", "poisson_loglik(X_held_out, users=rows, average=None)"),
+    "mean_negative_pois_llh": ("scHPF", "-poisson_loglik(X, average='nonzero')"),
 }
 
 
-class CountRecommenderMixin(RecommenderMixin):
-    """Recommendations from a Poisson factorisation of users x items counts: the score of a
-    pair is its expected count, the seen items of a row are its non-zero counts, and new
-    users get their loadings from ``transform``."""
+class CountModelMixin(RecommenderMixin):
+    """What the Poisson factorisations offer on their fitted means: the Poisson
+    log-likelihood of held-out counts, and recommendations (the score of a pair is its
+    expected count, the seen items of a row are its non-zero counts, and new users get
+    their loadings from ``transform``)."""
 
     _peer_methods = HPFREC_METHODS
+
+    def poisson_loglik(self, X, *, fit_on=None, users=None, average="entry"):
+        """Poisson log-likelihood of counts under the fitted means of their rows.
+
+        ``sum_ij x_ij ln m_ij - m_ij - ln x_ij!`` with ``m = W @ components_``, where ``W``
+        are the rows' loadings: those of the training users ``users``; or fitted by
+        :meth:`transform` on ``fit_on`` (other counts of the same rows, as the two halves
+        of a binomial thinning: fit on one, score the other); or else on ``X`` itself.
+        hpfrec's ``eval_llk`` and scHPF's ``mean_negative_pois_llh`` (with the sign changed)
+        are its total and its ``"nonzero"`` mean.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            The counts to score.
+        fit_on : {array-like, sparse matrix} of shape (n_samples, n_features), default=None
+            Counts of the same rows that give their loadings; not with ``users``.
+        users : array-like of int of shape (n_samples,), default=None
+            The training rows that the rows of X are (held-out entries of training users).
+        average : {"entry", "nonzero"} or None, default="entry"
+            ``"entry"``: the mean over all entries of X, zeros included; ``"nonzero"``: the
+            mean over its non-zero entries of their terms (scHPF's); None: the total.
+
+        Returns
+        -------
+        loglik : float
+            The log-likelihood, averaged as asked.
+        """
+        check_is_fitted(self)
+        if average not in ("entry", "nonzero", None):
+            raise ValueError(f"average must be 'entry', 'nonzero' or None; got {average!r}.")
+        if fit_on is not None and users is not None:
+            raise ValueError(
+                "Give the rows' loadings one way: users=... (training rows) or fit_on=... "
+                "(counts to fit them on), not both."
+            )
+        X = self._validate_counts(X, reset=False)
+        if users is not None:
+            W = self._loadings_of(users, X.shape[0])
+        else:
+            source = X if fit_on is None else fit_on
+            W = np.asarray(self.transform(source), dtype=np.float64)
+            if W.shape[0] != X.shape[0]:
+                raise ValueError(
+                    f"fit_on must hold the rows of X: got {W.shape[0]} rows for {X.shape[0]}."
+                )
+        H = np.asarray(self.components_, dtype=np.float64)
+        counts = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+        counts.sum_duplicates()
+        counts.eliminate_zeros()
+        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+        mean_at = np.einsum("pk,kp->p", W[rows], H[:, counts.indices])
+        x = counts.data
+        with np.errstate(divide="ignore"):
+            terms = x * np.log(mean_at) - gammaln(x + 1.0)
+        if average == "nonzero":
+            if x.size == 0:
+                raise ValueError("X has no non-zero count to average over.")
+            return float(np.mean(terms - mean_at))
+        total = float(np.sum(terms) - W.sum(axis=0) @ H.sum(axis=1))
+        return total / (X.shape[0] * X.shape[1]) if average == "entry" else total
 
     def _recommend_input(self, X):
         X = self._validate_counts(X, reset=False)

@@ -31,7 +31,7 @@ from .._utils._validation import check_ignored_y, data_dtype, validate_input
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
-    CountRecommenderMixin,
+    CountModelMixin,
     check_total,
     kl_nmf,
 )
@@ -91,7 +91,7 @@ class HierarchicalPMF(
     RenamedMixin,
     IterativeMixin,
     DataInFitMixin,
-    CountRecommenderMixin,
+    CountModelMixin,
     NonNegativeFactorisationMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,

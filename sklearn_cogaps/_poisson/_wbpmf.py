@@ -30,7 +30,7 @@ from .._utils._validation import check_ignored_y, check_side_labels, data_dtype,
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
-    CountRecommenderMixin,
+    CountModelMixin,
     check_total,
     kl_nmf,
 )
@@ -79,7 +79,7 @@ class WeightedBackgroundPMF(
     RenamedMixin,
     IterativeMixin,
     DataInFitMixin,
-    CountRecommenderMixin,
+    CountModelMixin,
     NonNegativeFactorisationMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,

@@ -155,13 +155,7 @@ class RecommenderMixin:
         if users is None:
             U = np.asarray(self._new_user_factors(X), dtype=np.float64)
         else:
-            users = self._indices(users, self.loadings_.shape[0], "users", "training users")
-            if users.shape[0] != X.shape[0]:
-                raise ValueError(
-                    f"users must name the training user of each row of X: got {users.shape[0]} "
-                    f"users for {X.shape[0]} rows."
-                )
-            U = np.asarray(self.loadings_, dtype=np.float64)[users]
+            U = self._loadings_of(users, X.shape[0])
         V = np.asarray(self.components_, dtype=np.float64)
         n_items = V.shape[1]
         width = min(int(n), n_items)
@@ -185,6 +179,16 @@ class RecommenderMixin:
             items[start:stop, :width] = np.where(found, best, -1)
             scores[start:stop, :width] = np.where(found, top, np.nan)
         return items, scores
+
+    def _loadings_of(self, users, n_rows):
+        """The fitted loadings (float64) of the training rows ``users``, one per row of X."""
+        users = self._indices(users, self.loadings_.shape[0], "users", "training users")
+        if users.shape[0] != n_rows:
+            raise ValueError(
+                f"users must name the training user of each row of X: got {users.shape[0]} "
+                f"users for {n_rows} rows."
+            )
+        return np.asarray(self.loadings_, dtype=np.float64)[users]
 
     @staticmethod
     def _indices(values, size, name, what):

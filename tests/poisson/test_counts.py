@@ -1,0 +1,57 @@
+"""What the Poisson factorisations share: the Poisson log-likelihood of held-out counts
+(hpfrec's eval_llk, scHPF's mean_negative_pois_llh)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from scipy import sparse, stats
+from sklearn.exceptions import ConvergenceWarning
+
+from sklearn_cogaps import HierarchicalPMF, WeightedBackgroundPMF
+
+
+@pytest.fixture(scope="module", params=[HierarchicalPMF, WeightedBackgroundPMF])
+def thinned(request):
+    rng = np.random.default_rng(0)
+    X = rng.poisson(rng.gamma(0.5, 2.0, (120, 3)) @ rng.gamma(0.5, 2.0, (3, 60)))
+    A = rng.binomial(X, 0.5)  # binomial thinning: two independent halves of the counts
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = request.param(3, random_state=0).fit(X[:100])
+    return est, X, A, X - A
+
+
+def test_the_loglik_of_training_rows_is_scipy_s(thinned):
+    est, X, _, _ = thinned
+    terms = stats.poisson.logpmf(X[:100], est.loadings_ @ est.components_)
+    rows = np.arange(100)
+    assert_allclose(est.poisson_loglik(X[:100], users=rows), terms.mean(), rtol=1e-12)
+    assert_allclose(est.poisson_loglik(X[:100], users=rows, average=None), terms.sum(),
+                    rtol=1e-12)  # fmt: skip
+    nonzero = X[:100] > 0
+    scored = est.poisson_loglik(sparse.csr_matrix(X[:100]), users=rows, average="nonzero")
+    assert_allclose(scored, terms[nonzero].mean(), rtol=1e-12)
+
+
+def test_held_out_rows_are_scored_on_one_half_fitted_on_the_other(thinned):
+    est, _, A, B = thinned
+    new_A, new_B = A[100:], B[100:]
+    W = est.transform(new_A)
+    expected = stats.poisson.logpmf(new_B, W @ est.components_).mean()
+    assert_allclose(est.poisson_loglik(new_B, fit_on=new_A), expected, rtol=1e-12)
+    # fitted on the counts scored, the rows see their own noise and score higher
+    assert est.poisson_loglik(new_B) > est.poisson_loglik(new_B, fit_on=new_A)
+
+
+def test_the_loglik_refuses_what_it_cannot_read(thinned):
+    est, X, A, B = thinned
+    with pytest.raises(ValueError, match="average must be"):
+        est.poisson_loglik(X[:5], average="mean")
+    with pytest.raises(ValueError, match="not both"):
+        est.poisson_loglik(X[:5], users=np.arange(5), fit_on=A[:5])
+    with pytest.raises(ValueError, match="fit_on must hold the rows of X"):
+        est.poisson_loglik(B[:5], fit_on=A[:6])
+    with pytest.raises(AttributeError, match=r"eval_llk.*poisson_loglik"):
+        _ = est.eval_llk
