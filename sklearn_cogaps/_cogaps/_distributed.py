@@ -56,7 +56,8 @@ _DISTRIBUTED_ATTRIBUTES = (
 
 # ---------------------------------------------------------------------- subsets
 def _explicit_subsets(explicit_sets, n_total, axis_name, names):
-    """The user's subsets as sorted index arrays; they must partition the axis."""
+    """The user's subsets as sorted index arrays, and the indices in none of them; no index
+    may be in two."""
     if (
         isinstance(explicit_sets, np.ndarray)
         and explicit_sets.ndim == 1
@@ -93,15 +94,14 @@ def _explicit_subsets(explicit_sets, n_total, axis_name, names):
             )
         subsets.append(np.unique(idx))
     counts = np.bincount(np.concatenate(subsets), minlength=n_total)
-    if np.any(counts != 1):
+    if np.any(counts > 1):
         twice = np.flatnonzero(counts > 1)
-        never = np.flatnonzero(counts == 0)
         raise ValueError(
-            f"explicit_sets must partition the {n_total} {axis_name}s of X: every {axis_name} "
-            f"in exactly one subset. {twice.size} are in several (first: {twice[:5].tolist()}), "
-            f"{never.size} in none (first: {never[:5].tolist()})."
+            f"explicit_sets must not overlap: every {axis_name} in at most one subset (those in "
+            f"none are fitted in the second phase). {twice.size} are in several (first: "
+            f"{twice[:5].tolist()})."
         )
-    return subsets
+    return subsets, np.flatnonzero(counts == 0)
 
 
 def _random_subsets(n_total, n_sets, rng, axis_name):
@@ -347,7 +347,7 @@ def fit_distributed(model, X, uncertainty=None):
     rng = check_random_state(model.random_state)
     if model.explicit_sets is not None:
         names = getattr(model, "feature_names_in_", None) if genome_wide else None
-        subsets = _explicit_subsets(model.explicit_sets, n_total, axis_name, names)
+        subsets, left_out = _explicit_subsets(model.explicit_sets, n_total, axis_name, names)
         if model.n_sets is not None and model.n_sets != len(subsets):
             raise ValueError(
                 f"n_sets={model.n_sets} but explicit_sets holds {len(subsets)} subsets; "
@@ -356,19 +356,30 @@ def fit_distributed(model, X, uncertainty=None):
     else:
         n_sets = _DEFAULT_N_SETS if model.n_sets is None else model.n_sets
         subsets = _random_subsets(n_total, n_sets, rng, axis_name)
+        left_out = np.empty(0, dtype=np.intp)
     n_sets = len(subsets)
+    # what no set holds does not shape the consensus; the second phase, whose chains hold the
+    # consensus fixed, fits it too, shared out among the subsets in order
+    completed = [
+        np.union1d(idx, extra) for idx, extra in zip(subsets, np.array_split(left_out, n_sets))
+    ]
     cut, min_ns, max_ns = _check_matching_parameters(model, n_sets)
     # one seed per subset and phase, drawn before any fit: independent of the workers
     seeds = rng.randint(np.iinfo(np.int32).max, size=(2, n_sets))
     transform_seed = draw_seeds(rng)
 
-    # every subset is cut once, and the same objects serve both phases
-    data = [(_take(X, idx, axis), _take(uncertainty, idx, axis)) for idx in subsets]
+    # every subset is cut once, and the same objects serve both phases when the sets cover X
+    def pieces(indices):
+        return [(_take(X, idx, axis), _take(uncertainty, idx, axis)) for idx in indices]
+
+    data = pieces(subsets)
     with Parallel(n_jobs=model.n_jobs) as parallel:
         data = _ship(data)
         if model.verbose:
             print(f"distributed ({model.distributed}): phase 1, {n_sets} subsets", flush=True)
         first = _run_subsets(parallel, model, data, model.n_components, seeds[0], None)
+        if left_out.size:
+            data = _ship(pieces(completed))
         shared = [r["patterns"] if genome_wide else r["components"].T for r in first]
         consensus, labels, correlation = consensus_patterns(shared, cut, min_ns, max_ns)
         K = consensus.shape[1]
@@ -380,6 +391,7 @@ def fit_distributed(model, X, uncertainty=None):
         del data
 
     n_samples, n_features = X.shape
+    subsets = completed
     if genome_wide:
         free, free_std = np.zeros((K, n_features)), np.zeros((K, n_features))
         for idx, r in zip(subsets, second):
