@@ -163,6 +163,41 @@ def test_csv_without_pandas_and_transposed_files(data, reference, tmp_path, caps
     _check_npz(tmp_path / "out.npz", reference, samples, features)
 
 
+def _write_gct(path, X, genes, samples, version):
+    """X (genes x samples) as a GCT file: 1.2 (Name, Description) or 1.3 (an id, one row
+    annotation and one column annotation)."""
+    with open(path, "w") as f:
+        if version == "1.2":
+            f.write(f"#1.2\n{X.shape[0]}\t{X.shape[1]}\n")
+            f.write("\t".join(["Name", "Description", *samples]) + "\n")
+            lead = [[g, "na"] for g in genes]
+        else:
+            f.write(f"#1.3\n{X.shape[0]}\t{X.shape[1]}\t1\t1\n")
+            f.write("\t".join(["id", "chromosome", *samples]) + "\n")
+            f.write("\t".join(["batch", "na", *["b1"] * len(samples)]) + "\n")
+            lead = [[g, "chr1"] for g in genes]
+        for first, row in zip(lead, X):
+            f.write("\t".join([*first, *(repr(float(v)) for v in row)]) + "\n")
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+@pytest.mark.parametrize("transpose", [[], ["--transpose"]])
+def test_gct_files_are_read_as_genes_by_samples(
+    data, reference, tmp_path, capsys, version, transpose
+):
+    X, samples, features = data
+    path = tmp_path / "data.gct"
+    _write_gct(path, X.T, features, samples, version)  # R CoGAPS's orientation
+    status, out, err = _run(capsys, [path, *transpose, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+    assert f"{X.shape[0]} samples x {X.shape[1]} features (the transpose" in out
+    _check_npz(tmp_path / "out.npz", reference, samples, features)
+    bad = tmp_path / "bad.gct"
+    bad.write_text("#1.2\n3\t2\nName\tDescription\ts0\ts1\ng0\tna\t1\t2\n")
+    status, _, err = _run(capsys, [bad, *FAST])
+    assert status == 2 and "announces 3 genes x 2 samples and holds 1 x 2" in err
+
+
 @pytest.mark.parametrize("with_pandas", [True, False])
 @pytest.mark.parametrize("transpose", [False, True])
 def test_names_that_look_like_numbers_stay_as_written(

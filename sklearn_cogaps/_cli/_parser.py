@@ -28,6 +28,8 @@ EPILOG = f"""\
 input formats: {INPUT_FORMATS}
   .csv/.tsv files have a header row (feature names) and an index column (sample names);
   .h5ad files (AnnData, cells x genes) need the anndata package.
+  .gct files (R CoGAPS's GCT 1.2 or 1.3) are genes x samples by their format: they are
+  read transposed, with or without --transpose.
   --uncertainty FILE has the same format, orientation and shape as INPUT;
   --uncertainty poisson uses max(sqrt(x), 1), for raw counts (write ./poisson for a
   file of that name), and --uncertainty relative CoGAPS's default max(0.1 * x, 0.1).

@@ -1,5 +1,5 @@
-"""Reading the command line's input: a matrix from .npy, .csv/.tsv, .mtx or .h5ad, with its
-sample and feature names."""
+"""Reading the command line's input: a matrix from .npy, .csv/.tsv, .gct, .mtx or .h5ad, with
+its sample and feature names."""
 
 import csv
 from pathlib import Path
@@ -9,7 +9,7 @@ from scipy import sparse
 
 __all__ = ["INPUT_FORMATS", "CommandLineError", "read_matrix"]
 
-INPUT_FORMATS = ".npy, .csv, .tsv, .mtx (or .mtx.gz), .h5ad"
+INPUT_FORMATS = ".npy, .csv, .tsv, .gct, .mtx (or .mtx.gz), .h5ad"
 
 
 class CommandLineError(ValueError):
@@ -173,6 +173,43 @@ def _check_row_names(rows, path):
     )
 
 
+def _read_gct(path):
+    """A GCT file (the Broad's format that R CoGAPS reads, versions 1.2 and 1.3): genes in
+    rows after their name and annotation columns, samples in columns. Returns the values
+    (genes x samples), the gene names and the sample names."""
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    version = lines[0].strip() if lines else ""
+    if version not in ("#1.2", "#1.3"):
+        raise CommandLineError(
+            f"'{path}' does not start with a GCT version line (#1.2 or #1.3); got {version[:20]!r}."
+        )
+    try:
+        dims = [int(v) for v in lines[1].split("\t") if v.strip()]
+    except (IndexError, ValueError):
+        raise CommandLineError(f"the second line of '{path}' must give its dimensions.") from None
+    n_genes, n_samples = dims[0], dims[1]
+    # 1.2: Name and Description; 1.3: the id and the row annotations, then column annotations
+    n_row_meta, n_col_meta = (1, 0) if version == "#1.2" else (dims[2], dims[3])
+    header = lines[2].split("\t")
+    first = 1 + n_row_meta
+    samples = np.array(header[first:], dtype=object)
+    rows = [line.split("\t") for line in lines[3 + n_col_meta :] if line.strip()]
+    if len(samples) != n_samples or len(rows) != n_genes:
+        raise CommandLineError(
+            f"'{path}' announces {n_genes} genes x {n_samples} samples and holds {len(rows)} x "
+            f"{len(samples)}."
+        )
+    genes = np.array([r[0] for r in rows], dtype=object)
+    try:
+        values = np.array([[float(v) for v in r[first:]] for r in rows], dtype=np.float64)
+    except ValueError:
+        raise CommandLineError(f"'{path}' holds values that are not numbers.") from None
+    if values.shape != (n_genes, n_samples):
+        raise CommandLineError(f"a row of '{path}' does not have {n_samples} values.")
+    return values, genes, samples
+
+
 def _names(index):
     return np.array([str(v) for v in index], dtype=str)
 
@@ -232,7 +269,8 @@ def read_matrix(path, transpose=False, layer=None):
         (read with pandas when it is installed, else with the csv module), a MatrixMarket
         ``.mtx`` or ``.mtx.gz`` file, or an AnnData ``.h5ad`` file (needs anndata).
     transpose : bool, default=False
-        The file is genes × samples as CoGAPS writes it: return its transpose.
+        The file is genes × samples as CoGAPS writes it: return its transpose. A ``.gct``
+        file is genes × samples by its format and is always returned transposed.
     layer : str, default=None
         For an ``.h5ad`` file, the layer to read instead of ``X``.
 
@@ -245,7 +283,7 @@ def read_matrix(path, transpose=False, layer=None):
     feature_names : ndarray of str of shape (n_features,) or None
         Column names, when the format has them.
     """
-    kind = _kind(path, (".npy", ".csv", ".tsv", ".mtx", ".mtx.gz", ".h5ad"), "the file")
+    kind = _kind(path, (".npy", ".csv", ".tsv", ".gct", ".mtx", ".mtx.gz", ".h5ad"), "the file")
     if not Path(path).is_file():
         raise CommandLineError(f"no such file: '{path}'.")
     if layer is not None and kind != ".h5ad":
@@ -257,6 +295,9 @@ def read_matrix(path, transpose=False, layer=None):
         sep = "," if kind == ".csv" else "\t"
         X, rows, cols = _read_delimited(path, sep)
         _check_table(X, rows, cols, path, sep)
+    elif kind == ".gct":
+        X, rows, cols = _read_gct(path)
+        transpose = True  # genes x samples by definition
     elif kind in (".mtx", ".mtx.gz"):
         from scipy.io import mmread
 

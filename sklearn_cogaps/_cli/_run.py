@@ -260,8 +260,9 @@ def _run_file(args, make_model):
             X = X.toarray()
     K = args.n_components or 7
     model = make_model(K)
-    how = f" (the transpose of the file's {X.shape[1]} x {X.shape[0]})" if args.transpose else ""
-    if not args.transpose and X.shape[0] >= _TALL * X.shape[1]:
+    transposed = args.transpose or args.input.lower().endswith(".gct")
+    how = f" (the transpose of the file's {X.shape[1]} x {X.shape[0]})" if transposed else ""
+    if not transposed and X.shape[0] >= _TALL * X.shape[1]:
         print(
             f"note: '{args.input}' has {X.shape[0]:,} rows and {X.shape[1]:,} columns, read as "
             f"{X.shape[0]:,} samples x {X.shape[1]:,} features. If its rows are genes (R "
