@@ -5,6 +5,8 @@ iterative fit does, and each estimator fills in hooks:
 
 - the loop, interruptible with Ctrl-C, that keeps the last complete iteration;
 - the convergence test on ``tol`` and the :class:`~sklearn.exceptions.ConvergenceWarning`;
+- early stopping on held-out data: a score after every iteration, the best iteration kept
+  once ``n_iter_no_change`` iterations have not improved it;
 - ``n_init``: the best of several starts;
 - the warm-start guard: a previous fit is continued only when it can be;
 - the trace of the objective and the progress lines of ``verbose``;
@@ -33,6 +35,9 @@ The hooks:
     More fields for the progress line.
 ``_run_objective(run)``
     The final objective of a run, by which ``n_init`` picks the best start.
+``_validation_score(state)``
+    The score of the held-out data at ``state`` (higher is better), or None when the fit
+    has none; the estimator then has ``n_iter_no_change``.
 """
 
 import copy
@@ -70,9 +75,12 @@ class Run:
         Number of starts this run was chosen from.
     objective : float or None
         The final objective, by which the best of several starts is chosen.
+    validation : list of float or None
+        The held-out score after each kept iteration, when the fit has held-out data.
     """
 
     def __init__(self, state, history, start, n_iter, converged, interrupted, started):
+        self.validation = None
         self.started = started
         self.state = state
         self.history = history
@@ -137,6 +145,9 @@ class IterativeMixin:
     def _progress_extra(self, state):
         return ""
 
+    def _validation_score(self, state):
+        return None
+
     def _run_objective(self, run):
         if run.history:
             return run.history[-1]
@@ -181,6 +192,8 @@ class IterativeMixin:
         saved = None
         n_kept = 0
         converged = interrupted = False
+        # early stopping: the held-out scores, and the best iteration with its snapshot
+        validation, best = [], None
         try:
             start = self._start_objective(state)
             saved = self._snapshot(state, 0)
@@ -192,8 +205,19 @@ class IterativeMixin:
                 history.append(value)
                 n_kept = iteration
                 saved = self._snapshot(state, iteration)
+                score = self._validation_score(state)
                 if progress.due(iteration):
-                    progress(iteration, value, self._progress_extra(state))
+                    extra = self._progress_extra(state)
+                    if score is not None:
+                        extra = f"{extra}  held-out {score:.6g}".strip()
+                    progress(iteration, value, extra)
+                if score is not None:
+                    validation.append(score)
+                    if best is None or score > best[0]:
+                        best = (score, saved, iteration)
+                    elif iteration - best[2] >= self.n_iter_no_change:
+                        converged = True
+                        break
                 current = self._monitored(state, value)
                 if self._stops_early and self._converged_now(previous, current, history):
                     converged = True
@@ -205,9 +229,15 @@ class IterativeMixin:
             state = self._restore(saved)
             del history[n_kept:]
             interrupted = True
+        if best is not None and best[2] < len(history):
+            # the iterations after the best held-out score are dropped, interrupted or not
+            state = self._restore(best[1])
+            del history[best[2] :]
         # a fit of no iteration has nothing to converge
         converged = converged or n_iterations == 0
         run = Run(state, history, start, len(history), converged, interrupted, started)
+        if best is not None:
+            run.validation = validation[: len(history)]
         run.objective = self._run_objective(run)
         return run
 

@@ -18,7 +18,9 @@ __all__ = [
     "MISSING_COUNTS_ADVICE",
     "CountModelMixin",
     "check_total",
+    "held_out",
     "kl_nmf",
+    "loglik",
 ]
 
 #: What a count model's error on negative input adds (``_negative_input_advice``).
@@ -89,6 +91,30 @@ def kl_nmf(X, n_components, max_iter, random_state, **nmf_params):
     return W, nmf.components_.T.copy()
 
 
+def held_out(X):
+    """Counts to score, as :func:`loglik` reads them: a canonical CSR without stored zeros."""
+    counts = sparse.csr_matrix(X, dtype=np.float64, copy=True)
+    counts.sum_duplicates()
+    counts.eliminate_zeros()
+    return counts
+
+
+def loglik(W, H, counts, average):
+    """Poisson log-likelihood of ``counts`` (from :func:`held_out`) under the means ``W @ H``:
+    O(nnz K) for the counts' terms, the means' total from the factors' sums."""
+    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    mean_at = np.einsum("pk,kp->p", W[rows], H[:, counts.indices])
+    x = counts.data
+    with np.errstate(divide="ignore"):
+        terms = x * np.log(mean_at) - gammaln(x + 1.0)
+    if average == "nonzero":
+        if x.size == 0:
+            raise ValueError("X has no non-zero count to average over.")
+        return float(np.mean(terms - mean_at))
+    total = float(np.sum(terms) - W.sum(axis=0) @ H.sum(axis=1))
+    return total / (counts.shape[0] * counts.shape[1]) if average == "entry" else total
+
+
 #: hpfrec's methods, and what to call instead.
 HPFREC_METHODS = {
     "topN": ("hpfrec", "recommend(X_user_rows, n=..., users=user_indices)"),
@@ -152,27 +178,22 @@ class CountModelMixin(RecommenderMixin):
                 raise ValueError(
                     f"fit_on must hold the rows of X: got {W.shape[0]} rows for {X.shape[0]}."
                 )
-        H = np.asarray(self.components_, dtype=np.float64)
-        counts = sparse.csr_matrix(X, dtype=np.float64, copy=True)
-        counts.sum_duplicates()
-        counts.eliminate_zeros()
-        rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-        mean_at = np.einsum("pk,kp->p", W[rows], H[:, counts.indices])
-        x = counts.data
-        with np.errstate(divide="ignore"):
-            terms = x * np.log(mean_at) - gammaln(x + 1.0)
-        if average == "nonzero":
-            if x.size == 0:
-                raise ValueError("X has no non-zero count to average over.")
-            return float(np.mean(terms - mean_at))
-        total = float(np.sum(terms) - W.sum(axis=0) @ H.sum(axis=1))
-        return total / (X.shape[0] * X.shape[1]) if average == "entry" else total
+        return loglik(W, np.asarray(self.components_, dtype=np.float64), held_out(X), average)
+
+    def _held_out_counts(self, X_val, shape):
+        """The held-out counts of early stopping, as :func:`loglik` reads them (or None)."""
+        if X_val is None:
+            return None
+        held = held_out(self._validate_counts(X_val, reset=False))
+        if held.shape != shape:
+            raise ValueError(
+                f"X_val must hold counts of the rows of X, shape {shape}; got {held.shape}."
+            )
+        return held
 
     def _recommend_input(self, X):
         X = self._validate_counts(X, reset=False)
-        seen = sparse.csr_matrix(X, dtype=np.float64, copy=True)
-        seen.eliminate_zeros()
-        return X, seen
+        return X, held_out(X)  # a row's seen items: its non-zero counts
 
     def _new_user_factors(self, X):
         return np.asarray(self.transform(X))

@@ -34,6 +34,7 @@ from ._counts import (
     CountModelMixin,
     check_total,
     kl_nmf,
+    loglik,
 )
 from ._hpmf_updates import (
     _augmented_elbo,
@@ -71,10 +72,11 @@ _NO_SIDE_INPUT = "fit the counts alone, call fit(X): HierarchicalPMF takes no pe
 
 
 class _Problem:
-    """What every run of one fit shares: the counts, the fit's generator, the threads."""
+    """What every run of one fit shares: the counts, the fit's generator, the threads, and
+    the held-out counts of early stopping (or None)."""
 
-    def __init__(self, counts, rng, n_threads):
-        self.counts, self.rng, self.n_threads = counts, rng, n_threads
+    def __init__(self, counts, rng, n_threads, held=None):
+        self.counts, self.rng, self.n_threads, self.held = counts, rng, n_threads, held
 
 
 class _FitState:
@@ -162,6 +164,12 @@ class HierarchicalPMF(
     n_init : int, default=1
         Number of fits from different starts (as scHPF's ``ntrials``); the one with the
         highest final bound is kept. Ignored when ``warm_start`` continues a fit.
+    n_iter_no_change : int, default=20
+        With held-out counts (``fit(X, X_val=...)``), the fit stops once this many
+        iterations have not raised their log-likelihood, and keeps its best iteration
+        (hpfrec's ``stop_crit="val-llk"``). The held-out score can dip for ten iterations
+        or so while the empirical-Bayes priors move, and rise again; fewer than 20 can stop
+        in such a dip. Not used without ``X_val``.
 
     Attributes
     ----------
@@ -198,6 +206,9 @@ class HierarchicalPMF(
     reconstruction_err_ : float
         ``sqrt(2 D_KL(X || loadings_ @ components_))``, the Poisson deviance's square root:
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
+    validation_scores_ : ndarray of shape (``n_iter_``,) or None
+        With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
+        iteration; None without.
     n_iter_ : int
         Number of iterations run by the last call to ``fit``.
     n_features_in_ : int
@@ -250,6 +261,10 @@ class HierarchicalPMF(
         **dict.fromkeys(["ap", "bp", "cp", "dp"], ("scHPF", _LEARNED_RATES)),
         "stop_thr": ("hpfrec", "tol=... (on the relative change of the ELBO)"),
         "epsilon": ("scHPF", "tol=... (on the relative change of the ELBO)"),
+        "stop_crit": (
+            "hpfrec",
+            "fit(X, X_val=held_out_counts) for 'val-llk' (n_iter_no_change=N), tol for 'train-llk'",
+        ),
         "ncores": ("hpfrec", "threadpoolctl.threadpool_limits(n) around fit, or OMP_NUM_THREADS"),
     }
 
@@ -272,6 +287,7 @@ class HierarchicalPMF(
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -291,6 +307,7 @@ class HierarchicalPMF(
         verbose=0,
         warm_start=False,
         n_init=1,
+        n_iter_no_change=20,
     ):
         self.n_components = n_components
         self.solver = solver
@@ -306,6 +323,7 @@ class HierarchicalPMF(
         self.verbose = verbose
         self.warm_start = warm_start
         self.n_init = n_init
+        self.n_iter_no_change = n_iter_no_change
 
     # -- validation --------------------------------------------------------------------------
 
@@ -458,6 +476,16 @@ class HierarchicalPMF(
         state.z_l, xlogt, _ = _pass(p.counts.r, L.elog, F.elog, p.n_threads)
         return _augmented_elbo(xlogt, p.counts, L, F)
 
+    def _validation_score(self, state):
+        held = state.problem.held
+        if held is None:
+            return None
+        L, F = state.L.mean, state.F.mean
+        if self.solver == "pathwise":  # the fitted q is the average of the iterates
+            la, lb, fa, fb = state.average
+            L, F = np.exp(la - lb), np.exp(fa - fb)
+        return loglik(L, np.ascontiguousarray(F.T), held, "entry")
+
     def _snapshot(self, state, iteration):
         kept = copy.copy(state)
         if self.solver != "pathwise":  # the pathwise fit keeps its averages, new at each step
@@ -485,7 +513,7 @@ class HierarchicalPMF(
     # -- fit ---------------------------------------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, X_val=None):
         """Fit the model to the counts X.
 
         Parameters
@@ -496,6 +524,13 @@ class HierarchicalPMF(
         y : Ignored
             Not used, present for API consistency. A second positional array of the shape
             of X is refused.
+        X_val : {array-like, sparse matrix} of shape (n_samples, n_features), default=None
+            Held-out counts of the same rows, for early stopping: after every iteration
+            their Poisson log-likelihood per entry under the fitted means is recorded in
+            ``validation_scores_``, and the fit stops once ``n_iter_no_change`` iterations
+            have not raised it, at its best iteration. A binomial thinning of the data gives
+            such counts: ``X_val = rng.binomial(X, 0.2)``, then ``fit(X - X_val,
+            X_val=X_val)``.
 
         Returns
         -------
@@ -513,9 +548,10 @@ class HierarchicalPMF(
                 "Set solver='pathwise'",
             )
         counts = _Counts(X)
+        held = self._held_out_counts(X_val, X.shape)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
-        problem = _Problem(counts, rng, n_threads)
+        problem = _Problem(counts, rng, n_threads, held)
         start = self._warm_state(problem)
         run = (
             self._fit_from(start)
@@ -537,6 +573,7 @@ class HierarchicalPMF(
         )
         self.lower_bound_ = float(run.objective)
         self.objective_history_ = np.asarray(run.history, dtype=np.float64)
+        self.validation_scores_ = None if held is None else np.asarray(run.validation)
         self.loadings_shape_, self.loadings_rate_ = L.alpha, L.beta
         self.loadings_, self.loadings_log_ = L.mean, L.elog
         self.components_shape_ = np.ascontiguousarray(F.alpha.T)

@@ -33,6 +33,7 @@ from ._counts import (
     CountModelMixin,
     check_total,
     kl_nmf,
+    loglik,
 )
 from ._ebpm import EBPM_FAMILIES, _expected_loglik_rows, _posterior_rows
 from ._wbpmf_updates import (
@@ -60,8 +61,8 @@ class _Problem:
     compiled sweeps, the row and column sums, the log X! constant and the prior families
     of the loadings and of the components."""
 
-    def __init__(self, X, W, H, n_threads, families):
-        self.X, self.W, self.H, self.families = X, W, H, families
+    def __init__(self, X, W, H, n_threads, families, held=None):
+        self.X, self.W, self.H, self.families, self.held = X, W, H, families, held
         self.sweeper = _Sweeper(X, n_threads)
         self.x_rows = np.asarray(X.sum(axis=1)).ravel()
         self.x_cols = np.asarray(X.sum(axis=0)).ravel()
@@ -132,6 +133,10 @@ class WeightedBackgroundPMF(
     n_init : int, default=1
         Number of fits from different starts (``init="nmf"`` with different seeds); the one
         with the highest final ELBO is kept. Ignored when ``warm_start`` continues a fit.
+    n_iter_no_change : int, default=20
+        With held-out counts (``fit(X, X_val=...)``), the fit stops once this many
+        iterations have not raised their log-likelihood, and keeps its best iteration, as in
+        :class:`HierarchicalPMF`. Not used without ``X_val``.
     prior_factors : str, default="deprecated"
         Former name of ``prior_components``.
 
@@ -174,6 +179,9 @@ class WeightedBackgroundPMF(
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
     objective_history_ : ndarray of shape (``n_iter_``,)
         The ELBO after each iteration.
+    validation_scores_ : ndarray of shape (``n_iter_``,) or None
+        With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
+        iteration; None without.
     n_iter_ : int
         Number of iterations run by the last call to ``fit``.
     n_features_in_ : int
@@ -246,6 +254,7 @@ class WeightedBackgroundPMF(
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "prior_factors": [StrOptions(set(EBPM_FAMILIES)), Hidden(StrOptions({"deprecated"}))],
     }
 
@@ -262,6 +271,7 @@ class WeightedBackgroundPMF(
         verbose=0,
         warm_start=False,
         n_init=1,
+        n_iter_no_change=20,
         prior_factors="deprecated",
     ):
         self.n_components = n_components
@@ -274,6 +284,7 @@ class WeightedBackgroundPMF(
         self.verbose = verbose
         self.warm_start = warm_start
         self.n_init = n_init
+        self.n_iter_no_change = n_iter_no_change
         self.prior_factors = prior_factors
 
     # ------------------------------------------------------------------ helpers
@@ -355,6 +366,16 @@ class WeightedBackgroundPMF(
         p = state.problem
         return iterate(state.fit, p.sweeper, p.x_rows, p.x_cols, p.const, *p.families)
 
+    def _validation_score(self, state):
+        held = state.problem.held
+        if held is None:
+            return None
+        s = state.fit
+        # loadings_ @ components_ of this state (Wang: l0_i f0_j sum_k w_k E l_ik E f_jk)
+        W = s.l0[:, None] * s.El
+        H = s.w[:, None] * (s.f0[:, None] * s.Ef).T
+        return loglik(W, H, held, "entry")
+
     def _snapshot(self, state, iteration):
         if iteration == 0:
             return None  # nothing complete: an interruption leaves the estimator as it was
@@ -362,7 +383,7 @@ class WeightedBackgroundPMF(
 
     # ---------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, *, W=None, H=None):
+    def fit(self, X, y=None, *, W=None, H=None, X_val=None):
         """Fit the model to the counts ``X``.
 
         Parameters
@@ -377,6 +398,10 @@ class WeightedBackgroundPMF(
             Initial loadings, with ``init="custom"``.
         H : array-like of shape (n_components, n_features), default=None
             Initial factors, with ``init="custom"``.
+        X_val : {array-like, sparse matrix} of shape (n_samples, n_features), default=None
+            Held-out counts of the same rows, for early stopping on their Poisson
+            log-likelihood per entry (``validation_scores_``), as in
+            :meth:`HierarchicalPMF.fit`.
 
         Returns
         -------
@@ -390,12 +415,13 @@ class WeightedBackgroundPMF(
         dtype = data_dtype(X)
         X = self._validate_counts(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
+        held = self._held_out_counts(X_val, X.shape)
         with threadpool_limits(limits=1, user_api="blas"):
-            self._fit(X, W, H)
+            self._fit(X, W, H, held)
         self._cast_fitted(dtype)
         return self
 
-    def _fit(self, X, W, H):
+    def _fit(self, X, W, H, held=None):
         total = X.sum()
         if not total > 0:
             raise ValueError(
@@ -403,7 +429,7 @@ class WeightedBackgroundPMF(
             )
         rng = check_random_state(self.random_state)
         families = (self.prior_loadings, self._parameter("prior_components"))
-        problem = _Problem(X, W, H, effective_n_threads(), families)
+        problem = _Problem(X, W, H, effective_n_threads(), families, held)
         start = self._warm_state(problem)
         run = (
             self._fit_from(start)
@@ -436,6 +462,7 @@ class WeightedBackgroundPMF(
         self.kl_loadings_ = s.kl_L
         self.kl_components_ = s.kl_F
         self.objective_history_ = np.asarray(run.history)
+        self.validation_scores_ = None if held is None else np.asarray(run.validation)
         self.lower_bound_ = float(run.history[-1])
         self.components_ = (w[:, None] * (f0[:, None] * Ef).T).copy()
         self._fit_families = problem.families

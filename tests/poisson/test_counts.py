@@ -55,3 +55,19 @@ def test_the_loglik_refuses_what_it_cannot_read(thinned):
         est.poisson_loglik(B[:5], fit_on=A[:6])
     with pytest.raises(AttributeError, match=r"eval_llk.*poisson_loglik"):
         _ = est.eval_llk
+
+
+def test_weighted_background_stops_on_held_out_counts_at_its_best_iteration():
+    rng = np.random.default_rng(0)
+    X = rng.poisson(rng.gamma(0.5, 2.0, (300, 5)) @ rng.gamma(0.5, 2.0, (5, 200)))
+    X_val = rng.binomial(X, 0.2)
+    kw = dict(n_components=10, random_state=0, max_iter=300)
+    est = WeightedBackgroundPMF(**kw).fit(X - X_val, X_val=X_val)
+    scores = est.validation_scores_
+    assert est.n_iter_ < 300 and scores.argmax() == est.n_iter_ - 1
+    assert_allclose(est.poisson_loglik(X_val, users=np.arange(300)), scores[-1], rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = WeightedBackgroundPMF(**{**kw, "max_iter": est.n_iter_, "tol": 0.0}).fit(X - X_val)
+    assert plain.validation_scores_ is None
+    assert_allclose(plain.components_, est.components_, rtol=0, atol=0)

@@ -372,3 +372,31 @@ def test_three_solvers_reach_the_same_elbo(example, vbem_fit):
     for est in (newton, pathwise):
         _, corr = match_components(example[2], est.components_.T)
         assert np.all(corr > 0.95), corr
+
+
+def test_held_out_counts_stop_the_fit_at_its_best_iteration():
+    rng = np.random.default_rng(0)
+    X = rng.poisson(rng.gamma(0.5, 2.0, (300, 5)) @ rng.gamma(0.5, 2.0, (5, 200)))
+    X_val = rng.binomial(X, 0.2)  # a binomial thinning: the held-out counts of the same rows
+    X_fit = X - X_val
+    kw = dict(n_components=20, random_state=0, tol=1e-9, max_iter=500)
+    est = HierarchicalPMF(n_iter_no_change=5, **kw).fit(X_fit, X_val=X_val)
+    scores = est.validation_scores_
+    # it stopped early, five iterations past its best, and went back to the best
+    assert est.n_iter_ < 100 and est.converged_
+    assert scores.shape == (est.n_iter_,) and scores.argmax() == est.n_iter_ - 1
+    rows = np.arange(300)
+    assert_allclose(est.poisson_loglik(X_val, users=rows), scores[-1], rtol=1e-12)
+    # the kept fit is the plain fit stopped at that iteration, to the bit
+    plain = HierarchicalPMF(**{**kw, "max_iter": est.n_iter_, "tol": 0.0}).fit(X_fit)
+    assert plain.validation_scores_ is None
+    assert_array_equal(plain.loadings_shape_, est.loadings_shape_)
+    assert_array_equal(plain.components_, est.components_)
+    assert_array_equal(plain.objective_history_, est.objective_history_)
+    # a patience longer than the held-out score's dips reaches a better held-out fit
+    patient = HierarchicalPMF(**kw).fit(X_fit, X_val=X_val)
+    assert patient.validation_scores_[-1] > scores[-1]
+    with pytest.raises(ValueError, match=r"X_val must hold counts of the rows of X"):
+        HierarchicalPMF(2).fit(X_fit, X_val=X_val[:10])
+    with pytest.raises(TypeError, match=r"stop_crit.*X_val=held_out_counts"):
+        HierarchicalPMF(stop_crit="val-llk")
