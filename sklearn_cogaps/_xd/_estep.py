@@ -50,14 +50,14 @@ def kernel_params(data, weights, means, covs, reg_covar):
     means = np.ascontiguousarray(means, dtype=dtype)
     covs = np.ascontiguousarray(covs, dtype=dtype)
     if data.Rproj.shape[0]:
-        return logw, means, covs, empty, empty, empty, empty, empty
+        return logw, means, covs, empty, empty, empty, empty, empty, empty
     if data.R is None:
         RV, RVR, Rm = covs, covs, means
     else:
         RV = np.einsum("pk,jkd->jpd", data.R, covs)
         RVR = np.einsum("jpd,qd->jpq", RV, data.R)
         Rm = means @ data.R.T
-    Lsh = Wsh = empty
+    Lsh = Wsh = Msh = empty
     if data.noise_mode == 0:
         Ls, Ws = [], []
         for j in range(len(weights)):
@@ -69,8 +69,10 @@ def kernel_params(data, weights, means, covs, reg_covar):
             Ws.append(np.linalg.solve(L, RV[j]))
         Lsh = np.ascontiguousarray(np.ravel(Ls), dtype=dtype)
         Wsh = np.ascontiguousarray(np.ravel(Ws), dtype=dtype)
+        # W_j^T W_j: the same for every complete point, computed once
+        Msh = _fast.shared_grams(Wsh, len(weights), RV.shape[1], means.shape[1])
     flat = [np.ascontiguousarray(np.ravel(a), dtype=dtype) for a in (RV, RVR, Rm)]
-    return (logw, means, covs, *flat, Lsh, Wsh)
+    return (logw, means, covs, *flat, Lsh, Wsh, Msh)
 
 
 def estep(data, params, n_threads, reg_covar):

@@ -71,6 +71,32 @@ cdef inline void _forward(const floating* L, floating* y, Py_ssize_t n, Py_ssize
             y[a * ld + c] = s / L[a * n + a]
 
 
+cdef inline void _gram(const floating* W, Py_ssize_t n_o, Py_ssize_t d,
+                       floating* M) noexcept nogil:
+    """The lower triangle of W^T W for the n_o x d row-major W: M (d, d) row-major."""
+    cdef Py_ssize_t a, b, c
+    cdef floating s
+    for c in range(d):
+        for b in range(c + 1):
+            s = 0
+            for a in range(n_o):
+                s = s + W[a * d + c] * W[a * d + b]
+            M[c * d + b] = s
+
+
+def shared_grams(const floating[::1] Wsh, Py_ssize_t K, Py_ssize_t p, Py_ssize_t d):
+    """W_j^T W_j of the shared factors L^-1 R V_j (no noise, a shared projection): the same
+    for every complete point, so computed once per component, by the loop `_point` uses for
+    the others (the same bits)."""
+    out = np.zeros(K * d * d, dtype=np.asarray(Wsh).dtype)
+    cdef floating[::1] M = out
+    cdef Py_ssize_t j
+    if K * d:
+        for j in range(K):
+            _gram(&Wsh[j * p * d], p, d, &M[j * d * d])
+    return out
+
+
 cdef inline floating* _alloc_scratch(const floating* like, Py_ssize_t p, Py_ssize_t d,
                                      Py_ssize_t K) noexcept nogil:
     """Scratch of one thread: T (p, p), P (p, d), z (p), then the slots of `_results`."""
@@ -88,15 +114,16 @@ cdef Py_ssize_t _point(
     const floating* R,
     const floating* logw, const floating* means, const floating* covs,
     const floating* RV, const floating* RVR, const floating* Rm,
-    const floating* Lsh, const floating* Wsh,
+    const floating* Lsh, const floating* Wsh, int shared_gram,
     int want, Py_ssize_t* obs, floating* buf,
 ) noexcept nogil:
     """Log-densities (and, if want, b - m and W^T W) of one point under every component.
 
     R is NULL for a projection shared by all points (then RV, RVR, Rm hold R V_j, R V_j R^T
     and R m_j); Lsh and Wsh are not NULL when, without noise and with a shared projection,
-    the Cholesky factor of R V_j R^T and L^-1 R V_j are the same for every complete point.
-    ``buf`` is the scratch of `_alloc_scratch`; the results are left in its log-density, b - m
+    the Cholesky factor of R V_j R^T and L^-1 R V_j are the same for every complete point;
+    ``shared_gram`` then says that the caller has their W^T W (`shared_grams`), which is not
+    computed again. ``buf`` is the scratch of `_alloc_scratch`; the results are left in its log-density, b - m
     and W^T W slots (`_results`). Returns the number of observed coordinates, or -(j + 1) when
     T_ij is not positive definite.
     """
@@ -179,12 +206,8 @@ cdef Py_ssize_t _point(
                 for a in range(n_o):
                     s = s + W[a * d + c] * z[a]
                 delta[j * d + c] = s
-            for c in range(d):
-                for b in range(c + 1):
-                    s = 0
-                    for a in range(n_o):
-                        s = s + W[a * d + c] * W[a * d + b]
-                    M[(j * d + c) * d + b] = s
+            if not (shared_gram and Lsh != NULL and n_o == p):
+                _gram(W, n_o, d, M + j * d * d)
     return n_o
 
 
@@ -218,6 +241,7 @@ def estep_stats(
     const floating[::1] Rm,
     const floating[::1] Lsh,
     const floating[::1] Wsh,
+    const floating[::1] Msh,
     double[:, ::1] q_out,
     double[:, :, ::1] s1_out,
     double[:, :, :, ::1] A_out,
@@ -240,9 +264,9 @@ def estep_stats(
         ``Rm`` hold R V_j, R V_j R^T and R m_j, flattened).
     sample_weight, logw, means, covs : ndarray
         Weights of the points, log mixture weights, means (K, d) and covariances (K, d, d).
-    Lsh, Wsh : ndarray
+    Lsh, Wsh, Msh : ndarray
         Empty, or (without noise and with a shared projection) the flattened Cholesky
-        factors of R V_j R^T and L^-1 R V_j.
+        factors of R V_j R^T, L^-1 R V_j and the lower triangles of W_j^T W_j.
     q_out, s1_out, A_out, ll_out, fail_out : ndarray
         Zeroed outputs with one slot per chunk: q (n_chunks, K), s1 (n_chunks, K, d),
         A (n_chunks, K, d, d) lower triangles, weighted log-likelihood (n_chunks,), and
@@ -261,6 +285,7 @@ def estep_stats(
     cdef int per_point = Rproj.shape[0] > 0
     cdef const floating* Lp = _opt(Lsh)
     cdef const floating* Wp = _opt(Wsh)
+    cdef const floating* Mp = _opt(Msh)
     cdef const floating* RVp = _opt(RV)
     cdef const floating* RVRp = _opt(RVR)
     cdef const floating* Rmp = _opt(Rm)
@@ -269,6 +294,7 @@ def estep_stats(
     cdef floating* logp
     cdef floating* delta
     cdef floating* M
+    cdef const floating* Mi
     cdef double* r
     cdef double lse, wr
     status_arr = np.zeros(n_chunks, dtype=np.intc)
@@ -290,13 +316,14 @@ def estep_stats(
                 n_o = _point(&X[i, 0], p, d, K, noise_mode, _noise_ptr(noise_mode, Sdiag, Sfull, i),
                              &Rproj[i, 0, 0] if per_point else NULL,
                              &logw[0], &means[0, 0], &covs[0, 0, 0], RVp, RVRp, Rmp, Lp, Wp,
-                             1, obs, buf)
+                             Mp != NULL, 1, obs, buf)
                 if n_o < 0:
                     if fail_out[ch] < 0:
                         fail_out[ch] = i * K + (-n_o - 1)
                         status[ch] = FAIL_NOT_POSITIVE_DEFINITE
                     continue
                 lse = responsibilities(logp, r, K)
+                Mi = Mp if (Mp != NULL and Lp != NULL and n_o == p) else M
                 ll_out[ch] = ll_out[ch] + sample_weight[i] * lse
                 for j in range(K):
                     wr = sample_weight[i] * r[j]
@@ -307,7 +334,7 @@ def estep_stats(
                         s1_out[ch, j, a] = s1_out[ch, j, a] + wr * delta[j * d + a]
                         for b in range(a + 1):
                             A_out[ch, j, a, b] = A_out[ch, j, a, b] + wr * (
-                                delta[j * d + a] * delta[j * d + b] - M[(j * d + a) * d + b])
+                                delta[j * d + a] * delta[j * d + b] - Mi[(j * d + a) * d + b])
         free(obs)
         free(buf)
         free(r)
@@ -328,6 +355,7 @@ def log_prob(
     const floating[::1] Rm,
     const floating[::1] Lsh,
     const floating[::1] Wsh,
+    const floating[::1] Msh,
     floating[:, ::1] logp_out,
     floating[:, ::1] post_mean,
     floating[:, :, ::1] post_cov,
@@ -348,6 +376,7 @@ def log_prob(
     cdef int want = post_mean.shape[0] > 0
     cdef const floating* Lp = _opt(Lsh)
     cdef const floating* Wp = _opt(Wsh)
+    cdef const floating* Mp = _opt(Msh)
     cdef const floating* RVp = _opt(RV)
     cdef const floating* RVRp = _opt(RVR)
     cdef const floating* Rmp = _opt(Rm)
@@ -375,7 +404,7 @@ def log_prob(
             n_o = _point(&X[i, 0], p, d, K, noise_mode, _noise_ptr(noise_mode, Sdiag, Sfull, i),
                          &Rproj[i, 0, 0] if per_point else NULL,
                          &logw[0], &means[0, 0], &covs[0, 0, 0], RVp, RVRp, Rmp, Lp, Wp,
-                         want, obs, buf)
+                         Mp != NULL, want, obs, buf)
             if n_o < 0:
                 fail_out[i] = -n_o - 1
                 status[i] = FAIL_NOT_POSITIVE_DEFINITE
@@ -384,7 +413,8 @@ def log_prob(
                 logp_out[i, j] = logp[j]
             if want:
                 responsibilities(logp, r, K)
-                _posterior(r, delta, M, &means[0, 0], &covs[0, 0, 0], K, d, mu,
+                _posterior(r, delta, Mp if (Mp != NULL and Lp != NULL and n_o == p) else M,
+                           &means[0, 0], &covs[0, 0, 0], K, d, mu,
                            &post_mean[i, 0], &post_cov[i, 0, 0])
         free(obs)
         free(buf)

@@ -509,6 +509,11 @@ def test_fast_paths_agree_with_the_general_kernel():
                     rtol=1e-11)  # fmt: skip
     assert_allclose(c.covariances_, e.covariances_, rtol=1e-10, atol=1e-12)
     assert_allclose(c.objective_history_, e.objective_history_, rtol=1e-12)
+    # the posterior of complete points reads the shared W^T W of each component
+    shared = c.deconvolve(X)
+    per_point = c.deconvolve(X, X_cov=np.zeros_like(full), projection=np.eye(3))
+    for got, expected in zip(shared, per_point):
+        assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
 
 
 def test_n_init_keeps_the_best_start():
