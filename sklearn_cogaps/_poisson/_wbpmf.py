@@ -39,6 +39,7 @@ from ._ebpm import EBPM_FAMILIES, _expected_loglik_rows, _posterior_rows
 from ._wbpmf_updates import (
     _CLAMP,
     FitState,
+    _stabilised,
     _Sweeper,
     elbo_rows,
     iterate,
@@ -554,6 +555,7 @@ class WeightedBackgroundPMF(
         l0 = safe_divide(x_rows, El @ colw)
         active = np.ones(n, dtype=bool)
         lv = np.ascontiguousarray(Elogf)
+        V = _stabilised(lv)[0]  # the features are fixed
         logw = np.log(w)[None, :]
         for _ in range(self.max_iter):
             old = l0[:, None] * El
@@ -562,13 +564,14 @@ class WeightedBackgroundPMF(
             kl_new = np.empty((n, K))
             for k in range(K):
                 lu = np.ascontiguousarray(logw + Elogl_new)
-                y_rows, _ = sweeper.expected_counts(lu, lv, k)
-                s = colw[k] * l0
+                y_rows, _ = sweeper.expected_counts(lu, lv, k, V)
+                # the posteriors of the rows still moving (each row's is its own)
+                y_rows, s = y_rows[active], colw[k] * l0[active]
                 m, ml, lp = _posterior_rows(
                     y_rows, s, g["pi0"][k], g["weights"][k], g["shape"][k], g["rate"][k]
                 )
-                El_new[:, k], Elogl_new[:, k] = m, ml
-                kl_new[:, k] = _expected_loglik_rows(y_rows, s, m, ml) - lp
+                El_new[active, k], Elogl_new[active, k] = m, ml
+                kl_new[active, k] = _expected_loglik_rows(y_rows, s, m, ml) - lp
             l0_new = safe_divide(x_rows, El_new @ colw)
             El[active] = El_new[active]
             Elogl[active] = Elogl_new[active]

@@ -97,9 +97,12 @@ class _Sweeper:
         # about 20 operations per stored entry and component sweep
         self.n_threads = kernel_threads(20 * self.data.size, n_threads)
 
-    def expected_counts(self, lu, lv, k):
+    def expected_counts(self, lu, lv, k, V=None):
+        """Row sums and column sums of E[Z_..k]; ``V`` may pass ``_stabilised(lv)[0]`` when
+        ``lv`` is fixed over many calls (new rows against fitted features)."""
         U, _ = _stabilised(lu)
-        V, _ = _stabilised(lv)
+        if V is None:
+            V, _ = _stabilised(lv)
         rows = np.empty(self.n)
         cols = np.zeros((self.n_chunks, self.p))
         expected_counts(
