@@ -92,6 +92,12 @@ RUNS = {
     "m3f_items": (lambda est: est.fit(RATINGS), lambda: _m3f("ibp"), "item", 30),
     "m3f_features": (lambda est: est.fit(RATINGS), lambda: _m3f("ibp"), "user", 24),
     "m3f_new_user_features": (_rate_new_users, lambda: _m3f("ibp").fit(RATINGS), "user", 24),
+    "wbpmf_rows": (
+        lambda fitted: fitted.transform(COUNTS),
+        lambda: _wbpmf().fit(COUNTS),
+        "row",
+        24,
+    ),
 }
 # The loops that both priors run, each tested above with one prior, here with the other.
 OTHER_PRIOR = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy.testing import assert_array_equal
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
@@ -29,9 +29,14 @@ def test_a_release_0_1_pickle_loads_and_predicts_what_it_did(name):
     X, P, R = EXPECTED["X"], EXPECTED["P"], EXPECTED["R"]
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # the old names are gone from it
-        if name in ("cogaps", "cogaps_warm", "hpmf", "wbpmf"):
+        if name in ("cogaps", "cogaps_warm", "hpmf"):
             assert_array_equal(est.transform(X[:4]), EXPECTED[f"{name}.transform"])
             assert est.score(X[:4]) == EXPECTED[f"{name}.score"]
+        elif name == "wbpmf":
+            # The compiled row kernel of 0.2 sums the row posteriors in
+            # another order than 0.1's numpy code: equal to round-off.
+            assert_allclose(est.transform(X[:4]), EXPECTED[f"{name}.transform"], rtol=1e-12)
+            assert_allclose(est.score(X[:4]), EXPECTED[f"{name}.score"], rtol=1e-12)
         elif name == "xd":
             assert_array_equal(est.predict_proba(P[:6]), EXPECTED[f"{name}.predict_proba"])
             assert_array_equal(est.score_samples(P[:6]), EXPECTED[f"{name}.score_samples"])

@@ -97,9 +97,10 @@ class EBPMResult:
         )
 
 
-# Operations per observation of the kernels (the log-gamma functions of the grid), for the
-# thread count; observations are independent, so any thread count gives the same bits.
-_OPS_PER_OBSERVATION = 200
+# Operations per observation and component of the grid in the kernels (a log-gamma and two
+# log1p, or an exponential and a digamma), for the thread count; observations are
+# independent, so any thread count gives the same bits.
+_OPS_PER_COMPONENT = 60
 
 
 def _component_loglik(y, s, shape, rate):
@@ -116,7 +117,7 @@ def _component_loglik(y, s, shape, rate):
         np.ascontiguousarray(rate, dtype=np.float64),
         gammaln(shape),
         out,
-        kernel_threads(_OPS_PER_OBSERVATION * y.size),
+        kernel_threads(_OPS_PER_COMPONENT * y.size * max(shape.size, 1)),
     )
     return out
 
@@ -181,7 +182,7 @@ def _posterior_rows(y, s, pi0, weights, shape, rate, ll=None):
         mean,
         mean_log,
         lp,
-        kernel_threads(_OPS_PER_OBSERVATION * y.size),
+        kernel_threads(_OPS_PER_COMPONENT * y.size * max(shape.size, 1)),
     )
     return mean, mean_log, lp
 

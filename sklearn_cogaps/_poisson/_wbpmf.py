@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._deprecation import RenamedMixin
-from .._utils._openmp_helpers import effective_n_threads
+from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._seeding import draw_seeds
 from .._utils._validation import check_ignored_y, check_side_labels, data_dtype, validate_input
 from ._counts import (
@@ -35,7 +35,8 @@ from ._counts import (
     kl_nmf,
     loglik,
 )
-from ._ebpm import EBPM_FAMILIES, _expected_loglik_rows, _posterior_rows
+from ._ebpm import EBPM_FAMILIES
+from ._wbpmf_fast import regress_rows
 from ._wbpmf_updates import (
     _CLAMP,
     FitState,
@@ -50,6 +51,9 @@ from ._wbpmf_updates import (
 __all__ = ["WeightedBackgroundPMF"]
 
 _ML_ITER = 30  # multiplicative updates of the maximum-likelihood start of transform
+# operations of regress_rows per stored entry and pair of components (one sweep: the
+# normaliser of every entry for every component), for its thread count
+_ROW_WORK = 4
 # What to do instead of passing data as the second positional argument.
 _NO_SIDE_INPUT = (
     "fit the counts alone, call fit(X); initial factors for init='custom' go by keyword, "
@@ -542,48 +546,45 @@ class WeightedBackgroundPMF(
         return np.maximum(np.divide(L, scale, out=np.ones_like(L), where=scale > 0), _CLAMP)
 
     def _sweep_rows(self, sweeper, x_rows, El):
-        """Coordinate ascent on l0 and q(l) of every row from ``E[l] = El``, a point mass."""
+        """Coordinate ascent on l0 and q(l) of every row from ``E[l] = El``, a point mass,
+        compiled row by row (``_wbpmf_fast.regress_rows``)."""
         n, K = El.shape
         w, f0 = self.w_, self.f0_
         Ef, Elogf = self._feature_moments()
-        g = self.prior_loadings_
         colw = w * (f0 @ Ef)  # w_k sum_j f0_j E[f_jk]
-        El = El.copy()
+        El = np.array(El, dtype=np.float64, order="C")
         with np.errstate(divide="ignore"):
             Elogl = np.log(El)  # -inf: a topic switched off
+            logw = np.log(w)
         kl = np.zeros((n, K))
         l0 = safe_divide(x_rows, El @ colw)
-        active = np.ones(n, dtype=bool)
         lv = np.ascontiguousarray(Elogf)
-        V = _stabilised(lv)[0]  # the features are fixed
-        logw = np.log(w)[None, :]
-        for _ in range(self.max_iter):
-            old = l0[:, None] * El
-            El_new = El.copy()
-            Elogl_new = Elogl.copy()
-            kl_new = np.empty((n, K))
-            for k in range(K):
-                lu = np.ascontiguousarray(logw + Elogl_new)
-                y_rows, _ = sweeper.expected_counts(lu, lv, k, V)
-                # the posteriors of the rows still moving (each row's is its own)
-                y_rows, s = y_rows[active], colw[k] * l0[active]
-                m, ml, lp = _posterior_rows(
-                    y_rows, s, g["pi0"][k], g["weights"][k], g["shape"][k], g["rate"][k]
-                )
-                El_new[active, k], Elogl_new[active, k] = m, ml
-                kl_new[active, k] = _expected_loglik_rows(y_rows, s, m, ml) - lp
-            l0_new = safe_divide(x_rows, El_new @ colw)
-            El[active] = El_new[active]
-            Elogl[active] = Elogl_new[active]
-            kl[active] = kl_new[active]
-            l0[active] = l0_new[active]
-            new = l0[:, None] * El
-            change = np.max(np.abs(new - old), axis=1)
-            scale = np.max(np.abs(new), axis=1)
-            active &= ~(change <= self.tol * scale)
-            if not active.any():
-                break
+        threads = kernel_threads(_ROW_WORK * sweeper.data.size * K * K, effective_n_threads())
+        regress_rows(sweeper.indptr, sweeper.indices, sweeper.data, _stabilised(lv)[0], lv,
+                     logw, colw, *self._loadings_prior_arrays(), np.ascontiguousarray(x_rows),
+                     l0, El, Elogl, kl, self.max_iter, self.tol, threads)  # fmt: skip
         return l0, El, Elogl, kl
+
+    def _loadings_prior_arrays(self):
+        """The fitted prior of the loadings as ``regress_rows`` reads it: per component, the
+        log mass at 0, and its Gamma components of positive weight first (log weights,
+        shapes, rates, log-gamma of the shapes, padded) with their number."""
+        g = self.prior_loadings_
+        weights = np.atleast_2d(np.asarray(g["weights"], dtype=np.float64))
+        K, M = weights.shape
+        shape = np.ones((K, max(M, 1)))
+        rate = np.ones((K, max(M, 1)))
+        log_w = np.full((K, max(M, 1)), -np.inf)
+        n_mix = np.zeros(K, dtype=np.intp)
+        for k in range(K):
+            kept = np.flatnonzero(weights[k] > 0)
+            n_mix[k] = kept.size
+            log_w[k, : kept.size] = np.log(weights[k, kept])
+            shape[k, : kept.size] = np.asarray(g["shape"], dtype=np.float64).reshape(K, -1)[k, kept]
+            rate[k, : kept.size] = np.asarray(g["rate"], dtype=np.float64).reshape(K, -1)[k, kept]
+        with np.errstate(divide="ignore"):
+            log_pi0 = np.log(np.asarray(g["pi0"], dtype=np.float64).reshape(K))
+        return log_pi0, log_w, shape, rate, gammaln(shape), n_mix
 
     def _feature_moments(self):
         """``E[f]`` and ``E[log f]`` in the model's orientation, (n_features, n_components)."""

@@ -16,14 +16,17 @@ finite records it in its own status slot, raised after the parallel loop whichev
 met it (_utils/_status.pxd).
 """
 
-from cython.parallel cimport prange
-from libc.math cimport exp, log, isfinite, INFINITY
+from cython.parallel cimport parallel, prange
+from libc.math cimport exp, fabs, log, isfinite, INFINITY
+from libc.stdlib cimport free, malloc
 
 import numpy as np
 
 from .._utils._logsumexp cimport log_sum_exp_pair
+from .._utils._special cimport lgamma
+from ._ebpm_one cimport component_loglik_one, mixture_posterior_one
 from .._utils._status cimport (FAIL_NOT_FINITE, SITE_WBPMF_COUNTS, SITE_WBPMF_DATA_TERM,
-                              item_status)
+                              SITE_WBPMF_ROWS, item_status)
 from .._utils._status import raise_for_status
 
 # What to do when a sweep fails, for the shared messages of _utils/_status.pyx.
@@ -147,3 +150,115 @@ def data_term(
         if not isfinite(acc):
             status[i] = FAIL_NOT_FINITE
     raise_for_status(status_arr, "The data term", item="row", advice=_ADVICE)
+
+
+def regress_rows(
+    const intp_t[::1] indptr,
+    const intp_t[::1] indices,
+    const double[::1] data,
+    const double[:, ::1] V,
+    const double[:, ::1] lv,
+    const double[::1] logw,
+    const double[::1] colw,
+    const double[::1] log_pi0,
+    const double[:, ::1] log_weights,
+    const double[:, ::1] shape,
+    const double[:, ::1] rate,
+    const double[:, ::1] lgamma_shape,
+    const intp_t[::1] n_mix,
+    const double[::1] x_rows,
+    double[::1] l0,
+    double[:, ::1] El,
+    double[:, ::1] Elogl,
+    double[:, ::1] kl,
+    int max_iter,
+    double tol,
+    int n_threads,
+):
+    """Coordinate ascent on ``l0_i`` and ``q(l_i)`` of every row, the features held fixed.
+
+    For each row, in turn for k = 1..K: the row's expected counts ``y_ik = sum_j X_ij
+    zeta_ijk`` (eq. 3.11-3.12, with the row's current loadings), then ``q(l_ik)`` as the
+    posterior of ``y_ik ~ Poisson(s l_ik)``, ``s = colw_k l0_i``, under the fixed prior
+    ``g_L,k`` (``n_mix[k]`` Gamma components of positive weight, the first of each row of
+    ``log_weights``, ``shape``, ``rate``, ``lgamma_shape``, and the atom ``log_pi0[k]``); then
+    ``l0_i`` (eq. 3.16). Until ``max_i |l0 E[l_i] - previous| <= tol max_i |l0 E[l_i]|`` or
+    ``max_iter`` sweeps. ``V`` and ``lv`` are the features' stabilised exponentials and
+    E[log f]; ``logw`` and ``colw`` hold ``log w_k`` and ``w_k sum_j f0_j E[f_jk]``. ``l0``,
+    ``El``, ``Elogl`` hold the start on entry and the result on exit; ``kl`` receives
+    ``E_q[log p(y_ik | l_ik)] - log p(y_ik)``. Rows are independent: a row's result does not
+    depend on the other rows or on the number of threads.
+    """
+    cdef intp_t n = indptr.shape[0] - 1
+    cdef intp_t K = V.shape[1]
+    cdef intp_t i, k, a, ptr, it
+    cdef double mu, y, s, m, ml, lp, change, scale, v, den, lgy
+    cdef double* lu
+    cdef double* U
+    cdef double* old
+    cdef double* ll
+    cdef intp_t m_max = shape.shape[1]
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    with nogil, parallel(num_threads=n_threads):
+        lu = <double*> malloc(sizeof(double) * (3 * K + m_max + 1))
+        U = lu + K
+        old = U + K
+        ll = old + K
+        for i in prange(n, schedule="dynamic"):
+            status[i] = item_status(SITE_WBPMF_ROWS, i, lu != NULL)
+            if status[i] != 0:
+                continue
+            for it in range(max_iter):
+                for a in range(K):
+                    old[a] = l0[i] * El[i, a]
+                for k in range(K):
+                    # the row's stabilised exponentials with its current loadings
+                    mu = -INFINITY
+                    for a in range(K):
+                        lu[a] = logw[a] + Elogl[i, a]
+                        if lu[a] > mu:
+                            mu = lu[a]
+                    if not isfinite(mu):
+                        mu = 0.0
+                    for a in range(K):
+                        U[a] = exp(lu[a] - mu)
+                    y = 0.0
+                    for ptr in range(indptr[i], indptr[i + 1]):
+                        y = y + data[ptr] * _zeta(U, &V[indices[ptr], 0], lu, &lv[indices[ptr], 0],
+                                                  k, K)
+                    s = colw[k] * l0[i]
+                    lgy = lgamma(y + 1.0)
+                    for a in range(n_mix[k]):
+                        ll[a] = component_loglik_one(y, s, lgy, shape[k, a], rate[k, a],
+                                                     lgamma_shape[k, a])
+                    m = 0.0  # assigned in the loop, so private to each thread (as ml and lp)
+                    ml = 0.0
+                    lp = 0.0
+                    mixture_posterior_one(y, s, log_pi0[k], &log_weights[k, 0], &shape[k, 0],
+                                          &rate[k, 0], ll, n_mix[k], &m, &ml, &lp)
+                    El[i, k] = m
+                    Elogl[i, k] = ml
+                    # E_q[log p(y | s l)] - log p(y): the KL of q(l_ik) (eq. 4.6)
+                    v = -s * m
+                    if y > 0:
+                        v = v + y * (log(s) + ml) - lgy
+                    kl[i, k] = v - lp
+                den = 0.0
+                for a in range(K):
+                    den = den + El[i, a] * colw[a]
+                l0[i] = x_rows[i] / den if x_rows[i] > 0 else 0.0
+                change = 0.0
+                scale = 0.0
+                for a in range(K):
+                    v = l0[i] * El[i, a]
+                    if fabs(v - old[a]) > change:
+                        change = fabs(v - old[a])
+                    if fabs(v) > scale:
+                        scale = fabs(v)
+                if change <= tol * scale:
+                    break
+            if not isfinite(l0[i]):
+                status[i] = FAIL_NOT_FINITE
+        free(lu)
+    raise_for_status(status_arr, "The regression of new rows", item="row", advice=_ADVICE)
