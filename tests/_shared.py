@@ -33,3 +33,23 @@ def every_path_parallel():
     finally:
         _openmp_helpers.MIN_WORK_PER_THREAD = per_thread
         _set_parallel_thresholds_for_tests(*previous)
+
+
+def interrupt_cogaps_at(monkeypatch, call):
+    """Make CoGAPS's chain raise KeyboardInterrupt (Ctrl-C) at its ``call``-th iteration,
+    after ``call - 1`` completed ones; returns the sampler class to restore."""
+    from sklearn_cogaps._cogaps import _chain
+
+    original = _chain.GibbsSampler
+
+    class InterruptedSampler(original):
+        calls = 0
+
+        def iterate(self, tau, n_threads=1):
+            InterruptedSampler.calls += 1
+            if InterruptedSampler.calls == call:
+                raise KeyboardInterrupt
+            return super().iterate(tau, n_threads)
+
+    monkeypatch.setattr(_chain, "GibbsSampler", InterruptedSampler)
+    return original

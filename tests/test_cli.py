@@ -14,6 +14,8 @@ from sklearn_cogaps import CoGAPS, match_components
 from sklearn_cogaps._cli import CommandLineError, main
 from sklearn_cogaps.datasets import make_patterns
 
+from _shared import interrupt_cogaps_at
+
 FAST = ["-k", "2", "--max-iter", "15", "--seed", "3"]
 
 
@@ -419,18 +421,7 @@ def test_a_tall_table_gets_a_hint_to_transpose(data, tmp_path, capsys):
 
 def _interrupt_at(monkeypatch, call):
     """Make the sampler raise KeyboardInterrupt at its `call`-th iteration, as Ctrl-C does."""
-    from sklearn_cogaps._cogaps import _chain as _cogaps
-
-    class InterruptedSampler(_cogaps.GibbsSampler):
-        calls = 0
-
-        def iterate(self, tau, n_threads=1):
-            InterruptedSampler.calls += 1
-            if InterruptedSampler.calls == call:
-                raise KeyboardInterrupt
-            return super().iterate(tau, n_threads)
-
-    monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
+    interrupt_cogaps_at(monkeypatch, call)
 
 
 @pytest.mark.parametrize("suffix", [".npz", ".csv"])

@@ -27,6 +27,8 @@ __all__ = [
     "prior_rates",
     "restore_sampler",
     "set_posterior",
+    "set_snapshots",
+    "snapshot_plan",
     "unconverged_message",
     "validate_fixed",
     "warm_start_mismatch",
@@ -296,11 +298,28 @@ class ChainState:
         Threads of the chain, and of the passes over the data that recompute its chi-square.
     """
 
-    def __init__(self, sampler, sampling, n_calibration, n_threads, pass_threads):
+    def __init__(self, sampler, sampling, n_calibration, n_threads, pass_threads,
+                 snapshots=frozenset(), rescale=True):  # fmt: skip
         self.sampler, self.sampling, self.n_calibration = sampler, sampling, n_calibration
         self.n_threads, self.pass_threads = n_threads, pass_threads
         self.chisq = None
         self.atoms = []
+        self.snapshot_at, self.rescale = snapshots, rescale
+        self.snapshots = []
+
+    def take_snapshot(self, iteration):
+        """Keep the chain's current W and H, scaled as :meth:`accumulate` scales a sample."""
+        W, Ht = self.sampler.W, self.sampler.Ht
+        if self.rescale:
+            scale = W.max(axis=0)
+            scale[scale <= 0] = 1.0
+            W /= scale
+            Ht *= scale
+        self.snapshots.append((iteration, W, np.ascontiguousarray(Ht.T)))
+
+    def drop_snapshots_after(self, iteration):
+        """Forget the snapshots of iterations an interruption leaves out."""
+        self.snapshots = [shot for shot in self.snapshots if shot[0] <= iteration]
 
     def start(self):
         """The chi-square at the start; a ValueError when it is not finite."""
@@ -328,6 +347,8 @@ class ChainState:
             self.chisq = self.sampler.chi_square(self.pass_threads)
         if sampling:
             self.sampler.accumulate()
+        if iteration in self.snapshot_at:
+            self.take_snapshot(iteration)
         self.atoms.append(self.sampler.n_atoms)
         return self.chisq
 
@@ -338,6 +359,54 @@ class ChainState:
 
     def atom_history(self):
         return np.asarray(self.atoms, dtype=np.int64).reshape(-1, 2)
+
+
+def snapshot_plan(sampling, n_snapshots, phase):
+    """The iterations of a run (1-based) at which to keep the chain's state.
+
+    As R's CoGAPS: in each phase named, every ``length // n_snapshots`` iterations of that
+    phase, ``n_snapshots`` of them (every iteration when the phase is shorter).
+
+    Parameters
+    ----------
+    sampling : list of bool
+        For each iteration of the run, whether it samples.
+    n_snapshots : int
+        Snapshots per phase.
+    phase : {"sampling", "calibration", "all"}
+        The phases that get them.
+
+    Returns
+    -------
+    iterations : frozenset of int
+    """
+    if n_snapshots == 0:
+        return frozenset()
+    sampling = np.asarray(sampling, dtype=bool)
+    taken = []
+    for name, mask in (("calibration", ~sampling), ("sampling", sampling)):
+        if phase not in (name, "all"):
+            continue
+        iterations = np.flatnonzero(mask) + 1
+        every = max(iterations.size // n_snapshots, 1)
+        taken.extend(iterations[every - 1 :: every][:n_snapshots].tolist())
+    return frozenset(taken)
+
+
+def set_snapshots(est, state, offset, previous, n_samples, n_features, dtype):
+    """The snapshots of this run after those of the run it continues (``previous``, or
+    None), their iterations counted over the whole chain."""
+    K = est.n_components
+    W = [shot[1] for shot in state.snapshots]
+    H = [shot[2] for shot in state.snapshots]
+    its = [offset + shot[0] for shot in state.snapshots]
+    if previous is not None:
+        W = [*previous[0], *W]
+        H = [*previous[1], *H]
+        its = [*previous[2].tolist(), *its]
+    est.loadings_snapshots_ = as_dtype(np.asarray(W).reshape(-1, n_samples, K), dtype)
+    est.components_snapshots_ = as_dtype(np.asarray(H).reshape(-1, K, n_features), dtype)
+    est.snapshot_iterations_ = np.asarray(its, dtype=np.int64)
 
 
 def chisq_fall(sampling_chisq):

@@ -37,6 +37,8 @@ from ._chain import (
     new_sampler,
     restore_sampler,
     set_posterior,
+    set_snapshots,
+    snapshot_plan,
     unconverged_message,
     validate_fixed,
     warm_start_mismatch,
@@ -193,6 +195,16 @@ class CoGAPS(
         Number of joblib workers for the subsets of distributed mode; None means 1 unless
         in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
         The result does not depend on it.
+    n_snapshots : int, default=0
+        Number of states of the chain kept in each phase ``snapshot_phase`` names (R's
+        ``nSnapshots``): every ``max_iter // n_snapshots`` iterations of a phase, the
+        chain's current ``W`` and ``H`` are kept, scaled as the samples that are averaged
+        (each pattern to a maximum of 1), in ``loadings_snapshots_`` and
+        ``components_snapshots_``. They cost ``n_snapshots`` copies of both matrices. 0 keeps
+        none. Not with ``distributed``.
+    snapshot_phase : {"sampling", "calibration", "all"}, default="sampling"
+        The phase whose states ``n_snapshots`` keeps (R's ``snapshotPhase``, whose
+        ``"equilibration"`` is ``"calibration"`` here).
     alpha_W : float, default="deprecated"
         Former name of ``atom_density_W``.
 
@@ -242,6 +254,15 @@ class CoGAPS(
     objective_history_ : ndarray of shape (n_iterations,)
         Chi-square of the chain's current state after every iteration, calibration first,
         over the whole chain (a ``warm_start`` continuation appends to it).
+    loadings_snapshots_ : ndarray of shape (n_snapshots_taken, n_samples, n_components)
+        The chain's patterns at the iterations of ``snapshot_iterations_`` (see
+        ``n_snapshots``); no snapshot when ``n_snapshots=0``.
+    components_snapshots_ : ndarray of shape (n_snapshots_taken, n_components, n_features)
+        Its amplitudes at the same iterations.
+    snapshot_iterations_ : ndarray of shape (n_snapshots_taken,)
+        The iterations of the snapshots, counted over the chain as ``objective_history_``
+        is (calibration first, from 1); those above the calibration's length belong to the
+        sampling phase.
     n_atoms_history_ : ndarray of shape (n_iterations, 2)
         Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
     lambda_W_, lambda_H_ : float
@@ -354,6 +375,8 @@ class CoGAPS(
         "max_ns": [Interval(Integral, 1, None, closed="left"), None],
         "explicit_sets": ["array-like", None],
         "n_jobs": [Integral, None],
+        "n_snapshots": [Interval(Integral, 0, None, closed="left")],
+        "snapshot_phase": [StrOptions({"sampling", "calibration", "all"})],
     }
 
     def __init__(
@@ -377,6 +400,8 @@ class CoGAPS(
         max_ns=None,
         explicit_sets=None,
         n_jobs=None,
+        n_snapshots=0,
+        snapshot_phase="sampling",
         alpha_W="deprecated",
         alpha_H="deprecated",
         birth_death="deprecated",
@@ -402,6 +427,8 @@ class CoGAPS(
         self.max_ns = max_ns
         self.explicit_sets = explicit_sets
         self.n_jobs = n_jobs
+        self.n_snapshots = n_snapshots
+        self.snapshot_phase = snapshot_phase
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
@@ -437,15 +464,21 @@ class CoGAPS(
         return warm_start_mismatch(self, problem.X, problem.data, problem.fixed,
                                    problem.likelihood)  # fmt: skip
 
+    def _chain_state(self, sampler, sampling, problem):
+        plan = snapshot_plan(sampling, getattr(self, "n_snapshots", 0),
+                             getattr(self, "snapshot_phase", "sampling"))  # fmt: skip
+        return ChainState(sampler, sampling, self.max_iter, problem.n_threads,
+                          problem.pass_threads, snapshots=plan,
+                          rescale=problem.fixed[0] is None)  # fmt: skip
+
     def _continue(self, problem):
         sampler = restore_sampler(self, problem.data, problem.n_threads)
-        return ChainState(sampler, [True] * self.max_iter, self.max_iter, problem.n_threads,
-                          problem.pass_threads)  # fmt: skip
+        return self._chain_state(sampler, [True] * self.max_iter, problem)
 
     def _initialise(self, problem, rng):
         sampler = new_sampler(self, problem.X, problem.data, problem.fixed)
-        return ChainState(sampler, [False] * self.max_iter + [True] * self.max_iter,
-                          self.max_iter, problem.n_threads, problem.pass_threads)  # fmt: skip
+        return self._chain_state(sampler, [False] * self.max_iter + [True] * self.max_iter,
+                                 problem)  # fmt: skip
 
     def _start_objective(self, state):
         return state.start()
@@ -460,6 +493,7 @@ class CoGAPS(
     def _restore(self, snapshot):
         state, iteration = snapshot
         del state.atoms[iteration:]
+        state.drop_snapshots_after(iteration)
         return state
 
     def _progress_extra(self, state):
@@ -563,7 +597,15 @@ class CoGAPS(
                     "A distributed fit holds its consensus fixed itself; fixed_components "
                     "and fixed_patterns need distributed=None."
                 )
+            if getattr(self, "n_snapshots", 0):
+                raise ValueError(
+                    "Snapshots are of one chain; a distributed fit runs one per set. Set "
+                    "n_snapshots=0, or fit one set's data with distributed=None to see its "
+                    "chain."
+                )
             self._n_calibration_iter = None  # the subsets' chains have their own phases
+            for name in ("loadings_snapshots_", "components_snapshots_", "snapshot_iterations_"):
+                self.__dict__.pop(name, None)
             fit_distributed(self, X, uncertainty)
             self._set_reconstruction_err(X)
             return self
@@ -596,6 +638,11 @@ class CoGAPS(
             fixed,
         )
         cast_attributes(self, X.dtype)
+        previous = None
+        if continued and hasattr(self, "snapshot_iterations_"):
+            previous = (self.loadings_snapshots_, self.components_snapshots_,
+                        self.snapshot_iterations_)  # fmt: skip
+        set_snapshots(self, state, len(history), previous, *X.shape, X.dtype)
         # the full state (atoms, generator, sums) only when a later fit may continue it:
         # with warm_start, or after an interruption (the warning advises continuing)
         self._sampler_state = None

@@ -41,11 +41,9 @@ R_PARAMETERS = {
             "warm_start=True and pickle the fitted estimator: it continues the chain "
             "exactly where it stopped",
         ),
-        **dict.fromkeys(
-            ["nSnapshots", "snapshotPhase"],
-            "nothing: fit with warm_start=True in steps of max_iter to keep states along "
-            "the chain; loadings_std_ and components_std_ summarise the samples",
-        ),
+        "nSnapshots": "n_snapshots=N (the states are loadings_snapshots_ and "
+        "components_snapshots_)",
+        "snapshotPhase": 'snapshot_phase="sampling", "calibration" (R\'s "equilibration") or "all"',
         "asynchronousUpdates": "nothing: the chain is always the asynchronous one, with "
         "the same result for any number of threads",
         "BPPARAM": "n_jobs=... in distributed mode, or joblib.parallel_config(backend=...)",

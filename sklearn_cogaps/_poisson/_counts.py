@@ -122,6 +122,8 @@ HPFREC_METHODS = {
     "predict": ("hpfrec", "score_pairs(users, items) for the expected counts of pairs"),
     "eval_llk": ("hpfrec", "poisson_loglik(X_held_out, users=rows, average=None)"),
     "mean_negative_pois_llh": ("scHPF", "-poisson_loglik(X, average='nonzero')"),
+    "cell_score": ("scHPF", "loading_scores() (or loading_scores(X_new) for new cells)"),
+    "gene_score": ("scHPF", "component_scores().T (genes x factors, as scHPF's)"),
 }
 
 

@@ -49,6 +49,7 @@ from ._hpmf_updates import (
     _vbem_step,
     regress_rows,
 )
+from ._scores import hierarchical_scores, row_scores
 
 __all__ = ["HierarchicalPMF"]
 
@@ -656,3 +657,55 @@ class HierarchicalPMF(
         cross = float(np.sum(L.mean @ self._components64().sum(axis=1)))
         total = float(np.sum(xlogt)) - cross - counts.log_factorial + L.neg_kl()
         return total / max(counts.shape[0], 1)
+
+    # -- scHPF's scores ----------------------------------------------------------------------
+
+    def _hierarchical_scores(self):
+        L = self.loadings_shape_ / self.loadings_rate_
+        return hierarchical_scores(
+            L, self._components64().T, self.prior_loadings_shape_, self.prior_components_shape_
+        )
+
+    def loading_scores(self, X=None):
+        """Compute scHPF's cell scores: each loading times its row's capacity.
+
+        A row's capacity is the rate of its loadings' prior in scHPF's model (Levitin et al.
+        2019); the score ``s_k E[L_ik] E[xi_i]`` divides out the row's total, so that rows
+        compare by the share of their counts each component explains, whatever their depth.
+        HierarchicalPMF's prior has no per-row rate: ``E[xi_i]`` is computed from the fitted
+        means as scHPF's own update would set it, with scHPF's hyperparameters, and every
+        component is first put on scHPF's scale ``s_k`` (the fit's own scale of a component
+        is arbitrary); see ``doc/hpmf.rst``, "Cell and gene scores".
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features), default=None
+            New rows, scored from their :meth:`transform`; None scores the training rows.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples, n_components)
+            The scores, scHPF's ``cell_score()`` (cells x factors).
+        """
+        check_is_fitted(self)
+        rows, _, scale, (rate_l, _) = self._hierarchical_scores()
+        if X is None:
+            return rows
+        L = np.asarray(self.transform(X), dtype=np.float64)
+        return row_scores(L, scale, self.prior_loadings_shape_, rate_l)
+
+    def component_scores(self):
+        """Compute scHPF's gene scores: each feature weight times its feature's capacity.
+
+        ``E[F_jk] E[eta_j] / s_k``, with the capacities and scales of
+        :meth:`loading_scores`: a feature's weight in a component relative to its weight in
+        all of them, so that a component's top features are those specific to it rather
+        than the most abundant ones.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_components, n_features)
+            The scores, scHPF's ``gene_score()`` transposed as ``components_`` is.
+        """
+        check_is_fitted(self)
+        return np.ascontiguousarray(self._hierarchical_scores()[1].T)

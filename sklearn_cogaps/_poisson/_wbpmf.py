@@ -621,6 +621,44 @@ class WeightedBackgroundPMF(
         _, _, l0, El, _, _ = self._fit_rows(X)
         return (l0[:, None] * El).astype(dtype, copy=False)
 
+    def loading_scores(self, X=None):
+        """Compute the loadings relative to their row's background, scHPF's cell scores.
+
+        The model gives each row its own scale ``l0_i`` (Wang, EBPMF-WBG: the background
+        ``l0 f0'``), so ``E[l_ik]`` is already what scHPF's cell score is: a loading with
+        the row's depth divided out, comparable across rows of any total.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features), default=None
+            New rows, fitted as by :meth:`transform`; None gives the training rows'
+            ``loadings_mean_``.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples, n_components)
+            The posterior means ``E[l_ik]``.
+        """
+        check_is_fitted(self)
+        if X is None:
+            return self.loadings_mean_.copy()
+        X = self._validate_counts(X, reset=False)
+        return self._fit_rows(X)[3].copy()
+
+    def component_scores(self):
+        """Compute the topics relative to their feature's background, scHPF's gene scores.
+
+        A feature's weight in a topic over its background ``f0_j``, so that a topic's top
+        features are those specific to it rather than the most abundant.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_components, n_features)
+            The posterior means ``E[f_jk]``: ``components_mean_``.
+        """
+        check_is_fitted(self)
+        return self.components_mean_.copy()
+
     def score(self, X, y=None):
         """Average ELBO per sample of new rows, with the feature side held fixed.
 

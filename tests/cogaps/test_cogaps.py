@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning, match_components
 from sklearn_cogaps.datasets import load_gist, make_patterns
 
-from _shared import every_path_parallel
+from _shared import every_path_parallel, interrupt_cogaps_at
 
 
 @pytest.fixture(scope="module")
@@ -292,16 +292,7 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(
 ):
     from sklearn_cogaps._cogaps import _chain as _cogaps
 
-    class InterruptedSampler(_cogaps.GibbsSampler):
-        calls = 0
-
-        def iterate(self, tau, n_threads=1):
-            InterruptedSampler.calls += 1
-            if InterruptedSampler.calls == 31:
-                raise KeyboardInterrupt
-            return super().iterate(tau, n_threads)
-
-    monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler)
+    original = interrupt_cogaps_at(monkeypatch, 31)
     X, _, _ = simulated
     with pytest.warns(FitInterruptedWarning, match="interrupted after 30 of 40 iterations"):
         est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=warm_start).fit(X)
@@ -309,7 +300,7 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(
     assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
     # the chain can be continued from where it stopped (as the warning advises, also when
     # the interrupted fit ran without warm_start): 20 more iterations in this fit
-    monkeypatch.setattr(_cogaps, "GibbsSampler", InterruptedSampler.__mro__[1])
+    monkeypatch.setattr(_cogaps, "GibbsSampler", original)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*starts a new")
         est.set_params(warm_start=True).fit(X)

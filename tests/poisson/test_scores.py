@@ -1,0 +1,127 @@
+"""scHPF's cell and gene scores: ``loading_scores`` and ``component_scores``."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from sklearn_cogaps import HierarchicalPMF, WeightedBackgroundPMF
+from sklearn_cogaps._poisson._scores import hierarchical_scores
+
+K = 4
+N_SPECIFIC = 20
+
+
+def _specific_and_abundant(seed=1, n=300):
+    """Counts whose components each have 20 genes of their own, beside 20 abundant genes
+    that every component expresses six times more: the abundant genes top every
+    component's weights, the specific ones its scores."""
+    rng = np.random.default_rng(seed)
+    weights = np.zeros((K, K * N_SPECIFIC + 20))
+    for k in range(K):
+        weights[k, k * N_SPECIFIC : (k + 1) * N_SPECIFIC] = rng.gamma(2.0, 1.0, N_SPECIFIC)
+    weights[:, K * N_SPECIFIC :] = 6 * rng.gamma(2.0, 1.0, (K, 20))
+    depth = rng.gamma(4.0, 0.5, n)
+    loadings = rng.dirichlet(np.full(K, 0.3), n) * depth[:, None]
+    return rng.poisson(loadings @ weights)
+
+
+def _specific_share(scores):
+    """Per component, the share of its top 20 features that are specific genes."""
+    return np.array(
+        [np.isin(np.argsort(-row)[:N_SPECIFIC], np.arange(K * N_SPECIFIC)).mean() for row in scores]
+    )
+
+
+@pytest.fixture(scope="module")
+def counts():
+    return _specific_and_abundant()
+
+
+@pytest.fixture(scope="module")
+def hpmf(counts):
+    return HierarchicalPMF(K, random_state=0).fit(counts)
+
+
+def test_gene_scores_rank_specific_genes_first(hpmf):
+    # by components_, the abundant genes fill most of each component's top 20
+    assert _specific_share(hpmf.components_).max() <= 0.3
+    assert _specific_share(hpmf.component_scores()).min() >= 0.9
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_weighted_background_scores_are_its_relative_factors(counts):
+    model = WeightedBackgroundPMF(K, random_state=0, max_iter=100).fit(counts)
+    scores = model.component_scores()
+    assert_allclose(scores, model.components_mean_)
+    assert _specific_share(scores).mean() >= 0.6 > _specific_share(model.components_).max()
+    assert_allclose(model.loading_scores(), model.loadings_mean_)
+    new = model.loading_scores(counts[:20])
+    # transform gives l0_i E[l_ik]: one background per row times the scores
+    ratio = model.transform(counts[:20]) / new
+    assert_allclose(ratio, ratio[:, :1] * np.ones(K), rtol=1e-12)
+
+
+def test_scores_do_not_depend_on_the_scale_of_a_component(hpmf):
+    L, F = hpmf.loadings_, hpmf.components_.T
+    rows, features, scale, _ = hierarchical_scores(
+        L, F, hpmf.prior_loadings_shape_, hpmf.prior_components_shape_
+    )
+    s = np.array([1.0, 1e-3, 7.0, 1e4])
+    rows2, features2, scale2, _ = hierarchical_scores(
+        L * s, F / s, hpmf.prior_loadings_shape_, hpmf.prior_components_shape_
+    )
+    assert_allclose(rows2, rows, rtol=1e-10)
+    assert_allclose(features2, features, rtol=1e-10)
+    assert_allclose(scale2 * s, scale, rtol=1e-10)
+
+
+def test_scales_and_capacities_are_schpf_fixed_point():
+    # at the returned scales, scHPF's update of q(xi), q(eta) is a fixed point and its bound
+    # is stationary in each component's scale
+    rng = np.random.default_rng(3)
+    L, F = rng.gamma(0.3, 2.0, (50, 3)), rng.gamma(0.3, 5.0, (40, 3))
+    a, c = np.full(3, 0.3), np.full(3, 0.3)
+    rows, features, s, (bp, dp) = hierarchical_scores(L, F, a, c)
+    xi = (1 + a.sum()) / (bp + L @ s)
+    eta = (1 + c.sum()) / (dp + F @ (1 / s))
+    assert_allclose(rows, L * s * xi[:, None])
+    assert_allclose(features, F / s * eta[:, None])
+    gradient = (50 * a - 40 * c) / s - xi @ L + (eta @ F) / s**2
+    assert_allclose(gradient * s, 0, atol=1e-9 * np.abs(xi @ L * s).max())
+    totals_r, totals_c = (L @ F.T).sum(1), (L @ F.T).sum(0)
+    assert_allclose(bp, totals_r.mean() / totals_r.var())
+    assert_allclose(dp, max(totals_c.mean() / totals_c.var(), bp / 1000))
+
+
+def test_cell_scores_divide_out_depth(hpmf, counts):
+    # one composition at two depths: the loadings differ tenfold, the scores much less
+    rng = np.random.default_rng(0)
+    mean = np.array([0.7, 0.3, 0, 0]) @ hpmf.components_
+    rows = np.vstack([rng.poisson(300 * mean / mean.sum()), rng.poisson(3000 * mean / mean.sum())])
+    loadings, scores = hpmf.transform(rows), hpmf.loading_scores(rows)
+    assert loadings[1].sum() / loadings[0].sum() > 8
+    assert scores[1].sum() / scores[0].sum() < 1.5
+    # new rows share the training rows' scales: a row's scores are its loadings times s_k
+    # times one capacity per row
+    _, _, scale, _ = hpmf._hierarchical_scores()
+    ratio = scores / (loadings * scale)
+    assert_allclose(ratio, ratio[:, :1] * np.ones(K), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name, advice",
+    [("cell_score", "loading_scores()"), ("gene_score", "component_scores().T")],
+)
+def test_schpf_names_say_what_to_call(hpmf, name, advice):
+    with pytest.raises(AttributeError, match=advice.replace("(", r"\(").replace(")", r"\)")):
+        getattr(hpmf, name)()
+
+
+def test_scores_of_an_unfitted_model_refuse():
+    from sklearn.exceptions import NotFittedError
+
+    for est in (HierarchicalPMF(2), WeightedBackgroundPMF(2)):
+        with pytest.raises(NotFittedError):
+            est.loading_scores()
+        with pytest.raises(NotFittedError):
+            est.component_scores()
