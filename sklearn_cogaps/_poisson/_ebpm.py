@@ -158,12 +158,14 @@ def _posterior_rows(y, s, pi0, weights, shape, rate, ll=None):
     s = np.ascontiguousarray(s, dtype=np.float64)
     shape = np.ascontiguousarray(shape, dtype=np.float64)
     rate = np.ascontiguousarray(rate, dtype=np.float64)
+    # A component of weight 0 adds exactly 0 to every sum of the posterior: leave it out
+    # (mix-SQP's weights are sparse, a few of the grid's 34), with the same bits.
+    kept = np.asarray(weights) > 0
+    if not kept.all():
+        weights, shape, rate = np.asarray(weights)[kept], shape[kept], rate[kept]
+        if ll is not None:
+            ll = np.ascontiguousarray(ll[:, kept])
     if ll is None:
-        # A component of weight 0 adds exactly 0 to every sum of the posterior: leave it
-        # out of the marginals (mix-SQP's weights are sparse, a few of the grid's 34).
-        kept = np.asarray(weights) > 0
-        if not kept.all():
-            weights, shape, rate = np.asarray(weights)[kept], shape[kept], rate[kept]
         ll = _component_loglik(y, s, shape, rate)
     with np.errstate(divide="ignore"):
         log_pi0 = float(np.log(pi0))
