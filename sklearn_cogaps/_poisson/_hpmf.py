@@ -394,10 +394,7 @@ class HierarchicalPMF(
         scale = self._scale(counts)
         a, b = self._prior_start(counts)
         if init == "nmf":
-            X = sparse.csr_matrix((counts.r[2], counts.r[1], counts.r[0]), shape=(n, p))
-            # NNDSVDa needs K <= min(n, p); beyond it scikit-learn's NMF starts at random
-            nmf_init = "nndsvda" if K <= min(n, p) else "random"
-            W, H = kl_nmf(X, K, _N_INIT_NMF, rng.randint(2**31 - 1), init=nmf_init)
+            W, H = kl_nmf(counts, K, _N_INIT_NMF, rng.randint(2**31 - 1))
             eps = 1e-3 * scale
             W = W + eps
             H = H + eps
@@ -583,7 +580,7 @@ class HierarchicalPMF(
         self.components_log_ = np.ascontiguousarray(F.elog.T)
         self.prior_loadings_shape_, self.prior_loadings_rate_ = L.a, L.b
         self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
-        self._set_reconstruction_err(X)
+        self._set_reconstruction_err(counts)
         self._cast_fitted(dtype)
         return self
 

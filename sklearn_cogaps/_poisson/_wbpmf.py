@@ -336,7 +336,7 @@ class WeightedBackgroundPMF(
             return W, H.T.copy()
         if W is not None or H is not None:
             raise ValueError(f"W and H are used only with init='custom'; got init={self.init!r}.")
-        return kl_nmf(X, K, 50, draw_seeds(rng) % (2**32), tol=0.0)
+        return kl_nmf(X, K, 50, draw_seeds(rng) % (2**32))
 
     # -- the fitting loop's hooks ------------------------------------------------------------
 
