@@ -5,7 +5,8 @@ Poisson factorisation."""
 import numpy as np
 from scipy import sparse
 from scipy.special import gammaln
-from sklearn.decomposition._nmf import _initialize_nmf
+from sklearn.utils import check_random_state
+from sklearn.utils.extmath import randomized_svd
 from sklearn.utils.validation import check_is_fitted
 
 from .._utils._openmp_helpers import kernel_threads
@@ -17,6 +18,7 @@ __all__ = [
     "MISSING_COUNTS_ADVICE",
     "CountModelMixin",
     "check_total",
+    "has_fractions",
     "held_out",
     "kl_nmf",
     "loglik",
@@ -59,6 +61,16 @@ def check_total(data, name):
         )
 
 
+def has_fractions(data, chunk=2**20):
+    """Whether counts hold a non-integer value, read in chunks: no temporary the size of
+    the data (a sparse fit's memory above its input stays that of the model's copies)."""
+    flat = np.ravel(data)
+    return any(
+        np.any(flat[a : a + chunk] != np.floor(flat[a : a + chunk]))
+        for a in range(0, flat.size, chunk)
+    )
+
+
 def kl_nmf(X, n_components, max_iter, random_state):
     """Multiplicative updates of the Kullback-Leibler NMF, the start of both models.
 
@@ -92,9 +104,7 @@ def kl_nmf(X, n_components, max_iter, random_state):
     """
     counts = X if isinstance(X, _Counts) else _Counts(X)
     Xr = sparse.csr_matrix((counts.r[2], counts.r[1], counts.r[0]), shape=counts.shape)
-    init = "nndsvda" if n_components <= min(counts.shape) else "random"
-    W, H = _initialize_nmf(Xr, n_components, init=init, random_state=random_state)
-    H = np.ascontiguousarray(H.T)
+    W, H = _nmf_start(Xr, n_components, random_state)
     n_threads = kernel_threads(2 * n_components * counts.nnz)
     for _ in range(max_iter):
         z, _ = _pass(counts.r, _log(W), _log(H), n_threads)[:2]
@@ -102,6 +112,56 @@ def kl_nmf(X, n_components, max_iter, random_state):
         z, _ = _pass(counts.c, _log(H), _log(W), n_threads)[:2]
         H = z / W.sum(axis=0)
     return W, H
+
+
+def _nmf_start(X, n_components, random_state, eps=1e-6):
+    """scikit-learn's start of NMF with ``init=None``: NNDSVDa, or random beyond
+    ``min(n_samples, n_features)`` components, without a copy of X.
+
+    NNDSVD (Boutsidis & Gallopoulos 2008, "SVD based initialization: a head start for
+    nonnegative matrix factorization", section 3): each singular pair after the first is
+    replaced by the larger, in the product of its norms, of its positive and negative parts,
+    entries below ``eps`` set to 0; NNDSVDa then fills the zeros with the mean of X.
+    scikit-learn's function takes that mean by ``X.mean()``, which copies a sparse X: here
+    it is the sum over the number of entries.
+
+    Returns
+    -------
+    W : ndarray of shape (n_samples, n_components)
+    H : ndarray of shape (n_features, n_components)
+    """
+    n, p = X.shape
+    mean = float(X.sum(dtype=np.float64)) / (n * p)
+    if n_components > min(n, p):
+        rng = check_random_state(random_state)
+        scale = np.sqrt(mean / n_components)
+        H = np.abs(scale * rng.standard_normal(size=(n_components, p)))
+        W = np.abs(scale * rng.standard_normal(size=(n, n_components)))
+        return W, np.ascontiguousarray(H.T)
+    U, S, Vt = randomized_svd(X, n_components, random_state=random_state)
+    W, H = np.zeros_like(U), np.zeros_like(Vt)
+    # the first pair of a non-negative matrix is non-negative up to its sign
+    W[:, 0] = np.sqrt(S[0]) * np.abs(U[:, 0])
+    H[0, :] = np.sqrt(S[0]) * np.abs(Vt[0, :])
+    for j in range(1, n_components):
+        x, y = U[:, j], Vt[j, :]
+        x_p, y_p = np.maximum(x, 0), np.maximum(y, 0)
+        x_n, y_n = np.abs(np.minimum(x, 0)), np.abs(np.minimum(y, 0))
+        x_p_nrm, y_p_nrm = np.linalg.norm(x_p), np.linalg.norm(y_p)
+        x_n_nrm, y_n_nrm = np.linalg.norm(x_n), np.linalg.norm(y_n)
+        m_p, m_n = x_p_nrm * y_p_nrm, x_n_nrm * y_n_nrm
+        if m_p > m_n:
+            u, v, sigma = x_p / x_p_nrm, y_p / y_p_nrm, m_p
+        else:
+            u, v, sigma = x_n / x_n_nrm, y_n / y_n_nrm, m_n
+        lbd = np.sqrt(S[j] * sigma)
+        W[:, j] = lbd * u
+        H[j, :] = lbd * v
+    W[W < eps] = 0
+    H[H < eps] = 0
+    W[W == 0] = mean
+    H[H == 0] = mean
+    return W, np.ascontiguousarray(H.T)
 
 
 def _log(factor):
@@ -218,7 +278,9 @@ class CountModelMixin(RecommenderMixin):
             compressed, nnz = _compressed(counts, index_dtype), counts.nnz
         xlogt = _pass(compressed, _log(W), _log(H.T), kernel_threads(2 * W.shape[1] * nnz))[1]
         x = compressed[2]
-        divergence = float(np.dot(x, np.log(x))) - xlogt - float(x.sum())
+        # sum x ln x in chunks: no temporary the size of the counts
+        xlogx = sum(float(np.dot(c, np.log(c))) for c in np.array_split(x, 1 + x.size // 2**20))
+        divergence = xlogx - xlogt - float(x.sum())
         divergence += float(W.sum(axis=0) @ H.sum(axis=1))
         self.reconstruction_err_ = float(np.sqrt(2.0 * max(divergence, 0.0)))
 

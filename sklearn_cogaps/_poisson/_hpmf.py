@@ -33,6 +33,7 @@ from ._counts import (
     MISSING_COUNTS_ADVICE,
     CountModelMixin,
     check_total,
+    has_fractions,
     kl_nmf,
     loglik,
 )
@@ -344,7 +345,7 @@ class HierarchicalPMF(
                 "least one positive count. Remove empty data before fitting."
             )
         check_total(data, type(self).__name__)
-        if np.any(data != np.floor(data)):
+        if has_fractions(data):
             warnings.warn(
                 "X contains non-integer values; HierarchicalPMF models counts. The fit uses "
                 "the Poisson likelihood extended to real x >= 0 by Gamma(x + 1), which stays "
