@@ -192,6 +192,13 @@ def test_project_selects_the_trained_genes_by_name(capsys, counts, files, traine
     # no names to match, another width
     status, _, err = _run(capsys, *argv[:-2])
     assert status == 2 and "cannot be matched by name" in err
+    # two genes of the input under one name (gene symbols repeat in 10x's features.tsv):
+    # refused, not matched to the first of them
+    with open(tmp_path / "repeated.tsv", "w") as f:  # GENE39 (not trained) named GENE5
+        f.writelines(f"GENE{j if j < X.shape[1] - 1 else 5}\n" for j in range(X.shape[1]))
+    genes = ["-g", trained / "run.genes.txt"]  # the model's ids and names
+    status, _, err = _run(capsys, *argv[:-1], tmp_path / "repeated.tsv", *genes)
+    assert status == 2 and "shared by several genes" in err, err
 
 
 def test_wbpmf(capsys, trained, tmp_path):

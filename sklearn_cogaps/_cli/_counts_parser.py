@@ -47,8 +47,8 @@ gene files (--whitelist, --blacklist, --genes): one gene a line, or columns
   (ENSG00000186092.6 is ENSG00000186092) unless --no-split-on-dot."""
 
 _OUTDIR = """\
-output files are written to OUTDIR (created when missing), their names starting
-  with PREFIX. when -p PREFIX is given."""
+output files are written to OUTDIR (created when missing); with -p PREFIX their names
+  start with "PREFIX." (for example PREFIX.cell_score.txt)."""
 
 PREP_EPILOG = f"""\
 {_INPUTS}
@@ -130,7 +130,8 @@ def _number(kind, low):
             value = None
         if value is None or not math.isfinite(value) or value < low:
             raise argparse.ArgumentTypeError(
-                f"must be a {kind.__name__} of at least {low}, got {text!r}"
+                f"must be {'an integer' if kind is int else 'a number'} of at least {low}, "
+                f"got {text!r}"
             )
         return value
 

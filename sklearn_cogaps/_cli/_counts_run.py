@@ -6,6 +6,7 @@ import re
 import sys
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -413,6 +414,21 @@ def _score(args):
     print("written: " + ", ".join(str(p) for p in written))
 
 
+def _refuse_repeated_names(wanted, have, args):
+    """Names that two genes share cannot say which column is which (gene symbols repeat in
+    10x's features.tsv; their ids do not)."""
+    in_model, in_input = Counter(wanted.tolist()), Counter(have.tolist())
+    repeated = sorted(key for key in in_model if in_model[key] > 1 or in_input[key] > 1)
+    if repeated:
+        raise CommandLineError(
+            f"{len(repeated):,} gene names are shared by several genes in the model's genes "
+            f"or in '{args.input}' (first {repeated[:3]}), so the columns cannot be matched "
+            "by them. Match by unique names: give the genes' ids to train (--genes with the "
+            "id column first) and to project (--input-genes, or -g with the model's genes "
+            "file), or make the names unique (anndata's var_names_make_unique)."
+        )
+
+
 def _align(X, input_genes, model_genes, args):
     """INPUT's columns of the model's genes, in the model's order, matched by name."""
     for mc in range(model_genes.shape[1]):
@@ -421,6 +437,7 @@ def _align(X, input_genes, model_genes, args):
             have = _gene_keys(input_genes[:, ic], True)
             position = {key: j for j, key in reversed(list(enumerate(have)))}
             if all(key in position for key in wanted):
+                _refuse_repeated_names(wanted, have, args)
                 return X[:, [position[key] for key in wanted]]
     wanted = _gene_keys(model_genes[:, 0], True)
     have = set(_gene_keys(input_genes.ravel(), True))

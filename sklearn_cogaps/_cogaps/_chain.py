@@ -382,6 +382,7 @@ def snapshot_plan(sampling, n_snapshots, phase):
     """
     if n_snapshots == 0:
         return frozenset()
+    phase = "calibration" if phase == "equilibration" else phase  # R's name
     sampling = np.asarray(sampling, dtype=bool)
     taken = []
     for name, mask in (("calibration", ~sampling), ("sampling", sampling)):

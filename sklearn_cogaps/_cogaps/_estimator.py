@@ -204,7 +204,8 @@ class CoGAPS(
         none. Not with ``distributed``.
     snapshot_phase : {"sampling", "calibration", "all"}, default="sampling"
         The phase whose states ``n_snapshots`` keeps (R's ``snapshotPhase``, whose
-        ``"equilibration"`` is ``"calibration"`` here).
+        ``"equilibration"`` is ``"calibration"`` here and is read as such). With more
+        snapshots than iterations in a phase, every iteration of it is kept.
     alpha_W : float, default="deprecated"
         Former name of ``atom_density_W``.
 
@@ -376,7 +377,10 @@ class CoGAPS(
         "explicit_sets": ["array-like", None],
         "n_jobs": [Integral, None],
         "n_snapshots": [Interval(Integral, 0, None, closed="left")],
-        "snapshot_phase": [StrOptions({"sampling", "calibration", "all"})],
+        "snapshot_phase": [
+            StrOptions({"sampling", "calibration", "all"}),
+            Hidden(StrOptions({"equilibration"})),
+        ],
     }
 
     def __init__(

@@ -71,7 +71,7 @@ def has_fractions(data, chunk=2**20):
     )
 
 
-def kl_nmf(X, n_components, max_iter, random_state):
+def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
     """Multiplicative updates of the Kullback-Leibler NMF, the start of both models.
 
     Lee & Seung's updates (2001), as scikit-learn's ``NMF(solver="mu",
@@ -95,6 +95,10 @@ def kl_nmf(X, n_components, max_iter, random_state):
         Seed of the start: NNDSVDa's randomised SVD, or, when ``n_components`` exceeds
         ``min(n_samples, n_features)`` (where NNDSVDa has no start), scikit-learn's random
         start, as ``NMF(init=None)`` chooses.
+    random_start : bool, default=False
+        Start at random whatever ``n_components``: NNDSVDa is deterministic (the seed only
+        drives its randomised SVD to the same subspace), so the second and later of several
+        starts (``n_init``) are random ones.
 
     Returns
     -------
@@ -104,7 +108,7 @@ def kl_nmf(X, n_components, max_iter, random_state):
     """
     counts = X if isinstance(X, _Counts) else _Counts(X)
     Xr = sparse.csr_matrix((counts.r[2], counts.r[1], counts.r[0]), shape=counts.shape)
-    W, H = _nmf_start(Xr, n_components, random_state)
+    W, H = _nmf_start(Xr, n_components, random_state, random_start)
     n_threads = kernel_threads(2 * n_components * counts.nnz)
     for _ in range(max_iter):
         z, _ = _pass(counts.r, _log(W), _log(H), n_threads)[:2]
@@ -114,7 +118,7 @@ def kl_nmf(X, n_components, max_iter, random_state):
     return W, H
 
 
-def _nmf_start(X, n_components, random_state, eps=1e-6):
+def _nmf_start(X, n_components, random_state, random_start=False, eps=1e-6):
     """scikit-learn's start of NMF with ``init=None``: NNDSVDa, or random beyond
     ``min(n_samples, n_features)`` components, without a copy of X.
 
@@ -132,7 +136,7 @@ def _nmf_start(X, n_components, random_state, eps=1e-6):
     """
     n, p = X.shape
     mean = float(X.sum(dtype=np.float64)) / (n * p)
-    if n_components > min(n, p):
+    if random_start or n_components > min(n, p):
         rng = check_random_state(random_state)
         scale = np.sqrt(mean / n_components)
         H = np.abs(scale * rng.standard_normal(size=(n_components, p)))

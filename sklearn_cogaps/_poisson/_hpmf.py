@@ -63,6 +63,10 @@ _N_INIT_NMF = 5
 _LEARNED_RATES = (
     "learn_prior='rate' (the prior rates are learned by empirical Bayes, without a hyperprior)"
 )
+# The conditional-mean estimate of new rows (new_rows="conditional_mean"): EM's steps
+# shrink linearly; stop at this relative change of the loadings, or this many steps.
+_CONDITIONAL_MEAN_TOL = 1e-10
+_CONDITIONAL_MEAN_MAX_ITER = 10_000
 # Monte Carlo samples for the estimate of the exact ELBO reported after every fit.
 _N_EVAL_SAMPLES = 16
 # The pathwise solver: windows of estimates compared for convergence, and the weight of a
@@ -79,6 +83,7 @@ class _Problem:
 
     def __init__(self, counts, rng, n_threads, held=None):
         self.counts, self.rng, self.n_threads, self.held = counts, rng, n_threads, held
+        self.n_started = 0
 
 
 class _FitState:
@@ -165,13 +170,26 @@ class HierarchicalPMF(
         ``n_components``, the fit starts anew with a ``UserWarning``.
     n_init : int, default=1
         Number of fits from different starts (as scHPF's ``ntrials``); the one with the
-        highest final bound is kept. Ignored when ``warm_start`` continues a fit.
+        highest final bound is kept. With the NMF start, the first runs KL-NMF from
+        NNDSVDa and the others from random factors (NNDSVDa is deterministic: its seed does
+        not change it). Ignored when ``warm_start`` continues a fit.
     n_iter_no_change : int, default=20
         With held-out counts (``fit(X, X_val=...)``), the fit stops once this many
         iterations have not raised their log-likelihood, and keeps its best iteration
         (hpfrec's ``stop_crit="val-llk"``). The held-out score can dip for ten iterations
         or so while the empirical-Bayes priors move, and rise again; fewer than 20 can stop
         in such a dip. Not used without ``X_val``.
+    new_rows : {"variational", "conditional_mean"}, default="variational"
+        What :meth:`transform` (and with it ``poisson_loglik(fit_on=...)`` and the
+        recommendations of new users) gives for rows fitted with the factors fixed.
+        ``"variational"``: the mean of the row's variational posterior, the quantity
+        ``loadings_`` holds for the training rows. ``"conditional_mean"``: the fixed point
+        ``l_ik = (a_k + E[z_ik | l_i]) / (b_k + sum_j E[f_jk])`` of the exact posterior
+        mean's identity, the allocations taken at the mean (the maximum a posteriori under
+        the prior's shapes plus one: unique, the problem being log-concave). With prior
+        shapes below 1 the variational mean is sparser than the posterior's, and this
+        estimate predicts held-out counts better (``doc/hpmf.rst``, "Held-out counts and
+        recommendations"). :meth:`score` is the variational bound in both cases.
 
     Attributes
     ----------
@@ -290,6 +308,7 @@ class HierarchicalPMF(
         "warm_start": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "new_rows": [StrOptions({"variational", "conditional_mean"})],
     }
 
     def __init__(
@@ -310,6 +329,7 @@ class HierarchicalPMF(
         warm_start=False,
         n_init=1,
         n_iter_no_change=20,
+        new_rows="variational",
     ):
         self.n_components = n_components
         self.solver = solver
@@ -326,6 +346,7 @@ class HierarchicalPMF(
         self.warm_start = warm_start
         self.n_init = n_init
         self.n_iter_no_change = n_iter_no_change
+        self.new_rows = new_rows
 
     # -- validation --------------------------------------------------------------------------
 
@@ -360,7 +381,11 @@ class HierarchicalPMF(
     def _initialise(self, problem, rng):
         counts, n_threads = problem.counts, problem.n_threads
         init = "nmf" if self.init == "auto" else self.init
-        L, F = self._start(counts, rng, "nmf" if init == "nmf" else "random")
+        # the NMF start is deterministic: the later of n_init starts run its KL-NMF from
+        # random factors, or they would repeat the first fit
+        problem.n_started += 1
+        random_nmf = problem.n_started > 1
+        L, F = self._start(counts, rng, "nmf" if init == "nmf" else "random", random_nmf)
         if init == "vbem":
             # Sarkar (2021), section 4: "To initialize all methods, run 50 epochs of VBEM."
             for _ in range(_N_INIT_VBEM):
@@ -389,13 +414,13 @@ class HierarchicalPMF(
         b0 = float(self.prior_rate) if self.prior_rate is not None else a0 / self._scale(counts)
         return np.full(self.n_components, a0), np.full(self.n_components, b0)
 
-    def _start(self, counts, rng, init):
+    def _start(self, counts, rng, init, random_nmf=False):
         n, p = counts.shape
         K = self.n_components
         scale = self._scale(counts)
         a, b = self._prior_start(counts)
         if init == "nmf":
-            W, H = kl_nmf(counts, K, _N_INIT_NMF, rng.randint(2**31 - 1))
+            W, H = kl_nmf(counts, K, _N_INIT_NMF, rng.randint(2**31 - 1), random_nmf)
             eps = 1e-3 * scale
             W = W + eps
             H = H + eps
@@ -624,8 +649,36 @@ class HierarchicalPMF(
         check_is_fitted(self)
         dtype = data_dtype(X)
         X = self._validate_counts(X, reset=False)
+        # estimators pickled before the option existed give the variational mean
+        if getattr(self, "new_rows", "variational") == "conditional_mean":
+            return self._conditional_means(X).astype(dtype, copy=False)
         _, alpha, beta, _ = self._regress_rows(X)
         return (alpha / beta).astype(dtype, copy=False)
+
+    def _conditional_means(self, X):
+        """The rows' loadings at ``l = (a + E[z | l]) / (b + sum_j E[f_j])`` (``new_rows``).
+
+        The exact posterior mean satisfies ``E[l_k] = (a_k + E[Z_k]) / (b_k + sum_j f_jk)``
+        (Rao-Blackwell, on the multinomial augmentation); the allocations of ``E[Z_k]`` are
+        taken at the mean, where the variational update takes them at geometric means
+        ``exp E[ln l]``. The iteration is EM for the posterior mode under Gamma(a + 1, b):
+        it climbs a strictly concave objective, to its one maximum, whatever the start.
+        """
+        counts = _Counts(X)
+        F = np.ascontiguousarray(self._components64().T)
+        log_f = np.log(np.maximum(F, np.finfo(np.float64).tiny))
+        a = self.prior_loadings_shape_
+        denominator = self.prior_loadings_rate_ + F.sum(axis=0)
+        n_threads = kernel_threads(2 * counts.nnz * self.n_components)
+        L = (a + counts.row_sums[:, None] / self.n_components) / denominator
+        for _ in range(_CONDITIONAL_MEAN_MAX_ITER):
+            log_l = np.log(np.maximum(L, np.finfo(np.float64).tiny))
+            new = (a + _pass(counts.r, log_l, log_f, n_threads)[0]) / denominator
+            change = np.max(np.abs(new - L), initial=0.0)
+            L = new
+            if change <= _CONDITIONAL_MEAN_TOL * np.max(L, initial=0.0):
+                break
+        return L
 
     def score(self, X, y=None):
         """Average per-row ELBO of X, with the factors and priors fixed.

@@ -72,6 +72,7 @@ class _Problem:
         self.x_rows = np.asarray(X.sum(axis=1)).ravel()
         self.x_cols = np.asarray(X.sum(axis=0)).ravel()
         self.const = float(np.sum(gammaln(X.data + 1.0)))
+        self.n_started = 0
 
 
 class _FitState:
@@ -136,8 +137,10 @@ class WeightedBackgroundPMF(
         weights and background (``init``, ``W`` and ``H`` are then not used). Otherwise
         a previous fit is not continued: the fit starts anew with a ``UserWarning``.
     n_init : int, default=1
-        Number of fits from different starts (``init="nmf"`` with different seeds); the one
-        with the highest final ELBO is kept. Ignored when ``warm_start`` continues a fit.
+        Number of fits from different starts; the one with the highest final ELBO is kept.
+        The first starts from KL-NMF from NNDSVDa, the others from KL-NMF from random
+        factors (NNDSVDa is deterministic: its seed does not change it). Ignored when
+        ``warm_start`` continues a fit.
     n_iter_no_change : int, default=20
         With held-out counts (``fit(X, X_val=...)``), the fit stops once this many
         iterations have not raised their log-likelihood, and keeps its best iteration, as in
@@ -308,7 +311,7 @@ class WeightedBackgroundPMF(
         check_total(X.data, type(self).__name__)
         return X
 
-    def _initial_factors(self, X, W, H, rng):
+    def _initial_factors(self, X, W, H, rng, random_nmf=False):
         n, p = X.shape
         K = self.n_components
         if self.init == "custom":
@@ -336,12 +339,15 @@ class WeightedBackgroundPMF(
             return W, H.T.copy()
         if W is not None or H is not None:
             raise ValueError(f"W and H are used only with init='custom'; got init={self.init!r}.")
-        return kl_nmf(X, K, 50, draw_seeds(rng) % (2**32))
+        return kl_nmf(X, K, 50, draw_seeds(rng) % (2**32), random_nmf)
 
     # -- the fitting loop's hooks ------------------------------------------------------------
 
     def _initialise(self, problem, rng):
-        L, F = self._initial_factors(problem.X, problem.W, problem.H, rng)
+        # NNDSVDa is deterministic: the later of n_init starts are KL-NMF from random factors
+        problem.n_started += 1
+        L, F = self._initial_factors(problem.X, problem.W, problem.H, rng,
+                                     random_nmf=problem.n_started > 1)  # fmt: skip
         return _FitState(problem, FitState.start(L, F, *problem.families))
 
     def _warm_start_mismatch(self, problem):
@@ -622,28 +628,33 @@ class WeightedBackgroundPMF(
         return (l0[:, None] * El).astype(dtype, copy=False)
 
     def loading_scores(self, X=None):
-        """Compute the loadings relative to their row's background, scHPF's cell scores.
+        """Compute each topic's share of a row's expected counts, scHPF's cell scores.
 
-        The model gives each row its own scale ``l0_i`` (Wang, EBPMF-WBG: the background
-        ``l0 f0'``), so ``E[l_ik]`` is already what scHPF's cell score is: a loading with
-        the row's depth divided out, comparable across rows of any total.
+        ``l0_i E[l_ik] c_k / sum_a l0_i E[l_ia] c_a`` with ``c_k = w_k sum_j f0_j E[f_jk]``
+        (``loadings_ @ components_`` split by topic): the row's depth divides out, so rows
+        of any total compare. The row background ``l0_i`` and ``E[l_i]`` are not separately
+        determined by a row's counts (their product is; the fit and :meth:`transform` can
+        split one row's scale differently), and the share does not depend on that split.
 
         Parameters
         ----------
         X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features), default=None
-            New rows, fitted as by :meth:`transform`; None gives the training rows'
-            ``loadings_mean_``.
+            New rows, fitted as by :meth:`transform`; None scores the training rows.
 
         Returns
         -------
         scores : ndarray of shape (n_samples, n_components)
-            The posterior means ``E[l_ik]``.
+            The shares, each row summing to 1 (0 for a row without counts).
         """
         check_is_fitted(self)
-        if X is None:
-            return self.loadings_mean_.copy()
-        X = self._validate_counts(X, reset=False)
-        return self._fit_rows(X)[3].copy()
+        loadings = self.loadings_ if X is None else self.transform(X)
+        expected = np.asarray(loadings, dtype=np.float64) * self._topic_totals()
+        totals = expected.sum(axis=1, keepdims=True)
+        return np.divide(expected, totals, out=np.zeros_like(expected), where=totals > 0)
+
+    def _topic_totals(self):
+        """``sum_j components_[k, j]``: each topic's expected count per unit of loading."""
+        return np.asarray(self.components_, dtype=np.float64).sum(axis=1)
 
     def component_scores(self):
         """Compute the topics relative to their feature's background, scHPF's gene scores.

@@ -32,6 +32,7 @@ def X():
         (3, "sampling", [133, 166, 199]),  # R: every floor(100 / 3) iterations
         (0, "all", []),
         (150, "sampling", list(range(101, 201))),  # a phase shorter: every iteration
+        (4, "equilibration", [25, 50, 75, 100]),  # R's name of the calibration
     ],
 )
 def test_plan_takes_r_cogaps_iterations(n_snapshots, phase, expected):

@@ -1,5 +1,5 @@
 """What the Poisson factorisations share: the Poisson log-likelihood of held-out counts
-(hpfrec's eval_llk, scHPF's mean_negative_pois_llh)."""
+(hpfrec's eval_llk, scHPF's mean_negative_pois_llh), and several starts (n_init)."""
 
 import warnings
 
@@ -71,3 +71,23 @@ def test_weighted_background_stops_on_held_out_counts_at_its_best_iteration():
         plain = WeightedBackgroundPMF(**{**kw, "max_iter": est.n_iter_, "tol": 0.0}).fit(X - X_val)
     assert plain.validation_scores_ is None
     assert_allclose(plain.components_, est.components_, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_n_init_runs_from_different_starts(Estimator, monkeypatch):
+    # NNDSVDa does not depend on its seed: the later starts must not repeat the first fit
+    from sklearn_cogaps._base import IterativeMixin
+
+    objectives = []
+    better = IterativeMixin._better
+
+    def record(self, run, best):
+        objectives.extend([best.objective, run.objective])
+        return better(self, run, best)
+
+    monkeypatch.setattr(IterativeMixin, "_better", record)
+    X = np.random.default_rng(0).poisson(2.0, (60, 30))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        Estimator(3, n_init=3, max_iter=20, random_state=0).fit(X)
+    assert len(set(objectives)) == 3

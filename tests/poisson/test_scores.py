@@ -54,11 +54,13 @@ def test_weighted_background_scores_are_its_relative_factors(counts):
     scores = model.component_scores()
     assert_allclose(scores, model.components_mean_)
     assert _specific_share(scores).mean() >= 0.6 > _specific_share(model.components_).max()
-    assert_allclose(model.loading_scores(), model.loadings_mean_)
-    new = model.loading_scores(counts[:20])
-    # transform gives l0_i E[l_ik]: one background per row times the scores
-    ratio = model.transform(counts[:20]) / new
-    assert_allclose(ratio, ratio[:, :1] * np.ones(K), rtol=1e-12)
+    # cell scores: each topic's share of the row's expected counts
+    shares = model.loading_scores()
+    expected = model.loadings_ * model.components_.sum(axis=1)
+    assert_allclose(shares, expected / expected.sum(axis=1, keepdims=True))
+    assert_allclose(shares.sum(axis=1), 1.0)
+    new = model.transform(counts[:20]) * model.components_.sum(axis=1)
+    assert_allclose(model.loading_scores(counts[:20]), new / new.sum(axis=1, keepdims=True))
 
 
 def test_scores_do_not_depend_on_the_scale_of_a_component(hpmf):
