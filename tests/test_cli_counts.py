@@ -300,3 +300,13 @@ def test_console_script(files, tmp_path):
     assert sio.mmread(tmp_path / "x.filtered.mtx").shape[0] == 60
     done = subprocess.run([*command, "score"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "-m/--model" in done.stderr
+
+
+def test_train_checks_its_options_and_speaks_in_them(capsys, trained, tmp_path):
+    argv = ["train", "-i", trained / "run.filtered.mtx", "-o", tmp_path, "--max-iter", "5"]
+    status, _, err = _run(capsys, *argv, "-k", "3", "-p", "a/b")
+    assert status == 2 and "-o/--outdir" in err and not list(tmp_path.iterdir())
+    status, _, err = _run(capsys, *argv, "-k", "70")
+    assert status == 0 and "at most 35 can differ" in err
+    # the estimator's ConvergenceWarning, in the options of the command line
+    assert "raise -M/--max-iter" in err and "max_iter=" not in err

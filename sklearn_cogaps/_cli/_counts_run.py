@@ -218,6 +218,11 @@ def _list_mask(genes, path, kind, by_name, split_on_dot):
 
 
 def _outprefix(outdir, prefix):
+    if "/" in prefix or "\\" in prefix:
+        raise CommandLineError(
+            f"-p/--prefix {prefix!r} names folders; the prefix starts the files' names: "
+            "put the folders in -o/--outdir."
+        )
     outdir = Path(outdir)
     if not outdir.is_dir():
         if outdir.exists():
@@ -305,6 +310,7 @@ def _prep(args):
 
 
 def _fit(model, X, threads):
+    from sklearn.exceptions import ConvergenceWarning
     from threadpoolctl import threadpool_limits
 
     from .._utils._openmp_helpers import effective_n_threads
@@ -312,8 +318,21 @@ def _fit(model, X, threads):
     with threadpool_limits(limits=threads, user_api="openmp"):
         n_threads = effective_n_threads()
         start = time.perf_counter()
-        model.fit(X)
-        return time.perf_counter() - start, n_threads
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            model.fit(X)
+        seconds = time.perf_counter() - start
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning):
+            # the estimator's advice names its Python parameters; here they are options
+            print(
+                f"warning: not converged in {model.n_iter_:,} iterations (the ELBO still "
+                "moved by more than --tol): raise -M/--max-iter, or --tol",
+                file=sys.stderr,
+            )
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return seconds, n_threads
 
 
 def _train(args):
@@ -333,6 +352,12 @@ def _train(args):
     shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
     print(f"train {args.input}: {X.shape[0]:,} cells x {X.shape[1]:,} genes, {X.nnz:,} non-zeros")
     print(f"{name}({shown})\n")
+    if args.n_components > min(X.shape):
+        print(
+            f"note: {args.n_components} factors for {X.shape[0]:,} cells x {X.shape[1]:,} genes: "
+            f"at most {min(X.shape):,} can differ, the others will repeat or vanish",
+            file=sys.stderr,
+        )
     out = _outprefix(args.outdir or Path(args.input).parent, args.prefix)
     wall, n_threads = _fit(model, X, args.threads)
     if genes is not None:
