@@ -1,6 +1,6 @@
 """What the Poisson factorisations share: the advice on non-count input, the largest total
-they can fit, and the start from scikit-learn's Kullback-Leibler NMF, the maximum-likelihood
-Poisson factorisation."""
+they can fit, and their start: the Kullback-Leibler NMF (the maximum-likelihood Poisson
+factorisation) from NNDSVDa, on the VBEM's compiled pass."""
 
 import numpy as np
 from scipy import sparse
@@ -111,10 +111,8 @@ def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
     W, H = _nmf_start(Xr, n_components, random_state, random_start)
     n_threads = kernel_threads(2 * n_components * counts.nnz)
     for _ in range(max_iter):
-        z, _ = _pass(counts.r, _log(W), _log(H), n_threads)[:2]
-        W = z / H.sum(axis=0)
-        z, _ = _pass(counts.c, _log(H), _log(W), n_threads)[:2]
-        H = z / W.sum(axis=0)
+        W = _pass(counts.r, _log(W), _log(H), n_threads)[0] / H.sum(axis=0)
+        H = _pass(counts.c, _log(H), _log(W), n_threads)[0] / W.sum(axis=0)
     return W, H
 
 
@@ -154,6 +152,8 @@ def _nmf_start(X, n_components, random_state, random_start=False, eps=1e-6):
         x_p_nrm, y_p_nrm = np.linalg.norm(x_p), np.linalg.norm(y_p)
         x_n_nrm, y_n_nrm = np.linalg.norm(x_n), np.linalg.norm(y_n)
         m_p, m_n = x_p_nrm * y_p_nrm, x_n_nrm * y_n_nrm
+        if m_p == m_n == 0:
+            continue  # no part of one sign on both sides: the column is filled below
         if m_p > m_n:
             u, v, sigma = x_p / x_p_nrm, y_p / y_p_nrm, m_p
         else:
