@@ -741,9 +741,11 @@ class HierarchicalPMF(
         check_is_fitted(self)
         rows, _, scale, (rate_l, _) = self._hierarchical_scores()
         if X is None:
-            return rows
-        L = np.asarray(self.transform(X), dtype=np.float64)
-        return row_scores(L, scale, self.prior_loadings_shape_, rate_l)
+            return rows.astype(self.components_.dtype, copy=False)
+        L = self.transform(X)  # in the dtype of X, as the scores
+        scores = row_scores(np.asarray(L, dtype=np.float64), scale, self.prior_loadings_shape_,
+                            rate_l)  # fmt: skip
+        return scores.astype(L.dtype, copy=False)
 
     def component_scores(self):
         """Compute scHPF's gene scores: each feature weight times its feature's capacity.
@@ -759,4 +761,5 @@ class HierarchicalPMF(
             The scores, scHPF's ``gene_score()`` transposed as ``components_`` is.
         """
         check_is_fitted(self)
-        return np.ascontiguousarray(self._hierarchical_scores()[1].T)
+        scores = self._hierarchical_scores()[1].T
+        return np.ascontiguousarray(scores, dtype=self.components_.dtype)

@@ -650,7 +650,8 @@ class WeightedBackgroundPMF(
         loadings = self.loadings_ if X is None else self.transform(X)
         expected = np.asarray(loadings, dtype=np.float64) * self._topic_totals()
         totals = expected.sum(axis=1, keepdims=True)
-        return np.divide(expected, totals, out=np.zeros_like(expected), where=totals > 0)
+        shares = np.divide(expected, totals, out=np.zeros_like(expected), where=totals > 0)
+        return shares.astype(np.asarray(loadings).dtype, copy=False)
 
     def _topic_totals(self):
         """``sum_j components_[k, j]``: each topic's expected count per unit of loading."""
@@ -668,7 +669,7 @@ class WeightedBackgroundPMF(
             The posterior means ``E[f_jk]``: ``components_mean_``.
         """
         check_is_fitted(self)
-        return self.components_mean_.copy()
+        return self.components_mean_.astype(self.components_.dtype)
 
     def score(self, X, y=None):
         """Average ELBO per sample of new rows, with the feature side held fixed.

@@ -127,3 +127,13 @@ def test_scores_of_an_unfitted_model_refuse():
             est.loading_scores()
         with pytest.raises(NotFittedError):
             est.component_scores()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_float32_counts_give_float32_scores(counts, Estimator):
+    model = Estimator(K, random_state=0, max_iter=20).fit(counts.astype(np.float32))
+    assert model.loading_scores().dtype == np.float32
+    assert model.loading_scores(counts[:5].astype(np.float32)).dtype == np.float32
+    assert model.component_scores().dtype == np.float32
+    assert model.loading_scores(counts[:5]).dtype == np.float64  # as transform
