@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._recommend import RecommenderMixin
-from ._hpmf_updates import _compressed, _Counts, _pass
+from ._hpmf_updates import _Counts, _pass
 
 __all__ = [
     "COUNTS_ADVICE",
@@ -21,6 +21,7 @@ __all__ = [
     "has_fractions",
     "held_out",
     "kl_nmf",
+    "log_of_factor",
     "loglik",
 ]
 
@@ -111,8 +112,8 @@ def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
     W, H = _nmf_start(Xr, n_components, random_state, random_start)
     n_threads = kernel_threads(2 * n_components * counts.nnz)
     for _ in range(max_iter):
-        W = _pass(counts.r, _log(W), _log(H), n_threads)[0] / H.sum(axis=0)
-        H = _pass(counts.c, _log(H), _log(W), n_threads)[0] / W.sum(axis=0)
+        W = _pass(counts.r, log_of_factor(W), log_of_factor(H), n_threads)[0] / H.sum(axis=0)
+        H = _pass(counts.c, log_of_factor(H), log_of_factor(W), n_threads)[0] / W.sum(axis=0)
     return W, H
 
 
@@ -168,7 +169,7 @@ def _nmf_start(X, n_components, random_state, random_start=False, eps=1e-6):
     return W, np.ascontiguousarray(H.T)
 
 
-def _log(factor):
+def log_of_factor(factor):
     """The log of a factor for the pass, a zero as the log of the smallest normal number
     (a finite log keeps the pass's max-shift defined for rows without counts)."""
     return np.ascontiguousarray(np.log(np.maximum(factor, np.finfo(np.float64).tiny)))
@@ -274,14 +275,14 @@ class CountModelMixin(RecommenderMixin):
         or the fit's own :class:`_Counts` copy of it."""
         W = np.asarray(self.loadings_, dtype=np.float64)
         H = np.asarray(self.components_, dtype=np.float64)
-        if isinstance(X, _Counts):  # the fit's own copy of X
-            compressed, nnz = X.r, X.nnz
-        else:
-            counts = held_out(X)
-            index_dtype = np.int32 if max(counts.nnz, *counts.shape) < 2**31 - 1 else np.int64
-            compressed, nnz = _compressed(counts, index_dtype), counts.nnz
-        xlogt = _pass(compressed, _log(W), _log(H.T), kernel_threads(2 * W.shape[1] * nnz))[1]
-        x = compressed[2]
+        counts = X if isinstance(X, _Counts) else _Counts(X)
+        xlogt = _pass(
+            counts.r,
+            log_of_factor(W),
+            log_of_factor(H.T),
+            kernel_threads(2 * W.shape[1] * counts.nnz),
+        )[1]
+        x = counts.r[2]
         # sum x ln x in chunks: no temporary the size of the counts
         xlogx = sum(float(np.dot(c, np.log(c))) for c in np.array_split(x, 1 + x.size // 2**20))
         divergence = xlogx - xlogt - float(x.sum())

@@ -35,6 +35,7 @@ from ._counts import (
     check_total,
     has_fractions,
     kl_nmf,
+    log_of_factor,
     loglik,
 )
 from ._hpmf_updates import (
@@ -666,14 +667,13 @@ class HierarchicalPMF(
         """
         counts = _Counts(X)
         F = np.ascontiguousarray(self._components64().T)
-        log_f = np.log(np.maximum(F, np.finfo(np.float64).tiny))
+        log_f = log_of_factor(F)
         a = self.prior_loadings_shape_
         denominator = self.prior_loadings_rate_ + F.sum(axis=0)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         L = (a + counts.row_sums[:, None] / self.n_components) / denominator
         for _ in range(_CONDITIONAL_MEAN_MAX_ITER):
-            log_l = np.log(np.maximum(L, np.finfo(np.float64).tiny))
-            new = (a + _pass(counts.r, log_l, log_f, n_threads)[0]) / denominator
+            new = (a + _pass(counts.r, log_of_factor(L), log_f, n_threads)[0]) / denominator
             change = np.max(np.abs(new - L), initial=0.0)
             L = new
             if change <= _CONDITIONAL_MEAN_TOL * np.max(L, initial=0.0):

@@ -9,6 +9,8 @@ same bound, and the pathwise gradient of the exact ELBO (eq. 32). Every pass ove
 (``_hpmf_fast``) visits only the stored counts.
 """
 
+import functools
+
 import numpy as np
 from scipy import sparse
 from scipy.special import digamma, gammaln, polygamma
@@ -31,7 +33,10 @@ _ALPHA_MIN = 1e-3
 
 
 class _Counts:
-    """X stored twice, CSR for the row passes and CSC for the column passes, zeros dropped."""
+    """X stored twice, CSR for the row passes and CSC for the column passes, zeros dropped.
+
+    The CSC copy and the constant ``sum ln Gamma(x + 1)`` are made on first use: the rows of
+    ``transform`` need neither."""
 
     def __init__(self, X):
         Xr = X if sparse.issparse(X) and X.format == "csr" else sparse.csr_matrix(X)
@@ -45,13 +50,24 @@ class _Counts:
         self.shape = Xr.shape
         index_dtype = np.int32 if max(Xr.nnz, *Xr.shape) < 2**31 - 1 else np.int64
         self.r = _compressed(Xr, index_dtype)
-        self.c = _compressed(Xr.tocsc(), index_dtype)
         self.row_sums = np.asarray(Xr.sum(axis=1)).ravel()
-        # sum of ln Gamma(x + 1) in chunks: no temporary the size of X
-        self.log_factorial = float(
-            sum(gammaln(Xr.data[a : a + 2**20] + 1.0).sum() for a in range(0, Xr.nnz, 2**20))
-        )
         self.nnz = Xr.nnz
+
+    @functools.cached_property
+    def c(self):
+        """The CSC copy, from the CSR one."""
+        indptr, indices, data = self.r
+        Xr = sparse.csr_matrix((data, indices, indptr), shape=self.shape)
+        return _compressed(Xr.tocsc(), indices.dtype)
+
+    @functools.cached_property
+    def log_factorial(self):
+        """``sum ln Gamma(x + 1)`` over the stored counts, in chunks: no temporary the size
+        of X."""
+        data = self.r[2]
+        return float(
+            sum(gammaln(data[a : a + 2**20] + 1.0).sum() for a in range(0, data.size, 2**20))
+        )
 
 
 def _compressed(M, index_dtype):
