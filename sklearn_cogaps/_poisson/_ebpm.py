@@ -29,6 +29,7 @@ from scipy.special import digamma, gammaln
 
 from .._utils._openmp_helpers import kernel_threads
 from ._ebpm_fast import component_loglik, mixture_posterior
+from ._mixsqp import mixsqp_solve
 
 __all__ = [
     "DEFAULT_GAMMA_GRID",
@@ -110,12 +111,16 @@ def _component_loglik(y, s, shape, rate):
     """
     out = np.empty((y.size, shape.size))
     shape = np.ascontiguousarray(shape, dtype=np.float64)
+    rate = np.ascontiguousarray(rate, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        log_rate = np.log(rate)
     component_loglik(
         np.ascontiguousarray(y, dtype=np.float64),
         np.ascontiguousarray(s, dtype=np.float64),
         shape,
-        np.ascontiguousarray(rate, dtype=np.float64),
+        rate,
         gammaln(shape),
+        log_rate,
         out,
         kernel_threads(_OPS_PER_COMPONENT * y.size * max(shape.size, 1)),
     )
@@ -229,48 +234,6 @@ def _result(y, s, pi0, weights, shape, rate, ll=None):
 
 
 # --------------------------------------------------------------------------- mix-SQP
-def _qp_active_set(H, c, y0, max_iter=200):
-    """Minimise ``y'Hy/2 + c'y`` subject to ``y >= 0`` by a primal active-set method.
-
-    ``y0`` must be feasible. Returns the minimiser.
-    """
-    m = y0.size
-    y = y0.copy()
-    active = y <= 0.0
-    y[active] = 0.0
-    stationary = False
-    for _ in range(max_iter):
-        grad = H @ y + c
-        if not stationary:
-            free = np.flatnonzero(~active)
-            p = np.zeros(m)
-            if free.size:
-                p[free] = np.linalg.solve(H[free[:, None], free], -grad[free])
-            # Step to the minimiser on the working set, or to the first blocking bound.
-            neg = free[p[free] < 0]
-            alpha, block = 1.0, -1
-            if neg.size:
-                ratios = -y[neg] / p[neg]
-                r = int(np.argmin(ratios))
-                if ratios[r] < 1.0:
-                    alpha, block = ratios[r], neg[r]
-            y = np.maximum(y + alpha * p, 0.0)
-            if block >= 0:
-                y[block] = 0.0
-                active[block] = True
-                continue
-            stationary = True  # a full step reaches the minimiser on the working set
-            grad = H @ y + c
-        # Stationary on the working set: release the most negative multiplier, if any.
-        lam = np.where(active, grad, 0.0)
-        j = int(np.argmin(lam))
-        if lam[j] >= -1e-14 * max(1.0, np.max(np.abs(grad))):
-            return y
-        active[j] = False
-        stationary = False
-    return y
-
-
 def mixsqp(L, x0=None, tol=1e-10, max_iter=500):
     """Maximum-likelihood mixture weights by sequential quadratic programming (mix-SQP).
 
@@ -280,7 +243,7 @@ def mixsqp(L, x0=None, tol=1e-10, max_iter=500):
     Stephens & Anitescu 2020). Each iteration solves the quadratic model of ``f`` under
     ``x >= 0`` with an active-set method and takes a backtracking line search step. It
     stops when the KKT conditions hold to ``tol``: ``grad_j >= -tol`` for all ``j`` and
-    ``|grad_j| <= tol`` wherever ``x_j > 0``.
+    ``|grad_j| <= tol`` wherever ``x_j > 0`` (compiled: ``_mixsqp``).
 
     Parameters
     ----------
@@ -300,51 +263,14 @@ def mixsqp(L, x0=None, tol=1e-10, max_iter=500):
     kkt : float
         The KKT residual at ``x``.
     """
-    n, m = L.shape
-    x = np.full(m, 1.0 / m) if x0 is None else np.asarray(x0, dtype=np.float64).copy()
+    L = np.ascontiguousarray(L, dtype=np.float64)
+    m = L.shape[1]
+    x = np.full(m, 1.0 / m) if x0 is None else np.array(x0, dtype=np.float64)
     if x.sum() <= 0 or np.any(L @ x <= 0):
         x = np.full(m, 1.0 / m)
     x /= x.sum()
-    ridge = 1e-10
-
-    def f(z):
-        v = L @ z
-        if np.any(v <= 0):
-            return np.inf
-        return -np.mean(np.log(v)) + z.sum()
-
-    fx = f(x)
-    kkt = np.inf
-    for _ in range(max_iter):
-        v = L @ x
-        d = 1.0 / v
-        g = 1.0 - (L.T @ d) / n
-        kkt = max(0.0, -g.min(), np.max(np.abs(g[x > 0]), initial=0.0))
-        if kkt <= tol:
-            break
-        Ld = L * d[:, None]
-        H = (Ld.T @ Ld) / n
-        H[np.diag_indices(m)] += ridge
-        y = _qp_active_set(H, g - H @ x, x)
-        p = y - x
-        slope = g @ p
-        if slope >= -1e-15 * (1.0 + abs(fx)):
-            # The quadratic model predicts no decrease above round-off: x is optimal to
-            # machine precision (nearly collinear columns can leave a KKT residual above
-            # tol that no representable step reduces).
-            break
-        alpha = 1.0
-        while alpha > 1e-12:
-            xn = x + alpha * p
-            fn = f(xn)
-            if fn <= fx + 0.01 * alpha * slope:
-                break
-            alpha *= 0.5
-        else:
-            break
-        x, fx = xn, fn
-    x = np.maximum(x, 0.0)
-    return x / x.sum(), kkt
+    kkt = mixsqp_solve(L, x, float(tol), int(max_iter))
+    return x, kkt
 
 
 def _fit_mixture(y, s, shape, rate, w_init, tol):

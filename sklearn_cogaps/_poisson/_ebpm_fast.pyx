@@ -33,20 +33,24 @@ def component_loglik(
     const double[::1] shape,
     const double[::1] rate,
     const double[::1] lgamma_shape,
+    const double[::1] log_rate,
     double[:, ::1] out,
     int n_threads,
 ):
     """log p(y_i | Gamma(shape_m, rate_m), s_i), the negative-binomial marginal, (n, m).
 
     ``lgamma(y + a) - lgamma(a) - lgamma(y + 1) - a log1p(s / b) - y log1p(b / s)``, the last
-    term 0 where ``y = 0``; ``lgamma_shape`` holds ``lgamma(a_m)``.
+    term 0 where ``y = 0``; ``lgamma_shape`` and ``log_rate`` hold ``lgamma(a_m)`` and
+    ``log(b_m)``.
     """
     cdef intp_t n = y.shape[0], M = shape.shape[0], i, m
-    cdef double lgy
+    cdef double lgy, log_s
     for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
         lgy = _lgamma(y[i] + 1.0)
+        log_s = log(s[i]) if y[i] > 0 else 0.0
         for m in range(M):
-            out[i, m] = component_loglik_one(y[i], s[i], lgy, shape[m], rate[m], lgamma_shape[m])
+            out[i, m] = component_loglik_one(y[i], s[i], log_s, lgy, shape[m], rate[m],
+                                             log_rate[m], lgamma_shape[m])
 
 
 def mixture_posterior(

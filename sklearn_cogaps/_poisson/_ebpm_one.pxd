@@ -4,17 +4,27 @@
 
 from libc.math cimport exp, log, log1p, INFINITY
 
-from .._utils._logsumexp cimport log_add_exp, log_sum_exp_pair
-from .._utils._special cimport digamma, lgamma
+from .._utils._special cimport digamma_minus_log, lgamma
 
 
-cdef inline double component_loglik_one(double y, double s, double lgy, double a, double b,
+cdef inline double component_loglik_one(double y, double s, double log_s, double lgy, double a,
+                                        double b, double log_b,
                                         double lgamma_a) noexcept nogil:
-    """log p(y | Gamma(a, b), s), the negative-binomial marginal; ``lgy = lgamma(y + 1)``."""
-    cdef double v = lgamma(y + a) - lgamma_a - lgy - a * log1p(s / b)
-    if y > 0:
-        v = v - y * log1p(b / s)
-    return v
+    """log p(y | Gamma(a, b), s), the negative-binomial marginal ``lgamma(y + a) - lgamma(a)
+    - lgamma(y + 1) - a log1p(s / b) - y log1p(b / s)``; ``lgy = lgamma(y + 1)``, ``log_s``
+    and ``log_b`` the logs of s and b (``log_s`` is read only where y > 0).
+
+    One log1p per entry instead of two: the larger of the ratios' log1p comes from the
+    smaller's, ``log1p(b / s) = log1p(s / b) + log b - log s``, which keeps the accuracy of
+    log1p where either ratio is small (s and b span 1e-16 .. 1e3 in the priors' grids)."""
+    cdef double v = lgamma(y + a) - lgamma_a - lgy, l
+    if y <= 0:
+        return v - a * log1p(s / b)
+    if s <= b:
+        l = log1p(s / b)
+        return v - a * l - y * (l + (log_b - log_s))
+    l = log1p(b / s)
+    return v - a * (l + (log_s - log_b)) - y * l
 
 
 cdef inline void mixture_posterior_one(double y, double s, double log_pi0, const double* log_w,
@@ -23,9 +33,10 @@ cdef inline void mixture_posterior_one(double y, double s, double log_pi0, const
                                        double* mean_log, double* log_lik) noexcept nogil:
     """Posterior mean, E[log] and log p(y) under ``pi0 delta_0 + sum_m w_m Gamma(a_m, b_m)``,
     ``ll`` the components' marginals; an observation no component explains gets 0, -inf and
-    -inf."""
+    -inf. One exponential per component: the posterior weights ``e_m / sum(e)`` with ``e_m
+    = exp(log w_m + ll_m - max)`` give the marginal and both moments in one pass."""
     cdef Py_ssize_t m
-    cdef double l0 = log_pi0 if y == 0 else -INFINITY, mx = l0, lp, p, pm = 0.0, pl = 0.0
+    cdef double l0 = log_pi0 if y == 0 else -INFINITY, mx = l0, e, e0, total, pm = 0.0, pl = 0.0
     cdef double a_post, b_post
     for m in range(M):
         if log_w[m] + ll[m] > mx:
@@ -35,15 +46,16 @@ cdef inline void mixture_posterior_one(double y, double s, double log_pi0, const
         mean_log[0] = -INFINITY
         log_lik[0] = -INFINITY
         return
-    # log of the marginal: the atom at zero and the Gamma components
-    lp = log_add_exp(l0, log_sum_exp_pair(log_w, ll, M))
+    e0 = exp(l0 - mx)
+    total = e0
     for m in range(M):
-        p = exp(log_w[m] + ll[m] - lp)
-        if p > 0:
+        e = exp(log_w[m] + ll[m] - mx)
+        if e > 0:
+            total = total + e
             a_post = shape[m] + y
             b_post = rate[m] + s
-            pm = pm + p * a_post / b_post
-            pl = pl + p * (digamma(a_post) - log(b_post))
-    mean[0] = pm
-    mean_log[0] = -INFINITY if exp(l0 - lp) > 0 else pl
-    log_lik[0] = lp
+            pm = pm + e * (a_post / b_post)
+            pl = pl + e * digamma_minus_log(a_post, b_post)
+    mean[0] = pm / total
+    mean_log[0] = -INFINITY if e0 / total > 0 else pl / total
+    log_lik[0] = mx + log(total)

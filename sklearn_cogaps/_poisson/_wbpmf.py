@@ -36,7 +36,7 @@ from ._counts import (
     loglik,
 )
 from ._ebpm import EBPM_FAMILIES
-from ._wbpmf_fast import regress_rows
+from ._wbpmf_fast import regress_rows, row_expected_counts
 from ._wbpmf_updates import (
     _CLAMP,
     FitState,
@@ -542,11 +542,16 @@ class WeightedBackgroundPMF(
         Ef, Elogf = self._feature_moments()
         colw = self.w_ * (self.f0_ @ Ef)
         lv = Elogf
+        V, _ = _stabilised(lv)
+        with np.errstate(divide="ignore"):
+            logw = np.log(self.w_)
         L = np.ones((n, K))
+        Y = np.empty((n, K))
         for _ in range(_ML_ITER):
             with np.errstate(divide="ignore"):
-                lu = np.ascontiguousarray(np.log(self.w_)[None, :] + np.log(L))
-            Y = np.column_stack([sweeper.expected_counts(lu, lv, k)[0] for k in range(K)])
+                logl = np.log(L)
+            row_expected_counts(sweeper.indptr, sweeper.indices, sweeper.data, logw, logl, V, lv,
+                                Y, sweeper.n_threads)  # fmt: skip
             L = np.divide(Y, colw, out=np.zeros_like(Y), where=colw > 0)
         scale = L.mean(axis=1, keepdims=True)
         return np.maximum(np.divide(L, scale, out=np.ones_like(L), where=scale > 0), _CLAMP)
@@ -574,7 +579,7 @@ class WeightedBackgroundPMF(
     def _loadings_prior_arrays(self):
         """The fitted prior of the loadings as ``regress_rows`` reads it: per component, the
         log mass at 0, and its Gamma components of positive weight first (log weights,
-        shapes, rates, log-gamma of the shapes, padded) with their number."""
+        shapes, rates, log-gamma of the shapes, log rates, padded) with their number."""
         g = self.prior_loadings_
         weights = np.atleast_2d(np.asarray(g["weights"], dtype=np.float64))
         K, M = weights.shape
@@ -590,7 +595,7 @@ class WeightedBackgroundPMF(
             rate[k, : kept.size] = np.asarray(g["rate"], dtype=np.float64).reshape(K, -1)[k, kept]
         with np.errstate(divide="ignore"):
             log_pi0 = np.log(np.asarray(g["pi0"], dtype=np.float64).reshape(K))
-        return log_pi0, log_w, shape, rate, gammaln(shape), n_mix
+        return log_pi0, log_w, shape, rate, gammaln(shape), np.log(rate), n_mix
 
     def _feature_moments(self):
         """``E[f]`` and ``E[log f]`` in the model's orientation, (n_features, n_components)."""

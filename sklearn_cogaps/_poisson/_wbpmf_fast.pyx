@@ -1,10 +1,13 @@
 """O(nnz) sweeps of WeightedBackgroundPMF over the non-zeros of a CSR matrix.
 
 ``B_ijk = exp(lu_ik + lv_jk)`` with ``lu_ik = log w_k + E[log l_ik]`` and ``lv_jk = E[log f_jk]``
-(Wang, EBPMF-WBG, eq. 3.7). ``B_ij = sum_k B_ijk`` is recomputed at every non-zero from the
-current factors, never updated by subtract-and-add. It is stabilised as in section 5 of the
-paper, with the maxima taken per row and per column: the caller passes ``U_ik = exp(lu_ik -
-mu_i)`` and ``V_jk = exp(lv_jk - mv_j)`` (``mu_i = max_k lu_ik``, ``mv_j = max_k lv_jk``), so
+(Wang, EBPMF-WBG, eq. 3.7). The fit's sweeps recompute ``B_ij = sum_k B_ijk`` at every
+non-zero from the current factors; the regression of new rows, which changes one topic of a
+row at a time, makes it at the start of each sweep of the row and carries it through the
+sweep by the one term that changed (recomputed whole where that term would cancel). It is
+stabilised as in section 5 of the paper, with the maxima taken per row and per column: ``U_ik
+= exp(lu_ik - mu_i)`` and ``V_jk = exp(lv_jk - mv_j)`` (``mu_i = max_k lu_ik``, ``mv_j = max_k
+lv_jk``), so
 ``B_ij = exp(mu_i + mv_j) sum_k U_ik V_jk`` is a sum of positive terms below 1, computed
 without exponentials. Where that sum is tiny (the row's and the column's maxima sit on
 different components), the entry falls back to the per-entry log-sum-exp of eqs. 5.1-5.4.
@@ -73,13 +76,30 @@ cdef inline double _zeta(const double* u, const double* v, const double* lu,
     return exp(lu[k] + lv[k] - lse)
 
 
+cdef inline double _row_exponentials(const double* logw, const double* elogl, intp_t K,
+                                     double* lu, double* U) noexcept nogil:
+    """A row's ``lu_ik = log w_k + E[log l_ik]`` and ``U_ik = exp(lu_ik - mu_i)``; returns
+    ``mu_i = max_k lu_ik`` (0 where every lu_ik is -inf)."""
+    cdef double mu = -INFINITY
+    cdef intp_t a
+    for a in range(K):
+        lu[a] = logw[a] + elogl[a]
+        if lu[a] > mu:
+            mu = lu[a]
+    if not isfinite(mu):
+        mu = 0.0
+    for a in range(K):
+        U[a] = exp(lu[a] - mu)
+    return mu
+
+
 def expected_counts(
     const intp_t[::1] indptr,
     const intp_t[::1] indices,
     const double[::1] data,
-    const double[:, ::1] U,
+    const double[::1] logw,
+    const double[:, ::1] Elogl,
     const double[:, ::1] V,
-    const double[:, ::1] lu,
     const double[:, ::1] lv,
     intp_t k,
     double[::1] row_sums,
@@ -88,33 +108,90 @@ def expected_counts(
 ):
     """Row sums and per-chunk column sums of ``E[Z_ijk] = X_ij zeta_ijk`` for one ``k``.
 
-    ``row_sums`` (n_samples,) is overwritten; ``col_partial`` (n_chunks, n_features) must be
-    zero on entry and receives each chunk's column sums (sum over axis 0 for the total).
+    The rows' stabilised exponentials are made row by row from ``logw`` (log w_k) and
+    ``Elogl`` (E[log l_ik]); ``V`` and ``lv`` are the columns'. ``row_sums`` (n_samples,) is
+    overwritten; ``col_partial`` (n_chunks, n_features) must be zero on entry and receives
+    each chunk's column sums (sum over axis 0 for the total).
     """
     cdef intp_t n = indptr.shape[0] - 1
-    cdef intp_t K = U.shape[1]
+    cdef intp_t K = V.shape[1]
     cdef intp_t n_chunks = col_partial.shape[0]
     cdef intp_t c, i, ptr, j, lo, hi
     cdef double z, acc
+    cdef double* lu
+    cdef double* U
     status_arr = np.zeros(n_chunks, dtype=np.intc)
     cdef int[::1] status = status_arr
-    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=n_threads):
-        status[c] = item_status(SITE_WBPMF_COUNTS, c, True)
-        if status[c] != 0:
-            continue
-        lo = c * n // n_chunks
-        hi = (c + 1) * n // n_chunks
-        for i in range(lo, hi):
-            acc = 0.0
+    with nogil, parallel(num_threads=n_threads):
+        lu = <double*> malloc(sizeof(double) * 2 * K)
+        U = lu + K
+        for c in prange(n_chunks, schedule="static"):
+            status[c] = item_status(SITE_WBPMF_COUNTS, c, lu != NULL)
+            if status[c] != 0:
+                continue
+            lo = c * n // n_chunks
+            hi = (c + 1) * n // n_chunks
+            for i in range(lo, hi):
+                _row_exponentials(&logw[0], &Elogl[i, 0], K, lu, U)
+                acc = 0.0
+                for ptr in range(indptr[i], indptr[i + 1]):
+                    j = indices[ptr]
+                    z = data[ptr] * _zeta(U, &V[j, 0], lu, &lv[j, 0], k, K)
+                    acc = acc + z
+                    col_partial[c, j] += z
+                row_sums[i] = acc
+                if not isfinite(acc):
+                    status[c] = FAIL_NOT_FINITE
+        free(lu)
+    raise_for_status(status_arr, "The expected-count sweep", item="chunk", advice=_ADVICE)
+
+
+def row_expected_counts(
+    const intp_t[::1] indptr,
+    const intp_t[::1] indices,
+    const double[::1] data,
+    const double[::1] logw,
+    const double[:, ::1] Elogl,
+    const double[:, ::1] V,
+    const double[:, ::1] lv,
+    double[:, ::1] out,
+    int n_threads,
+):
+    """``out[i, k] = sum_j E[Z_ijk]`` for every k in one sweep (each B_ij made once), as
+    :func:`expected_counts` makes the rows' sums of one k."""
+    cdef intp_t n = indptr.shape[0] - 1
+    cdef intp_t K = V.shape[1]
+    cdef intp_t i, ptr, j, k
+    cdef double dot, x
+    cdef double* lu
+    cdef double* U
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    with nogil, parallel(num_threads=n_threads):
+        lu = <double*> malloc(sizeof(double) * 2 * K)
+        U = lu + K
+        for i in prange(n, schedule="static"):
+            status[i] = item_status(SITE_WBPMF_COUNTS, i, lu != NULL)
+            if status[i] != 0:
+                continue
+            _row_exponentials(&logw[0], &Elogl[i, 0], K, lu, U)
+            for k in range(K):
+                out[i, k] = 0.0
             for ptr in range(indptr[i], indptr[i + 1]):
                 j = indices[ptr]
-                z = data[ptr] * _zeta(&U[i, 0], &V[j, 0], &lu[i, 0], &lv[j, 0], k, K)
-                acc = acc + z
-                col_partial[c, j] += z
-            row_sums[i] = acc
-            if not isfinite(acc):
-                status[c] = FAIL_NOT_FINITE
-    raise_for_status(status_arr, "The expected-count sweep", item="chunk", advice=_ADVICE)
+                dot = _scaled_dot(U, &V[j, 0], K)
+                if dot > TINY:
+                    x = data[ptr] / dot
+                    for k in range(K):
+                        out[i, k] += x * (U[k] * V[j, k])
+                else:
+                    for k in range(K):
+                        out[i, k] += data[ptr] * _zeta(U, &V[j, 0], lu, &lv[j, 0], k, K)
+            for k in range(K):
+                if not isfinite(out[i, k]):
+                    status[i] = FAIL_NOT_FINITE
+        free(lu)
+    raise_for_status(status_arr, "The expected-count sweep", item="row", advice=_ADVICE)
 
 
 def data_term(
@@ -165,6 +242,7 @@ def regress_rows(
     const double[:, ::1] shape,
     const double[:, ::1] rate,
     const double[:, ::1] lgamma_shape,
+    const double[:, ::1] log_rate,
     const intp_t[::1] n_mix,
     const double[::1] x_rows,
     double[::1] l0,
@@ -181,7 +259,7 @@ def regress_rows(
     zeta_ijk`` (eq. 3.11-3.12, with the row's current loadings), then ``q(l_ik)`` as the
     posterior of ``y_ik ~ Poisson(s l_ik)``, ``s = colw_k l0_i``, under the fixed prior
     ``g_L,k`` (``n_mix[k]`` Gamma components of positive weight, the first of each row of
-    ``log_weights``, ``shape``, ``rate``, ``lgamma_shape``, and the atom ``log_pi0[k]``); then
+    ``log_weights``, ``shape``, ``rate``, ``lgamma_shape``, ``log_rate``, and the atom ``log_pi0[k]``); then
     ``l0_i`` (eq. 3.16). Until ``max_i |l0 E[l_i] - previous| <= tol max_i |l0 E[l_i]|`` or
     ``max_iter`` sweeps. ``V`` and ``lv`` are the features' stabilised exponentials and
     E[log f]; ``logw`` and ``colw`` hold ``log w_k`` and ``w_k sum_j f0_j E[f_jk]``. ``l0``,
@@ -191,47 +269,57 @@ def regress_rows(
     """
     cdef intp_t n = indptr.shape[0] - 1
     cdef intp_t K = V.shape[1]
-    cdef intp_t i, k, a, ptr, it
-    cdef double mu, y, s, m, ml, lp, change, scale, v, den, lgy
+    cdef intp_t i, k, a, q, j, lo, nnz, it
+    cdef intp_t max_nnz = 0
+    cdef double mu, top, y, s, log_s, m, ml, lp, change, scale, v, den, u_new, du, t, d_new
     cdef double* lu
     cdef double* U
     cdef double* old
     cdef double* ll
+    cdef double* D
     cdef intp_t m_max = shape.shape[1]
     status_arr = np.zeros(n, dtype=np.intc)
     cdef int[::1] status = status_arr
+    for i in range(n):
+        if indptr[i + 1] - indptr[i] > max_nnz:
+            max_nnz = indptr[i + 1] - indptr[i]
     with nogil, parallel(num_threads=n_threads):
-        lu = <double*> malloc(sizeof(double) * (3 * K + m_max + 1))
+        lu = <double*> malloc(sizeof(double) * (3 * K + m_max + 1 + max_nnz))
         U = lu + K
         old = U + K
         ll = old + K
+        D = ll + m_max + 1
         for i in prange(n, schedule="dynamic"):
             status[i] = item_status(SITE_WBPMF_ROWS, i, lu != NULL)
             if status[i] != 0:
                 continue
+            lo = indptr[i]
+            nnz = indptr[i + 1] - lo
             for it in range(max_iter):
                 for a in range(K):
                     old[a] = l0[i] * El[i, a]
+                # The row's exponentials and its denominators D_j = sum_a U_a V_ja, made from
+                # the loadings at the start of every sweep; within the sweep only U_k changes
+                # after topic k's update, so D_j follows by one term, recomputed whole where
+                # that term would cancel more than 4 bits of D_j.
+                mu = _row_exponentials(&logw[0], &Elogl[i, 0], K, lu, U)
+                for q in range(nnz):
+                    D[q] = _scaled_dot(U, &V[indices[lo + q], 0], K)
                 for k in range(K):
-                    # the row's stabilised exponentials with its current loadings
-                    mu = -INFINITY
-                    for a in range(K):
-                        lu[a] = logw[a] + Elogl[i, a]
-                        if lu[a] > mu:
-                            mu = lu[a]
-                    if not isfinite(mu):
-                        mu = 0.0
-                    for a in range(K):
-                        U[a] = exp(lu[a] - mu)
                     y = 0.0
-                    for ptr in range(indptr[i], indptr[i + 1]):
-                        y = y + data[ptr] * _zeta(U, &V[indices[ptr], 0], lu, &lv[indices[ptr], 0],
-                                                  k, K)
+                    for q in range(nnz):
+                        j = indices[lo + q]
+                        if D[q] > TINY:
+                            y = y + data[lo + q] * (U[k] * V[j, k] / D[q])
+                        else:
+                            y = y + data[lo + q] * _zeta(U, &V[j, 0], lu, &lv[j, 0], k, K)
                     s = colw[k] * l0[i]
-                    lgy = lgamma(y + 1.0)
+                    log_s = log(s) if y > 0 else 0.0
+                    # The marginals without lgamma(y + 1): common to the components and to
+                    # log p(y), it cancels from the posterior and from the KL.
                     for a in range(n_mix[k]):
-                        ll[a] = component_loglik_one(y, s, lgy, shape[k, a], rate[k, a],
-                                                     lgamma_shape[k, a])
+                        ll[a] = component_loglik_one(y, s, log_s, 0.0, shape[k, a], rate[k, a],
+                                                     log_rate[k, a], lgamma_shape[k, a])
                     m = 0.0  # assigned in the loop, so private to each thread (as ml and lp)
                     ml = 0.0
                     lp = 0.0
@@ -242,8 +330,32 @@ def regress_rows(
                     # E_q[log p(y | s l)] - log p(y): the KL of q(l_ik) (eq. 4.6)
                     v = -s * m
                     if y > 0:
-                        v = v + y * (log(s) + ml) - lgy
+                        v = v + y * (log_s + ml)
                     kl[i, k] = v - lp
+                    # topic k's new exponential; the row is restabilised if its maximum moves
+                    # by more than e^30 (U_k stays far from overflow and underflow)
+                    lu[k] = logw[k] + ml
+                    top = -INFINITY
+                    for a in range(K):
+                        if lu[a] > top:
+                            top = lu[a]
+                    if isfinite(top) and fabs(top - mu) > 30.0:
+                        mu = _row_exponentials(&logw[0], &Elogl[i, 0], K, lu, U)
+                        for q in range(nnz):
+                            D[q] = _scaled_dot(U, &V[indices[lo + q], 0], K)
+                        continue
+                    u_new = exp(lu[k] - mu)
+                    du = u_new - U[k]
+                    U[k] = u_new
+                    if du != 0.0:
+                        for q in range(nnz):
+                            j = indices[lo + q]
+                            t = du * V[j, k]
+                            d_new = D[q] + t
+                            if d_new > TINY and D[q] + fabs(t) <= 16.0 * d_new:
+                                D[q] = d_new
+                            else:
+                                D[q] = _scaled_dot(U, &V[j, 0], K)
                 den = 0.0
                 for a in range(K):
                     den = den + El[i, a] * colw[a]

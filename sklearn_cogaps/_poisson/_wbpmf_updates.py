@@ -97,17 +97,18 @@ class _Sweeper:
         # about 20 operations per stored entry and component sweep
         self.n_threads = kernel_threads(20 * self.data.size, n_threads)
 
-    def expected_counts(self, lu, lv, k, V=None):
-        """Row sums and column sums of E[Z_..k]; ``V`` may pass ``_stabilised(lv)[0]`` when
-        ``lv`` is fixed over many calls (new rows against fitted features)."""
-        U, _ = _stabilised(lu)
+    def expected_counts(self, logw, Elogl, lv, k, V=None):
+        """Row sums and column sums of E[Z_..k] with ``lu_ik = logw_k + Elogl_ik``; ``V`` may
+        pass ``_stabilised(lv)[0]`` when ``lv`` is fixed over many calls (new rows against
+        fitted features)."""
         if V is None:
             V, _ = _stabilised(lv)
         rows = np.empty(self.n)
         cols = np.zeros((self.n_chunks, self.p))
-        expected_counts(
-            self.indptr, self.indices, self.data, U, V, lu, lv, k, rows, cols, self.n_threads
-        )
+        Elogl = np.ascontiguousarray(Elogl, dtype=np.float64)
+        lv = np.ascontiguousarray(lv, dtype=np.float64)
+        expected_counts(self.indptr, self.indices, self.data, logw, Elogl, V, lv, k, rows, cols,
+                        self.n_threads)  # fmt: skip
         return rows, cols.sum(axis=0)
 
     def data_term(self, lu, lv):
@@ -150,9 +151,9 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
     K = s_.w.size
     for k in range(K):
         # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
-        lu = np.ascontiguousarray(np.log(s_.w)[None, :] + s_.Elogl)
-        lv = np.ascontiguousarray(s_.Elogf)
-        y_rows, y_cols = sweeper.expected_counts(lu, lv, k)
+        with np.errstate(divide="ignore"):
+            logw = np.log(s_.w)
+        y_rows, y_cols = sweeper.expected_counts(logw, s_.Elogl, s_.Elogf, k)
         # q_L,k and g_L,k (eq. 3.13).
         s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
         res = _solve(y_rows, s, prior_loadings, _prior_k(s_.gL, k))

@@ -24,6 +24,17 @@ cdef inline double digamma(double x) noexcept nogil:
         1.0 / 240.0 - f * (1.0 / 132.0 - f * (691.0 / 32760.0))))))
 
 
+cdef inline double digamma_minus_log(double x, double b) noexcept nogil:
+    """psi(x) - log(b) for x, b > 0 with one logarithm (the E[log] of a Gamma(x, b))."""
+    cdef double r = 0.0, f
+    while x < 10.0:
+        r -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    return r + log(x / b) - 0.5 / x - f * (1.0 / 12.0 - f * (1.0 / 120.0 - f * (1.0 / 252.0 - f * (
+        1.0 / 240.0 - f * (1.0 / 132.0 - f * (691.0 / 32760.0))))))
+
+
 cdef inline double trigamma(double x) noexcept nogil:
     """psi'(x) for x > 0."""
     cdef double r = 0.0, f

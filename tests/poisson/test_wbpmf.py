@@ -1,5 +1,6 @@
 """WeightedBackgroundPMF: ELBO, invariances, recovery, parity with the R implementation."""
 
+import copy
 import pickle
 import warnings
 from pathlib import Path
@@ -14,6 +15,7 @@ from threadpoolctl import threadpool_limits
 from sklearn_cogaps import WeightedBackgroundPMF, match_components
 from sklearn_cogaps._poisson import _wbpmf_updates
 from sklearn_cogaps._poisson._ebpm import _expected_loglik_rows, _posterior_rows
+from sklearn_cogaps._poisson._wbpmf_fast import row_expected_counts
 from sklearn_cogaps._utils import _openmp_helpers
 from sklearn_cogaps.datasets import make_background_counts
 
@@ -250,11 +252,11 @@ def _row_elbos(model, X, l0, El, Elogl, kl):
     return rows - kl.sum(axis=1)
 
 
-def _ascent_from(model, X, El, Elogl, n_sweeps=300):
+def _ascent_from(model, X, El, Elogl, n_sweeps=300, return_loadings=False):
     """Each row's ELBO after coordinate ascent on its l0 and q(l) from ``El``, ``Elogl``.
 
     A plain re-implementation of transform's row update (no stopping rule), to find the
-    local optimum that a given start leads to.
+    local optimum that a given start leads to; every expected count is made from scratch.
     """
     X = sparse.csr_matrix(X)
     sweeper = _wbpmf_updates._Sweeper(X, 1)
@@ -266,14 +268,62 @@ def _ascent_from(model, X, El, Elogl, n_sweeps=300):
     for _ in range(n_sweeps):
         l0 = x_rows / (El @ colw)
         for k in range(El.shape[1]):
-            lu = np.ascontiguousarray(np.log(model.w_) + Elogl)
-            y, _ = sweeper.expected_counts(lu, lv, k)
+            y, _ = sweeper.expected_counts(np.log(model.w_), Elogl, lv, k)
             s = colw[k] * l0
             El[:, k], Elogl[:, k], lp = _posterior_rows(
                 y, s, g["pi0"][k], g["weights"][k], g["shape"][k], g["rate"][k]
             )
             kl[:, k] = _expected_loglik_rows(y, s, El[:, k], Elogl[:, k]) - lp
-    return _row_elbos(model, X, x_rows / (El @ colw), El, Elogl, kl)
+    elbos = _row_elbos(model, X, x_rows / (El @ colw), El, Elogl, kl)
+    return (elbos, x_rows / (El @ colw), El) if return_loadings else elbos
+
+
+@pytest.mark.parametrize("start", ["ones", "switched_off", "dominant", "tiny"])
+def test_compiled_row_sweeps_equal_the_plain_ascent(multimodal, start):
+    """transform's compiled sweeps carry each row's denominators B_ij through a sweep by the
+    one topic that changed; after the same number of sweeps they give what recomputing every
+    B_ij gives. The starts reach every branch: topics switched off (E[l_ik] = 0, no term in
+    B_ij), a topic holding all but 1e-12 of B_ij that then shrinks (the one-term update
+    would cancel 40 bits: B_ij is recomputed), and loadings of 1e-20 whose first update
+    lifts a topic about e^46 above the row's old maximum (the row is restabilised)."""
+    X, model = multimodal
+    n_sweeps = 40
+    X = sparse.csr_matrix(X)
+    El = np.ones((X.shape[0], model.n_components))
+    if start == "switched_off":
+        El[::2, 0] = 0.0
+        El[1::3, 2] = 0.0
+    elif start == "dominant":
+        El[:, 0] = 1e12
+    elif start == "tiny":
+        El[:] = 1e-20
+    with np.errstate(divide="ignore"):
+        Elogl = np.log(El)
+    expected, l0_ref, El_ref = _ascent_from(model, X, El, Elogl, n_sweeps, return_loadings=True)
+    est = copy.deepcopy(model)
+    est.set_params(max_iter=n_sweeps, tol=0.0)
+    sweeper = _wbpmf_updates._Sweeper(X, 1)
+    x_rows = np.asarray(X.sum(axis=1)).ravel()
+    l0, El_c, Elogl_c, kl = est._sweep_rows(sweeper, x_rows, El)
+    np.testing.assert_allclose(l0[:, None] * El_c, l0_ref[:, None] * El_ref, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(_row_elbos(est, X, l0, El_c, Elogl_c, kl), expected, rtol=1e-10)
+
+
+def test_row_expected_counts_equal_the_per_topic_sweeps(multimodal):
+    X, model = multimodal
+    X = sparse.csr_matrix(X)
+    sweeper = _wbpmf_updates._Sweeper(X, 1)
+    rng = np.random.default_rng(0)
+    logl = np.log(rng.gamma(1.0, 1.0, (X.shape[0], model.n_components)))
+    logl[::3, 1] = -np.inf
+    lv = np.ascontiguousarray(model.components_mean_log_.T)
+    logw = np.log(model.w_)
+    V, _ = _wbpmf_updates._stabilised(lv)
+    out = np.empty_like(logl)
+    row_expected_counts(sweeper.indptr, sweeper.indices, sweeper.data, logw, logl, V, lv, out, 1)
+    for k in range(model.n_components):
+        rows, _ = sweeper.expected_counts(logw, logl, lv, k)
+        np.testing.assert_allclose(out[:, k], rows, rtol=1e-13, atol=1e-300)
 
 
 def test_transform_reaches_the_fitted_rows_optimum(multimodal):
