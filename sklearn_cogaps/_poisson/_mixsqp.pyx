@@ -33,7 +33,7 @@ cdef double _objective(const double[:, ::1] L, const double* z, const intp_t* nz
     """f(z) = -(1/n) sum_i log (L z)_i + sum_j z_j, +inf where some (L z)_i <= 0; ``nz``
     lists the positive entries of z; ``v`` receives L z."""
     cdef intp_t n = L.shape[0], i, a
-    cdef double acc = 0.0, total = 0.0, vi
+    cdef double acc = 0.0, comp = 0.0, total = 0.0, vi, term, t
     for i in range(n):
         vi = 0.0
         for a in range(n_nz):
@@ -41,10 +41,18 @@ cdef double _objective(const double[:, ::1] L, const double* z, const intp_t* nz
         v[i] = vi
         if vi <= 0.0:
             return INFINITY
-        acc = acc + log(vi)
+        # compensated (Neumaier) sum: near the optimum the line search compares values of
+        # f that differ by 1e-15 relative, below the error of a plain sum of n logarithms
+        term = log(vi)
+        t = acc + term
+        if fabs(acc) >= fabs(term):
+            comp = comp + ((acc - t) + term)
+        else:
+            comp = comp + ((term - t) + acc)
+        acc = t
     for a in range(n_nz):
         total = total + z[nz[a]]
-    return -acc / n + total
+    return -(acc + comp) / n + total
 
 
 cdef intp_t _support(const double* z, intp_t m, intp_t* nz) noexcept nogil:
@@ -282,7 +290,9 @@ def mixsqp_solve(const double[:, ::1] L, double[::1] x, double tol, int max_iter
                 if fn <= fx + 0.01 * alpha * slope:
                     break
                 alpha = alpha * 0.5
-            if alpha <= 1e-12:
+            if alpha <= 1e-12 or not fn < fx:
+                # no step decreases f by a representable amount: x is optimal to the
+                # precision of f
                 break
             for j in range(m):
                 x[j] = xn[j]

@@ -93,56 +93,94 @@ cdef inline double _row_exponentials(const double* logw, const double* elogl, in
     return mu
 
 
-def expected_counts(
+def denominators(
+    const intp_t[::1] indptr,
+    const intp_t[::1] indices,
+    const double[:, ::1] U,
+    const double[:, ::1] V,
+    double[::1] D,
+    int n_threads,
+):
+    """``D[ptr] = sum_k U_ik V_jk`` at every stored entry (``B_ij`` without its scales)."""
+    cdef intp_t n = indptr.shape[0] - 1
+    cdef intp_t K = U.shape[1]
+    cdef intp_t i, ptr
+    for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
+        for ptr in range(indptr[i], indptr[i + 1]):
+            D[ptr] = _scaled_dot(&U[i, 0], &V[indices[ptr], 0], K)
+
+
+cdef inline double _follow(double D, double old, double new, const double* u,
+                          const double* v, intp_t K) noexcept nogil:
+    """``D_ij`` after one topic's term changed from ``old`` to ``new``: by that term, or
+    whole where it would cancel more than 4 bits of ``D_ij``."""
+    cdef double d = D + (new - old)
+    if d > TINY and D + old + new <= 16.0 * d:
+        return d
+    return _scaled_dot(u, v, K)
+
+
+def topic_counts(
     const intp_t[::1] indptr,
     const intp_t[::1] indices,
     const double[::1] data,
-    const double[::1] logw,
-    const double[:, ::1] Elogl,
+    const double[:, ::1] U,
     const double[:, ::1] V,
+    const double[:, ::1] lu,
     const double[:, ::1] lv,
+    double[::1] D,
     intp_t k,
     double[::1] row_sums,
     double[:, ::1] col_partial,
+    intp_t changed,
+    const double[::1] u_old,
+    const double[::1] v_old,
+    const unsigned char[::1] row_new,
+    const unsigned char[::1] col_new,
     int n_threads,
 ):
-    """Row sums and per-chunk column sums of ``E[Z_ijk] = X_ij zeta_ijk`` for one ``k``.
+    """Row sums and per-chunk column sums of ``E[Z_ijk] = X_ij U_ik V_jk / D_ij`` for one
+    ``k`` (the log-space zeta where ``D_ij`` is tiny).
 
-    The rows' stabilised exponentials are made row by row from ``logw`` (log w_k) and
-    ``Elogl`` (E[log l_ik]); ``V`` and ``lv`` are the columns'. ``row_sums`` (n_samples,) is
-    overwritten; ``col_partial`` (n_chunks, n_features) must be zero on entry and receives
-    each chunk's column sums (sum over axis 0 for the total).
+    When ``changed >= 0``, topic ``changed``'s exponentials went from ``u_old``, ``v_old``
+    to ``U[:, changed]``, ``V[:, changed]`` since ``D`` was made: each ``D_ij`` first follows
+    (one term, or whole where the row or the column was restabilised, ``row_new``,
+    ``col_new``), in the same pass. ``row_sums`` (n_samples,) is overwritten;
+    ``col_partial`` (n_chunks, n_features) must be zero on entry and receives each chunk's
+    column sums (sum over axis 0 for the total).
     """
     cdef intp_t n = indptr.shape[0] - 1
-    cdef intp_t K = V.shape[1]
+    cdef intp_t K = U.shape[1]
     cdef intp_t n_chunks = col_partial.shape[0]
     cdef intp_t c, i, ptr, j, lo, hi
     cdef double z, acc
-    cdef double* lu
-    cdef double* U
     status_arr = np.zeros(n_chunks, dtype=np.intc)
     cdef int[::1] status = status_arr
-    with nogil, parallel(num_threads=n_threads):
-        lu = <double*> malloc(sizeof(double) * 2 * K)
-        U = lu + K
-        for c in prange(n_chunks, schedule="static"):
-            status[c] = item_status(SITE_WBPMF_COUNTS, c, lu != NULL)
-            if status[c] != 0:
-                continue
-            lo = c * n // n_chunks
-            hi = (c + 1) * n // n_chunks
-            for i in range(lo, hi):
-                _row_exponentials(&logw[0], &Elogl[i, 0], K, lu, U)
-                acc = 0.0
-                for ptr in range(indptr[i], indptr[i + 1]):
-                    j = indices[ptr]
-                    z = data[ptr] * _zeta(U, &V[j, 0], lu, &lv[j, 0], k, K)
-                    acc = acc + z
-                    col_partial[c, j] += z
-                row_sums[i] = acc
-                if not isfinite(acc):
-                    status[c] = FAIL_NOT_FINITE
-        free(lu)
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=n_threads):
+        status[c] = item_status(SITE_WBPMF_COUNTS, c, True)
+        if status[c] != 0:
+            continue
+        lo = c * n // n_chunks
+        hi = (c + 1) * n // n_chunks
+        for i in range(lo, hi):
+            acc = 0.0
+            for ptr in range(indptr[i], indptr[i + 1]):
+                j = indices[ptr]
+                if changed >= 0:
+                    if row_new[i] or col_new[j]:
+                        D[ptr] = _scaled_dot(&U[i, 0], &V[j, 0], K)
+                    else:
+                        D[ptr] = _follow(D[ptr], u_old[i] * v_old[j],
+                                         U[i, changed] * V[j, changed], &U[i, 0], &V[j, 0], K)
+                if D[ptr] > TINY:
+                    z = data[ptr] * (U[i, k] * V[j, k] / D[ptr])
+                else:
+                    z = data[ptr] * _zeta(&U[i, 0], &V[j, 0], &lu[i, 0], &lv[j, 0], k, K)
+                acc = acc + z
+                col_partial[c, j] += z
+            row_sums[i] = acc
+            if not isfinite(acc):
+                status[c] = FAIL_NOT_FINITE
     raise_for_status(status_arr, "The expected-count sweep", item="chunk", advice=_ADVICE)
 
 
@@ -158,7 +196,7 @@ def row_expected_counts(
     int n_threads,
 ):
     """``out[i, k] = sum_j E[Z_ijk]`` for every k in one sweep (each B_ij made once), as
-    :func:`expected_counts` makes the rows' sums of one k."""
+    :func:`topic_counts` makes the rows' sums of one k."""
     cdef intp_t n = indptr.shape[0] - 1
     cdef intp_t K = V.shape[1]
     cdef intp_t i, ptr, j, k

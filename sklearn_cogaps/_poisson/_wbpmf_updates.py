@@ -5,7 +5,9 @@ updates and the ELBO (Wang, "Algorithm for PMF background model with weights", A
 The counts are ``X_ij = sum_k Z_ijk`` with ``Z_ijk ~ Poisson(w_k l_i0 f_j0 l_ik f_jk)``; each
 iteration updates, for every topic, the expected counts, the posterior and prior of the
 loadings and of the factors (each an EBPM problem, ``_ebpm``) and the weight, then the
-background. Every sweep over X visits its stored entries only (``_wbpmf_fast``).
+background. Every sweep over X visits its stored entries only (``_wbpmf_fast``), and an
+iteration costs O(nnz K): the denominators ``B_ij = sum_k B_ijk`` are made once per
+iteration and then follow each topic's update by the one term that changed.
 """
 
 import numpy as np
@@ -18,10 +20,13 @@ from ._ebpm import (
     ebpm_exponential_mixture,
     ebpm_gamma,
 )
-from ._wbpmf_fast import data_term, expected_counts
+from ._wbpmf_fast import data_term, denominators, topic_counts
 
 _N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
 _CLAMP = 1e-8  # initial factors are clamped below at this value (as ebpmf.alpha does)
+# A row's or column's exponentials are rescaled when a topic moves its maximum by more than
+# this (in log): they stay within e^30 of 1, far from overflow and underflow.
+_RESTABILISE = 30.0
 # Scales of the exponential-mixture prior in the model: the factors are normalised by the
 # background (mean about 1), so a fixed geometric grid 2^-20 .. 2^20 covers them.
 _EXP_SCALES = 2.0 ** np.arange(-20, 21)
@@ -97,19 +102,24 @@ class _Sweeper:
         # about 20 operations per stored entry and component sweep
         self.n_threads = kernel_threads(20 * self.data.size, n_threads)
 
-    def expected_counts(self, logw, Elogl, lv, k, V=None):
-        """Row sums and column sums of E[Z_..k] with ``lu_ik = logw_k + Elogl_ik``; ``V`` may
-        pass ``_stabilised(lv)[0]`` when ``lv`` is fixed over many calls (new rows against
-        fitted features)."""
-        if V is None:
-            V, _ = _stabilised(lv)
-        rows = np.empty(self.n)
-        cols = np.zeros((self.n_chunks, self.p))
-        Elogl = np.ascontiguousarray(Elogl, dtype=np.float64)
-        lv = np.ascontiguousarray(lv, dtype=np.float64)
-        expected_counts(self.indptr, self.indices, self.data, logw, Elogl, V, lv, k, rows, cols,
-                        self.n_threads)  # fmt: skip
-        return rows, cols.sum(axis=0)
+    def denominators(self, rows, cols):
+        """``D_ij = sum_k U_ik V_jk`` at every stored entry, from the rows' and the columns'
+        stabilised exponentials (:class:`_Exponentials`)."""
+        D = np.empty(self.data.size)
+        denominators(self.indptr, self.indices, rows.E, cols.E, D, self.n_threads)
+        return D
+
+    def topic_counts(self, rows, cols, D, k, changed=None):
+        """Row sums and column sums of E[Z_..k] (eqs. 3.11-3.12) with the denominators ``D``;
+        ``changed = (t, u_old, v_old)`` when topic ``t``'s exponentials changed
+        (:meth:`_Exponentials.set`) since ``D`` was made: ``D`` follows in the same pass."""
+        out = np.empty(self.n)
+        partial = np.zeros((self.n_chunks, self.p))
+        t, u_old, v_old = (-1, out, partial[0]) if changed is None else changed
+        topic_counts(self.indptr, self.indices, self.data, rows.E, cols.E, rows.logs, cols.logs,
+                     D, k, out, partial, t, u_old, v_old, rows.moved, cols.moved,
+                     self.n_threads)  # fmt: skip
+        return out, partial.sum(axis=0)
 
     def data_term(self, lu, lv):
         U, mu = _stabilised(lu)
@@ -117,6 +127,34 @@ class _Sweeper:
         out = np.empty(self.n)
         data_term(self.indptr, self.indices, self.data, U, V, lu, lv, mu, mv, out, self.n_threads)
         return out
+
+
+class _Exponentials:
+    """``logs`` (n, K) with its stabilised exponentials ``E = exp(logs - max)``, the maxima
+    per row kept while a topic changes unless it moves them by more than ``_RESTABILISE``.
+
+    Within an iteration of the fit, one topic changes at a time; the denominators
+    ``B_ij`` follow it by one term instead of K (``_wbpmf_fast.update_denominators``).
+    """
+
+    def __init__(self, logs):
+        self.logs = np.array(logs, dtype=np.float64, order="C")
+        self.E, self.max = _stabilised(self.logs)
+        self.moved = np.zeros(self.logs.shape[0], dtype=np.uint8)
+
+    def set(self, k, logs_k):
+        """Replace column ``k`` of the logs; returns the column's old exponentials."""
+        old = self.E[:, k].copy()
+        self.logs[:, k] = logs_k
+        top = np.max(self.logs, axis=1)
+        moved = np.isfinite(top) & (np.abs(top - self.max) > _RESTABILISE)
+        with np.errstate(over="ignore"):
+            self.E[:, k] = np.exp(self.logs[:, k] - self.max)
+        if moved.any():
+            self.max[moved] = top[moved]
+            self.E[moved] = np.exp(self.logs[moved] - top[moved, None])
+        self.moved = moved.view(np.uint8)
+        return old
 
 
 class FitState:
@@ -149,11 +187,14 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
     """One iteration of Algorithm 3.1, in place; returns the ELBO after it (eq. 3.20)."""
     s_ = state
     K = s_.w.size
+    with np.errstate(divide="ignore"):
+        rows = _Exponentials(np.log(s_.w)[None, :] + s_.Elogl)
+    cols = _Exponentials(s_.Elogf)
+    D = sweeper.denominators(rows, cols)
+    changed = None
     for k in range(K):
         # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
-        with np.errstate(divide="ignore"):
-            logw = np.log(s_.w)
-        y_rows, y_cols = sweeper.expected_counts(logw, s_.Elogl, s_.Elogf, k)
+        y_rows, y_cols = sweeper.topic_counts(rows, cols, D, k, changed)
         # q_L,k and g_L,k (eq. 3.13).
         s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
         res = _solve(y_rows, s, prior_loadings, _prior_k(s_.gL, k))
@@ -167,6 +208,10 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
         # w_k (Algorithm 3.1, eq. 3.18).
         den = np.dot(s_.l0, s_.El[:, k]) * np.dot(s_.f0, s_.Ef[:, k])
         s_.w[k] = y_rows.sum() / den if den > 0 else 0.0
+        if k + 1 < K:  # topic k's new exponentials, for the next topic's expected counts
+            with np.errstate(divide="ignore"):
+                u_old = rows.set(k, np.log(s_.w[k]) + s_.Elogl[:, k])
+            changed = (k, u_old, cols.set(k, s_.Elogf[:, k]))
     # Background with the current w (eqs. 3.16-3.17).
     s_.l0 = safe_divide(x_rows, s_.El @ (s_.w * (s_.f0 @ s_.Ef)))
     s_.f0 = safe_divide(x_cols, s_.Ef @ (s_.w * (s_.l0 @ s_.El)))

@@ -252,6 +252,19 @@ def _row_elbos(model, X, l0, El, Elogl, kl):
     return rows - kl.sum(axis=1)
 
 
+def _dense_expected_counts(X, lu, lv, axis=1):
+    """sum_j X_ij zeta_ijk of every row and topic (``axis=1``; ``axis=0``: sum_i of every
+    column), from the dense (n, p, K) array of log B_ijk."""
+    log_b = lu[:, None, :] + lv[None, :, :]
+    top = np.max(log_b, axis=2, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    b = np.exp(log_b - top)
+    total = b.sum(axis=2, keepdims=True)
+    zeta = np.divide(b, total, out=np.zeros_like(b), where=total > 0)
+    spec = "ij,ijk->ik" if axis == 1 else "ij,ijk->jk"
+    return np.einsum(spec, np.asarray(sparse.csr_matrix(X).todense()), zeta)
+
+
 def _ascent_from(model, X, El, Elogl, n_sweeps=300, return_loadings=False):
     """Each row's ELBO after coordinate ascent on its l0 and q(l) from ``El``, ``Elogl``.
 
@@ -259,7 +272,6 @@ def _ascent_from(model, X, El, Elogl, n_sweeps=300, return_loadings=False):
     local optimum that a given start leads to; every expected count is made from scratch.
     """
     X = sparse.csr_matrix(X)
-    sweeper = _wbpmf_updates._Sweeper(X, 1)
     x_rows = np.asarray(X.sum(axis=1)).ravel()
     g = model.prior_loadings_
     colw = model.w_ * (model.f0_ @ np.ascontiguousarray(model.components_mean_.T))
@@ -268,7 +280,7 @@ def _ascent_from(model, X, El, Elogl, n_sweeps=300, return_loadings=False):
     for _ in range(n_sweeps):
         l0 = x_rows / (El @ colw)
         for k in range(El.shape[1]):
-            y, _ = sweeper.expected_counts(np.log(model.w_), Elogl, lv, k)
+            y = _dense_expected_counts(X, np.log(model.w_) + Elogl, lv)[:, k]
             s = colw[k] * l0
             El[:, k], Elogl[:, k], lp = _posterior_rows(
                 y, s, g["pi0"][k], g["weights"][k], g["shape"][k], g["rate"][k]
@@ -309,7 +321,7 @@ def test_compiled_row_sweeps_equal_the_plain_ascent(multimodal, start):
     np.testing.assert_allclose(_row_elbos(est, X, l0, El_c, Elogl_c, kl), expected, rtol=1e-10)
 
 
-def test_row_expected_counts_equal_the_per_topic_sweeps(multimodal):
+def test_row_expected_counts_equal_the_dense_sums(multimodal):
     X, model = multimodal
     X = sparse.csr_matrix(X)
     sweeper = _wbpmf_updates._Sweeper(X, 1)
@@ -321,9 +333,7 @@ def test_row_expected_counts_equal_the_per_topic_sweeps(multimodal):
     V, _ = _wbpmf_updates._stabilised(lv)
     out = np.empty_like(logl)
     row_expected_counts(sweeper.indptr, sweeper.indices, sweeper.data, logw, logl, V, lv, out, 1)
-    for k in range(model.n_components):
-        rows, _ = sweeper.expected_counts(logw, logl, lv, k)
-        np.testing.assert_allclose(out[:, k], rows, rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(out, _dense_expected_counts(X, logw + logl, lv), rtol=1e-12)
 
 
 def test_transform_reaches_the_fitted_rows_optimum(multimodal):
@@ -354,3 +364,43 @@ def test_transform_is_at_least_the_all_ones_start(multimodal):
     # (0.01: along flat directions the rows are still creeping after max_iter sweeps)
     assert np.all(chosen >= ones - 0.01), np.round(ones - chosen, 4)
     assert np.sum(chosen > ones + 1.0) >= 3
+
+
+def test_denominators_follow_topic_updates():
+    """The fit makes B_ij once per iteration and carries it through the topics' updates by
+    one term: after any sequence of updates (a topic switched off, one that held nearly all
+    of B_ij and shrinks, shifts that restabilise rows and columns) it equals B_ij made anew,
+    and so do the expected counts."""
+    rng = np.random.default_rng(3)
+    X = sparse.random(50, 30, density=0.4, random_state=4, format="csr")
+    X.data = np.ceil(10 * X.data)
+    K = 4
+    sweeper = _wbpmf_updates._Sweeper(X, 1)
+    rows = _wbpmf_updates._Exponentials(rng.normal(size=(50, K)))
+    cols = _wbpmf_updates._Exponentials(rng.normal(size=(30, K)))
+    D = sweeper.denominators(rows, cols)
+    changes = [
+        (0, rng.normal(size=50), rng.normal(size=30)),
+        (1, np.where(np.arange(50) % 3 == 0, -np.inf, rng.normal(size=50)), rng.normal(size=30)),
+        (2, np.full(50, 25.0), rng.normal(size=30)),  # holds all but e^-25 of every B_ij
+        (2, rng.normal(size=50), rng.normal(size=30)),  # ... and shrinks back: cancellation
+        (3, rng.normal(size=50) + 60.0, rng.normal(size=30) - 45.0),  # restabilised
+        (3, rng.normal(size=50) - 80.0, rng.normal(size=30)),  # back down: restabilised again
+        (0, rng.normal(size=50), np.full(30, -np.inf)),
+    ]
+    restabilised = 0
+    for step, (k, new_rows, new_cols) in enumerate(changes):
+        u_old = rows.set(k, new_rows)
+        v_old = cols.set(k, new_cols)
+        restabilised += int(rows.moved.sum() + cols.moved.sum())
+        dense = _dense_expected_counts(X, rows.logs, cols.logs)
+        t = step % K
+        y_rows, y_cols = sweeper.topic_counts(rows, cols, D, t, (k, u_old, v_old))
+        np.testing.assert_allclose(D, sweeper.denominators(rows, cols), rtol=1e-13)
+        np.testing.assert_allclose(y_rows, dense[:, t], rtol=1e-12, atol=1e-300)
+        dense_cols = _dense_expected_counts(X, rows.logs, cols.logs, axis=0)
+        np.testing.assert_allclose(y_cols, dense_cols[:, t], rtol=1e-12, atol=1e-300)
+        for t in range(K):
+            y_rows, _ = sweeper.topic_counts(rows, cols, D, t)
+            np.testing.assert_allclose(y_rows, dense[:, t], rtol=1e-12, atol=1e-300)
+    assert restabilised > 0
