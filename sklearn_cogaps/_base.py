@@ -38,6 +38,10 @@ The hooks:
 ``_validation_score(state)``
     The score of the held-out data at ``state`` (higher is better), or None when the fit
     has none; the estimator then has ``n_iter_no_change``.
+``_checkpoint_payload(state, iteration, history, start)``
+    Everything a resumed fit needs after ``iteration`` complete iterations (a dict), for an
+    estimator that writes checkpoints (``_utils/_checkpoint.py``); the run then takes a
+    ``checkpoint`` and may resume from an iteration other than the first.
 """
 
 import copy
@@ -172,11 +176,16 @@ class IterativeMixin:
         return self._continue(data)
 
     # ------------------------------------------------------------------ the loop
-    def _run(self, state, n_iterations, *, progress=None):
+    def _run(self, state, n_iterations, *, progress=None, resume=None, checkpoint=None):
         """Run up to ``n_iterations`` iterations from ``state``.
 
         Ctrl-C ends the run after its last complete iteration, whose state is kept
         (``_snapshot``); with nothing kept yet, the ``KeyboardInterrupt`` propagates.
+
+        ``resume = (iteration, history, start)`` continues a run whose first ``iteration``
+        iterations (with their traced values and starting objective) a checkpoint holds;
+        ``checkpoint`` (a :class:`~._utils._checkpoint.Checkpoint`) writes
+        ``_checkpoint_payload`` whenever it is due.
 
         Returns
         -------
@@ -188,6 +197,7 @@ class IterativeMixin:
                 self, n_iterations, objective=self._objective_name, every=self._progress_every()
             )
         history = []
+        first = 1
         start = None
         saved = None
         n_kept = 0
@@ -195,16 +205,28 @@ class IterativeMixin:
         # early stopping: the held-out scores, and the best iteration with its snapshot
         validation, best = [], None
         try:
-            start = self._start_objective(state)
-            saved = self._snapshot(state, 0)
+            if resume is None:
+                start = self._start_objective(state)
+            else:
+                n_kept, history, start = resume[0], list(resume[1]), resume[2]
+                first = n_kept + 1
+            saved = self._snapshot(state, n_kept)
             previous = None if start is None else self._monitored(state, start)
-            for iteration in range(1, n_iterations + 1):
+            if history:
+                previous = self._monitored(state, history[-1])
+            for iteration in range(first, n_iterations + 1):
                 value = self._iterate(state, iteration)
                 if value is None:
                     break
                 history.append(value)
                 n_kept = iteration
                 saved = self._snapshot(state, iteration)
+                if (
+                    checkpoint is not None
+                    and iteration < n_iterations
+                    and checkpoint.due(iteration)
+                ):
+                    checkpoint.write(self._checkpoint_payload(state, iteration, history, start))
                 score = self._validation_score(state)
                 if progress.due(iteration):
                     extra = self._progress_extra(state)

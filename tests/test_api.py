@@ -144,7 +144,7 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
         (lambda: WeightedBackgroundPMF(ebpm_fn="point_gamma"), "prior_loadings=... and "),
         (lambda: CoGAPS(messages=True), "write verbose=1"),
         (lambda: CoGAPS(transposeData=True), r"fit\(X.T\)"),
-        (lambda: CoGAPS(checkpointInterval=250), "warm_start=True and pickle"),
+        (lambda: CoGAPS(checkpointInterval=250), "checkpoint_every=N"),
         (lambda: CoGAPS(BPPARAM=None), "n_jobs="),
         (
             lambda: HierarchicalPMF(a=0.3),

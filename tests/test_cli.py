@@ -659,3 +659,28 @@ def test_former_option_names_still_work(data, tmp_path, capsys, old, new):
         assert status == 0, err
         results.append(np.load(out)["patterns"])
     np.testing.assert_array_equal(*results)
+
+
+def test_checkpoint_resumes_an_interrupted_run_to_the_uninterrupted_results(
+    data, tmp_path, capsys, monkeypatch
+):
+    np.save(tmp_path / "x.npy", data[0])
+    checkpoint = ["--checkpoint", tmp_path / "run.ckpt", "--checkpoint-every", "4"]
+    status, _, _ = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "ref.npz"])
+    assert status == 0
+    original = interrupt_cogaps_at(monkeypatch, 15 + 6)
+    with pytest.warns(RuntimeWarning, match="interrupted after 20 of 30"):
+        status, _, _ = _run(
+            capsys, [tmp_path / "x.npy", *FAST, *checkpoint, "-o", tmp_path / "part.npz"]
+        )
+    assert status == 130 and (tmp_path / "run.ckpt").exists()
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    status, out, _ = _run(
+        capsys, [tmp_path / "x.npy", *FAST, *checkpoint, "-o", tmp_path / "r.npz"]
+    )
+    assert status == 0 and "INTERRUPTED" not in out
+    assert not (tmp_path / "run.ckpt").exists()
+    with np.load(tmp_path / "r.npz") as r, np.load(tmp_path / "ref.npz") as ref:
+        assert set(r.files) == set(ref.files)
+        for name in ref.files:
+            assert_array_equal(r[name], ref[name], err_msg=name)

@@ -185,6 +185,27 @@ def build_parser():
         "the non-zeros (sparse .mtx and .h5ad inputs use it unless --uncertainty is a FILE)",
     )
     parser.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="keep the chain's state in FILE during the fit (CoGAPS's checkpointOutFile): a "
+        "run started while FILE exists resumes from it (checkpointInFile) and gives the "
+        "results of an uninterrupted run, also after a crash or kill -9; deleted when the "
+        "fit completes",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=_positive(int),
+        default=500,
+        metavar="N",
+        help="iterations between two checkpoints (CoGAPS's checkpointInterval; default 500)",
+    )
+    parser.add_argument(
+        "--checkpoint-minutes",
+        type=_positive(float),
+        metavar="M",
+        help="also write a checkpoint when M minutes have passed since the last one",
+    )
+    parser.add_argument(
         "--threads",
         type=_positive(int),
         metavar="N",

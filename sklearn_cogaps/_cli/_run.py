@@ -328,6 +328,9 @@ def main(argv=None):
             random_state=args.seed,
             verbose=args.verbose,
             sparse_optimization=args.sparse_optimization,
+            checkpoint_path=args.checkpoint,
+            checkpoint_every=args.checkpoint_every,
+            checkpoint_minutes=args.checkpoint_minutes,
         )
 
     interrupted = "interrupted before the fit finished; nothing written."

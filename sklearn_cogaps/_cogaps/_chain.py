@@ -3,18 +3,23 @@ domain, its iterations (calibration with annealing, then sampling), its warm sta
 posterior (Sherman, Gao & Fertig 2019, sections 1 and 4). The sampler itself is
 compiled: ``_sampler.pyx`` and the modules it cimports."""
 
+import os
+from numbers import Integral
+
 import numpy as np
 from scipy import sparse
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
-from .._utils._seeding import draw_seeds
+from .._utils._seeding import draw_seeds, fingerprint
 from ._chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
 from ._sampler import GibbsSampler
 from ._uncertainty import NAMED_UNCERTAINTIES, precision, uncertainty_name, validate_uncertainty
 
 __all__ = [
     "ChainState",
+    "check_checkpoint",
+    "checkpoint_key",
     "as_dtype",
     "canonical_csr",
     "cast_attributes",
@@ -201,7 +206,12 @@ def make_sampler(est, data, W, Ht, seed=0, state=None, n_threads=1, fixed=None):
         )
     # a fresh chain starts with one matrix zero: its residual is X itself; a float32
     # chain recomputes its residual from X at every iteration
-    R = a if state is None else residual(a, W, Ht, n_threads)
+    if state is None:
+        R = a
+    elif "residual" in state:  # a checkpoint's running residual: the chain continues exactly
+        R = state["residual"][0]
+    else:
+        R = residual(a, W, Ht, n_threads)
     return GibbsSampler(
         R,
         b,
@@ -280,6 +290,44 @@ def warm_start_mismatch(est, X, data, fixed, likelihood):
             "matrix as before, or set warm_start=False to start a new chain."
         )
     return None
+
+
+def checkpoint_key(est, problem):
+    """What a checkpoint's chain depends on, to refuse resuming it under anything else: the
+    data and uncertainty (their digest), the fixed matrix, and every parameter of the chain
+    (the seed when it is an integer; a generator's state is in the checkpoint itself)."""
+    which, matrix, _ = problem.fixed
+    seed = est.random_state
+    if not (seed is None or isinstance(seed, Integral)):
+        seed = type(seed).__name__
+    phase = est.snapshot_phase
+    return {
+        "data and uncertainty": problem.likelihood,
+        "fixed matrix": None if which is None else (which, fingerprint(matrix)),
+        "n_components": est.n_components,
+        "max_iter": est.max_iter,
+        "atom densities (atom_density_W, atom_density_H)": tuple(est._atom_densities),
+        "max_gibbs_mass_W": float(est.max_gibbs_mass_W),
+        "max_gibbs_mass_H": float(est.max_gibbs_mass_H),
+        "solver": est._parameter("solver"),
+        "random_state": seed,
+        "model (sparse_optimization or sparse X)": problem.data[0],
+        "n_snapshots": est.n_snapshots,
+        "snapshot_phase": "calibration" if phase == "equilibration" else phase,
+    }
+
+
+def check_checkpoint(est, payload):
+    """Refuse a checkpoint written by a fit on other data or with other parameters."""
+    key = payload.get("key", {})
+    differ = [name for name, value in est._checkpoint_key.items() if key.get(name) != value]
+    if differ:
+        raise ValueError(
+            f"The checkpoint file {os.fspath(est.checkpoint_path)!r} holds a chain fitted with "
+            f"another {', '.join(differ)} than this fit: resuming it would not give this "
+            "fit's result. Pass the data and parameters of the fit that wrote it, or delete "
+            "the file (or pass another checkpoint_path) to start a new chain."
+        )
 
 
 class ChainState:

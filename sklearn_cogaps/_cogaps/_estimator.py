@@ -7,6 +7,7 @@ per-row chains of ``transform`` and ``score`` from ``_rows``; the uncertainty is
 (``_sampler.pyx``).
 """
 
+import os
 import warnings
 from numbers import Integral, Real
 
@@ -23,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._checkpoint import Checkpoint
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
@@ -30,8 +32,11 @@ from ._chain import (
     ChainState,
     as_dtype,
     cast_attributes,
+    check_checkpoint,
     check_finite_fit,
+    checkpoint_key,
     chisq_fall,
+    make_sampler,
     model_data,
     n_entries,
     new_sampler,
@@ -206,6 +211,19 @@ class CoGAPS(
         The phase whose states ``n_snapshots`` keeps (R's ``snapshotPhase``, whose
         ``"equilibration"`` is ``"calibration"`` here and is read as such). With more
         snapshots than iterations in a phase, every iteration of it is kept.
+    checkpoint_path : str or os.PathLike, default=None
+        A file in which a long fit keeps its complete state (R's ``checkpointOutFile`` and
+        ``checkpointInFile`` in one): written every ``checkpoint_every`` iterations and, with
+        ``checkpoint_minutes``, whenever that many minutes have passed, each time atomically
+        (a crash or ``kill -9`` while writing leaves the previous checkpoint whole). A fit
+        started while the file exists resumes from it and ends with the same bits as an
+        uninterrupted fit; a file from other data or other parameters is refused. A fit that
+        runs to its end deletes the file. A new chain only: not with a ``warm_start``
+        continuation or ``distributed``.
+    checkpoint_every : int, default=500
+        Iterations (calibration and sampling counted together) between two checkpoints.
+    checkpoint_minutes : float, default=None
+        Also write a checkpoint when this many minutes have passed since the last one.
     alpha_W : float, default="deprecated"
         Former name of ``atom_density_W``.
 
@@ -381,6 +399,9 @@ class CoGAPS(
             StrOptions({"sampling", "calibration", "all"}),
             Hidden(StrOptions({"equilibration"})),
         ],
+        "checkpoint_path": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
+        "checkpoint_minutes": [Interval(Real, 0, None, closed="neither"), None],
     }
 
     def __init__(
@@ -406,6 +427,9 @@ class CoGAPS(
         n_jobs=None,
         n_snapshots=0,
         snapshot_phase="sampling",
+        checkpoint_path=None,
+        checkpoint_every=500,
+        checkpoint_minutes=None,
         alpha_W="deprecated",
         alpha_H="deprecated",
         birth_death="deprecated",
@@ -433,6 +457,9 @@ class CoGAPS(
         self.n_jobs = n_jobs
         self.n_snapshots = n_snapshots
         self.snapshot_phase = snapshot_phase
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_minutes = checkpoint_minutes
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
@@ -483,6 +510,36 @@ class CoGAPS(
         sampler = new_sampler(self, problem.X, problem.data, problem.fixed)
         return self._chain_state(sampler, [False] * self.max_iter + [True] * self.max_iter,
                                  problem)  # fmt: skip
+
+    def _resume(self, problem, payload):
+        """The chain and the loop's resume point that a checkpoint holds."""
+        check_checkpoint(self, payload)
+        self.lambda_W_, self.lambda_H_ = payload["prior_rates"]
+        self._transform_seed = payload["transform_seed"]
+        saved = payload["sampler"]
+        sampler = make_sampler(self, problem.data, saved["W"], saved["Ht"], state=saved,
+                               n_threads=problem.n_threads, fixed=saved.get("fixed"))  # fmt: skip
+        state = self._chain_state(sampler, [False] * self.max_iter + [True] * self.max_iter,
+                                  problem)  # fmt: skip
+        state.chisq = payload["chisq"]
+        state.atoms = list(payload["atoms"])
+        state.snapshots = list(payload["snapshots"])
+        return state, (payload["iteration"], payload["history"], payload["start"])
+
+    def _checkpoint_payload(self, state, iteration, history, start):
+        return {
+            "key": self._checkpoint_key,
+            "path": os.fspath(self.checkpoint_path),
+            "iteration": iteration,
+            "history": list(history),
+            "start": start,
+            "sampler": state.sampler.get_state(residual=True),
+            "chisq": state.chisq,
+            "atoms": list(state.atoms),
+            "snapshots": list(state.snapshots),
+            "prior_rates": (self.lambda_W_, self.lambda_H_),
+            "transform_seed": self._transform_seed,
+        }
 
     def _start_objective(self, state):
         return state.start()
@@ -596,6 +653,12 @@ class CoGAPS(
             advise_counts(X)
         self.uncertainty_model_ = "array" if name is None else name
         if self.distributed is not None:
+            if self.checkpoint_path is not None:
+                raise ValueError(
+                    "checkpoint_path keeps the state of one chain; a distributed fit runs one "
+                    "per set. Set checkpoint_path=None, or fit one set's data with "
+                    "distributed=None to checkpoint its chain."
+                )
             if fixed_components is not None or fixed_patterns is not None:
                 raise ValueError(
                     "A distributed fit holds its consensus fixed itself; fixed_components "
@@ -620,16 +683,38 @@ class CoGAPS(
         n_threads = effective_n_threads()
         pass_threads = kernel_threads(2 * self.n_components * n_entries(X), n_threads)
         data = model_data(self, X, uncertainty)
-        likelihood = likelihood_digest(X, name, uncertainty) if self.warm_start else None
+        checkpoint = None
+        if self.checkpoint_path is not None:
+            checkpoint = Checkpoint(self.checkpoint_path, self.checkpoint_every,
+                                    self.checkpoint_minutes)  # fmt: skip
+        likelihood = None
+        if self.warm_start or checkpoint is not None:
+            likelihood = likelihood_digest(X, name, uncertainty)
         problem = _Problem(X, data, fixed, likelihood, n_threads, pass_threads)
         state = self._warm_state(problem)
         continued = state is not None
+        resume = None
         if continued:
+            if checkpoint is not None:
+                raise ValueError(
+                    "checkpoint_path keeps the state of a new chain; this fit continues the "
+                    "previous one (warm_start=True). Pickle the fitted estimator to keep a "
+                    "continued chain, or set checkpoint_path=None."
+                )
             history, atoms = self.objective_history_, self.n_atoms_history_
         else:
-            state = self._initialise(problem, None)
+            payload = None
+            if checkpoint is not None:
+                self._checkpoint_key = checkpoint_key(self, problem)
+                payload = checkpoint.read()
+            if payload is None:
+                state = self._initialise(problem, None)
+            else:
+                state, resume = self._resume(problem, payload)
             history, atoms = np.empty(0), np.empty((0, 2), dtype=np.int64)
-        run = self._run(state, len(state.sampling))
+        run = self._run(state, len(state.sampling), resume=resume, checkpoint=checkpoint)
+        if checkpoint is not None and not run.interrupted:
+            checkpoint.remove()  # the fit is complete: nothing to resume
         self._end_run(run, total=len(state.sampling))
         sampler = state.sampler
         set_posterior(

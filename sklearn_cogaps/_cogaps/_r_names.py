@@ -36,10 +36,11 @@ R_PARAMETERS = {
             "fit(X[:, genes]) for subsetDim=1 or fit(X[samples]) for subsetDim=2; for "
             "the subsets of distributed mode, explicit_sets=...",
         ),
+        "checkpointInterval": "checkpoint_every=N (iterations), with checkpoint_path=...",
         **dict.fromkeys(
-            ["checkpointInterval", "checkpointOutFile", "checkpointInFile"],
-            "warm_start=True and pickle the fitted estimator: it continues the chain "
-            "exactly where it stopped",
+            ["checkpointOutFile", "checkpointInFile"],
+            "checkpoint_path=... (one file: written during the fit, and resumed from when "
+            "a fit starts while it exists)",
         ),
         "nSnapshots": "n_snapshots=N (the states are loadings_snapshots_ and "
         "components_snapshots_)",

@@ -425,13 +425,16 @@ cdef class GibbsSampler:
         """Number of atoms in the domains of W and of Ht."""
         return self.dom_w.n_atoms, self.dom_h.n_atoms
 
-    def get_state(self):
+    def get_state(self, residual=False):
         """Everything needed to continue the chain, as numpy arrays.
 
         Atoms are listed in the order of the domain's unsorted array, which the uniform
-        choice of an atom indexes, so a restored chain makes the same choices.
+        choice of an atom indexes, so a restored chain makes the same choices. With
+        ``residual=True`` the dense model's running residuals come too: a chain restored
+        with them continues bit for bit as the uninterrupted one (without them the residual
+        is recomputed from X, W and H, which differs from the running one at round-off).
         """
-        return {
+        state = {
             "sparse": bool(self.is_sparse),
             "fixed": "W" if self.fixed_w else ("H" if self.fixed_h else None),
             "rng": self._rng_state(),
@@ -442,6 +445,9 @@ cdef class GibbsSampler:
             "sums": (self.sum_w.copy(), self.sq_w.copy(), self.sum_h.copy(),
                      self.sq_h.copy(), self.n_accumulated),
         }
+        if residual and not self.is_sparse:
+            state["residual"] = (np.array(self.R_arr), np.array(self.Rt_arr))
+        return state
 
     cdef object _rng_state(self):
         return np.array([self.rng.s0, self.rng.s1, self.rng.s2, self.rng.s3], dtype=np.uint64)
@@ -464,6 +470,16 @@ cdef class GibbsSampler:
         self.sum_h[...] = sh
         self.sq_h[...] = qh
         self.n_accumulated = n_acc
+        if "residual" in state and not self.is_sparse:
+            R, Rt = state["residual"]
+            if np.shape(R) != (self.n, self.m) or np.shape(Rt) != (self.m, self.n):
+                raise ValueError(
+                    "The saved CoGAPS chain state is invalid: its residual does not have the "
+                    "data's shape. It does not come from a fit of this estimator on these "
+                    "data; fit again with warm_start=False."
+                )
+            self.R_arr[...] = R
+            self.Rt_arr[...] = Rt
 
 
 def _padded_copy(a, dtype):

@@ -1,0 +1,105 @@
+"""Checkpoints of a long fit: its complete state in a file, written atomically, read back to
+resume.
+
+A checkpoint is written to a temporary file in the same directory, flushed to the disk and
+then renamed over the previous one (``os.replace``, atomic on POSIX and Windows): a crash or
+a ``kill -9`` while writing leaves the previous checkpoint whole. What the state holds, and
+how a fit resumes from it, is the estimator's (the hooks ``_checkpoint_payload`` and its
+``fit``); this module only decides when to write and how.
+"""
+
+import os
+import pickle
+import tempfile
+import time
+
+__all__ = ["Checkpoint", "CHECKPOINT_FORMAT"]
+
+#: Version of the file's layout; a file of another version is refused with advice.
+CHECKPOINT_FORMAT = 1
+
+
+class Checkpoint:
+    """When and where a run writes its state.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    every : int or None
+        Write after every ``every`` complete iterations (None: not by count).
+    minutes : float or None
+        Write when this many minutes have passed since the last write (None: not by time).
+    """
+
+    def __init__(self, path, every=None, minutes=None):
+        self.path = os.fspath(path)
+        self.every = every
+        self.seconds = None if minutes is None else 60.0 * minutes
+        self.last = time.monotonic()
+        self.n_written = 0
+
+    def due(self, iteration):
+        """Whether to write after complete iteration ``iteration`` (counted over the fit)."""
+        if self.every is not None and iteration % self.every == 0:
+            return True
+        return self.seconds is not None and time.monotonic() - self.last >= self.seconds
+
+    def write(self, payload):
+        """Write ``payload`` (a dict) atomically in place of the previous checkpoint."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump({"format": CHECKPOINT_FORMAT, **payload}, f,
+                            protocol=pickle.HIGHEST_PROTOCOL)  # fmt: skip
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        _sync_directory(directory)
+        self.last = time.monotonic()
+        self.n_written += 1
+
+    def read(self):
+        """The payload of the file, or None when there is no file yet."""
+        if not os.path.exists(self.path):
+            return None
+        try:
+            with open(self.path, "rb") as f:
+                payload = pickle.load(f)
+        except Exception as exc:
+            raise ValueError(
+                f"The checkpoint file {self.path!r} cannot be read ({type(exc).__name__}: "
+                f"{exc}). It was not written by this package, or was changed since; delete "
+                "it, or pass another checkpoint file, to start the fit from the beginning."
+            ) from exc
+        if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(
+                f"The checkpoint file {self.path!r} is not a checkpoint of this version of "
+                "the package. Delete it, or pass another checkpoint file, to start the fit "
+                "from the beginning."
+            )
+        return payload
+
+    def remove(self):
+        """Delete the file (a fit that ran to its end has nothing to resume)."""
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+
+def _sync_directory(directory):
+    """Flush the rename to the disk where the system allows it (POSIX)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

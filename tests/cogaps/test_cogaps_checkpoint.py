@@ -1,0 +1,203 @@
+"""Checkpoints of a CoGAPS fit: written atomically during the fit, resumed after Ctrl-C or
+``kill -9`` with the same bits as an uninterrupted fit, refused for other data or
+parameters."""
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from sklearn_cogaps import CoGAPS
+from sklearn_cogaps.datasets import make_patterns
+
+from _shared import interrupt_cogaps_at
+
+FITTED = (
+    "loadings_",
+    "loadings_std_",
+    "components_",
+    "components_std_",
+    "chisq_",
+    "objective_history_",
+    "n_atoms_history_",
+    "lambda_W_",
+    "lambda_H_",
+    "loadings_snapshots_",
+    "components_snapshots_",
+    "snapshot_iterations_",
+    "n_iter_",
+    "reconstruction_err_",
+)
+
+
+def _data(kind="dense"):
+    X, _, _ = make_patterns(n_samples=25, n_features=40, n_components=3, random_state=0)
+    if kind == "sparse":
+        X = sparse.csr_matrix(np.where(X > np.median(X), X, 0.0))
+    elif kind == "float32":
+        X = X.astype(np.float32)
+    return X
+
+
+def _model(**params):
+    params = {"n_components": 3, "max_iter": 60, "random_state": 0, "n_snapshots": 4, **params}
+    return CoGAPS(**params)
+
+
+def _fit(model, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(X)
+
+
+def _assert_same_fit(a, b):
+    for name in FITTED:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(a.transform(_data()), b.transform(_data()))
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse", "float32"])
+def test_resumed_after_ctrl_c_equals_the_uninterrupted_fit(monkeypatch, tmp_path, kind):
+    X = _data(kind)
+    path = tmp_path / "chain.ckpt"
+    reference = _fit(_model(), X)
+    original = interrupt_cogaps_at(monkeypatch, 83)  # calibration 60 + 22 sampling done
+    interrupted = _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
+    assert interrupted.n_iter_ == 82
+    with open(path, "rb") as f:
+        assert pickle.load(f)["iteration"] == 80  # the last checkpoint due
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    resumed = _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
+    _assert_same_fit(resumed, reference)
+    assert not path.exists()  # a complete fit leaves nothing to resume
+
+
+def test_resume_during_calibration_keeps_the_annealing(monkeypatch, tmp_path):
+    """A checkpoint of the calibration phase resumes with the temperature of its iteration
+    and the snapshots of the calibration taken before it."""
+    X = _data()
+    path = tmp_path / "chain.ckpt"
+    params = {"snapshot_phase": "all", "n_snapshots": 6}
+    reference = _fit(_model(**params), X)
+    original = interrupt_cogaps_at(monkeypatch, 25)
+    _fit(_model(checkpoint_path=path, checkpoint_every=7, **params), X)
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    resumed = _fit(_model(checkpoint_path=path, checkpoint_every=7, **params), X)
+    _assert_same_fit(resumed, reference)
+
+
+_KILLED_FIT = textwrap.dedent(
+    """
+    import sys, warnings
+    from sklearn_cogaps import CoGAPS
+    from sklearn_cogaps.datasets import make_patterns
+    warnings.simplefilter("ignore")
+    X, _, _ = make_patterns(n_samples=100, n_features=300, n_components=4, random_state=0)
+    CoGAPS(n_components=4, max_iter=5000, random_state=0, checkpoint_path=sys.argv[1],
+           checkpoint_every=200).fit(X)
+    """
+)
+
+
+def test_resumed_after_kill_9_equals_the_uninterrupted_fit(tmp_path):
+    """A fit killed with SIGKILL (no chance to clean up or to finish a write) resumes from
+    its last checkpoint and ends with the uninterrupted fit's bits."""
+    path = tmp_path / "chain.ckpt"
+    script = tmp_path / "fit.py"
+    script.write_text(_KILLED_FIT)
+    process = subprocess.Popen([sys.executable, str(script), str(path)])
+    deadline = time.monotonic() + 300
+    while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL  # killed while it ran
+    with open(path, "rb") as f:
+        written = pickle.load(f)["iteration"]
+    assert 0 < written < 10000 and written % 200 == 0
+    X, _, _ = make_patterns(n_samples=100, n_features=300, n_components=4, random_state=0)
+    params = {"n_components": 4, "max_iter": 5000, "random_state": 0}
+    resumed = _fit(CoGAPS(**params, checkpoint_path=path, checkpoint_every=200), X)
+    reference = _fit(CoGAPS(**params), X)
+    for name in FITTED[:8] + ("n_iter_",):
+        np.testing.assert_array_equal(getattr(resumed, name), getattr(reference, name))
+    assert not path.exists()
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    """The state goes to a temporary file renamed over the checkpoint only once it is on
+    the disk: a write that stops half-way (here an error in the middle of pickling) leaves
+    the previous checkpoint whole and no temporary file."""
+    from sklearn_cogaps._utils import _checkpoint
+
+    path = tmp_path / "chain.ckpt"
+    checkpoint = _checkpoint.Checkpoint(path, every=1)
+    checkpoint.write({"iteration": 1, "data": np.arange(10)})
+
+    def dump_half(obj, f, protocol=None):
+        f.write(b"\x80\x05partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_checkpoint.pickle, "dump", dump_half)
+    with pytest.raises(OSError, match="disk full"):
+        checkpoint.write({"iteration": 2, "data": np.arange(20)})
+    assert checkpoint.read()["iteration"] == 1
+    assert os.listdir(tmp_path) == ["chain.ckpt"]
+
+
+def test_checkpoint_of_other_data_or_parameters_is_refused(monkeypatch, tmp_path):
+    X = _data()
+    path = tmp_path / "chain.ckpt"
+    original = interrupt_cogaps_at(monkeypatch, 30)
+    _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    with pytest.raises(ValueError, match="another n_components .*delete"):
+        _fit(_model(n_components=2, checkpoint_path=path), X)
+    with pytest.raises(ValueError, match="another data and uncertainty"):
+        _fit(_model(checkpoint_path=path), X * 2)
+    with pytest.raises(ValueError, match="another max_iter"):
+        _fit(_model(max_iter=61, checkpoint_path=path), X)
+    # how often to write is not part of the chain: a resumed fit may change it
+    _fit(_model(checkpoint_path=path, checkpoint_every=3), X)
+
+
+def test_bad_checkpoint_files_and_combinations_are_refused(tmp_path):
+    X = _data()
+    path = tmp_path / "chain.ckpt"
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="cannot be read.*delete it"):
+        _fit(_model(checkpoint_path=path), X)
+    with open(path, "wb") as f:
+        pickle.dump({"format": 0}, f)
+    with pytest.raises(ValueError, match="not a checkpoint of this version"):
+        _fit(_model(checkpoint_path=path), X)
+    with pytest.raises(ValueError, match="distributed fit runs one per set"):
+        _fit(_model(checkpoint_path=path, distributed="genome-wide", n_sets=2), X)
+    model = _fit(_model(warm_start=True), X)
+    with pytest.raises(ValueError, match="continues the previous one"):
+        _fit(model.set_params(checkpoint_path=tmp_path / "other.ckpt"), X)
+
+
+def test_checkpoints_by_time(tmp_path, monkeypatch):
+    """checkpoint_minutes writes when the time has come, whatever the iteration."""
+    from sklearn_cogaps._utils import _checkpoint
+
+    clock = iter(np.arange(0.0, 1e6, 7.0))  # each reading of the clock 7 s later
+    monkeypatch.setattr(_checkpoint.time, "monotonic", lambda: float(next(clock)))
+    written = []
+    monkeypatch.setattr(_checkpoint.Checkpoint, "write",
+                        lambda self, payload: written.append(payload["iteration"]))  # fmt: skip
+    _fit(
+        _model(checkpoint_path=tmp_path / "c", checkpoint_every=10**6, checkpoint_minutes=1.0),
+        _data(),
+    )
+    assert len(written) > 5
+    assert all(b - a <= 10 for a, b in zip(written, written[1:]))
