@@ -20,6 +20,7 @@ from ._m3f import (
 )
 from ._poisson import HierarchicalPMF, WeightedBackgroundPMF
 from ._utils._matching import match_components
+from ._utils._model_selection import one_standard_error
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
 from ._utils._progress import FitInterruptedWarning
 from ._utils._recommend import triplets_to_matrix
@@ -32,6 +33,7 @@ __version__ = "0.2.0.dev0"
 __all__ = [
     "CoGAPS",
     "default_uncertainty",
+    "one_standard_error",
     "HierarchicalPMF",
     "MaxMarginMF",
     "holdout_ratings",

@@ -12,26 +12,17 @@ the sampled patterns did not see).
 
 Both scores climb steeply up to the true number and then reach a plateau, where extra
 components only fit noise. The maximum of a plateau is a matter of chance, so we let
-``GridSearchCV`` choose with the one-standard-error rule: the smallest number of components
-whose mean score is within one standard deviation of the best.
+``GridSearchCV`` choose with the one-standard-error rule
+(:func:`~sklearn_cogaps.one_standard_error`): the smallest number of components whose mean
+score is within one standard error (over the folds) of the best.
 """
 
 import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.model_selection import GridSearchCV, KFold
 
-from sklearn_cogaps import CoGAPS, HierarchicalPMF
+from sklearn_cogaps import CoGAPS, HierarchicalPMF, one_standard_error
 from sklearn_cogaps.datasets import make_patterns
-
-
-def smallest_within_one_std(cv_results):
-    """GridSearchCV's ``refit`` rule: the smallest K within one std of the best score."""
-    mean, std = cv_results["mean_test_score"], cv_results["std_test_score"]
-    best = np.argmax(mean)
-    ks = np.asarray(cv_results["param_n_components"], dtype=int)
-    candidates = np.flatnonzero(mean >= mean[best] - std[best])
-    return candidates[np.argmin(ks[candidates])]
-
 
 grid = {"n_components": [1, 2, 3, 4, 5, 6]}
 folds = KFold(3, shuffle=True, random_state=0)  # shuffled: the samples are ordered
@@ -52,7 +43,7 @@ print(f"counts: {n_samples} samples x {n_features} features, {np.mean(counts == 
 # than unfinished fits: with ``max_iter=1000`` none stops early (with 100, twelve of the
 # nineteen fits warned that they had not converged).
 hpmf_search = GridSearchCV(
-    HierarchicalPMF(max_iter=1000, random_state=0), grid, cv=folds, refit=smallest_within_one_std
+    HierarchicalPMF(max_iter=1000, random_state=0), grid, cv=folds, refit=one_standard_error
 )
 hpmf_search.fit(counts)
 print("HierarchicalPMF chooses n_components =", hpmf_search.best_params_["n_components"])
@@ -66,7 +57,7 @@ print("HierarchicalPMF chooses n_components =", hpmf_search.best_params_["n_comp
 # 600, seven of the nineteen did).
 X, _, _ = make_patterns(n_samples=40, n_features=60, n_components=3, random_state=0)
 cogaps_search = GridSearchCV(
-    CoGAPS(max_iter=1500, random_state=0), grid, cv=folds, refit=smallest_within_one_std
+    CoGAPS(max_iter=1500, random_state=0), grid, cv=folds, refit=one_standard_error
 )
 cogaps_search.fit(X)
 print("CoGAPS chooses n_components =", cogaps_search.best_params_["n_components"])

@@ -1,0 +1,80 @@
+"""The one-standard-error rule, as a ``refit`` callable of scikit-learn's searches."""
+
+import numpy as np
+
+__all__ = ["one_standard_error"]
+
+
+def one_standard_error(cv_results, *, param="n_components", metric=None):
+    """The simplest candidate whose score is within one standard error of the best.
+
+    Held-out scores of factorisations rise with the number of components until the model
+    has the components the data hold, then stay on a plateau (or fall slowly) while the
+    extra components fit noise; the best mean on that plateau is often a larger model by
+    chance. The rule (Hastie, Tibshirani & Friedman 2009, section 7.10) takes the best mean
+    score, its standard error over the folds (standard deviation / sqrt(n_folds)), and picks
+    the candidate with the smallest ``param`` among those whose mean score is at least the
+    best mean minus that standard error. Use it as the ``refit`` of
+    :class:`~sklearn.model_selection.GridSearchCV` or
+    :class:`~sklearn.model_selection.RandomizedSearchCV`; for another parameter or a
+    named metric, pass ``functools.partial(one_standard_error, param=..., metric=...)``.
+
+    Parameters
+    ----------
+    cv_results : dict
+        The search's ``cv_results_`` (what scikit-learn passes to a ``refit`` callable).
+    param : str, default="n_components"
+        The parameter whose smallest value is the simplest model (a name of the parameter
+        grid, such as ``"n_components"`` or ``"model__n_components"`` in a pipeline).
+    metric : str or None, default=None
+        The scorer's name when the search has several (``scoring`` a dict); None for a
+        single score.
+
+    Returns
+    -------
+    index : int
+        The index of the chosen candidate in ``cv_results``.
+
+    Examples
+    --------
+    >>> from sklearn.model_selection import GridSearchCV, KFold
+    >>> from sklearn_cogaps import HierarchicalPMF, one_standard_error
+    >>> from sklearn_cogaps.datasets import make_single_cell
+    >>> X = make_single_cell(n_samples=150, n_features=80, n_components=3, random_state=0)[0]
+    >>> search = GridSearchCV(HierarchicalPMF(max_iter=100, random_state=0),
+    ...                       {"n_components": [1, 2, 3, 4, 6]},
+    ...                       cv=KFold(3, shuffle=True, random_state=0),
+    ...                       refit=one_standard_error).fit(X)
+    >>> search.best_params_
+    {'n_components': 3}
+    """
+    suffix = "test_score" if metric is None else f"test_{metric}"
+    key = f"mean_{suffix}"
+    if key not in cv_results:
+        names = sorted(k[len("mean_test_") :] for k in cv_results if k.startswith("mean_test_"))
+        raise ValueError(
+            f"cv_results has no {key!r}: the search scored "
+            f"{', '.join(names) if names else 'nothing'}. Pass metric= one of these names "
+            "(functools.partial(one_standard_error, metric=...)) when scoring is a dict."
+        )
+    values = cv_results.get(f"param_{param}")
+    if values is None or np.ma.is_masked(values) and np.ma.getmaskarray(values).any():
+        grid = sorted(k[len("param_") :] for k in cv_results if k.startswith("param_"))
+        raise ValueError(
+            f"one_standard_error compares the candidates by {param!r}, which not every "
+            f"candidate sets (the search's parameters: {', '.join(grid)}). Pass "
+            "param= the parameter whose smallest value is the simplest model "
+            "(functools.partial(one_standard_error, param=...))."
+        )
+    values = np.asarray(np.ma.getdata(values), dtype=object)
+    mean = np.asarray(cv_results[key], dtype=np.float64)
+    std = np.asarray(cv_results[f"std_{suffix}"], dtype=np.float64)
+    n_splits = sum(1 for k in cv_results if k.startswith("split") and k.endswith(f"_{suffix}"))
+    scored = np.isfinite(mean)
+    if not scored.any():
+        raise ValueError("Every candidate's score is NaN: no fit of the search succeeded.")
+    best = int(np.nanargmax(np.where(scored, mean, -np.inf)))
+    threshold = mean[best] - std[best] / np.sqrt(max(n_splits, 1))
+    within = np.flatnonzero(scored & (mean >= threshold))
+    # the smallest parameter value; among equal ones, the best score
+    return int(min(within, key=lambda i: (values[i], -mean[i])))
