@@ -24,6 +24,7 @@ __all__ = [
     "canonical_csr",
     "cast_attributes",
     "check_finite_fit",
+    "chi_square_of",
     "chisq_fall",
     "make_sampler",
     "model_data",
@@ -512,15 +513,18 @@ def set_posterior(est, sampler, data, history, atoms, pass_threads, fixed):
     est.loadings_std_ = w_std
     est.components_ = np.ascontiguousarray(h_mean.T)
     est.components_std_ = np.ascontiguousarray(h_std.T)
-    kind, a, b, name = data
-    if kind == "sparse":
-        rows = _sparse_orientation(a)
-        sigma0, poisson = NAMED_UNCERTAINTIES[name]
-        est.chisq_ = sparse_chi_square(rows, w_mean, h_mean, sigma0, pass_threads, poisson)
-    else:
-        est.chisq_ = fit_chi_square(a, b, w_mean, h_mean, pass_threads)
+    est.chisq_ = chi_square_of(data, w_mean, h_mean, pass_threads)
     est.objective_history_ = history
     est.n_atoms_history_ = atoms
+
+
+def chi_square_of(data, W, Ht, pass_threads):
+    """The chi-square of the model ``data`` (see :func:`model_data`) at ``W``, ``Ht``."""
+    kind, a, b, name = data
+    if kind == "sparse":
+        sigma0, poisson = NAMED_UNCERTAINTIES[name]
+        return sparse_chi_square(_sparse_orientation(a), W, Ht, sigma0, pass_threads, poisson)
+    return fit_chi_square(a, b, W, Ht, pass_threads)
 
 
 def as_dtype(values, dtype):

@@ -432,7 +432,7 @@ def fit_distributed(model, X, uncertainty=None):
     return model
 
 
-def check_single_chain_parameters(model):
+def check_single_chain_parameters(model, several_chains=False):
     """Refuse or flag the parameters of distributed mode in a fit that runs one chain.
 
     ``explicit_sets`` raises a ``ValueError``; the others (``n_sets``, ``cut``, ``min_ns``,
@@ -445,6 +445,8 @@ def check_single_chain_parameters(model):
     ----------
     model : CoGAPS
         An estimator with ``distributed=None``.
+    several_chains : bool, default=False
+        Whether the fit runs several chains, which ``n_jobs`` parallelises.
     """
     if model.explicit_sets is not None:
         raise ValueError(
@@ -452,6 +454,8 @@ def check_single_chain_parameters(model):
             "'genome-wide' or 'single-cell', or explicit_sets=None."
         )
     names = [name for name in _DISTRIBUTED_ONLY if name != "explicit_sets"]
+    if several_chains:  # n_jobs runs the chains
+        names.remove("n_jobs")
     threads = (
         "A single chain is parallelised by threads: set OMP_NUM_THREADS or use "
         "threadpoolctl.threadpool_limits."
@@ -461,7 +465,7 @@ def check_single_chain_parameters(model):
         names,
         "in distributed mode",
         "Set distributed to 'genome-wide' or 'single-cell'",
-        note=threads if model.n_jobs is not None else "",
+        note=threads if model.n_jobs is not None and not several_chains else "",
         stacklevel=5,  # the caller of fit: past this function and fit's wrapper
     )
 

@@ -48,6 +48,7 @@ from ._chain import (
     validate_fixed,
     warm_start_mismatch,
 )
+from ._chains import clear_chain_attributes, fit_chains, inference_data
 from ._distributed import (
     check_single_chain_parameters,
     clear_distributed_attributes,
@@ -211,6 +212,19 @@ class CoGAPS(
         The phase whose states ``n_snapshots`` keeps (R's ``snapshotPhase``, whose
         ``"equilibration"`` is ``"calibration"`` here and is read as such). With more
         snapshots than iterations in a phase, every iteration of it is kept.
+    n_chains : int, default=1
+        Independent chains to run (in parallel through joblib with ``n_jobs`` workers:
+        threads, processes, or a Dask cluster with ``joblib.parallel_config(backend=
+        "dask")``). Each is seeded from ``random_state`` by its index, so the result does
+        not depend on the backend or the number of workers. Their patterns are matched to
+        the first chain's, their posteriors pooled (``loadings_``, ``components_`` and their
+        standard deviations are over all chains), and the standard diagnostics of Bayesian
+        software computed on their sampling phases: ``rhat_``, ``ess_bulk_``, ``ess_tail_``
+        (Vehtari et al. 2021, as ArviZ computes them), from every iteration's chi-square and
+        from ``n_snapshots`` draws of each matrix per chain (100 when ``n_snapshots`` is 0).
+        The ``ConvergenceWarning`` then says when R-hat exceeds 1.01 or the chi-square has
+        fewer than 100 effective draws per chain. Not with ``warm_start``,
+        ``checkpoint_path`` or ``distributed``.
     checkpoint_path : str or os.PathLike, default=None
         A file in which a long fit keeps its complete state (R's ``checkpointOutFile`` and
         ``checkpointInFile`` in one): written every ``checkpoint_every`` iterations and, with
@@ -291,6 +305,23 @@ class CoGAPS(
         Number of iterations run by the last call to ``fit``, calibration plus sampling:
         ``2 * max_iter`` for a new chain, ``max_iter`` (sampling only) when ``warm_start``
         continues one, fewer after an interruption.
+    rhat_ : dict
+        With ``n_chains > 1``: the rank-normalised split R-hat of the chi-square of the
+        sampling iterations (``"chisq"``, a float) and of every entry of the two matrices
+        (``"loadings"`` of shape (n_samples, n_components), ``"components"`` of shape
+        (n_components, n_features); NaN for entries constant in every draw). Set only with
+        several chains, like the attributes below up to ``snapshot_chains_``.
+    ess_bulk_, ess_tail_ : dict
+        The bulk and tail effective sample sizes of the same quantities.
+    chain_loadings_ : ndarray of shape (n_chains, n_samples, n_components)
+        Each chain's posterior mean of W, its patterns matched to the first chain's.
+    chain_components_ : ndarray of shape (n_chains, n_components, n_features)
+        Each chain's posterior mean of H, matched likewise.
+    chain_objective_histories_ : ndarray of shape (n_chains, n_iter_)
+        Each chain's chi-square after every iteration (``objective_history_`` is the first
+        chain's).
+    snapshot_chains_ : ndarray of shape (n_snapshots * n_chains,)
+        The chain of each snapshot when several chains keep them.
     n_components_ : int
         Number of consensus patterns of a distributed fit (the columns of ``loadings_``).
         Set only in distributed mode, like the five attributes below.
@@ -399,6 +430,7 @@ class CoGAPS(
             StrOptions({"sampling", "calibration", "all"}),
             Hidden(StrOptions({"equilibration"})),
         ],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
         "checkpoint_path": [str, os.PathLike, None],
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
         "checkpoint_minutes": [Interval(Real, 0, None, closed="neither"), None],
@@ -427,6 +459,7 @@ class CoGAPS(
         n_jobs=None,
         n_snapshots=0,
         snapshot_phase="sampling",
+        n_chains=1,
         checkpoint_path=None,
         checkpoint_every=500,
         checkpoint_minutes=None,
@@ -457,6 +490,7 @@ class CoGAPS(
         self.n_jobs = n_jobs
         self.n_snapshots = n_snapshots
         self.snapshot_phase = snapshot_phase
+        self.n_chains = n_chains
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every
         self.checkpoint_minutes = checkpoint_minutes
@@ -561,6 +595,8 @@ class CoGAPS(
         return state.progress_extra()
 
     def _unconverged_message(self, run):
+        if getattr(self, "_quiet_convergence", False):
+            return None  # one of several chains: the diagnostics of all of them decide
         sampling = np.asarray(run.state.sampling[: run.n_iter], dtype=bool)
         return unconverged_message(self, np.asarray(run.history)[sampling])
 
@@ -670,14 +706,39 @@ class CoGAPS(
                     "n_snapshots=0, or fit one set's data with distributed=None to see its "
                     "chain."
                 )
+            if self.n_chains > 1:
+                raise ValueError(
+                    "A distributed fit runs one chain per set; n_chains is for a fit of all "
+                    "the data. Set n_chains=1, or distributed=None."
+                )
+            clear_chain_attributes(self)
             self._n_calibration_iter = None  # the subsets' chains have their own phases
             for name in ("loadings_snapshots_", "components_snapshots_", "snapshot_iterations_"):
                 self.__dict__.pop(name, None)
             fit_distributed(self, X, uncertainty)
             self._set_reconstruction_err(X)
             return self
+        if self.n_chains > 1:
+            for name, value, off in (("warm_start", self.warm_start, False),
+                                     ("checkpoint_path", self.checkpoint_path, None)):  # fmt: skip
+                if value:
+                    raise ValueError(
+                        f"{name} is for one chain; n_chains={self.n_chains} runs several. "
+                        f"Set n_chains=1 to use {name}, or {name}={off}."
+                    )
+            check_single_chain_parameters(self, several_chains=True)
+            clear_distributed_attributes(self)
+            fixed = {}
+            if fixed_components is not None:
+                fixed["fixed_components"] = fixed_components
+            if fixed_patterns is not None:
+                fixed["fixed_patterns"] = fixed_patterns
+            fit_chains(self, X, uncertainty, fixed)
+            self._set_reconstruction_err(X)
+            return self
         check_single_chain_parameters(self)
         clear_distributed_attributes(self)
+        clear_chain_attributes(self)
         fixed = validate_fixed(X, self.n_components, fixed_components, fixed_patterns)
         # the chain gets the cap and decides per batch; a pass over the data, by its size
         n_threads = effective_n_threads()
@@ -751,6 +812,24 @@ class CoGAPS(
         check_finite_fit(self)
         self._set_reconstruction_err(X)
         return self
+
+    def to_inference_data(self):
+        """The chains' draws as an ArviZ ``InferenceData`` (needs ``arviz``).
+
+        ``posterior`` holds the draws of ``loadings`` (chain, draw, sample, component) and
+        ``components`` (chain, draw, component, feature) that the diagnostics read: those
+        of every chain of a fit with ``n_chains > 1``, or a single chain's sampling-phase
+        snapshots (``n_snapshots > 0``). ``sample_stats`` holds the chi-square of every
+        sampling iteration. ArviZ's ``summary``, ``plot_trace`` and ``rhat`` then work on it.
+
+        Returns
+        -------
+        idata : arviz.InferenceData
+            The groups ``posterior`` and ``sample_stats``, with the coordinates ``sample``,
+            ``component`` and ``feature`` (the feature names when X had them).
+        """
+        check_is_fitted(self)
+        return inference_data(self)
 
     @property
     def _reversible(self):

@@ -1,0 +1,232 @@
+"""Several chains of one CoGAPS fit: their seeds, their run through joblib, the matching of
+their patterns, the pooled posterior, and the diagnostics of Bayesian software on it
+(rank-normalised split R-hat, bulk and tail effective sample sizes; Vehtari et al. 2021,
+``_utils/_diagnostics``).
+
+Each chain is a complete single-chain fit seeded from ``random_state`` by its index, so the
+result does not depend on the joblib backend (threads, processes, Dask) or on the number of
+workers. The chains sample the same posterior, but a chain may order its patterns otherwise:
+every chain is matched to the first by the correlation of its patterns and amplitudes
+(Hungarian algorithm) before anything is pooled or compared.
+"""
+
+import warnings
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+from .._utils._diagnostics import MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, ess_bulk, ess_tail, rhat
+from .._utils._matching import match_components
+from .._utils._openmp_helpers import effective_n_threads, kernel_threads
+from .._utils._seeding import draw_seeds
+from ._chain import (
+    as_dtype,
+    cast_attributes,
+    check_finite_fit,
+    chi_square_of,
+    model_data,
+    n_entries,
+)
+
+__all__ = ["DEFAULT_DRAWS", "clear_chain_attributes", "fit_chains", "inference_data"]
+
+#: The fitted attributes only a fit of several chains sets.
+CHAIN_ATTRIBUTES = ("rhat_", "ess_bulk_", "ess_tail_", "chain_loadings_", "chain_components_",
+                    "chain_objective_histories_", "snapshot_chains_", "_draws")  # fmt: skip
+
+#: Draws of each chain's sampling phase kept for the diagnostics when ``n_snapshots`` is 0.
+DEFAULT_DRAWS = 100
+
+
+def clear_chain_attributes(model):
+    """Remove what an earlier fit of several chains left, before a fit of one."""
+    for name in CHAIN_ATTRIBUTES:
+        model.__dict__.pop(name, None)
+
+
+def _fit_chain(estimator, X, uncertainty, fixed):
+    """One chain (in a worker); only its arrays come back."""
+    estimator._quiet_convergence = True  # the diagnostics of all the chains decide
+    estimator.fit(X, uncertainty=uncertainty, **fixed)
+    names = ("loadings_", "loadings_std_", "components_", "components_std_",
+             "objective_history_", "n_atoms_history_", "loadings_snapshots_",
+             "components_snapshots_", "snapshot_iterations_", "lambda_W_", "lambda_H_")  # fmt: skip
+    return {name: getattr(estimator, name) for name in names}
+
+
+def _aligned(chains):
+    """Every chain's patterns in the order of the first chain's."""
+    reference = np.vstack([chains[0]["loadings_"], chains[0]["components_"].T])
+    for chain in chains[1:]:
+        both = np.vstack([chain["loadings_"], chain["components_"].T])
+        order, _ = match_components(reference, both)
+        for name in ("loadings_", "loadings_std_"):
+            chain[name] = chain[name][:, order]
+        for name in ("components_", "components_std_"):
+            chain[name] = chain[name][order]
+        chain["loadings_snapshots_"] = chain["loadings_snapshots_"][:, :, order]
+        chain["components_snapshots_"] = chain["components_snapshots_"][:, order]
+    return chains
+
+
+def fit_chains(model, X, uncertainty, fixed):
+    """Fit ``model.n_chains`` chains, pool them into ``model``'s fitted attributes and set
+    their diagnostics; ``fixed`` holds the fit's ``fixed_components``/``fixed_patterns``."""
+    rng = check_random_state(model.random_state)
+    # each chain's random_state, as distributed mode seeds its subsets' chains
+    seeds = rng.randint(np.iinfo(np.int32).max, size=model.n_chains)
+    n_draws = model.n_snapshots if model.n_snapshots else min(DEFAULT_DRAWS, model.max_iter)
+    template = clone(model).set_params(
+        n_chains=1,
+        n_jobs=None,
+        warm_start=False,
+        checkpoint_path=None,
+        n_snapshots=n_draws,
+        snapshot_phase="sampling",
+        **model._under_new_names(),
+    )
+    chains = Parallel(n_jobs=model.n_jobs)(
+        delayed(_fit_chain)(
+            clone(template).set_params(random_state=int(seed)), X, uncertainty, fixed
+        )  # fmt: skip
+        for seed in seeds
+    )
+    chains = _aligned(chains)
+    means_w = np.stack([np.asarray(c["loadings_"], dtype=np.float64) for c in chains])
+    means_h = np.stack([np.asarray(c["components_"], dtype=np.float64) for c in chains])
+    sds_w = np.stack([np.asarray(c["loadings_std_"], dtype=np.float64) for c in chains])
+    sds_h = np.stack([np.asarray(c["components_std_"], dtype=np.float64) for c in chains])
+    # the pooled posterior: chains of equal length weigh the same
+    model.loadings_ = means_w.mean(axis=0)
+    model.components_ = means_h.mean(axis=0)
+    model.loadings_std_ = np.sqrt(np.maximum(
+        (sds_w**2 + means_w**2).mean(axis=0) - model.loadings_**2, 0.0))  # fmt: skip
+    model.components_std_ = np.sqrt(np.maximum(
+        (sds_h**2 + means_h**2).mean(axis=0) - model.components_**2, 0.0))  # fmt: skip
+    model.chain_loadings_ = means_w
+    model.chain_components_ = means_h
+    histories = np.stack([np.asarray(c["objective_history_"], dtype=np.float64) for c in chains])
+    model.chain_objective_histories_ = histories
+    model.objective_history_ = histories[0]
+    model.n_atoms_history_ = chains[0]["n_atoms_history_"]
+    model.lambda_W_, model.lambda_H_ = chains[0]["lambda_W_"], chains[0]["lambda_H_"]
+    data = model_data(model, X, uncertainty)
+    threads = kernel_threads(2 * model.n_components * n_entries(X), effective_n_threads())
+    model.chisq_ = chi_square_of(data, model.loadings_, np.ascontiguousarray(model.components_.T),
+                                 threads)  # fmt: skip
+    model._transform_seed = draw_seeds(rng)
+    model._sampler_state = None
+    model._n_calibration_iter = model.max_iter
+    model.n_iter_ = histories.shape[1]
+    # draws: (chains, draws, ...) for the diagnostics and ArviZ
+    draws_w = np.stack([np.asarray(c["loadings_snapshots_"], dtype=np.float64) for c in chains])
+    draws_h = np.stack([np.asarray(c["components_snapshots_"], dtype=np.float64) for c in chains])
+    chisq_draws = histories[:, model.max_iter :]
+    model._draws = {"loadings": draws_w, "components": draws_h, "chisq": chisq_draws,
+                    "iterations": np.asarray(chains[0]["snapshot_iterations_"])}  # fmt: skip
+    model.rhat_ = {"chisq": rhat(chisq_draws), "loadings": rhat(draws_w),
+                   "components": rhat(draws_h)}  # fmt: skip
+    model.ess_bulk_ = {"chisq": ess_bulk(chisq_draws), "loadings": ess_bulk(draws_w),
+                       "components": ess_bulk(draws_h)}  # fmt: skip
+    model.ess_tail_ = {"chisq": ess_tail(chisq_draws), "loadings": ess_tail(draws_w),
+                       "components": ess_tail(draws_h)}  # fmt: skip
+    dtype = X.dtype
+    if model.n_snapshots:
+        model.loadings_snapshots_ = as_dtype(np.concatenate(draws_w), dtype)
+        model.components_snapshots_ = as_dtype(np.concatenate(draws_h), dtype)
+        model.snapshot_iterations_ = np.concatenate([c["snapshot_iterations_"] for c in chains])
+        model.snapshot_chains_ = np.repeat(np.arange(len(chains)), draws_w.shape[1])
+    else:
+        n, m, K = X.shape[0], X.shape[1], model.n_components
+        model.loadings_snapshots_ = np.empty((0, n, K), dtype=dtype)
+        model.components_snapshots_ = np.empty((0, K, m), dtype=dtype)
+        model.snapshot_iterations_ = np.empty(0, dtype=np.int64)
+        model.snapshot_chains_ = np.empty(0, dtype=np.int64)
+    cast_attributes(model, dtype)
+    for name in ("chain_loadings_", "chain_components_"):
+        setattr(model, name, as_dtype(getattr(model, name), dtype))
+    check_finite_fit(model)
+    message = unconverged_chains_message(model)
+    model.converged_ = message is None
+    if message is not None:
+        warnings.warn(message, ConvergenceWarning, stacklevel=4)
+
+
+def unconverged_chains_message(model):
+    """Why the chains do not agree yet (R-hat above 1.01, or too few effective draws of the
+    chi-square), or None."""
+    n_chains = model.n_chains
+    problems = []
+    for name, values in model.rhat_.items():
+        values = np.atleast_1d(values)
+        values = values[np.isfinite(values)]  # entries kept at 0 by the prior have none
+        if not values.size or values.max() <= RHAT_THRESHOLD:
+            continue
+        if name == "chisq":
+            problems.append(f"R-hat of the chi-square is {values.max():.3f}")
+        else:
+            share = np.mean(values > RHAT_THRESHOLD)
+            problems.append(f"R-hat exceeds {RHAT_THRESHOLD} for {share:.0%} of the entries "
+                            f"of {name}_ (at most {values.max():.3f})")  # fmt: skip
+    for kind in ("ess_bulk_", "ess_tail_"):
+        ess = getattr(model, kind)["chisq"]
+        if ess < MIN_ESS_PER_CHAIN * n_chains:
+            problems.append(f"the {kind[4:-1]} ESS of the chi-square is {ess:.0f}")
+    if not problems:
+        return None
+    return (
+        f"The {n_chains} chains do not agree yet: {'; '.join(problems)} (Vehtari et al. 2021 "
+        f"ask R-hat < {RHAT_THRESHOLD} and an effective sample size above "
+        f"{MIN_ESS_PER_CHAIN} per chain). Raise max_iter (now {model.max_iter}); rhat_, "
+        "ess_bulk_ and ess_tail_ hold the diagnostics, chain_loadings_ and "
+        "chain_components_ each chain's posterior means."
+    )
+
+
+def inference_data(model):
+    """The draws of a fitted model as an ArviZ ``InferenceData``: ``posterior`` holds the
+    matrices' draws (``loadings``: chain, draw, sample, component; ``components``: chain,
+    draw, component, feature), ``sample_stats`` the chi-square of every sampling
+    iteration."""
+    try:
+        import arviz
+    except ImportError as exc:
+        raise ImportError(
+            "to_inference_data needs ArviZ: pip install arviz (or the extra "
+            '"sklearn_cogaps[diagnostics]").'
+        ) from exc
+    draws = getattr(model, "_draws", None)
+    if draws is None:
+        n_calibration = getattr(model, "_n_calibration_iter", None)
+        sampling = (
+            np.zeros(0, dtype=bool)
+            if n_calibration is None
+            else np.asarray(model.snapshot_iterations_) > n_calibration
+        )
+        if not sampling.any():
+            raise ValueError(
+                "This fit kept no draws of its sampling phase: fit with n_chains > 1, or "
+                "with n_snapshots > 0 (and snapshot_phase 'sampling' or 'all'), to export "
+                "its chains."
+            )
+        draws = {
+            "loadings": np.asarray(model.loadings_snapshots_)[sampling][None],
+            "components": np.asarray(model.components_snapshots_)[sampling][None],
+            "chisq": np.asarray(model.objective_history_)[n_calibration:][None],
+        }
+    n_samples, K = draws["loadings"].shape[2:]
+    features = getattr(model, "feature_names_in_", None)
+    coords = {
+        "sample": np.arange(n_samples),
+        "component": np.arange(K),
+        "feature": np.arange(draws["components"].shape[3]) if features is None else features,
+    }
+    return arviz.from_dict(
+        posterior={"loadings": draws["loadings"], "components": draws["components"]},
+        sample_stats={"chisq": draws["chisq"]},
+        coords=coords,
+        dims={"loadings": ["sample", "component"], "components": ["component", "feature"]},
+    )

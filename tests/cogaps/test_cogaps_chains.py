@@ -1,0 +1,191 @@
+"""Several chains of one CoGAPS fit, and the convergence diagnostics: R-hat and effective
+sample sizes equal to ArviZ's, pooled posteriors, results independent of the joblib backend
+and the number of workers, and the ConvergenceWarning they drive."""
+
+import warnings
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+from sklearn.exceptions import ConvergenceWarning
+
+from sklearn_cogaps import CoGAPS
+from sklearn_cogaps._utils._diagnostics import ess_bulk, ess_tail, rhat
+from sklearn_cogaps.datasets import make_patterns
+
+
+def _ar1(rng, n_chains, n_draws, phi, shift=0.0):
+    x = np.zeros((n_chains, n_draws))
+    e = rng.normal(size=(n_chains, n_draws))
+    for t in range(1, n_draws):
+        x[:, t] = phi * x[:, t - 1] + e[:, t]
+    return x + shift * np.arange(n_chains)[:, None]
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CoGAPS(2, max_iter=200, n_chains=3, random_state=0, n_jobs=1).fit(X)
+    return X, model
+
+
+def test_diagnostics_equal_arviz():
+    az = pytest.importorskip("arviz")
+    rng = np.random.default_rng(0)
+    cases = [
+        _ar1(rng, m, n, phi, shift)
+        for m in (2, 4)
+        for n in (4, 5, 9, 50, 101)
+        for phi in (-0.9, 0.0, 0.6, 0.99)
+        for shift in (0.0, 1.0)
+    ]
+    for x in cases:
+        np.testing.assert_allclose(rhat(x), float(az.rhat(x, method="rank")), rtol=1e-10)
+        np.testing.assert_allclose(ess_bulk(x), float(az.ess(x, method="bulk")), rtol=1e-10)
+        np.testing.assert_allclose(ess_tail(x), float(az.ess(x, method="tail")), rtol=1e-10)
+    # many quantities at once, as the fits compute them
+    x = rng.normal(size=(4, 60, 3, 5)).cumsum(axis=1)
+    expected = az.rhat(az.convert_to_dataset({"x": x}))["x"].values
+    np.testing.assert_allclose(rhat(x), expected, rtol=1e-10)
+    expected = az.ess(az.convert_to_dataset({"x": x}), method="tail")["x"].values
+    np.testing.assert_allclose(ess_tail(x), expected, rtol=1e-10)
+
+
+def test_diagnostics_of_a_fit_equal_arviz_on_its_draws(fitted):
+    pytest.importorskip("arviz")
+    import arviz as az
+
+    _, model = fitted
+    idata = model.to_inference_data()
+    assert idata.posterior["loadings"].shape == (3, 100, 20, 2)
+    for name in ("loadings", "components"):
+        ours, theirs = model.rhat_[name], az.rhat(idata.posterior)[name].values
+        assert np.array_equal(np.isnan(ours), np.isnan(theirs))  # entries kept at 0
+        np.testing.assert_allclose(ours[~np.isnan(ours)], theirs[~np.isnan(theirs)], rtol=1e-10)
+        theirs = az.ess(idata.posterior, method="bulk")[name].values
+        np.testing.assert_allclose(model.ess_bulk_[name], theirs, rtol=1e-10)
+    chisq = az.convert_to_dataset({"chisq": idata.sample_stats["chisq"].values})
+    assert model.rhat_["chisq"] == pytest.approx(float(az.rhat(chisq)["chisq"]), rel=1e-10)
+
+
+def test_diagnostics_without_arviz():
+    """What the diagnostics mean, on chains of known behaviour."""
+    rng = np.random.default_rng(1)
+    iid = rng.normal(size=(4, 2000))
+    assert rhat(iid) < 1.01
+    assert 0.8 * 8000 < ess_bulk(iid) < 1.2 * 8000
+    assert rhat(iid + np.arange(4)[:, None]) > 1.5  # chains at different places
+    drift = iid + np.linspace(0, 3, 2000)  # each chain drifts: the split halves disagree
+    assert rhat(drift) > 1.1
+    ar = _ar1(rng, 4, 20000, 0.9)  # integrated autocorrelation time (1 + phi) / (1 - phi) = 19
+    assert ess_bulk(ar) == pytest.approx(80000 / 19, rel=0.15)
+    constant = np.zeros((3, 50, 2))
+    assert np.all(np.isnan(rhat(constant)))
+    assert np.all(ess_bulk(constant) == 150) and np.all(ess_tail(constant) == 150)
+    assert np.isnan(rhat(iid[:, :3]))  # fewer than 4 draws: no estimate
+    with pytest.raises(ValueError, match=r"draws\[None\]"):
+        rhat(np.arange(10.0))
+
+
+def test_pooled_posterior_and_attributes(fitted):
+    X, model = fitted
+    np.testing.assert_allclose(model.loadings_, model.chain_loadings_.mean(axis=0))
+    np.testing.assert_allclose(model.components_, model.chain_components_.mean(axis=0))
+    # the pooled standard deviation is that of all the chains' draws together: at least the
+    # spread of the chain means
+    spread = model.chain_loadings_.std(axis=0)
+    assert np.all(model.loadings_std_ >= spread - 1e-12)
+    assert model.objective_history_.shape == (400,)
+    assert model.chain_objective_histories_.shape == (3, 400)
+    np.testing.assert_array_equal(model.objective_history_, model.chain_objective_histories_[0])
+    assert model.n_iter_ == 400
+    assert model.rhat_["loadings"].shape == (20, 2) and model.rhat_["components"].shape == (2, 40)
+    assert isinstance(model.rhat_["chisq"], float)
+    assert model.loadings_snapshots_.shape == (0, 20, 2)  # none asked for
+
+    # the chains' patterns are matched to the first chain's before pooling: no other order
+    # of a chain's two patterns correlates better with the first chain's
+    def both(c, order):
+        return np.vstack([model.chain_loadings_[c][:, order], model.chain_components_[c][order].T])
+
+    for c in range(1, 3):
+        kept = sum(np.corrcoef(both(0, [0, 1])[:, k], both(c, [0, 1])[:, k])[0, 1] for k in (0, 1))
+        swapped = sum(
+            np.corrcoef(both(0, [0, 1])[:, k], both(c, [1, 0])[:, k])[0, 1] for k in (0, 1)
+        )
+        assert kept > swapped
+    assert model.transform(X).shape == (20, 2)
+
+
+def test_chains_are_matched_whatever_order_their_patterns_come_in():
+    from sklearn_cogaps._cogaps._chains import _aligned
+
+    rng = np.random.default_rng(0)
+    W, H = rng.gamma(1.0, size=(30, 3)), rng.gamma(1.0, size=(3, 50))
+    chains = []
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        noise = 1 + 0.05 * rng.normal(size=(30, 3))
+        chains.append({
+            "loadings_": W[:, order] * noise[:, order], "loadings_std_": np.ones((30, 3)),
+            "components_": H[order], "components_std_": np.ones((3, 50)),
+            "loadings_snapshots_": np.stack([W[:, order]] * 2),
+            "components_snapshots_": np.stack([H[order]] * 2),
+        })  # fmt: skip
+    for chain in _aligned(chains):
+        np.testing.assert_array_equal(chain["components_"], H)
+        np.testing.assert_array_equal(chain["components_snapshots_"][1], H)
+        np.testing.assert_array_equal(chain["loadings_snapshots_"][0], W)
+
+
+def test_chains_do_not_depend_on_the_backend_or_the_workers(fitted):
+    X, model = fitted
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with parallel_config(backend="threading"):
+            threads = CoGAPS(2, max_iter=200, n_chains=3, random_state=0, n_jobs=2).fit(X)
+        processes = CoGAPS(2, max_iter=200, n_chains=3, random_state=0, n_jobs=2).fit(X)
+    for other in (threads, processes):
+        for name in ("loadings_", "components_std_", "chisq_", "chain_objective_histories_"):
+            np.testing.assert_array_equal(getattr(other, name), getattr(model, name))
+        assert other.rhat_["chisq"] == model.rhat_["chisq"]
+
+
+def test_the_warning_follows_the_diagnostics():
+    X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=2, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"3 chains do not agree yet: R-hat"):
+        model = CoGAPS(2, max_iter=100, n_chains=3, random_state=0).fit(X)
+    assert not model.converged_
+    # a one-pattern model mixes fast: its chi-square has converged by the diagnostics
+    X1, _, _ = make_patterns(n_samples=15, n_features=30, n_components=1, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = CoGAPS(1, max_iter=1500, n_chains=4, random_state=0).fit(X1)
+    assert model.rhat_["chisq"] < 1.01
+    assert model.ess_bulk_["chisq"] > 400 and model.ess_tail_["chisq"] > 400
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert all("chi-square" not in m for m in messages)
+
+
+def test_snapshots_of_every_chain_and_what_is_refused(fitted, tmp_path):
+    X, _ = fitted
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CoGAPS(2, max_iter=60, n_chains=2, n_snapshots=10, random_state=0).fit(X)
+    assert model.loadings_snapshots_.shape == (20, 20, 2)
+    np.testing.assert_array_equal(model.snapshot_chains_, np.repeat([0, 1], 10))
+    for kwargs, match in [
+        ({"warm_start": True}, "warm_start is for one chain"),
+        ({"checkpoint_path": tmp_path / "c"}, "checkpoint_path is for one chain"),
+        ({"distributed": "genome-wide", "n_sets": 2}, "one chain per set"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            CoGAPS(2, max_iter=20, n_chains=2, **kwargs).fit(X)
+    # one chain after several: the several chains' attributes go
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.set_params(n_chains=1).fit(X)
+    assert not hasattr(model, "rhat_") and not hasattr(model, "chain_loadings_")
+    with pytest.raises(ValueError, match="n_chains > 1, or with n_snapshots > 0"):
+        CoGAPS(2, max_iter=20, random_state=0).fit(X).to_inference_data()
