@@ -189,3 +189,23 @@ def test_snapshots_of_every_chain_and_what_is_refused(fitted, tmp_path):
     assert not hasattr(model, "rhat_") and not hasattr(model, "chain_loadings_")
     with pytest.raises(ValueError, match="n_chains > 1, or with n_snapshots > 0"):
         CoGAPS(2, max_iter=20, random_state=0).fit(X).to_inference_data()
+
+
+def test_chains_on_a_dask_cluster_equal_the_local_fit(fitted):
+    """On a LocalCluster of worker processes, the chains are the local chains."""
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is an extra")
+    X, model = fitted
+    with (
+        distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                 host="127.0.0.1", dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            with parallel_config(backend="dask"):
+                on_dask = CoGAPS(2, max_iter=200, n_chains=3, random_state=0).fit(X)
+        ran = client.run(lambda: "sklearn_cogaps._cogaps._chains" in __import__("sys").modules)
+        assert any(ran.values()), ran  # the chains ran on the cluster's worker processes
+    for name in ("loadings_", "components_", "loadings_std_", "chain_objective_histories_"):
+        np.testing.assert_array_equal(getattr(on_dask, name), getattr(model, name))
+    np.testing.assert_array_equal(on_dask.rhat_["components"], model.rhat_["components"])
