@@ -29,6 +29,7 @@ __all__ = [
     "make_sampler",
     "model_data",
     "n_entries",
+    "nmf_start",
     "new_sampler",
     "prior_rates",
     "restore_sampler",
@@ -167,8 +168,9 @@ def validate_fixed(X, n_components, fixed_components, fixed_patterns):
 
 
 def new_sampler(est, X, data, fixed):
-    """A new chain from an empty atomic domain (or the fixed matrix); sets the prior
-    rates and the seed of the per-row chains."""
+    """A new chain from an empty atomic domain (or the fixed matrix), or with
+    ``init="nmf"`` from :func:`nmf_start`; sets the prior rates and the seed of the
+    per-row chains."""
     rng = check_random_state(est.random_state)
     seed = draw_seeds(rng)
     est._transform_seed = draw_seeds(rng)
@@ -178,7 +180,77 @@ def new_sampler(est, X, data, fixed):
     which, _, matrix = fixed
     W0 = matrix if which == "W" else np.zeros((X.shape[0], K))
     Ht0 = matrix if which == "H" else np.zeros((X.shape[1], K))
-    return make_sampler(est, data, W0, Ht0, seed=seed, fixed=which)
+    sampler = make_sampler(est, data, W0, Ht0, seed=seed, fixed=which)
+    if getattr(est, "init", "empty") != "nmf":
+        return sampler
+    # the start's random factors come after the chain's seeds: the empty start is unchanged
+    W0, Ht0 = nmf_start(data, K, (est.lambda_W_, est.lambda_H_), fixed, rng)
+    state = sampler.get_state()
+    state["W"], state["Ht"] = W0, Ht0
+    state["atoms_w"] = _one_atom_per_element(W0, which == "W")
+    state["atoms_h"] = _one_atom_per_element(Ht0, which == "H")
+    return make_sampler(est, data, W0, Ht0, state=state, fixed=which)
+
+
+# Multiplicative updates of the weighted NMF that starts a chain with init="nmf".
+_NMF_START_ITER = 300
+# Elements of the start below this fraction of their matrix's largest get no atom.
+_NMF_START_CUTOFF = 1e-3
+
+
+def nmf_start(data, n_components, rates, fixed, rng):
+    """A start near the posterior: the non-negative factorisation of X under the fit's
+    weights and priors.
+
+    It minimises ``chi^2 / 2 + lambda_W sum W + lambda_H sum H`` (the Gaussian likelihood
+    with the fit's precisions, and the exponential priors of the atoms' masses at their
+    rates, Sherman, Gao & Fertig 2019, section 1.1) by Lee and Seung's multiplicative
+    updates with the penalties in the denominators, from random factors on the data's
+    scale. A matrix held fixed stays as it is. Elements below ``_NMF_START_CUTOFF`` of the
+    largest of their matrix are set to 0: the prior's atoms make most elements exactly 0.
+
+    Returns
+    -------
+    W, Ht : ndarray of shape (n_samples, K) and (n_features, K)
+    """
+    kind, X, prec, _ = data
+    if kind != "dense":
+        raise ValueError(
+            "init='nmf' starts from a weighted NMF of the dense data; the sparse-data model "
+            "(sparse X or sparse_optimization=True) starts from the empty domain: use "
+            "init='empty', or pass dense X with sparse_optimization=False."
+        )
+    which, _, matrix = fixed
+    X = np.asarray(X, dtype=np.float64)
+    P = np.asarray(prec, dtype=np.float64)
+    n, m = X.shape
+    K = n_components
+    size = np.sqrt(max(float(X.mean()), 1e-300) / K)
+    W = matrix.copy() if which == "W" else rng.uniform(0.1, 1.0, (n, K)) * size
+    H = matrix.T.copy() if which == "H" else rng.uniform(0.1, 1.0, (K, m)) * size
+    PX = P * X
+    lam_w, lam_h = rates
+    for _ in range(_NMF_START_ITER):
+        if which != "H":
+            H *= (W.T @ PX) / np.maximum(W.T @ (P * (W @ H)) + lam_h, 1e-300)
+        if which != "W":
+            W *= (PX @ H.T) / np.maximum((P * (W @ H)) @ H.T + lam_w, 1e-300)
+    Ht = np.ascontiguousarray(H.T)
+    for M, held in ((W, which == "W"), (Ht, which == "H")):
+        if not held:
+            M[M < _NMF_START_CUTOFF * M.max(initial=0.0)] = 0.0
+    return W, Ht
+
+
+def _one_atom_per_element(M, held):
+    """Atoms that make ``M``: one in the middle of each non-zero element's bin (none for
+    a matrix held fixed, whose domain stays empty)."""
+    flat = M.ravel()
+    if held:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0)
+    bin_length = np.uint64(np.iinfo(np.uint64).max // max(flat.size, 1))
+    idx = np.flatnonzero(flat > 0).astype(np.uint64)
+    return idx * bin_length + bin_length // np.uint64(2), flat[flat > 0].copy()
 
 
 def make_sampler(est, data, W, Ht, seed=0, state=None, n_threads=1, fixed=None):
@@ -311,6 +383,7 @@ def checkpoint_key(est, problem):
         "max_gibbs_mass_W": float(est.max_gibbs_mass_W),
         "max_gibbs_mass_H": float(est.max_gibbs_mass_H),
         "solver": est._parameter("solver"),
+        "init": est.init,
         "random_state": seed,
         "model (sparse_optimization or sparse X)": problem.data[0],
         "n_snapshots": est.n_snapshots,
@@ -348,8 +421,9 @@ class ChainState:
     """
 
     def __init__(self, sampler, sampling, n_calibration, n_threads, pass_threads,
-                 snapshots=frozenset(), rescale=True):  # fmt: skip
+                 snapshots=frozenset(), rescale=True, anneal=True):  # fmt: skip
         self.sampler, self.sampling, self.n_calibration = sampler, sampling, n_calibration
+        self.anneal = anneal
         self.n_threads, self.pass_threads = n_threads, pass_threads
         self.chisq = None
         self.atoms = []
@@ -387,8 +461,10 @@ class ChainState:
         n, total = self.n_calibration, len(self.sampling)
         # the annealing of Sherman, Gao & Fertig (2019), section 1.4: the temperature
         # scales the likelihood while calibrating; as in the C++ CoGAPS, it rises linearly
-        # to 1 over the first half of the calibration phase
-        tau = 1.0 if sampling else min(1.0, 2.0 * iteration / n)
+        # to 1 over the first half of the calibration phase. A chain started near the
+        # posterior (init="nmf") is not annealed: at a low temperature the prior would
+        # undo its start.
+        tau = 1.0 if sampling or not self.anneal else min(1.0, 2.0 * iteration / n)
         _, _, dloglik = self.sampler.iterate(tau, self.n_threads)
         # logL = -chisq / 2; re-computed exactly from time to time against drift
         self.chisq -= 2.0 * dloglik

@@ -144,6 +144,18 @@ class CoGAPS(
           mass ``exp(-atom_density)`` at zero and Exp(lambda) masses). Use it when the
           posterior itself matters: probabilities of an element being zero, credible
           intervals, comparisons with other Bayesian models.
+    init : {"empty", "nmf"}, default="empty"
+        Where a new chain starts.
+
+        - ``"empty"``: an empty atomic domain, annealed over the first half of the
+          calibration, as the C++ CoGAPS does. It gains its atoms slowly: on GIST the
+          patterns need about 2000 calibration iterations.
+        - ``"nmf"``: a point estimate under the fit's weights and priors (the non-negative
+          factorisation minimising ``chi^2 / 2`` plus the exponential priors' penalties,
+          300 multiplicative updates), one atom per non-zero element, without annealing.
+          On GIST, 500 + 500 iterations then give the published patterns (worst
+          correlation 0.986 to 0.996 over three seeds, against 0.31 from the empty
+          domain). The sampling phase and its law are the same. Dense data only.
     random_state : int, RandomState instance or None, default=None
         Seed of the chain and of the per-row chains of :meth:`transform`. The result does
         not depend on the number of threads.
@@ -413,6 +425,7 @@ class CoGAPS(
         "max_gibbs_mass_W": [Interval(Real, 0, None, closed="neither")],
         "max_gibbs_mass_H": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions({"cogaps", "reversible"})],
+        "init": [StrOptions({"empty", "nmf"})],
         "birth_death": [StrOptions({"cogaps", "reversible"}), Hidden(StrOptions({"deprecated"}))],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -446,6 +459,7 @@ class CoGAPS(
         max_gibbs_mass_W=100.0,
         max_gibbs_mass_H=100.0,
         solver="cogaps",
+        init="empty",
         random_state=None,
         verbose=0,
         sparse_optimization=False,
@@ -476,6 +490,7 @@ class CoGAPS(
         self.max_gibbs_mass_W = max_gibbs_mass_W
         self.max_gibbs_mass_H = max_gibbs_mass_H
         self.solver = solver
+        self.init = init
         self.birth_death = birth_death
         self.random_state = random_state
         self.verbose = verbose
@@ -534,7 +549,8 @@ class CoGAPS(
                              getattr(self, "snapshot_phase", "sampling"))  # fmt: skip
         return ChainState(sampler, sampling, self.max_iter, problem.n_threads,
                           problem.pass_threads, snapshots=plan,
-                          rescale=problem.fixed[0] is None)  # fmt: skip
+                          rescale=problem.fixed[0] is None,
+                          anneal=getattr(self, "init", "empty") != "nmf")  # fmt: skip
 
     def _continue(self, problem):
         sampler = restore_sampler(self, problem.data, problem.n_threads)

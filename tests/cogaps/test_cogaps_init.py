@@ -1,0 +1,86 @@
+"""CoGAPS's start from a weighted NMF (init="nmf"): the published GIST patterns in 500 + 500
+iterations, the same posterior as the empty start, and what it refuses."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+
+from sklearn_cogaps import CoGAPS, match_components
+from sklearn_cogaps._cogaps._chain import _one_atom_per_element, nmf_start
+from sklearn_cogaps.datasets import load_gist, make_patterns
+
+
+def _fit(X, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return CoGAPS(**params).fit(X)
+
+
+def test_gist_patterns_in_500_plus_500_iterations():
+    """The empty domain needs about 2000 calibration iterations for GIST's patterns; the
+    NMF start has them at 500 + 500 for every seed."""
+    gist = load_gist()
+    worst = {}
+    for init in ("empty", "nmf"):
+        corr = []
+        for seed in range(3):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                model = CoGAPS(3, max_iter=500, random_state=seed, init=init)
+                model.fit(gist.data, uncertainty=gist.uncertainty)
+            corr.append(match_components(gist.published_patterns, model.loadings_)[1].min())
+        worst[init] = min(corr)
+    assert worst["nmf"] >= 0.98
+    assert worst["empty"] < 0.9
+
+
+def test_long_chains_from_both_starts_agree():
+    """The start changes the calibration, not the law the sampling phase follows: long
+    chains from the empty domain and from the NMF start give the same posterior means."""
+    X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=2, random_state=0)
+    empty = [_fit(X, n_components=2, max_iter=4000, random_state=s) for s in range(2)]
+    nmf = [_fit(X, n_components=2, max_iter=4000, random_state=s, init="nmf") for s in range(2)]
+    for a in empty:
+        for b in nmf:
+            assert match_components(a.loadings_, b.loadings_)[1].min() > 0.999
+            assert match_components(a.components_, b.components_, axis=0)[1].min() > 0.999
+            assert b.chisq_ == pytest.approx(a.chisq_, rel=0.02)
+    # the NMF start is already near the posterior: its chain starts 50 times closer
+    assert nmf[0].objective_history_[0] < empty[0].objective_history_[0] / 50
+
+
+def test_the_start_is_a_penalised_weighted_nmf():
+    """At the start's fixed point the multiplicative updates' gradient conditions hold
+    where the factors are positive; elements below the cutoff are 0 and get no atom."""
+    X, _, _ = make_patterns(n_samples=15, n_features=30, n_components=2, random_state=1)
+    P = 1.0 / np.maximum(0.1 * X, 0.1) ** 2
+    rates = (0.5, 0.2)
+    W, Ht = nmf_start(("dense", X, P, "relative"), 2, rates, (None, None, None),
+                      np.random.RandomState(0))  # fmt: skip
+    H = Ht.T
+    grad_H = W.T @ (P * (W @ H - X)) + rates[1]
+    grad_W = (P * (W @ H - X)) @ H.T + rates[0]
+    scale = np.abs(W.T @ (P * X)).max()
+    assert np.all(np.abs(grad_H[H > 1e-3 * H.max()]) < 0.05 * scale)
+    assert np.all(np.abs(grad_W[W > 1e-3 * W.max()]) < 0.05 * scale)
+    positions, masses = _one_atom_per_element(Ht, held=False)
+    assert masses.size == np.count_nonzero(Ht)
+    bins = (positions // np.uint64(np.iinfo(np.uint64).max // Ht.size)).astype(np.int64)
+    np.testing.assert_array_equal(np.bincount(bins, masses, minlength=Ht.size), Ht.ravel())
+
+
+def test_with_a_fixed_matrix_and_what_is_refused():
+    X, _, H = make_patterns(n_samples=20, n_features=40, n_components=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        nmf = CoGAPS(2, max_iter=1500, random_state=0, init="nmf").fit(X, fixed_components=H)
+        empty = CoGAPS(2, max_iter=1500, random_state=0).fit(X, fixed_components=H)
+    np.testing.assert_array_equal(nmf.components_, H)
+    assert np.corrcoef(nmf.loadings_.ravel(), empty.loadings_.ravel())[0, 1] > 0.999
+    with pytest.raises(ValueError, match="init='nmf' starts from a weighted NMF of the dense"):
+        CoGAPS(2, max_iter=10, init="nmf").fit(sparse.csr_matrix(X))
+    with pytest.raises(ValueError, match="init"):
+        CoGAPS(2, init="random").fit(X)
