@@ -329,7 +329,7 @@ class CoGAPS(
         Each chain's posterior mean of W, its patterns matched to the first chain's.
     chain_components_ : ndarray of shape (n_chains, n_components, n_features)
         Each chain's posterior mean of H, matched likewise.
-    chain_objective_histories_ : ndarray of shape (n_chains, n_iter_)
+    chain_objective_histories_ : ndarray of shape (n_chains, 2 * max_iter)
         Each chain's chi-square after every iteration (``objective_history_`` is the first
         chain's).
     snapshot_chains_ : ndarray of shape (n_snapshots * n_chains,)
