@@ -200,7 +200,7 @@ _NMF_START_CUTOFF = 1e-3
 
 def nmf_start(data, n_components, rates, fixed, rng):
     """A start near the posterior: the non-negative factorisation of X under the fit's
-    weights and priors.
+    weights and priors (dense data, or the sparse model's weights on a sparse matrix).
 
     It minimises ``chi^2 / 2 + lambda_W sum W + lambda_H sum H`` (the Gaussian likelihood
     with the fit's precisions, and the exponential priors of the atoms' masses at their
@@ -213,33 +213,83 @@ def nmf_start(data, n_components, rates, fixed, rng):
     -------
     W, Ht : ndarray of shape (n_samples, K) and (n_features, K)
     """
-    kind, X, prec, _ = data
-    if kind != "dense":
-        raise ValueError(
-            "init='nmf' starts from a weighted NMF of the dense data; the sparse-data model "
-            "(sparse X or sparse_optimization=True) starts from the empty domain: use "
-            "init='empty', or pass dense X with sparse_optimization=False."
-        )
+    kind = data[0]
     which, _, matrix = fixed
-    X = np.asarray(X, dtype=np.float64)
-    P = np.asarray(prec, dtype=np.float64)
-    n, m = X.shape
+    n, m = data[1].shape
     K = n_components
-    size = np.sqrt(max(float(X.mean()), 1e-300) / K)
+    if kind == "dense":
+        X = np.asarray(data[1], dtype=np.float64)
+        mean = float(X.mean())
+    else:
+        X = data[1]  # the canonical CSR of the sparse model
+        mean = float(X.sum()) / (n * m)
+    size = np.sqrt(max(mean, 1e-300) / K)
     W = matrix.copy() if which == "W" else rng.uniform(0.1, 1.0, (n, K)) * size
     H = matrix.T.copy() if which == "H" else rng.uniform(0.1, 1.0, (K, m)) * size
-    PX = P * X
+    gradients = _dense_gradients(X, data[2]) if kind == "dense" else _sparse_gradients(X, data[3])
     lam_w, lam_h = rates
     for _ in range(_NMF_START_ITER):
+        # the negative and positive parts of the penalised chi-square's gradient
         if which != "H":
-            H *= (W.T @ PX) / np.maximum(W.T @ (P * (W @ H)) + lam_h, 1e-300)
+            down, up = gradients(W, H, "H")
+            H *= down / np.maximum(up + lam_h, 1e-300)
         if which != "W":
-            W *= (PX @ H.T) / np.maximum((P * (W @ H)) @ H.T + lam_w, 1e-300)
+            down, up = gradients(W, H, "W")
+            W *= down / np.maximum(up + lam_w, 1e-300)
     Ht = np.ascontiguousarray(H.T)
     for M, held in ((W, which == "W"), (Ht, which == "H")):
         if not held:
             M[M < _NMF_START_CUTOFF * M.max(initial=0.0)] = 0.0
     return W, Ht
+
+
+def _dense_gradients(X, prec):
+    """The two parts of the gradient of chi^2 / 2 in W or H: ``P X`` and ``P (W H)``."""
+    P = np.asarray(prec, dtype=np.float64)
+    PX = P * X
+
+    def gradients(W, H, side):
+        PWH = P * (W @ H)
+        if side == "H":
+            return W.T @ PX, W.T @ PWH
+        return PX @ H.T, PWH @ H.T
+
+    return gradients
+
+
+# Stored entries handled at once by the sparse start's products (bounds its temporaries to
+# this many rows of W and Ht).
+_START_CHUNK = 1 << 16
+
+
+def _sparse_gradients(csr, name):
+    """As :func:`_dense_gradients` under the sparse model's weights (``w0`` for a zero, the
+    stored value's own otherwise; Sherman, Gao & Fertig 2019, section 3): ``P (W H) = w0 W H
+    + (P - w0)`` on the stored entries, so a gradient costs O(nnz K + (n + m) K^2) and W H
+    is never dense."""
+    sigma0, poisson = NAMED_UNCERTAINTIES[name]
+    w0 = 1.0 / sigma0**2
+    x = csr.data
+    w = 1.0 / np.maximum(x, 1.0) if poisson else 1.0 / np.maximum(sigma0 * x, sigma0) ** 2
+    shape = csr.shape
+    rows = np.repeat(np.arange(shape[0]), np.diff(csr.indptr))
+    PX = sparse.csr_matrix((w * x, csr.indices, csr.indptr), shape=shape)
+    excess = w - w0
+
+    def stored(W, H):
+        out = np.empty(x.size)
+        for a in range(0, x.size, _START_CHUNK):
+            b = min(a + _START_CHUNK, x.size)
+            out[a:b] = np.einsum("ik,ki->i", W[rows[a:b]], H[:, csr.indices[a:b]])
+        return sparse.csr_matrix((excess * out, csr.indices, csr.indptr), shape=shape)
+
+    def gradients(W, H, side):
+        D = stored(W, H)
+        if side == "H":
+            return np.asarray((PX.T @ W).T), w0 * (W.T @ W) @ H + np.asarray((D.T @ W).T)
+        return np.asarray(PX @ H.T), w0 * W @ (H @ H.T) + np.asarray(D @ H.T)
+
+    return gradients
 
 
 def _one_atom_per_element(M, held):

@@ -80,7 +80,29 @@ def test_with_a_fixed_matrix_and_what_is_refused():
         empty = CoGAPS(2, max_iter=1500, random_state=0).fit(X, fixed_components=H)
     np.testing.assert_array_equal(nmf.components_, H)
     assert np.corrcoef(nmf.loadings_.ravel(), empty.loadings_.ravel())[0, 1] > 0.999
-    with pytest.raises(ValueError, match="init='nmf' starts from a weighted NMF of the dense"):
-        CoGAPS(2, max_iter=10, init="nmf").fit(sparse.csr_matrix(X))
     with pytest.raises(ValueError, match="init"):
         CoGAPS(2, init="random").fit(X)
+
+
+@pytest.mark.parametrize(
+    "name, sigma0, poisson", [("relative", 0.1, False), ("poisson", 1.0, True)]
+)
+def test_the_sparse_start_is_the_dense_start_under_the_sparse_models_weights(name, sigma0, poisson):
+    """The sparse model weighs a zero by 1 / sigma0^2 and a stored value by its own: its
+    start never makes W H dense and equals the dense start under those weights."""
+    X = np.log1p(make_patterns(n_samples=40, n_features=60, n_components=3, random_state=2)[0])
+    X[X < np.quantile(X, 0.6)] = 0.0
+    P = np.full(X.shape, 1.0 / sigma0**2)
+    stored = X > 0
+    P[stored] = 1.0 / (np.maximum(X[stored], 1.0) if poisson
+                       else np.maximum(sigma0 * X[stored], sigma0) ** 2)  # fmt: skip
+    csr = sparse.csr_matrix(X)
+    rates, none = (0.5, 0.3), (None, None, None)
+    dense = nmf_start(("dense", X, P, name), 3, rates, none, np.random.RandomState(0))
+    sparse_ = nmf_start(("sparse", csr, csr.T.tocsr(), name), 3, rates, none,
+                        np.random.RandomState(0))  # fmt: skip
+    for a, b in zip(dense, sparse_):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12 * a.max())
+    model = _fit(csr, n_components=3, max_iter=100, random_state=0, init="nmf")
+    assert model.objective_history_[0] < _fit(csr, n_components=3, max_iter=1, random_state=0
+                                              ).objective_history_[0] / 2  # fmt: skip
