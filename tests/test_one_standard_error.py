@@ -9,8 +9,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 
-from sklearn_cogaps import HierarchicalPMF, WeightedBackgroundPMF, one_standard_error
-from sklearn_cogaps.datasets import make_single_cell
+from sklearn_cogaps import CoGAPS, HierarchicalPMF, WeightedBackgroundPMF, one_standard_error
+from sklearn_cogaps.datasets import make_patterns, make_single_cell
 
 
 def _results(mean, std, values, n_splits=4, param="n_components", metric="score"):
@@ -69,3 +69,23 @@ def test_a_search_over_the_number_of_components_picks_the_simulated_one(Estimato
             ),
         ).fit(X)
     assert search.best_params_ == {f"{Estimator.__name__.lower()}__n_components": 3}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cogaps_with_its_defaults_picks_the_simulated_number_of_patterns(seed):
+    """The search of issue "CoGAPS: the converged answer...": CoGAPS with its defaults on
+    make_patterns(40, 200, 3) scores a plateau from K = 3 on, and the rule picks 3."""
+    X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        search = GridSearchCV(
+            CoGAPS(random_state=0),
+            {"n_components": [2, 3, 4, 6, 8]},
+            cv=KFold(3, shuffle=True, random_state=0),
+            refit=one_standard_error,
+        ).fit(X)
+    mean = search.cv_results_["mean_test_score"]
+    std = search.cv_results_["std_test_score"]
+    assert mean[0] < mean[1:].min() - 10 * std[1:].max()  # K = 2 misses a pattern
+    assert np.all(mean[1:] >= mean[1:].max() - std[1:].max())  # the plateau from K = 3
+    assert search.best_params_ == {"n_components": 3}
