@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
 from .._utils._seeding import draw_seeds, fingerprint
+from .._utils._validation import canonical_csr
 from ._chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
 from ._sampler import GibbsSampler
 from ._uncertainty import NAMED_UNCERTAINTIES, precision, uncertainty_name, validate_uncertainty
@@ -47,29 +48,6 @@ __all__ = [
 _UNCONVERGED_CHISQ_FALL = 0.05
 # Shortest sampling phase on which that fall is judged.
 _MIN_SAMPLING_ITER_CHECKED = 20
-
-
-def canonical_csr(X):
-    """X as a float64 CSR matrix with sorted indices, no duplicates and no stored zeros.
-
-    The caller's arrays are shared when they already have that form (they are then only
-    read) and copied otherwise, so the caller's matrix is never modified and may be
-    read-only or memory-mapped.
-    """
-    if not sparse.issparse(X):
-        return sparse.csr_matrix(X, dtype=np.float64)
-    csr = X.tocsr()  # converts other formats (new arrays); a CSR matrix comes back as is
-    # a new matrix object on the same arrays: the checks below cache flags on it, not on X
-    view = sparse.csr_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)
-    if view.dtype == np.float64 and view.has_canonical_format and np.all(view.data != 0):
-        return view
-    if view.dtype != np.float64:
-        view = view.astype(np.float64)  # a copy
-    elif X.format == "csr":  # shares the caller's arrays
-        view = view.copy()
-    view.sum_duplicates()
-    view.eliminate_zeros()
-    return view
 
 
 def n_entries(X):

@@ -276,7 +276,10 @@ def mixsqp(L, x0=None, tol=1e-10, max_iter=500):
 def _fit_mixture(y, s, shape, rate, w_init, tol):
     """Mixture weights by mix-SQP, and the component log-likelihoods."""
     ll = _component_loglik(y, s, shape, rate)
-    w, _ = mixsqp(np.exp(ll - np.max(ll, axis=1, keepdims=True)), x0=w_init, tol=tol)
+    # the likelihoods scaled per observation, made in place (one temporary of ll's size)
+    L = ll - np.max(ll, axis=1, keepdims=True)
+    np.exp(L, out=L)
+    w, _ = mixsqp(L, x0=w_init, tol=tol)
     return w, ll
 
 

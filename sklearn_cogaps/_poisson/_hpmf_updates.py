@@ -62,12 +62,13 @@ class _Counts:
 
     @functools.cached_property
     def log_factorial(self):
-        """``sum ln Gamma(x + 1)`` over the stored counts, in chunks: no temporary the size
-        of X."""
-        data = self.r[2]
-        return float(
-            sum(gammaln(data[a : a + 2**20] + 1.0).sum() for a in range(0, data.size, 2**20))
-        )
+        """``sum ln Gamma(x + 1)`` over the stored counts."""
+        return log_factorial_sum(self.r[2])
+
+
+def log_factorial_sum(data):
+    """``sum ln Gamma(x + 1)`` over ``data``, in chunks: no temporary the size of X."""
+    return float(sum(gammaln(data[a : a + 2**20] + 1.0).sum() for a in range(0, data.size, 2**20)))
 
 
 def _compressed(M, index_dtype):

@@ -8,7 +8,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import sparse
 from scipy.special import gammaln
 from sklearn.base import (
     BaseEstimator,
@@ -26,7 +25,13 @@ from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._seeding import draw_seeds
-from .._utils._validation import check_ignored_y, check_side_labels, data_dtype, validate_input
+from .._utils._validation import (
+    canonical_csr,
+    check_ignored_y,
+    check_side_labels,
+    data_dtype,
+    validate_input,
+)
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
@@ -36,6 +41,7 @@ from ._counts import (
     loglik,
 )
 from ._ebpm import EBPM_FAMILIES
+from ._hpmf_updates import log_factorial_sum
 from ._wbpmf_fast import regress_rows, row_expected_counts
 from ._wbpmf_updates import (
     _CLAMP,
@@ -71,7 +77,7 @@ class _Problem:
         self.sweeper = _Sweeper(X, n_threads)
         self.x_rows = np.asarray(X.sum(axis=1)).ravel()
         self.x_cols = np.asarray(X.sum(axis=0)).ravel()
-        self.const = float(np.sum(gammaln(X.data + 1.0)))
+        self.const = log_factorial_sum(X.data)
         self.n_started = 0
 
 
@@ -305,9 +311,9 @@ class WeightedBackgroundPMF(
             ensure_non_negative=True,
             reset=reset,
         )
-        X = sparse.csr_matrix(X, dtype=np.float64, copy=True)
-        X.sum_duplicates()
-        X.eliminate_zeros()
+        # the caller's arrays are read in place when already canonical: a copy is one more
+        # CSR size of memory
+        X = canonical_csr(X)
         check_total(X.data, type(self).__name__)
         return X
 
@@ -702,7 +708,7 @@ class WeightedBackgroundPMF(
         sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(X)
         Ef, Elogf = self._feature_moments()
         x_cols = np.asarray(X.sum(axis=0)).ravel()
-        const = float(np.sum(gammaln(X.data + 1.0)))
+        const = log_factorial_sum(X.data)
         rows, cols = elbo_rows(
             sweeper,
             x_rows,

@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_array, validate_data
 from ._anndata import is_anndata, unwrap_anndata, warn_if_fitted_on_a_layer
 
 __all__ = [
+    "canonical_csr",
     "check_ignored_y",
     "check_not_triplets",
     "check_side_labels",
@@ -254,3 +255,26 @@ def is_data(value):
         return np.ndim(value) >= 1
     except (TypeError, ValueError):  # ragged sequences
         return isinstance(value, (list, tuple))
+
+
+def canonical_csr(X):
+    """X as a float64 CSR matrix with sorted indices, no duplicates and no stored zeros.
+
+    The caller's arrays are shared when they already have that form (they are then only
+    read) and copied otherwise, so the caller's matrix is never modified and may be
+    read-only or memory-mapped.
+    """
+    if not sparse.issparse(X):
+        return sparse.csr_matrix(X, dtype=np.float64)
+    csr = X.tocsr()  # converts other formats (new arrays); a CSR matrix comes back as is
+    # a new matrix object on the same arrays: the checks below cache flags on it, not on X
+    view = sparse.csr_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)
+    if view.dtype == np.float64 and view.has_canonical_format and np.all(view.data != 0):
+        return view
+    if view.dtype != np.float64:
+        view = view.astype(np.float64)  # a copy
+    elif X.format == "csr":  # shares the caller's arrays
+        view = view.copy()
+    view.sum_duplicates()
+    view.eliminate_zeros()
+    return view
