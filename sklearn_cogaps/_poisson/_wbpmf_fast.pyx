@@ -42,6 +42,11 @@ _ADVICE = {
 
 ctypedef Py_ssize_t intp_t
 
+# The CSR's own index type (32-bit for most matrices): its arrays are read without a copy.
+ctypedef fused idx_t:
+    int
+    long long
+
 # Below this, sum_k U_ik V_jk is recomputed in log space (terms lost to underflow are then
 # below 1e-200 of the largest).
 cdef double TINY = 1e-100
@@ -94,8 +99,8 @@ cdef inline double _row_exponentials(const double* logw, const double* elogl, in
 
 
 def denominators(
-    const intp_t[::1] indptr,
-    const intp_t[::1] indices,
+    const idx_t[::1] indptr,
+    const idx_t[::1] indices,
     const double[:, ::1] U,
     const double[:, ::1] V,
     double[::1] D,
@@ -121,8 +126,8 @@ cdef inline double _follow(double D, double old, double new, const double* u,
 
 
 def topic_counts(
-    const intp_t[::1] indptr,
-    const intp_t[::1] indices,
+    const idx_t[::1] indptr,
+    const idx_t[::1] indices,
     const double[::1] data,
     const double[:, ::1] U,
     const double[:, ::1] V,
@@ -185,8 +190,8 @@ def topic_counts(
 
 
 def row_expected_counts(
-    const intp_t[::1] indptr,
-    const intp_t[::1] indices,
+    const idx_t[::1] indptr,
+    const idx_t[::1] indices,
     const double[::1] data,
     const double[::1] logw,
     const double[:, ::1] Elogl,
@@ -233,8 +238,8 @@ def row_expected_counts(
 
 
 def data_term(
-    const intp_t[::1] indptr,
-    const intp_t[::1] indices,
+    const idx_t[::1] indptr,
+    const idx_t[::1] indices,
     const double[::1] data,
     const double[:, ::1] U,
     const double[:, ::1] V,
@@ -268,8 +273,8 @@ def data_term(
 
 
 def regress_rows(
-    const intp_t[::1] indptr,
-    const intp_t[::1] indices,
+    const idx_t[::1] indptr,
+    const idx_t[::1] indices,
     const double[::1] data,
     const double[:, ::1] V,
     const double[:, ::1] lv,

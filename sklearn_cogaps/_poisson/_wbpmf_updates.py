@@ -94,8 +94,11 @@ class _Sweeper:
     """The compiled sweeps over one CSR matrix."""
 
     def __init__(self, X, n_threads):
-        self.indptr = np.asarray(X.indptr, dtype=np.intp)
-        self.indices = np.asarray(X.indices, dtype=np.intp)
+        # the matrix's own index arrays when both are 32-bit (no copy), else 64-bit ones
+        both32 = X.indptr.dtype == np.int32 and X.indices.dtype == np.int32
+        index = np.int32 if both32 else np.int64
+        self.indptr = np.asarray(X.indptr, dtype=index)
+        self.indices = np.asarray(X.indices, dtype=index)
         self.data = np.asarray(X.data, dtype=np.float64)
         self.n, self.p = X.shape
         self.n_chunks = max(1, min(_N_CHUNKS, self.n))

@@ -45,11 +45,11 @@ def test_sparse_fit_peaks_below_1_6_times_the_csr_size_above_the_data():
     assert peak / size <= 1.6, peak / size
 
 
-def test_wbpmf_sparse_fit_peaks_below_twice_the_csr_size_above_the_data():
-    """The caller's canonical CSR is read in place (it was copied), the log X! constant is
-    summed in chunks, and the mixture weights' likelihoods are scaled in place. Measured
-    1.86 on these 150 counts a row (3.01 before); the compiled sweeps' 64-bit indices and
-    the per-entry denominators are 0.67 each."""
+def test_wbpmf_sparse_fit_peaks_below_1_4_times_the_csr_size_above_the_data():
+    """The caller's canonical CSR is read in place, with its own 32-bit indices (it was
+    copied, and its indices widened to 64 bits), the log X! constant is summed in chunks,
+    and the mixture weights' likelihoods are scaled in place. Measured 1.19 on these 150
+    counts a row (3.01 before), the per-entry denominators of the sweeps being 0.67."""
     X, size = _counts(3_000_000)
     peak = _peak(WeightedBackgroundPMF(5, max_iter=2, random_state=0), X)
-    assert peak / size <= 2.0, peak / size
+    assert peak / size <= 1.4, peak / size
