@@ -11,9 +11,16 @@ from scipy import sparse
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
 
+from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import draw_seeds, fingerprint
 from .._utils._validation import canonical_csr
-from ._chisq import _sparse_orientation, fit_chi_square, residual, sparse_chi_square
+from ._chisq import (
+    _sparse_orientation,
+    fit_chi_square,
+    residual,
+    sparse_chi_square,
+    stored_products,
+)
 from ._sampler import GibbsSampler
 from ._uncertainty import NAMED_UNCERTAINTIES, precision, uncertainty_name, validate_uncertainty
 
@@ -235,11 +242,6 @@ def _dense_gradients(X, prec):
     return gradients
 
 
-# Stored entries handled at once by the sparse start's products (bounds its temporaries to
-# this many rows of W and Ht).
-_START_CHUNK = 1 << 16
-
-
 def _sparse_gradients(csr, name):
     """As :func:`_dense_gradients` under the sparse model's weights (``w0`` for a zero, the
     stored value's own otherwise; Sherman, Gao & Fertig 2019, section 3): ``P (W H) = w0 W H
@@ -250,19 +252,15 @@ def _sparse_gradients(csr, name):
     x = csr.data
     w = 1.0 / np.maximum(x, 1.0) if poisson else 1.0 / np.maximum(sigma0 * x, sigma0) ** 2
     shape = csr.shape
-    rows = np.repeat(np.arange(shape[0]), np.diff(csr.indptr))
+    rows = _sparse_orientation(csr)
     PX = sparse.csr_matrix((w * x, csr.indices, csr.indptr), shape=shape)
     excess = w - w0
-
-    def stored(W, H):
-        out = np.empty(x.size)
-        for a in range(0, x.size, _START_CHUNK):
-            b = min(a + _START_CHUNK, x.size)
-            out[a:b] = np.einsum("ik,ki->i", W[rows[a:b]], H[:, csr.indices[a:b]])
-        return sparse.csr_matrix((excess * out, csr.indices, csr.indptr), shape=shape)
+    products = np.empty(x.size)
 
     def gradients(W, H, side):
-        D = stored(W, H)
+        threads = kernel_threads(2 * W.shape[1] * x.size)
+        stored_products(rows, W, np.ascontiguousarray(H.T), products, threads)
+        D = sparse.csr_matrix((excess * products, csr.indices, csr.indptr), shape=shape)
         if side == "H":
             return np.asarray((PX.T @ W).T), w0 * (W.T @ W) @ H + np.asarray((D.T @ W).T)
         return np.asarray(PX @ H.T), w0 * W @ (H @ H.T) + np.asarray(D @ H.T)

@@ -347,3 +347,22 @@ def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, dou
     for i in range(n):
         total += part[i]
     return total
+
+
+def stored_products(data, const double[:, ::1] W, const double[:, ::1] Ht, double[::1] out,
+                    int n_threads=1):
+    """``out[idx] = W_i . Ht_j`` at every stored entry ``(i, j)`` of the row orientation
+    ``data`` (from ``_sparse_orientation``): the model's predictions where X has a value,
+    in O(nnz K) without a dense W H."""
+    cdef const int64_t[::1] indptr = data[0]
+    cdef const int32_t[::1] indices = data[1]
+    cdef Py_ssize_t n = W.shape[0], K = W.shape[1], i, k, idx, j
+    cdef double ap
+    with nogil:
+        for i in prange(n, schedule='static', num_threads=n_threads):
+            for idx in range(indptr[i], indptr[i + 1]):
+                j = indices[idx]
+                ap = 0.0
+                for k in range(K):
+                    ap = ap + W[i, k] * Ht[j, k]
+                out[idx] = ap
