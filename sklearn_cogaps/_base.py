@@ -305,6 +305,11 @@ class IterativeMixin:
         return run.objective < best.objective
 
     # ------------------------------------------------------------------ after the loop
+    def _interrupted_advice(self):
+        """How to complete an interrupted fit, for its warning (None: the default advice,
+        to fit again with ``warm_start=True``; False: no warning, the caller reports)."""
+        return None
+
     def _unconverged_message(self, run):
         """Why the fit has not converged, for a ConvergenceWarning, or None."""
         if not self._stops_early or run.converged or run.interrupted or not self.tol > 0:
@@ -333,7 +338,9 @@ class IterativeMixin:
             outcome += f" (the best of {run.n_starts} starts)"
         progress.done(run.n_iter, run.objective, outcome)
         if run.interrupted:
-            progress.interrupted(run.n_iter, stacklevel=stacklevel + 1)
+            advice = self._interrupted_advice()
+            if advice is not False:
+                progress.interrupted(run.n_iter, stacklevel=stacklevel + 1, advice=advice)
         if message is not None:
             warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
         self.n_iter_ = int(run.n_iter)

@@ -72,7 +72,8 @@ class NonNegativeFactorisationMixin:
     #: What to do instead, appended to scikit-learn's error on negative input.
     _negative_input_advice = (
         "The model is for non-negative data: pass the values before centring or "
-        "standardising (in a Pipeline, drop StandardScaler or use MinMaxScaler), or "
+        "standardising (in a Pipeline, drop StandardScaler or use MaxAbsScaler, which "
+        "keeps held-out values non-negative where MinMaxScaler may not), or "
         "shift them by their minimum."
     )
 

@@ -639,7 +639,7 @@ def test_partial_fit_validates_its_parameters_at_every_call():
 @pytest.mark.parametrize(
     "estimator, advice",
     [
-        (CoGAPS(2, max_iter=5), "drop StandardScaler or use MinMaxScaler"),
+        (CoGAPS(2, max_iter=5), "drop StandardScaler or use MaxAbsScaler"),
         (HierarchicalPMF(2, max_iter=5), "pass the raw counts"),
         (WeightedBackgroundPMF(2, max_iter=5), "pass the raw counts"),
     ],

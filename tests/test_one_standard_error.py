@@ -49,7 +49,7 @@ def test_ties_failed_fits_metrics_and_other_parameters():
     assert one_standard_error(pipe, param="model__n_components") == 1
     with pytest.raises(ValueError, match="compares the candidates by 'n_components'"):
         one_standard_error(pipe)
-    with pytest.raises(ValueError, match="no fit of the search succeeded"):
+    with pytest.raises(ValueError, match="each fit, or its scoring on the held-out fold"):
         one_standard_error(_results([np.nan, np.nan], [0, 0], [1, 2]))
 
 

@@ -51,6 +51,9 @@ def _fit_chain(estimator, X, uncertainty, fixed):
     """One chain (in a worker); only its arrays come back."""
     estimator._quiet_convergence = True  # the diagnostics of all the chains decide
     estimator.fit(X, uncertainty=uncertainty, **fixed)
+    if estimator.n_iter_ < 2 * estimator.max_iter:
+        # Ctrl-C stopped this chain: stop them all (joblib cancels the chains not started)
+        raise KeyboardInterrupt
     names = ("loadings_", "loadings_std_", "components_", "components_std_",
              "objective_history_", "n_atoms_history_", "loadings_snapshots_",
              "components_snapshots_", "snapshot_iterations_", "lambda_W_", "lambda_H_")  # fmt: skip
@@ -88,6 +91,8 @@ def fit_chains(model, X, uncertainty, fixed):
         snapshot_phase="sampling",
         **model._under_new_names(),
     )
+    # Ctrl-C stops every chain and raises KeyboardInterrupt: the chains that had not
+    # finished have nothing to pool
     chains = Parallel(n_jobs=model.n_jobs)(
         delayed(_fit_chain)(
             clone(template).set_params(random_state=int(seed)), X, uncertainty, fixed
@@ -106,6 +111,13 @@ def fit_chains(model, X, uncertainty, fixed):
         (sds_w**2 + means_w**2).mean(axis=0) - model.loadings_**2, 0.0))  # fmt: skip
     model.components_std_ = np.sqrt(np.maximum(
         (sds_h**2 + means_h**2).mean(axis=0) - model.components_**2, 0.0))  # fmt: skip
+    # a matrix held fixed comes back exactly as it was given, with standard deviation 0
+    if "fixed_components" in fixed:
+        model.components_ = np.array(fixed["fixed_components"], dtype=np.float64)
+        model.components_std_ = np.zeros_like(model.components_)
+    if "fixed_patterns" in fixed:
+        model.loadings_ = np.array(fixed["fixed_patterns"], dtype=np.float64)
+        model.loadings_std_ = np.zeros_like(model.loadings_)
     model.chain_loadings_ = means_w
     model.chain_components_ = means_h
     histories = np.stack([np.asarray(c["objective_history_"], dtype=np.float64) for c in chains])

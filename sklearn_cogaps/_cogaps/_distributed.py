@@ -458,7 +458,7 @@ def check_single_chain_parameters(model, several_chains=False):
         names.remove("n_jobs")
     threads = (
         "A single chain is parallelised by threads: set OMP_NUM_THREADS or use "
-        "threadpoolctl.threadpool_limits."
+        "threadpoolctl.threadpool_limits; n_jobs also runs the chains of n_chains > 1."
     )
     warn_unused_parameters(
         model,

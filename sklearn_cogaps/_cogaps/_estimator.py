@@ -211,9 +211,10 @@ class CoGAPS(
         subsets in order, so that every one has its result (R's tests fit four sets
         covering 900 of GIST's 1363 genes).
     n_jobs : int, default=None
-        Number of joblib workers for the subsets of distributed mode; None means 1 unless
-        in a :func:`joblib.parallel_config` context (for example the ``"dask"`` backend).
-        The result does not depend on it.
+        Number of joblib workers for the subsets of distributed mode and for the chains of
+        ``n_chains > 1``; None means 1 unless in a :func:`joblib.parallel_config` context
+        (for example the ``"dask"`` backend). The result does not depend on it. One chain
+        runs on OpenMP's threads instead.
     n_snapshots : int, default=0
         Number of states of the chain kept in each phase ``snapshot_phase`` names (R's
         ``nSnapshots``): every ``max_iter // n_snapshots`` iterations of a phase, the
@@ -234,7 +235,10 @@ class CoGAPS(
         standard deviations are over all chains), and the standard diagnostics of Bayesian
         software computed on their sampling phases: ``rhat_``, ``ess_bulk_``, ``ess_tail_``
         (Vehtari et al. 2021, as ArviZ computes them), from every iteration's chi-square and
-        from ``n_snapshots`` draws of each matrix per chain (100 when ``n_snapshots`` is 0).
+        from ``n_snapshots`` draws of each matrix per chain (100 when ``n_snapshots`` is 0;
+        the fitted estimator keeps them for :meth:`to_inference_data`, ``n_chains *
+        n_draws * (n_samples + n_features) * n_components`` floats: lower ``n_snapshots``
+        on large data).
         The ``ConvergenceWarning`` then says when R-hat exceeds 1.01 or the chi-square has
         fewer than 100 effective draws per chain. Not with ``warm_start``,
         ``checkpoint_path`` or ``distributed``.
@@ -611,6 +615,16 @@ class CoGAPS(
     def _progress_extra(self, state):
         return state.progress_extra()
 
+    def _interrupted_advice(self):
+        if getattr(self, "_quiet_convergence", False):
+            return False  # one of several chains: the fit of all of them reports
+        if self.checkpoint_path is not None:
+            return (
+                f"Fit again with the same data, parameters and checkpoint_path "
+                f"({os.fspath(self.checkpoint_path)!r}) to resume from its last checkpoint."
+            )
+        return None
+
     def _unconverged_message(self, run):
         if getattr(self, "_quiet_convergence", False):
             return None  # one of several chains: the diagnostics of all of them decide
@@ -743,6 +757,13 @@ class CoGAPS(
                         f"{name} is for one chain; n_chains={self.n_chains} runs several. "
                         f"Set n_chains=1 to use {name}, or {name}={off}."
                     )
+            if self.n_snapshots and self.snapshot_phase != "sampling":
+                raise ValueError(
+                    f"With n_chains={self.n_chains} the snapshots are the chains' draws of "
+                    "their sampling phases, which the diagnostics read: snapshot_phase must "
+                    f"be 'sampling', not {self.snapshot_phase!r}. Fit one chain "
+                    "(n_chains=1) to keep snapshots of its calibration."
+                )
             check_single_chain_parameters(self, several_chains=True)
             clear_distributed_attributes(self)
             fixed = {}

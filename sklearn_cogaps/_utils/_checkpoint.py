@@ -12,6 +12,7 @@ import os
 import pickle
 import tempfile
 import time
+import warnings
 
 __all__ = ["Checkpoint", "CHECKPOINT_FORMAT"]
 
@@ -33,11 +34,30 @@ class Checkpoint:
     """
 
     def __init__(self, path, every=None, minutes=None):
-        self.path = os.fspath(path)
+        self.path = os.path.expanduser(os.fspath(path))
         self.every = every
         self.seconds = None if minutes is None else 60.0 * minutes
         self.last = time.monotonic()
         self.n_written = 0
+        self.failed = False
+        directory = os.path.dirname(os.path.abspath(self.path)) if self.path else ""
+        # before any work: a file that cannot be written would otherwise be found at the
+        # first checkpoint, after hours of iterations
+        if not self.path or os.path.isdir(self.path):
+            raise ValueError(
+                f"checkpoint_path={self.path!r} is a directory, not a file: name the file "
+                "the fit keeps its state in (for example 'run.ckpt' in that directory)."
+            )
+        if not os.path.isdir(directory):
+            raise ValueError(
+                f"The directory of checkpoint_path={self.path!r} does not exist: create "
+                f"{directory!r} first, or choose a checkpoint file in an existing directory."
+            )
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise ValueError(
+                f"The directory {directory!r} of checkpoint_path={self.path!r} cannot be "
+                "written: choose a checkpoint file in a directory you can write to."
+            )
 
     def due(self, iteration):
         """Whether to write after complete iteration ``iteration`` (counted over the fit)."""
@@ -46,7 +66,24 @@ class Checkpoint:
         return self.seconds is not None and time.monotonic() - self.last >= self.seconds
 
     def write(self, payload):
-        """Write ``payload`` (a dict) atomically in place of the previous checkpoint."""
+        """Write ``payload`` (a dict) atomically in place of the previous checkpoint.
+
+        A write that fails on the system's side (a full disk, a directory removed or made
+        read-only during the fit) warns and leaves the previous checkpoint: the fit goes on
+        and tries again at the next checkpoint."""
+        try:
+            self._write(payload)
+        except OSError as exc:
+            warnings.warn(
+                f"The checkpoint could not be written to {self.path!r} ({exc}); the fit goes "
+                "on, and the file keeps the previous checkpoint, if any.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            self.failed = True
+            self.last = time.monotonic()
+
+    def _write(self, payload):
         directory = os.path.dirname(os.path.abspath(self.path))
         fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", dir=directory)
         try:

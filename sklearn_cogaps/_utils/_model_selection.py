@@ -72,7 +72,11 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     n_splits = sum(1 for k in cv_results if k.startswith("split") and k.endswith(f"_{suffix}"))
     scored = np.isfinite(mean)
     if not scored.any():
-        raise ValueError("Every candidate's score is NaN: no fit of the search succeeded.")
+        raise ValueError(
+            "Every candidate's score is NaN: each fit, or its scoring on the held-out fold, "
+            "failed (the search's FitFailedWarning or UserWarning says why; "
+            "error_score='raise' shows the first error)."
+        )
     best = int(np.nanargmax(np.where(scored, mean, -np.inf)))
     threshold = mean[best] - std[best] / np.sqrt(max(n_splits, 1))
     within = np.flatnonzero(scored & (mean >= threshold))

@@ -154,7 +154,7 @@ class Progress:
         if self.verbose:
             print(f"[{self.name}] {text}", file=sys.stdout, flush=True)
 
-    def interrupted(self, done, stacklevel=3):
+    def interrupted(self, done, stacklevel=3, advice=None):
         """Warn that the fit stopped at Ctrl-C after ``done`` complete iterations.
 
         Parameters
@@ -163,11 +163,16 @@ class Progress:
             The number of complete iterations the estimator keeps.
         stacklevel : int, default=3
             Passed to :func:`warnings.warn`.
+        advice : str or None, default=None
+            How to complete the fit; None advises fitting again with ``warm_start=True``.
         """
+        if advice is None:
+            advice = (
+                "Fit again (with warm_start=True to continue where it stopped) for a complete fit."
+            )
         warnings.warn(
             f"{self.name}: interrupted after {done} of {self.total} iterations; the estimator "
-            f"keeps the last complete iteration. Fit again (with warm_start=True to continue "
-            f"where it stopped) for a complete fit.",
+            f"keeps the last complete iteration. {advice}",
             FitInterruptedWarning,
             stacklevel=stacklevel,
         )

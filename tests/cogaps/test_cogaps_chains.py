@@ -209,3 +209,28 @@ def test_chains_on_a_dask_cluster_equal_the_local_fit(fitted):
     for name in ("loadings_", "components_", "loadings_std_", "chain_objective_histories_"):
         np.testing.assert_array_equal(getattr(on_dask, name), getattr(model, name))
     np.testing.assert_array_equal(on_dask.rhat_["components"], model.rhat_["components"])
+
+
+def test_ctrl_c_stops_every_chain(monkeypatch, fitted):
+    """An interrupted chain stops the fit of all of them (KeyboardInterrupt): the chains
+    that had not finished have nothing to pool, and no chain warns of its own."""
+    from _shared import interrupt_cogaps_at
+
+    X, _ = fitted
+    interrupt_cogaps_at(monkeypatch, 150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no FitInterruptedWarning from the chain
+        with pytest.raises(KeyboardInterrupt):
+            CoGAPS(2, max_iter=200, n_chains=3, random_state=0, n_jobs=1).fit(X)
+
+
+def test_fixed_matrix_and_calibration_snapshots_with_several_chains(fitted):
+    X, _ = fitted
+    H = np.abs(np.random.default_rng(0).normal(size=(2, 40)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CoGAPS(2, max_iter=60, n_chains=3, random_state=0).fit(X, fixed_components=H)
+    np.testing.assert_array_equal(model.components_, H)
+    assert not model.components_std_.any()
+    with pytest.raises(ValueError, match="snapshot_phase must be 'sampling'"):
+        CoGAPS(2, max_iter=20, n_chains=2, n_snapshots=5, snapshot_phase="all").fit(X)

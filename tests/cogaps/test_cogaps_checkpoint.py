@@ -147,10 +147,29 @@ def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(_checkpoint.pickle, "dump", dump_half)
-    with pytest.raises(OSError, match="disk full"):
+    # the fit is not lost for a checkpoint: the write warns, and the fit goes on
+    with pytest.warns(RuntimeWarning, match="disk full.*the fit goes on"):
         checkpoint.write({"iteration": 2, "data": np.arange(20)})
     assert checkpoint.read()["iteration"] == 1
     assert os.listdir(tmp_path) == ["chain.ckpt"]
+
+
+def test_a_checkpoint_file_that_cannot_be_written_is_refused_before_the_fit(tmp_path):
+    X = _data()
+    with pytest.raises(ValueError, match="does not exist: create"):
+        _fit(_model(checkpoint_path=tmp_path / "missing" / "run.ckpt"), X)
+    with pytest.raises(ValueError, match="is a directory, not a file"):
+        _fit(_model(checkpoint_path=tmp_path), X)
+    home = CoGAPS(checkpoint_path="~/run.ckpt")
+    from sklearn_cogaps._utils._checkpoint import Checkpoint
+
+    assert Checkpoint(home.checkpoint_path).path == os.path.expanduser("~/run.ckpt")
+
+
+def test_ctrl_c_advises_resuming_from_the_checkpoint(monkeypatch, tmp_path):
+    interrupt_cogaps_at(monkeypatch, 30)
+    with pytest.warns(RuntimeWarning, match="same data, parameters and checkpoint_path"):
+        _model(checkpoint_path=tmp_path / "c.ckpt", checkpoint_every=10).fit(_data())
 
 
 def test_checkpoint_of_other_data_or_parameters_is_refused(monkeypatch, tmp_path):
