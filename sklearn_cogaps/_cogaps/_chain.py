@@ -86,7 +86,7 @@ def model_data(est, X, uncertainty):
             cols = rows.T.tocsr()
             cols.sort_indices()
         return ("sparse", rows, cols, name)
-    sigma = validate_uncertainty(uncertainty, X)
+    sigma = validate_uncertainty(uncertainty, X, fit=True)
     return ("dense", X, precision(sigma, X.dtype, padded=True), name)
 
 

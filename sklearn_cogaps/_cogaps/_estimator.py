@@ -417,7 +417,8 @@ class CoGAPS(
         "CoGAPS weighs each entry of X by 1 / uncertainty**2; to leave entries out of the "
         "fit, give them a value of 0 and a large standard deviation: "
         "U = default_uncertainty(np.nan_to_num(X)); U[np.isnan(X)] = 1e6 * np.nanmax(X); "
-        "fit(np.nan_to_num(X), uncertainty=U) (default_uncertainty is in sklearn_cogaps)."
+        "fit(np.nan_to_num(X), uncertainty=U) (default_uncertainty is in sklearn_cogaps). "
+        "Drop the samples with no value at all: their patterns would be unconstrained."
     )
 
     _parameter_constraints = {

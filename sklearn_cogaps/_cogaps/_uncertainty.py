@@ -128,9 +128,10 @@ def check_uncertainty_shape(uncertainty, X):
         uncertainty_array(uncertainty, X.shape)
 
 
-def validate_uncertainty(uncertainty, X):
+def validate_uncertainty(uncertainty, X, fit=False):
     """The standard deviation of every entry of dense X: a named model's, or the array's,
-    checked (finite, positive, with representable precisions)."""
+    checked (finite, positive, with representable precisions); for a ``fit``, samples
+    without effective data are warned about."""
     name = uncertainty_name(uncertainty)
     if name is not None:
         return named_uncertainty(name, X)
@@ -157,7 +158,36 @@ def validate_uncertainty(uncertainty, X):
             "uncertainty by the same factor, or floor the uncertainty, e.g. "
             "np.maximum(uncertainty, 1e-6 * X.max())."
         )
+    if fit:
+        _warn_unconstrained(u)
     return np.ascontiguousarray(u)
+
+
+# A sample (row) whose smallest uncertainty is this many times the typical one has no
+# effective data: its likelihood is flat at the scale of the others.
+_UNCONSTRAINED_RATIO = 1e3
+
+
+def _warn_unconstrained(u):
+    """Warn about samples with no effective data (every entry's uncertainty huge, as the
+    advice for missing values makes them): their patterns are unconstrained, and the
+    scaling of each pattern to a maximum of 1 over the samples takes that maximum from
+    them, shrinking every other sample's pattern (a wrong answer without this warning)."""
+    typical = float(np.median(u))
+    free = np.flatnonzero(u.min(axis=1) > _UNCONSTRAINED_RATIO * typical)
+    if free.size == 0:
+        return
+    shown = ", ".join(str(i) for i in free[:10]) + (", ..." if free.size > 10 else "")
+    warnings.warn(
+        f"Samples {shown} ({free.size} of {u.shape[0]}) have no effective data: each of "
+        f"their entries' uncertainty is over {_UNCONSTRAINED_RATIO:g} times the median "
+        f"({typical:.3g}), so their patterns are not constrained by X. CoGAPS scales each "
+        "pattern to a maximum of 1 over the samples, and an unconstrained sample can take "
+        "that maximum, shrinking every other sample's pattern. Fit without these samples "
+        "(X[keep], uncertainty[keep]) and transform them later if they get data.",
+        UserWarning,
+        stacklevel=5,
+    )
 
 
 def precision(sigma, dtype=np.float64, padded=False):

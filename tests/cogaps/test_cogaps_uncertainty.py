@@ -1,6 +1,8 @@
 """CoGAPS's named uncertainties: "relative" (the default, max(0.1 x, 0.1)) and "poisson"
 (max(sqrt(x), 1)) for counts, in every method and mode, dense and sparse."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -9,7 +11,7 @@ from sklearn.datasets import load_digits
 
 from sklearn_cogaps import CoGAPS
 from sklearn_cogaps._cli import main
-from sklearn_cogaps.datasets import make_single_cell
+from sklearn_cogaps.datasets import make_patterns, make_single_cell
 
 POISSON = "poisson"
 
@@ -199,3 +201,22 @@ def test_a_labelled_uncertainty_in_another_order_is_refused():
     # labels that share nothing with X's (a default index) mean positions
     positional = pd.DataFrame(U.to_numpy())
     assert model.score(X, uncertainty=positional) == model.score(X, uncertainty=U)
+
+
+def test_a_sample_without_effective_data_is_warned_about():
+    """Missing values as the NaN message advises (0 with a huge uncertainty) over a whole
+    sample leave its pattern free; the scaling of each pattern to a maximum of 1 then takes
+    the maximum there and shrinks the other samples' patterns: the fit says so."""
+    from sklearn_cogaps import default_uncertainty
+
+    X, _, _ = make_patterns(n_samples=30, n_features=60, n_components=2, random_state=0)
+    U = default_uncertainty(X)
+    U[4] = 1e6 * X.max()
+    X = X.copy()
+    X[4] = 0.0
+    with pytest.warns(UserWarning, match=r"Samples 4 \(1 of 30\) have no effective data"):
+        CoGAPS(2, max_iter=20, random_state=0).fit(X, uncertainty=U)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        CoGAPS(2, max_iter=20, random_state=0).fit(X[:4], uncertainty=U[:4])
+    assert not [w for w in caught if "effective data" in str(w.message)]
