@@ -6,11 +6,11 @@ import numpy as np
 from scipy import sparse
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
-from sklearn.utils.extmath import randomized_svd
 from sklearn.utils.validation import check_is_fitted
 
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._recommend import RecommenderMixin
+from . import _hpmf_fast
 from ._hpmf_updates import _Counts, _pass
 
 __all__ = [
@@ -24,6 +24,11 @@ __all__ = [
     "log_of_factor",
     "loglik",
 ]
+
+# Power iterations of the start's randomised SVD: on make_sc (20000 x 5000, K = 10) a fit
+# of 10 iterations from 2 scores poisson_loglik -24,082,540 against -24,082,269 from
+# scikit-learn's 7, in 0.29 s instead of 0.65 s (doc/hpmf.rst, "The start").
+_SVD_POWER_ITERATIONS = 2
 
 #: What a count model's error on negative input adds (``_negative_input_advice``).
 COUNTS_ADVICE = (
@@ -108,16 +113,15 @@ def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
         The factors, ``X ~ W @ H.T``.
     """
     counts = X if isinstance(X, _Counts) else _Counts(X)
-    Xr = sparse.csr_matrix((counts.r[2], counts.r[1], counts.r[0]), shape=counts.shape)
-    W, H = _nmf_start(Xr, n_components, random_state, random_start)
     n_threads = kernel_threads(2 * n_components * counts.nnz)
+    W, H = _nmf_start(counts, n_components, random_state, n_threads, random_start)
     for _ in range(max_iter):
         W = _pass(counts.r, log_of_factor(W), log_of_factor(H), n_threads)[0] / H.sum(axis=0)
         H = _pass(counts.c, log_of_factor(H), log_of_factor(W), n_threads)[0] / W.sum(axis=0)
     return W, H
 
 
-def _nmf_start(X, n_components, random_state, random_start=False, eps=1e-6):
+def _nmf_start(counts, n_components, random_state, n_threads, random_start=False, eps=1e-6):
     """scikit-learn's start of NMF with ``init=None``: NNDSVDa, or random beyond
     ``min(n_samples, n_features)`` components, without a copy of X.
 
@@ -126,22 +130,23 @@ def _nmf_start(X, n_components, random_state, random_start=False, eps=1e-6):
     replaced by the larger, in the product of its norms, of its positive and negative parts,
     entries below ``eps`` set to 0; NNDSVDa then fills the zeros with the mean of X.
     scikit-learn's function takes that mean by ``X.mean()``, which copies a sparse X: here
-    it is the sum over the number of entries.
+    it is the sum over the number of entries. The singular pairs come from
+    :func:`_randomized_svd`.
 
     Returns
     -------
     W : ndarray of shape (n_samples, n_components)
     H : ndarray of shape (n_features, n_components)
     """
-    n, p = X.shape
-    mean = float(X.sum(dtype=np.float64)) / (n * p)
+    n, p = counts.shape
+    mean = float(counts.row_sums.sum()) / (n * p)
     if random_start or n_components > min(n, p):
         rng = check_random_state(random_state)
         scale = np.sqrt(mean / n_components)
         H = np.abs(scale * rng.standard_normal(size=(n_components, p)))
         W = np.abs(scale * rng.standard_normal(size=(n, n_components)))
         return W, np.ascontiguousarray(H.T)
-    U, S, Vt = randomized_svd(X, n_components, random_state=random_state)
+    U, S, Vt = _randomized_svd(counts, n_components, random_state, n_threads)
     W, H = np.zeros_like(U), np.zeros_like(Vt)
     # the first pair of a non-negative matrix is non-negative up to its sign
     W[:, 0] = np.sqrt(S[0]) * np.abs(U[:, 0])
@@ -167,6 +172,39 @@ def _nmf_start(X, n_components, random_state, random_start=False, eps=1e-6):
     W[W == 0] = mean
     H[H == 0] = mean
     return W, np.ascontiguousarray(H.T)
+
+
+def _randomized_svd(counts, n_components, random_state, n_threads):
+    """The leading singular pairs of the counts by the randomised range finder.
+
+    Halko, Martinsson & Tropp (2011), algorithms 4.4 and 5.1, as scikit-learn's
+    ``randomized_svd`` (10 oversamples, Gaussian test matrix from ``random_state``), with
+    each product by X or X' one compiled pass over the stored counts on ``n_threads``
+    threads (its CSR and CSC copies), orthonormalised by QR after every product, and
+    ``_SVD_POWER_ITERATIONS`` power iterations instead of scikit-learn's 7: NNDSVDa needs
+    the signs of the leading vectors, not their digits (``doc/hpmf.rst``, "The start").
+
+    Returns
+    -------
+    U : ndarray of shape (n_samples, n_components)
+    S : ndarray of shape (n_components,)
+    Vt : ndarray of shape (n_components, n_features)
+    """
+    n, p = counts.shape
+    rng = check_random_state(random_state)
+    Q = rng.normal(size=(p, min(n_components + 10, n, p)))
+
+    def product(compressed, A, n_out):
+        out = np.empty((n_out, A.shape[1]))
+        _hpmf_fast.sparse_dense_product(*compressed, np.ascontiguousarray(A), out, n_threads)
+        return out
+
+    for _ in range(_SVD_POWER_ITERATIONS):
+        Q = np.linalg.qr(product(counts.r, Q, n))[0]
+        Q = np.linalg.qr(product(counts.c, Q, p))[0]
+    Q = np.linalg.qr(product(counts.r, Q, n))[0]
+    U, S, Vt = np.linalg.svd(product(counts.c, Q, p).T, full_matrices=False)
+    return (Q @ U)[:, :n_components], S[:n_components], Vt[:n_components]
 
 
 def log_of_factor(factor):

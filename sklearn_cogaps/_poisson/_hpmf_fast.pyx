@@ -154,6 +154,146 @@ def expected_counts(
     raise_for_status(status_arr, "The expected-count pass", item="index", advice=_ADVICE)
 
 
+def sampled_data_term(
+    const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
+    const double[:, :, ::1] log_r, const double[:, :, ::1] log_c, double[::1] xlogt,
+    int n_threads,
+):
+    """``xlogt[i] = sum_s sum_j x_ij ln t_sij`` over a group of up to 4 draws of q, one pass.
+
+    ``t_sij = sum_k exp(log_r[s, i, k] + log_c[s, j, k])`` for the draws ``log_r`` (S, n_major,
+    K) and ``log_c`` (S, n_minor, K), S <= 4: the Monte Carlo term of the exact ELBO (Sarkar
+    2021, eq. 32). An entry's draws share the loads of its indices and their K-term sums run
+    side by side (four independent chains of additions instead of one); their logs are
+    taken as the log of their product (one logarithm instead of S) while that product is a
+    normal double, each on its own otherwise.
+    """
+    cdef Py_ssize_t S = log_r.shape[0], n = indptr.shape[0] - 1, K = log_r.shape[2]
+    cdef Py_ssize_t i, j, k, p, s
+    cdef double x, acc, prod, shift, lt, v0, v1, v2, v3
+    cdef const double *a0
+    cdef const double *a1
+    cdef const double *a2
+    cdef const double *a3
+    cdef const double *b0
+    cdef const double *b1
+    cdef const double *b2
+    cdef const double *b3
+    cdef double* w
+    if not 1 <= S <= 4:
+        raise ValueError(f"sampled_data_term takes 1 to 4 draws; got {S}.")
+    mr_arr = np.max(log_r, axis=2) if n > 0 and K > 0 else np.zeros((S, n))
+    mc_arr = (np.max(log_c, axis=2) if log_c.shape[1] > 0 and K > 0
+              else np.zeros((S, log_c.shape[1])))
+    # draws beyond S repeat the last one: their sums are computed and not used
+    last = [min(s_, S - 1) for s_ in range(4)]
+    er_arr = np.exp(np.asarray(log_r)[last] - mr_arr[last][:, :, None])
+    ec_arr = np.exp(np.asarray(log_c)[last] - mc_arr[last][:, :, None])
+    cdef const double[:, ::1] mr = mr_arr
+    cdef const double[:, ::1] mc = mc_arr
+    cdef const double[:, :, ::1] er = er_arr
+    cdef const double[:, :, ::1] ec = ec_arr
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    if K == 0:
+        status_arr[:] = FAIL_NOT_FINITE
+    with nogil, parallel(num_threads=n_threads):
+        # K weights for log-sum-exp, then the S normalisers of one entry
+        w = <double*> malloc((K + 4) * sizeof(double))
+        for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_HPMF_SAMPLE, i, w != NULL) if K > 0 else status[i]
+            if status[i] != 0:
+                continue
+            a0 = &er[0, i, 0]
+            a1 = &er[1, i, 0]
+            a2 = &er[2, i, 0]
+            a3 = &er[3, i, 0]
+            acc = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                x = data[p]
+                j = indices[p]
+                b0 = &ec[0, j, 0]
+                b1 = &ec[1, j, 0]
+                b2 = &ec[2, j, 0]
+                b3 = &ec[3, j, 0]
+                v0 = 0.0
+                v1 = 0.0
+                v2 = 0.0
+                v3 = 0.0
+                for k in range(K):
+                    v0 = v0 + a0[k] * b0[k]
+                    v1 = v1 + a1[k] * b1[k]
+                    v2 = v2 + a2[k] * b2[k]
+                    v3 = v3 + a3[k] * b3[k]
+                w[K] = v0
+                w[K + 1] = v1
+                w[K + 2] = v2
+                w[K + 3] = v3
+                prod = 1.0
+                shift = 0.0
+                for s in range(S):
+                    if w[K + s] > TINY:
+                        shift = shift + mr[s, i] + mc[s, j]
+                    else:
+                        # the shifted terms underflow: this draw's log by log-sum-exp
+                        shift = shift + shifted_exp_pair(&log_r[s, i, 0], &log_c[s, j, 0], w, K)
+                        v0 = 0.0
+                        for k in range(K):
+                            v0 = v0 + w[k]
+                        w[K + s] = v0
+                    prod = prod * w[K + s]
+                if prod > 1e-300:
+                    lt = log(prod) + shift
+                else:
+                    lt = shift
+                    for s in range(S):
+                        lt = lt + log(w[K + s])
+                acc = acc + x * lt
+            xlogt[i] = acc
+            if not isfinite(acc):
+                status[i] = FAIL_NOT_FINITE
+        free(w)
+    raise_for_status(status_arr, "The sampled data term", item="index", advice=_ADVICE)
+
+
+def sparse_dense_product(
+    const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
+    const double[:, ::1] Q, double[:, ::1] out, int n_threads,
+):
+    """``out = X @ Q`` for the compressed X (CSR: X; CSC: X.T), a major index a thread.
+
+    Each row of ``out`` is summed in the order of its stored entries, whatever the number of
+    threads.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1, m = Q.shape[1]
+    cdef Py_ssize_t i, k, p
+    cdef double x
+    cdef double* acc
+    cdef const double* q
+    if n == 0 or m == 0:
+        return
+    status_arr = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    with nogil, parallel(num_threads=n_threads):
+        # a row's sums in a buffer of the thread's own, which cannot alias Q
+        acc = <double*> malloc(m * sizeof(double))
+        for i in prange(n, schedule='static'):
+            status[i] = item_status(SITE_HPMF_COUNTS, i, acc != NULL)
+            if status[i] != 0:
+                continue
+            for k in range(m):
+                acc[k] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                x = data[p]
+                q = &Q[indices[p], 0]
+                for k in range(m):
+                    acc[k] = acc[k] + x * q[k]
+            for k in range(m):
+                out[i, k] = acc[k]
+        free(acc)
+    raise_for_status(status_arr, "The product by the counts", item="index", advice=_ADVICE)
+
+
 cdef int _regress_row(
     const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data, Py_ssize_t i,
     const double[:, ::1] elog_f, const double[:, ::1] ec, const double[::1] mc,

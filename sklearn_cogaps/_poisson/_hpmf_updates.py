@@ -22,6 +22,9 @@ from . import _hpmf_fast as _fast
 # Bounds of the learned prior shapes: the empirical-Bayes shape equation has no finite root
 # when every posterior mean of a component is equal.
 _SHAPE_MIN, _SHAPE_MAX = 1e-6, 1e8
+# Draws of q whose data terms share one pass over the counts in the Monte Carlo ELBO: its
+# memory is this many copies of the factors.
+_DRAWS_A_PASS = 4
 # Smallest posterior shape the gradient solvers may reach (the pathwise gradient of a Gamma
 # sample is unstable at tiny shapes).
 _ALPHA_MIN = 1e-3
@@ -199,9 +202,16 @@ def _exact_elbo_estimate(counts, L, F, rng, n_samples, n_threads):
     exact.
     """
     total = 0.0
-    for _ in range(n_samples):
-        lL, _, lF, _ = _sample(L, F, rng, n_threads, want_grad=False)
-        total += _pass(counts.r, lL, lF, n_threads)[1]
+    xlogt = np.empty(counts.shape[0])
+    for first in range(0, n_samples, _DRAWS_A_PASS):
+        draws = [
+            _sample(L, F, rng, n_threads, want_grad=False)
+            for _ in range(min(_DRAWS_A_PASS, n_samples - first))
+        ]
+        log_l = np.stack([d[0] for d in draws])
+        log_f = np.stack([d[2] for d in draws])
+        _fast.sampled_data_term(*counts.r, log_l, log_f, xlogt, n_threads)
+        total += float(np.sum(xlogt))
     return _augmented_elbo(total / n_samples, counts, L, F)
 
 

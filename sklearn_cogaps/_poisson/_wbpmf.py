@@ -56,6 +56,8 @@ from ._wbpmf_updates import (
 
 __all__ = ["WeightedBackgroundPMF"]
 
+# KL-NMF iterations of init="nmf", as R's ebpmf.
+_N_INIT_NMF = 50
 _ML_ITER = 30  # multiplicative updates of the maximum-likelihood start of transform
 # operations of regress_rows per stored entry and pair of components (one sweep: the
 # normaliser of every entry for every component), for its thread count
@@ -345,7 +347,7 @@ class WeightedBackgroundPMF(
             return W, H.T.copy()
         if W is not None or H is not None:
             raise ValueError(f"W and H are used only with init='custom'; got init={self.init!r}.")
-        return kl_nmf(X, K, 50, draw_seeds(rng) % (2**32), random_nmf)
+        return kl_nmf(X, K, _N_INIT_NMF, draw_seeds(rng) % (2**32), random_nmf)
 
     # -- the fitting loop's hooks ------------------------------------------------------------
 

@@ -380,9 +380,9 @@ def test_held_out_counts_stop_the_fit_at_its_best_iteration():
     X_val = rng.binomial(X, 0.2)  # a binomial thinning: the held-out counts of the same rows
     X_fit = X - X_val
     kw = dict(n_components=20, random_state=0, tol=1e-9, max_iter=500)
-    est = HierarchicalPMF(n_iter_no_change=5, **kw).fit(X_fit, X_val=X_val)
+    est = HierarchicalPMF(n_iter_no_change=3, **kw).fit(X_fit, X_val=X_val)
     scores = est.validation_scores_
-    # it stopped early, five iterations past its best, and went back to the best
+    # it stopped early, three iterations past its best, and went back to the best
     assert est.n_iter_ < 100 and est.converged_
     assert scores.shape == (est.n_iter_,) and scores.argmax() == est.n_iter_ - 1
     rows = np.arange(300)
