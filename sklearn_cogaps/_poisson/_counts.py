@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._recommend import RecommenderMixin
 from . import _hpmf_fast
+from ._block_counts import BlockCounts
 from ._hpmf_updates import _Counts, _pass
 
 __all__ = [
@@ -112,7 +113,7 @@ def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
     H : ndarray of shape (n_features, n_components)
         The factors, ``X ~ W @ H.T``.
     """
-    counts = X if isinstance(X, _Counts) else _Counts(X)
+    counts = X if isinstance(X, (_Counts, BlockCounts)) else _Counts(X)
     n_threads = kernel_threads(2 * n_components * counts.nnz)
     W, H = _nmf_start(counts, n_components, random_state, n_threads, random_start)
     for _ in range(max_iter):
@@ -195,8 +196,11 @@ def _randomized_svd(counts, n_components, random_state, n_threads):
     Q = rng.normal(size=(p, min(n_components + 10, n, p)))
 
     def product(compressed, A, n_out):
+        A = np.ascontiguousarray(A)
+        if not isinstance(compressed, tuple):  # a pass over blocks of rows
+            return compressed.product(A, n_threads)
         out = np.empty((n_out, A.shape[1]))
-        _hpmf_fast.sparse_dense_product(*compressed, np.ascontiguousarray(A), out, n_threads)
+        _hpmf_fast.sparse_dense_product(*compressed, A, out, n_threads)
         return out
 
     for _ in range(_SVD_POWER_ITERATIONS):
@@ -313,17 +317,14 @@ class CountModelMixin(RecommenderMixin):
         or the fit's own :class:`_Counts` copy of it."""
         W = np.asarray(self.loadings_, dtype=np.float64)
         H = np.asarray(self.components_, dtype=np.float64)
-        counts = X if isinstance(X, _Counts) else _Counts(X)
+        counts = X if isinstance(X, (_Counts, BlockCounts)) else _Counts(X)
         xlogt = _pass(
             counts.r,
             log_of_factor(W),
             log_of_factor(H.T),
             kernel_threads(2 * W.shape[1] * counts.nnz),
         )[1]
-        x = counts.r[2]
-        # sum x ln x in chunks: no temporary the size of the counts
-        xlogx = sum(float(np.dot(c, np.log(c))) for c in np.array_split(x, 1 + x.size // 2**20))
-        divergence = xlogx - xlogt - float(x.sum())
+        divergence = counts.xlogx - xlogt - counts.total
         divergence += float(W.sum(axis=0) @ H.sum(axis=1))
         self.reconstruction_err_ = float(np.sqrt(2.0 * max(divergence, 0.0)))
 

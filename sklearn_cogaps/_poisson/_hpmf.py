@@ -19,15 +19,18 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._adam import Adam
+from .._utils._anndata import is_anndata
+from .._utils._blocks import RowBlocks, is_out_of_core
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import check_ignored_y, data_dtype, validate_input
+from ._block_counts import BlockCounts
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
@@ -54,6 +57,13 @@ from ._hpmf_updates import (
 from ._scores import hierarchical_scores, row_scores
 
 __all__ = ["HierarchicalPMF"]
+
+
+def _source_dtype(X):
+    """float32 for an out-of-core source of float32 values, else float64."""
+    source = getattr(X, "X", X) if is_anndata(X) else X
+    return np.float32 if getattr(source, "dtype", None) == np.float32 else np.float64
+
 
 # VBEM iterations of init="vbem".
 _N_INIT_VBEM = 50
@@ -361,21 +371,64 @@ class HierarchicalPMF(
             reset=reset,
         )
         data = X.data if sparse.issparse(X) else X
-        if reset and not np.any(data > 0):
+        self._check_values(X.shape, reset and not np.any(data > 0), data, has_fractions(data))
+        return X
+
+    def _check_values(self, shape, all_zeros, totals, fractions):
+        """What the counts must be beyond non-negative and finite: not all zeros (in fit),
+        a total the updates can hold, and whole numbers (else a warning)."""
+        if all_zeros:
             raise ValueError(
-                f"X of shape {X.shape} contains only zeros: a Poisson factorisation needs at "
+                f"X of shape {shape} contains only zeros: a Poisson factorisation needs at "
                 "least one positive count. Remove empty data before fitting."
             )
-        check_total(data, type(self).__name__)
-        if has_fractions(data):
+        check_total(totals, type(self).__name__)
+        if fractions:
             warnings.warn(
                 "X contains non-integer values; HierarchicalPMF models counts. The fit uses "
                 "the Poisson likelihood extended to real x >= 0 by Gamma(x + 1), which stays "
                 "well defined. Round X to silence this warning.",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-        return X
+
+    def _out_of_core_counts(self, X, reset):
+        """The counts of an out-of-core X (a backed AnnData, a Dask, HDF5 or zarr array), read
+        a block of rows at a time, every block checked as :meth:`_validate_counts` checks X."""
+        names = np.asarray(X.var_names, dtype=object) if is_anndata(X) else None
+        blocks = RowBlocks(X)
+        if not reset:
+            check_is_fitted(self)
+            if blocks.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {blocks.shape[1]} features, but {type(self).__name__} is "
+                    f"expecting {self.n_features_in_} features as input."
+                )
+            fitted = getattr(self, "feature_names_in_", None)
+            if names is not None and fitted is not None and not np.array_equal(names, fitted):
+                raise ValueError(
+                    "The AnnData's var_names differ from the feature names seen in fit; "
+                    f"select them: adata[:, {type(self).__name__.lower()}.feature_names_in_]."
+                )
+        fractions = []
+
+        def check(block):
+            validate_input(self, block, reset=False, check=check_array, accept_sparse="csr",
+                           dtype=np.float64, ensure_non_negative=True,
+                           input_name=type(self).__name__)  # fmt: skip
+            fractions.append(has_fractions(block.data))
+
+        counts = BlockCounts(blocks, check)
+        self._check_values(counts.shape, reset and counts.nnz == 0, np.array([counts.total]),
+                           any(fractions))  # fmt: skip
+        if reset:
+            self.__dict__.pop("_anndata_layer", None)
+            self.n_features_in_ = counts.shape[1]
+            if names is None:
+                self.__dict__.pop("feature_names_in_", None)
+            else:
+                self.feature_names_in_ = names
+        return counts
 
     # -- the fitting loop's hooks ------------------------------------------------------------
 
@@ -545,7 +598,9 @@ class HierarchicalPMF(
         ----------
         X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
             Non-negative counts; CSR and CSC matrices are used without densifying. An AnnData
-            contributes its ``.X``.
+            contributes its ``.X``. A backed AnnData, a Dask array, or an HDF5 or zarr
+            dataset is read a block of rows at a time, with the in-memory result
+            (``doc/hpmf.rst``, "Data that do not fit in memory").
         y : Ignored
             Not used, present for API consistency. A second positional array of the shape
             of X is refused.
@@ -563,8 +618,12 @@ class HierarchicalPMF(
             The fitted estimator.
         """
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
-        dtype = data_dtype(X)
-        X = self._validate_counts(X, reset=True)
+        if is_out_of_core(X):
+            dtype = _source_dtype(X)
+            counts = self._out_of_core_counts(X, reset=True)
+        else:
+            dtype = data_dtype(X)
+            counts = _Counts(self._validate_counts(X, reset=True))
         if self.solver != "pathwise":
             warn_unused_parameters(
                 self,
@@ -572,8 +631,7 @@ class HierarchicalPMF(
                 "with solver='pathwise'",
                 "Set solver='pathwise'",
             )
-        counts = _Counts(X)
-        held = self._held_out_counts(X_val, X.shape)
+        held = self._held_out_counts(X_val, counts.shape)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         problem = _Problem(counts, rng, n_threads, held)
@@ -620,7 +678,7 @@ class HierarchicalPMF(
 
     def _regress_rows(self, X):
         """Alternating Poisson regression of each row on q(F): shapes, rate, sum x ln t."""
-        counts = _Counts(X)
+        counts = X if isinstance(X, BlockCounts) else _Counts(X)
         alpha, beta, xlogt = regress_rows(
             counts, self.prior_loadings_shape_, self.prior_loadings_rate_,
             self._components64(), self.components_log_)  # fmt: skip
@@ -640,7 +698,7 @@ class HierarchicalPMF(
         Parameters
         ----------
         X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
-            Non-negative counts.
+            Non-negative counts; out-of-core sources as in :meth:`fit`.
 
         Returns
         -------
@@ -648,8 +706,12 @@ class HierarchicalPMF(
             Posterior means E[l_i] of the rows.
         """
         check_is_fitted(self)
-        dtype = data_dtype(X)
-        X = self._validate_counts(X, reset=False)
+        if is_out_of_core(X):
+            dtype = _source_dtype(X)
+            X = self._out_of_core_counts(X, reset=False)
+        else:
+            dtype = data_dtype(X)
+            X = self._validate_counts(X, reset=False)
         # estimators pickled before the option existed give the variational mean
         if getattr(self, "new_rows", "variational") == "conditional_mean":
             return self._conditional_means(X).astype(dtype, copy=False)
@@ -665,7 +727,7 @@ class HierarchicalPMF(
         ``exp E[ln l]``. The iteration is EM for the posterior mode under Gamma(a + 1, b):
         it climbs a strictly concave objective, to its one maximum, whatever the start.
         """
-        counts = _Counts(X)
+        counts = X if isinstance(X, BlockCounts) else _Counts(X)
         F = np.ascontiguousarray(self._components64().T)
         log_f = log_of_factor(F)
         a = self.prior_loadings_shape_

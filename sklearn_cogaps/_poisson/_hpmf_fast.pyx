@@ -96,6 +96,7 @@ def expected_counts(
     const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
     const double[:, ::1] elog_r, const double[:, ::1] elog_c,
     double[:, ::1] z, double[::1] xlogt, double[::1] h, Py_ssize_t kk, int n_threads,
+    bint accumulate=False,
 ):
     """One pass over the stored entries along the major axis of a compressed matrix.
 
@@ -109,6 +110,10 @@ def expected_counts(
       of the Newton solver.
 
     ``elog_r`` (n_major, K) and ``elog_c`` (n_minor, K) are E[ln] of the factors on each side.
+
+    With ``accumulate``, the sums continue from the values in ``z``, ``xlogt`` and ``h``: a
+    pass over the CSC copies of consecutive blocks of rows then makes, for every column, the
+    additions of one pass over the whole matrix in the same order (equal to the bit).
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1
     cdef Py_ssize_t K = elog_r.shape[1]
@@ -131,10 +136,14 @@ def expected_counts(
             status[i] = item_status(SITE_HPMF_COUNTS, i, w != NULL)
             if status[i] != 0:
                 continue
-            for k in range(K):
-                z[i, k] = 0.0
-            acc = 0.0
-            hh = 0.0
+            if accumulate:
+                acc = xlogt[i]
+                hh = h[i] if kk >= 0 else 0.0
+            else:
+                for k in range(K):
+                    z[i, k] = 0.0
+                acc = 0.0
+                hh = 0.0
             for p in range(indptr[i], indptr[i + 1]):
                 x = data[p]
                 lt = _entry(i, indices[p], x, K, elog_r, elog_c, er, ec, mr, mc, w)
@@ -258,12 +267,13 @@ def sampled_data_term(
 
 def sparse_dense_product(
     const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
-    const double[:, ::1] Q, double[:, ::1] out, int n_threads,
+    const double[:, ::1] Q, double[:, ::1] out, int n_threads, bint accumulate=False,
 ):
     """``out = X @ Q`` for the compressed X (CSR: X; CSC: X.T), a major index a thread.
 
     Each row of ``out`` is summed in the order of its stored entries, whatever the number of
-    threads.
+    threads; with ``accumulate`` the sums continue from ``out`` (``out += X @ Q``, as one
+    product over consecutive blocks of rows of X.T, to the bit).
     """
     cdef Py_ssize_t n = indptr.shape[0] - 1, m = Q.shape[1]
     cdef Py_ssize_t i, k, p
@@ -282,7 +292,7 @@ def sparse_dense_product(
             if status[i] != 0:
                 continue
             for k in range(m):
-                acc[k] = 0.0
+                acc[k] = out[i, k] if accumulate else 0.0
             for p in range(indptr[i], indptr[i + 1]):
                 x = data[p]
                 q = &Q[indices[p], 0]

@@ -18,6 +18,7 @@ from scipy.special import digamma, gammaln, polygamma
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import draw_seeds
 from . import _hpmf_fast as _fast
+from ._block_counts import entry_sums
 
 # Bounds of the learned prior shapes: the empirical-Bayes shape equation has no finite root
 # when every posterior mean of a component is equal.
@@ -64,9 +65,23 @@ class _Counts:
         return _compressed(Xr.tocsc(), indices.dtype)
 
     @functools.cached_property
+    def _entry_sums(self):
+        return entry_sums(self.r[2])
+
+    @property
     def log_factorial(self):
         """``sum ln Gamma(x + 1)`` over the stored counts."""
-        return log_factorial_sum(self.r[2])
+        return self._entry_sums[0]
+
+    @property
+    def xlogx(self):
+        """``sum x ln x`` over the stored counts."""
+        return self._entry_sums[1]
+
+    @property
+    def total(self):
+        """``sum x`` over the stored counts."""
+        return self._entry_sums[2]
 
 
 def log_factorial_sum(data):
@@ -176,7 +191,10 @@ def _pass(compressed, major, minor, n_threads, kk=-1):
 
 
 def _pass_rows(compressed, major, minor, n_threads, kk=-1):
-    """As :func:`_pass`, with sum_j x_ij ln t_ij for each major index i."""
+    """As :func:`_pass`, with sum_j x_ij ln t_ij for each major index i. ``compressed`` is
+    ``(indptr, indices, data)``, or a pass over blocks (``BlockCounts.r`` or ``.c``)."""
+    if not isinstance(compressed, tuple):
+        return compressed.expected_counts(major, minor, n_threads, kk)
     n, K = major.shape
     z = np.empty((n, K))
     xlogt = np.empty(n)
@@ -210,7 +228,10 @@ def _exact_elbo_estimate(counts, L, F, rng, n_samples, n_threads):
         ]
         log_l = np.stack([d[0] for d in draws])
         log_f = np.stack([d[2] for d in draws])
-        _fast.sampled_data_term(*counts.r, log_l, log_f, xlogt, n_threads)
+        if isinstance(counts.r, tuple):
+            _fast.sampled_data_term(*counts.r, log_l, log_f, xlogt, n_threads)
+        else:
+            counts.r.sampled_data_term(log_l, log_f, xlogt, n_threads)
         total += float(np.sum(xlogt))
     return _augmented_elbo(total / n_samples, counts, L, F)
 
@@ -419,8 +440,7 @@ def regress_rows(counts, prior_shape, prior_rate, components, components_log):
     alpha = np.ascontiguousarray(a + counts.row_sums[:, None] / K)
     xlogt = np.empty(n)
     n_iter = np.empty(n, dtype=np.intc)
-    _fast.transform_rows(
-        *counts.r,
+    args = (
         np.ascontiguousarray(components_log.T),
         a,
         prior_rate,
@@ -433,4 +453,8 @@ def regress_rows(counts, prior_shape, prior_rate, components, components_log):
         _TRANSFORM_SEARCH_SHARE,
         kernel_threads(40 * counts.nnz * K),
     )
+    if isinstance(counts.r, tuple):
+        _fast.transform_rows(*counts.r, *args)
+    else:
+        counts.r.transform_rows(*args)
     return alpha, beta, xlogt

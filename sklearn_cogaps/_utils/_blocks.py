@@ -1,0 +1,193 @@
+"""Matrices that need not fit in memory, read a block of rows at a time.
+
+A fit whose updates are sums over rows (the Poisson models' passes) can read its data in
+consecutive blocks of rows, with memory bounded by one block and the model. The sources:
+
+* a backed AnnData (``anndata.read_h5ad(path, backed="r")``): its ``.X``, CSR or dense;
+* anndata's backed sparse dataset of a layer (``anndata.io.sparse_dataset(group)``);
+* an HDF5 (h5py) or zarr 2-D dataset of dense values;
+* a Dask array (its own row chunks are the blocks; a single chunk along the columns).
+
+Optional packages are recognised by their modules, never imported here.
+"""
+
+import numpy as np
+from scipy import sparse
+
+__all__ = ["BLOCK_ENTRIES", "Pieces", "RowBlocks", "is_out_of_core"]
+
+#: Stored entries (sparse) or values (dense) read at a time from a source without chunks
+#: of its own: about 50 MB of CSR data and indices.
+BLOCK_ENTRIES = 2**22
+
+
+def _module(obj):
+    return (type(obj).__module__ or "").split(".")[0]
+
+
+def _backed_matrix(X):
+    """The matrix of a backed AnnData, or None."""
+    if _module(X) == "anndata" and hasattr(X, "X") and getattr(X, "isbacked", False):
+        return X.X
+    return None
+
+
+def is_out_of_core(X):
+    """Whether ``X`` is read a block of rows at a time (see the module's docstring)."""
+    if _backed_matrix(X) is not None:
+        return True
+    return _kind(X) is not None
+
+
+def _kind(X):
+    module = _module(X)
+    if module == "dask" and hasattr(X, "chunks") and hasattr(X, "blocks"):
+        return "dask"
+    if module == "anndata" and hasattr(X, "format") and hasattr(X, "group"):
+        return "sparse_dataset"
+    if module in ("h5py", "zarr") and hasattr(X, "shape") and hasattr(X, "dtype"):
+        return "dense_dataset"
+    return None
+
+
+def _canonical(block):
+    """A block as a canonical float64 CSR matrix (summed duplicates, no stored zeros)."""
+    if hasattr(block, "to_scipy_sparse"):  # pydata/sparse arrays from a Dask array
+        block = block.to_scipy_sparse()
+    if sparse.issparse(block):
+        block = sparse.csr_matrix(block, dtype=np.float64)
+        if not block.has_canonical_format:
+            block = block.copy()
+            block.sum_duplicates()
+        if not np.all(block.data != 0):
+            block = block.copy()
+            block.eliminate_zeros()
+        return block
+    block = np.asarray(block, dtype=np.float64)
+    if block.ndim != 2:
+        raise ValueError(f"A block of rows must be 2-D; got shape {block.shape}.")
+    return sparse.csr_matrix(block)
+
+
+class RowBlocks:
+    """Consecutive blocks of rows of an out-of-core matrix, each read as CSR when used.
+
+    Parameters
+    ----------
+    X : object
+        A source listed in the module's docstring.
+    block_entries : int, default=BLOCK_ENTRIES
+        Entries per block for the sources without chunks of their own.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        The matrix's shape.
+    bounds : list of (int, int)
+        The first row and one past the last of every block, in order.
+    """
+
+    def __init__(self, X, block_entries=None):
+        block_entries = int(block_entries or BLOCK_ENTRIES)
+        matrix = _backed_matrix(X)
+        self.source = matrix if matrix is not None else X
+        self.kind = _kind(self.source)
+        if self.kind is None:
+            # a backed AnnData's .X that is not a dataset (anndata reads some layouts whole)
+            raise TypeError(f"{type(self.source).__name__} is not an out-of-core matrix.")
+        if len(self.source.shape) != 2:
+            raise ValueError(f"X must be 2-D; got shape {tuple(self.source.shape)}.")
+        self.shape = tuple(int(s) for s in self.source.shape)
+        n, p = self.shape
+        if self.kind == "dask":
+            if self.source.numblocks[1] != 1:
+                raise ValueError(
+                    f"The Dask array X has {self.source.numblocks[1]} chunks along its columns; "
+                    "the model reads whole rows at a time. Rechunk it to one chunk of "
+                    "columns: X.rechunk({1: -1})."
+                )
+            edges = np.concatenate([[0], np.cumsum(self.source.chunks[0])])
+        elif self.kind == "sparse_dataset":
+            if self.source.format != "csr":
+                raise ValueError(
+                    f"The backed matrix is stored as {self.source.format.upper()}; the model "
+                    "reads blocks of rows, which a CSC file does not store together. Write "
+                    "the counts as CSR (for example adata.X = adata.X.tocsr() before "
+                    "write_h5ad), or load them: adata.to_memory()."
+                )
+            indptr = np.asarray(self.source.group["indptr"][...], dtype=np.int64)
+            self._indptr = indptr
+            # blocks of about block_entries stored entries, at least one row each
+            cuts = np.searchsorted(indptr, np.arange(0, indptr[-1], block_entries), "right")
+            edges = np.unique(np.concatenate([[0], cuts - 1, [n]]))
+        else:
+            rows = max(1, block_entries // max(p, 1))
+            edges = np.unique(np.concatenate([np.arange(0, n, rows), [n]]))
+        edges = np.unique(np.clip(edges, 0, n))
+        if edges.size == 1:
+            edges = np.array([0, n])
+        self.bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+    def read(self, index):
+        """Block ``index`` as a canonical float64 CSR matrix."""
+        a, b = self.bounds[index]
+        if self.kind == "dask":
+            block = self.source.blocks[index, 0].compute()
+        elif self.kind == "sparse_dataset":
+            # the rows' slices of the stored arrays, read directly (h5py or zarr)
+            group, indptr = self.source.group, self._indptr
+            s, e = int(indptr[a]), int(indptr[b])
+            block = sparse.csr_matrix(
+                (group["data"][s:e], group["indices"][s:e], indptr[a : b + 1] - s),
+                shape=(b - a, self.shape[1]),
+            )
+        else:
+            block = self.source[a:b]
+        block = _canonical(block)
+        if block.shape != (b - a, self.shape[1]):
+            raise ValueError(
+                f"Block {index} (rows {a} to {b}) of X has shape {block.shape}; expected "
+                f"{(b - a, self.shape[1])}. The source's chunks do not match its shape."
+            )
+        return block
+
+    def __len__(self):
+        return len(self.bounds)
+
+    def __iter__(self):
+        """``(first_row, block)`` for every block, in order."""
+        for index, (a, _) in enumerate(self.bounds):
+            yield a, self.read(index)
+
+
+class Pieces:
+    """Consecutive pieces of ``size`` values of a stream of arrays, whatever its arrays' sizes.
+
+    A sum over the stored entries of a matrix taken piece by piece then has the same pieces,
+    and so the same bits, whether the entries come in one array or block by block.
+    """
+
+    def __init__(self, size=2**16):
+        self.size = size
+        self._held = []
+        self._count = 0
+
+    def add(self, values):
+        """Append ``values``; yield every piece completed."""
+        start = 0
+        while self._count + values.size - start >= self.size:
+            take = self.size - self._count
+            self._held.append(values[start : start + take])
+            start += take
+            yield np.concatenate(self._held) if len(self._held) > 1 else self._held[0]
+            self._held, self._count = [], 0
+        if start < values.size:
+            # a copy: a view would keep the whole block it came from
+            self._held.append(values[start:].copy())
+            self._count += values.size - start
+
+    def rest(self):
+        """The last, incomplete piece (possibly empty)."""
+        held = np.concatenate(self._held) if self._held else np.zeros(0)
+        self._held, self._count = [], 0
+        return held

@@ -1,0 +1,196 @@
+"""HierarchicalPMF on counts read a block of rows at a time: a backed AnnData, a Dask array,
+an HDF5 or zarr dataset. The fit equals the in-memory fit to the bit, never holds X whole,
+and refuses sources it cannot read by rows."""
+
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from scipy import sparse
+
+import sklearn_cogaps._utils._blocks as blocks_module
+from sklearn_cogaps import HierarchicalPMF
+from sklearn_cogaps._utils._blocks import Pieces, RowBlocks
+
+ad = pytest.importorskip("anndata")
+h5py = pytest.importorskip("h5py")
+
+FITTED = (
+    "loadings_shape_",
+    "loadings_rate_",
+    "components_shape_",
+    "components_rate_",
+    "prior_loadings_shape_",
+    "prior_components_rate_",
+    "lower_bound_",
+    "exact_lower_bound_",
+    "augmented_lower_bound_",
+    "objective_history_",
+    "reconstruction_err_",
+)
+
+
+def _counts(n=400, p=90, K=4, seed=0):
+    rng = np.random.default_rng(seed)
+    mean = rng.gamma(0.3, 2.0, (n, K)) @ rng.gamma(0.3, 2.0, (K, p))
+    return sparse.csr_matrix(rng.poisson(mean).astype(np.float64))
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of about 1000 stored counts: many blocks on small data."""
+    monkeypatch.setattr(blocks_module, "BLOCK_ENTRIES", 1000)
+
+
+@pytest.fixture
+def backed(tmp_path):
+    X = _counts()
+    adata = ad.AnnData(X)
+    adata.var_names = [f"g{j}" for j in range(X.shape[1])]
+    path = tmp_path / "counts.h5ad"
+    adata.write_h5ad(path)
+    backed = ad.read_h5ad(path, backed="r")
+    yield X, backed
+    backed.file.close()
+
+
+def _assert_same_fit(est, ref):
+    for name in FITTED:
+        assert_array_equal(getattr(est, name), getattr(ref, name), err_msg=name)
+
+
+@pytest.mark.parametrize("solver", ["vbem", "newton", "pathwise"])
+def test_backed_anndata_fit_equals_the_in_memory_fit(backed, small_blocks, solver):
+    X, adata = backed
+    kw = dict(n_components=4, max_iter=15, solver=solver, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = HierarchicalPMF(**kw).fit(X)
+        est = HierarchicalPMF(**kw).fit(adata)
+    assert len(RowBlocks(adata).bounds) > 10
+    _assert_same_fit(est, ref)
+    assert_array_equal(est.feature_names_in_, adata.var_names)
+    assert_array_equal(est.transform(adata), ref.transform(X))
+
+
+def test_dask_array_fit_and_transform_equal_the_in_memory_ones():
+    da = pytest.importorskip("dask.array")
+    X = _counts(seed=1)
+    kw = dict(n_components=3, max_iter=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = HierarchicalPMF(**kw).fit(X)
+        for chunks in [(37, -1), (400, -1)]:
+            est = HierarchicalPMF(**kw).fit(da.from_array(X, chunks=chunks))
+            _assert_same_fit(est, ref)
+        dense = da.from_array(X.toarray(), chunks=(64, -1))
+        est = HierarchicalPMF(**kw, new_rows="conditional_mean").fit(dense)
+        ref_cm = HierarchicalPMF(**kw, new_rows="conditional_mean").fit(X)
+    assert_array_equal(est.transform(dense), ref_cm.transform(X))
+    assert not hasattr(est, "feature_names_in_")
+
+
+def test_dense_hdf5_and_zarr_datasets_are_read_by_blocks(tmp_path, small_blocks):
+    X = _counts(n=150, seed=2)
+    kw = dict(n_components=3, max_iter=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = HierarchicalPMF(**kw).fit(X)
+        with h5py.File(tmp_path / "x.h5", "w") as f:
+            f["x"] = X.toarray()
+        with h5py.File(tmp_path / "x.h5", "r") as f:
+            _assert_same_fit(HierarchicalPMF(**kw).fit(f["x"]), ref)
+        zarr = pytest.importorskip("zarr")
+        z = zarr.open(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(16, 90))
+        z[:] = X.toarray()
+        _assert_same_fit(HierarchicalPMF(**kw).fit(z), ref)
+
+
+def test_a_backed_anndata_is_never_loaded_whole(backed, small_blocks, monkeypatch):
+    X, adata = backed
+    read = []
+    original = RowBlocks.read
+
+    def recording(self, index):
+        block = original(self, index)
+        read.append(block.nnz)
+        return block
+
+    monkeypatch.setattr(RowBlocks, "read", recording)
+    monkeypatch.setattr(type(adata.X), "to_memory", lambda *a, **k: pytest.fail("loaded whole"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        HierarchicalPMF(3, max_iter=3, random_state=0).fit(adata)
+    longest_row = np.diff(X.indptr).max()
+    assert read and max(read) <= 1000 + longest_row < X.nnz / 5
+
+
+def test_memory_of_a_backed_fit_is_bounded_by_a_block_and_the_model(tmp_path, monkeypatch):
+    # 8000 x 300 counts, 720 k stored (8.6 MB as CSR); blocks of 2**14 entries
+    monkeypatch.setattr(blocks_module, "BLOCK_ENTRIES", 2**14)
+    X = _counts(n=8000, p=300, K=3, seed=3)
+    path = tmp_path / "big.h5ad"
+    ad.AnnData(X).write_h5ad(path)
+    csr_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    del X
+    adata = ad.read_h5ad(path, backed="r")
+    est = HierarchicalPMF(3, max_iter=2, random_state=0)
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(adata)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        adata.file.close()
+    # the model: a few (8000 + 300) x 3 arrays; an in-memory fit holds the counts twice
+    assert peak < 0.5 * csr_bytes, (peak, csr_bytes)
+
+
+def test_sources_that_cannot_be_read_by_rows_are_refused(tmp_path):
+    da = pytest.importorskip("dask.array")
+    X = _counts(n=60, seed=4)
+    with pytest.raises(ValueError, match=r"chunks along its columns.*X.rechunk\(\{1: -1\}\)"):
+        HierarchicalPMF(2).fit(da.from_array(X.toarray(), chunks=(30, 45)))
+    adata = ad.AnnData(X.tocsc())
+    adata.write_h5ad(tmp_path / "csc.h5ad")
+    backed = ad.read_h5ad(tmp_path / "csc.h5ad", backed="r")
+    try:
+        with pytest.raises(ValueError, match=r"stored as CSC.*Write the counts as CSR"):
+            HierarchicalPMF(2).fit(backed)
+    finally:
+        backed.file.close()
+
+
+def test_blocks_are_checked_as_in_memory_data_are(tmp_path):
+    da = pytest.importorskip("dask.array")
+    X = _counts(n=60, seed=5).toarray()
+    X[45, 3] = -1.0
+    with pytest.raises(ValueError, match="Negative values in data passed to HierarchicalPMF"):
+        HierarchicalPMF(2).fit(da.from_array(X, chunks=(20, -1)))
+    X[45, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        HierarchicalPMF(2).fit(da.from_array(X, chunks=(20, -1)))
+    with pytest.raises(ValueError, match="contains only zeros"):
+        HierarchicalPMF(2).fit(da.zeros((40, 10), chunks=(20, -1)))
+    X[45, 3] = 0.5
+    with pytest.warns(UserWarning, match="non-integer values"):
+        HierarchicalPMF(2, max_iter=2).fit(da.from_array(X, chunks=(20, -1)))
+    est = HierarchicalPMF(2, max_iter=2).fit(np.round(X))
+    with pytest.raises(ValueError, match="X has 5 features"):
+        est.transform(da.from_array(X[:, :5], chunks=(20, -1)))
+
+
+def test_pieces_cut_a_stream_where_one_array_would_be_cut():
+    values = np.arange(1000.0)
+    for sizes in ([1000], [1, 999], [300, 300, 400], [7] * 142 + [6]):
+        pieces, out, start = Pieces(128), [], 0
+        for size in sizes:
+            out += list(pieces.add(values[start : start + size]))
+            start += size
+        rest = pieces.rest()
+        assert [len(p) for p in out] == [128] * 7 and len(rest) == 1000 - 7 * 128
+        assert_array_equal(np.concatenate(out + [rest]), values)
