@@ -7,18 +7,17 @@ with memory bounded by a block and the model. :class:`BlockCounts` has the inter
 the in-memory :class:`~sklearn_cogaps._poisson._hpmf_updates._Counts`: its ``r`` and ``c``
 are passes over the rows and over the columns. A row's sums are those of the in-memory
 pass; a column's sums continue from block to block (the kernels' ``accumulate``), so they
-are the same additions in the same order; and the sums over all entries are taken in
-pieces of fixed size (:class:`~sklearn_cogaps._utils._blocks.Pieces`) in both. A fit from
-blocks therefore equals the in-memory fit to the bit, whatever the blocks.
+are the same additions in the same order; and the sums over all entries are sums of the
+rows' sums in both. A fit from blocks therefore equals the in-memory fit to the bit,
+whatever the blocks.
 """
 
 import numpy as np
-from scipy.special import gammaln
 
-from .._utils._blocks import Pieces
+from .._utils._openmp_helpers import kernel_threads
 from . import _hpmf_fast as _fast
 
-__all__ = ["BlockCounts", "compressed", "entry_sums"]
+__all__ = ["BlockCounts", "compressed", "entry_sums", "row_entry_sums"]
 
 
 def compressed(M):
@@ -31,38 +30,19 @@ def compressed(M):
     )
 
 
-class _EntrySums:
-    """``sum ln Gamma(x + 1)``, ``sum x ln x`` and ``sum x`` over the stored counts, each a
-    sum of its values over pieces of 2**16 entries in order: the same bits from one array
-    or from blocks, with at most one piece held."""
-
-    def __init__(self):
-        self._pieces = Pieces(2**16)
-        self._sums = []
-
-    def add(self, data):
-        for piece in self._pieces.add(data):
-            self._sums.append(self._of(piece))
-
-    @staticmethod
-    def _of(piece):
-        return (
-            float(gammaln(piece + 1.0).sum()),
-            float(np.dot(piece, np.log(piece))),
-            float(piece.sum()),
-        )
-
-    def result(self):
-        rest = self._pieces.rest()
-        sums = self._sums + ([self._of(rest)] if rest.size else [])
-        return tuple(sum(s[i] for s in sums) for i in range(3)) if sums else (0.0, 0.0, 0.0)
+def row_entry_sums(compressed_rows):
+    """``sum ln Gamma(x + 1)`` and ``sum x ln x`` of every row's stored counts."""
+    indptr, _, data = compressed_rows
+    n = indptr.shape[0] - 1
+    log_factorial, xlogx = np.empty(n), np.empty(n)
+    _fast.row_entry_sums(indptr, data, log_factorial, xlogx, kernel_threads(20 * data.size))
+    return log_factorial, xlogx
 
 
-def entry_sums(data):
-    """``(sum ln Gamma(x + 1), sum x ln x, sum x)`` over ``data`` (stored counts, all > 0)."""
-    sums = _EntrySums()
-    sums.add(data)
-    return sums.result()
+def entry_sums(row_log_factorial, row_xlogx, row_sums):
+    """``(sum ln Gamma(x + 1), sum x ln x, sum x)`` over the stored counts, from their rows'
+    sums: the same bits whatever blocks the rows were read in."""
+    return tuple(float(np.sum(v)) for v in (row_log_factorial, row_xlogx, row_sums))
 
 
 class BlockCounts:
@@ -76,22 +56,25 @@ class BlockCounts:
     blocks : RowBlocks
         The source.
     check : callable, default=None
-        Called with every block (a canonical CSR matrix) before it is used.
+        Called with every block (a canonical CSR matrix) before it is used; it raises to
+        refuse the data, and what it returns is kept in ``checked``.
     """
 
     def __init__(self, blocks, check=None):
         self.blocks = blocks
         self.shape = blocks.shape
-        self.row_sums = np.empty(self.shape[0])
+        n = self.shape[0]
+        self.row_sums, log_factorial, xlogx = np.empty(n), np.empty(n), np.empty(n)
         self.nnz = 0
-        sums = _EntrySums()
+        self.checked = []
         for a, X in blocks:
-            if check is not None:
-                check(X)
-            self.row_sums[a : a + X.shape[0]] = np.asarray(X.sum(axis=1)).ravel()
+            self.checked.append(check(X) if check is not None else None)
+            rows = slice(a, a + X.shape[0])
+            self.row_sums[rows] = np.asarray(X.sum(axis=1)).ravel()
+            log_factorial[rows], xlogx[rows] = row_entry_sums(compressed(X))
             self.nnz += X.nnz
-            sums.add(X.data)
-        self.log_factorial, self.xlogx, self.total = sums.result()
+        self.log_factorial, self.xlogx, self.total = entry_sums(log_factorial, xlogx,
+                                                                self.row_sums)  # fmt: skip
         self.r = _Pass(self, columns=False)
         self.c = _Pass(self, columns=True)
 

@@ -12,6 +12,7 @@ from .._utils._openmp_helpers import kernel_threads
 from .._utils._recommend import RecommenderMixin
 from . import _hpmf_fast
 from ._block_counts import BlockCounts
+from ._dask_counts import DaskCounts
 from ._hpmf_updates import _Counts, _pass
 
 __all__ = [
@@ -113,7 +114,7 @@ def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
     H : ndarray of shape (n_features, n_components)
         The factors, ``X ~ W @ H.T``.
     """
-    counts = X if isinstance(X, (_Counts, BlockCounts)) else _Counts(X)
+    counts = X if isinstance(X, (_Counts, BlockCounts, DaskCounts)) else _Counts(X)
     n_threads = kernel_threads(2 * n_components * counts.nnz)
     W, H = _nmf_start(counts, n_components, random_state, n_threads, random_start)
     for _ in range(max_iter):
@@ -317,7 +318,7 @@ class CountModelMixin(RecommenderMixin):
         or the fit's own :class:`_Counts` copy of it."""
         W = np.asarray(self.loadings_, dtype=np.float64)
         H = np.asarray(self.components_, dtype=np.float64)
-        counts = X if isinstance(X, (_Counts, BlockCounts)) else _Counts(X)
+        counts = X if isinstance(X, (_Counts, BlockCounts, DaskCounts)) else _Counts(X)
         xlogt = _pass(
             counts.r,
             log_of_factor(W),

@@ -6,6 +6,7 @@ and updates are in ``_hpmf_updates``.
 """
 
 import copy
+import functools
 import warnings
 from numbers import Integral, Real
 
@@ -41,6 +42,7 @@ from ._counts import (
     log_of_factor,
     loglik,
 )
+from ._dask_counts import DaskCounts, current_client
 from ._hpmf_updates import (
     _augmented_elbo,
     _Counts,
@@ -57,6 +59,14 @@ from ._hpmf_updates import (
 from ._scores import hierarchical_scores, row_scores
 
 __all__ = ["HierarchicalPMF"]
+
+
+def _check_block(estimator, block):
+    """Refuse a block of out-of-core counts as ``fit`` refuses X; whether it has fractions."""
+    validate_input(estimator, block, reset=False, check=check_array, accept_sparse="csr",
+                   dtype=np.float64, ensure_non_negative=True,
+                   input_name=type(estimator).__name__)  # fmt: skip
+    return has_fractions(block.data)
 
 
 def _source_dtype(X):
@@ -410,17 +420,14 @@ class HierarchicalPMF(
                     "The AnnData's var_names differ from the feature names seen in fit; "
                     f"select them: adata[:, {type(self).__name__.lower()}.feature_names_in_]."
                 )
-        fractions = []
-
-        def check(block):
-            validate_input(self, block, reset=False, check=check_array, accept_sparse="csr",
-                           dtype=np.float64, ensure_non_negative=True,
-                           input_name=type(self).__name__)  # fmt: skip
-            fractions.append(has_fractions(block.data))
-
-        counts = BlockCounts(blocks, check)
+        check = functools.partial(_check_block, self)
+        client = current_client() if blocks.kind == "dask" else None
+        if client is not None:
+            counts = DaskCounts(blocks.source, client, check)
+        else:
+            counts = BlockCounts(blocks, check)
         self._check_values(counts.shape, reset and counts.nnz == 0, np.array([counts.total]),
-                           any(fractions))  # fmt: skip
+                           any(counts.checked))  # fmt: skip
         if reset:
             self.__dict__.pop("_anndata_layer", None)
             self.n_features_in_ = counts.shape[1]
@@ -678,7 +685,7 @@ class HierarchicalPMF(
 
     def _regress_rows(self, X):
         """Alternating Poisson regression of each row on q(F): shapes, rate, sum x ln t."""
-        counts = X if isinstance(X, BlockCounts) else _Counts(X)
+        counts = X if isinstance(X, (BlockCounts, DaskCounts)) else _Counts(X)
         alpha, beta, xlogt = regress_rows(
             counts, self.prior_loadings_shape_, self.prior_loadings_rate_,
             self._components64(), self.components_log_)  # fmt: skip
@@ -727,7 +734,7 @@ class HierarchicalPMF(
         ``exp E[ln l]``. The iteration is EM for the posterior mode under Gamma(a + 1, b):
         it climbs a strictly concave objective, to its one maximum, whatever the start.
         """
-        counts = X if isinstance(X, BlockCounts) else _Counts(X)
+        counts = X if isinstance(X, (BlockCounts, DaskCounts)) else _Counts(X)
         F = np.ascontiguousarray(self._components64().T)
         log_f = log_of_factor(F)
         a = self.prior_loadings_shape_

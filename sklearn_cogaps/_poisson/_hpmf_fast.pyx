@@ -265,6 +265,31 @@ def sampled_data_term(
     raise_for_status(status_arr, "The sampled data term", item="index", advice=_ADVICE)
 
 
+def row_entry_sums(
+    const idx_t[::1] indptr, const double[::1] data, double[::1] log_factorial,
+    double[::1] xlogx, int n_threads,
+):
+    """Per major index i: ``sum_j ln Gamma(x_ij + 1)`` and ``sum_j x_ij ln x_ij`` over its
+    stored entries (all positive), in their order.
+
+    The constants of the ELBO and of ``reconstruction_err_``; their totals are sums over the
+    rows, so they do not depend on how the rows are cut into blocks.
+    """
+    cdef Py_ssize_t n = indptr.shape[0] - 1
+    cdef Py_ssize_t i, p
+    cdef double a, b, x
+    with nogil, parallel(num_threads=n_threads):
+        for i in prange(n, schedule='static'):
+            a = 0.0
+            b = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                x = data[p]
+                a = a + lgamma(x + 1.0)
+                b = b + x * log(x)
+            log_factorial[i] = a
+            xlogx[i] = b
+
+
 def sparse_dense_product(
     const idx_t[::1] indptr, const idx_t[::1] indices, const double[::1] data,
     const double[:, ::1] Q, double[:, ::1] out, int n_threads, bint accumulate=False,

@@ -18,7 +18,7 @@ from scipy.special import digamma, gammaln, polygamma
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import draw_seeds
 from . import _hpmf_fast as _fast
-from ._block_counts import entry_sums
+from ._block_counts import entry_sums, row_entry_sums
 
 # Bounds of the learned prior shapes: the empirical-Bayes shape equation has no finite root
 # when every posterior mean of a component is equal.
@@ -66,7 +66,7 @@ class _Counts:
 
     @functools.cached_property
     def _entry_sums(self):
-        return entry_sums(self.r[2])
+        return entry_sums(*row_entry_sums(self.r), self.row_sums)
 
     @property
     def log_factorial(self):

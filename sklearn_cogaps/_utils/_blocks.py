@@ -14,7 +14,7 @@ Optional packages are recognised by their modules, never imported here.
 import numpy as np
 from scipy import sparse
 
-__all__ = ["BLOCK_ENTRIES", "Pieces", "RowBlocks", "is_out_of_core"]
+__all__ = ["BLOCK_ENTRIES", "RowBlocks", "canonical_block", "is_out_of_core"]
 
 #: Stored entries (sparse) or values (dense) read at a time from a source without chunks
 #: of its own: about 50 MB of CSR data and indices.
@@ -50,7 +50,7 @@ def _kind(X):
     return None
 
 
-def _canonical(block):
+def canonical_block(block):
     """A block as a canonical float64 CSR matrix (summed duplicates, no stored zeros)."""
     if hasattr(block, "to_scipy_sparse"):  # pydata/sparse arrays from a Dask array
         block = block.to_scipy_sparse()
@@ -143,7 +143,7 @@ class RowBlocks:
             )
         else:
             block = self.source[a:b]
-        block = _canonical(block)
+        block = canonical_block(block)
         if block.shape != (b - a, self.shape[1]):
             raise ValueError(
                 f"Block {index} (rows {a} to {b}) of X has shape {block.shape}; expected "
@@ -158,36 +158,3 @@ class RowBlocks:
         """``(first_row, block)`` for every block, in order."""
         for index, (a, _) in enumerate(self.bounds):
             yield a, self.read(index)
-
-
-class Pieces:
-    """Consecutive pieces of ``size`` values of a stream of arrays, whatever its arrays' sizes.
-
-    A sum over the stored entries of a matrix taken piece by piece then has the same pieces,
-    and so the same bits, whether the entries come in one array or block by block.
-    """
-
-    def __init__(self, size=2**16):
-        self.size = size
-        self._held = []
-        self._count = 0
-
-    def add(self, values):
-        """Append ``values``; yield every piece completed."""
-        start = 0
-        while self._count + values.size - start >= self.size:
-            take = self.size - self._count
-            self._held.append(values[start : start + take])
-            start += take
-            yield np.concatenate(self._held) if len(self._held) > 1 else self._held[0]
-            self._held, self._count = [], 0
-        if start < values.size:
-            # a copy: a view would keep the whole block it came from
-            self._held.append(values[start:].copy())
-            self._count += values.size - start
-
-    def rest(self):
-        """The last, incomplete piece (possibly empty)."""
-        held = np.concatenate(self._held) if self._held else np.zeros(0)
-        self._held, self._count = [], 0
-        return held

@@ -12,7 +12,7 @@ from scipy import sparse
 
 import sklearn_cogaps._utils._blocks as blocks_module
 from sklearn_cogaps import HierarchicalPMF
-from sklearn_cogaps._utils._blocks import Pieces, RowBlocks
+from sklearn_cogaps._utils._blocks import RowBlocks
 
 ad = pytest.importorskip("anndata")
 h5py = pytest.importorskip("h5py")
@@ -184,13 +184,28 @@ def test_blocks_are_checked_as_in_memory_data_are(tmp_path):
         est.transform(da.from_array(X[:, :5], chunks=(20, -1)))
 
 
-def test_pieces_cut_a_stream_where_one_array_would_be_cut():
-    values = np.arange(1000.0)
-    for sizes in ([1000], [1, 999], [300, 300, 400], [7] * 142 + [6]):
-        pieces, out, start = Pieces(128), [], 0
-        for size in sizes:
-            out += list(pieces.add(values[start : start + size]))
-            start += size
-        rest = pieces.rest()
-        assert [len(p) for p in out] == [128] * 7 and len(rest) == 1000 - 7 * 128
-        assert_array_equal(np.concatenate(out + [rest]), values)
+def test_local_cluster_fit_equals_the_in_memory_fit():
+    """On a LocalCluster of worker processes the passes run where the chunks live, and the
+    fit and transform are the in-memory ones to the bit, for one worker as for two."""
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is an extra")
+    da = pytest.importorskip("dask.array")
+    X = _counts(n=300, seed=6)
+    kw = dict(n_components=3, max_iter=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = HierarchicalPMF(**kw).fit(X)
+        for n_workers in (2, 1):
+            with (
+                distributed.LocalCluster(n_workers=n_workers, processes=True,
+                                         threads_per_worker=1, host="127.0.0.1",
+                                         dashboard_address=None) as cluster,
+                distributed.Client(cluster) as client,
+            ):  # fmt: skip
+                est = HierarchicalPMF(**kw).fit(da.from_array(X, chunks=(47, -1)))
+                _assert_same_fit(est, ref)
+                W = est.transform(da.from_array(X, chunks=(120, -1)))
+                ran = client.run(
+                    lambda: "sklearn_cogaps._poisson._dask_counts" in __import__("sys").modules
+                )
+                assert all(ran.values()), ran  # every worker ran passes
+            assert_array_equal(W, ref.transform(X))

@@ -1,0 +1,206 @@
+"""Counts of a Dask array on a ``dask.distributed`` cluster: the passes of the Poisson models
+run where the blocks live.
+
+The cluster keeps the counts twice, as the in-memory fit does (CSR for the passes over rows,
+CSC for those over columns): the Dask array's row chunks, and column blocks made from them
+once (each worker gathers the columns of one block from every row chunk). A pass over the
+rows sends each row block the factors it needs and gets back its rows' sums; a pass over
+the columns does the same with the column blocks, each holding every row of its columns,
+so every row's and every column's sums are the additions of the in-memory pass in its
+order. The client only assembles the results in the blocks' order: the fit equals the
+in-memory fit to the bit, whatever the number of workers or the chunks.
+"""
+
+import numpy as np
+from scipy import sparse
+
+from .._utils._blocks import canonical_block
+from .._utils._openmp_helpers import kernel_threads
+from . import _hpmf_fast as _fast
+from ._block_counts import compressed, entry_sums, row_entry_sums
+from ._hpmf_updates import _TRANSFORM_MAX_ITER, _TRANSFORM_SEARCH_SHARE, _TRANSFORM_TOL
+
+__all__ = ["DaskCounts", "current_client"]
+
+
+def current_client():
+    """The ``dask.distributed`` client that computes Dask collections now, or None."""
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks (run on the workers)
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_row_block(block, shape, check):
+    """A row chunk as canonical CSR arrays, checked; with its rows' sums."""
+    X = canonical_block(block)
+    if X.shape != shape:
+        raise ValueError(
+            f"A chunk of X has shape {X.shape}; expected {shape}. The Dask array's chunks "
+            "do not match its shape."
+        )
+    checked = check(X) if check is not None else None
+    arrays = compressed(X)
+    row_sums = np.asarray(X.sum(axis=1)).ravel()
+    return arrays, (row_sums, *row_entry_sums(arrays), X.nnz, checked)
+
+
+def _column_block(lo, hi, n_features, *row_blocks):
+    """Columns ``lo:hi`` of every row, as CSC arrays, from the row blocks' CSR arrays."""
+    parts = [
+        sparse.csr_matrix(arrays[::-1], shape=(arrays[0].shape[0] - 1, n_features))[:, lo:hi]
+        for arrays in row_blocks
+    ]
+    return compressed(sparse.vstack(parts, format="csr").tocsc())
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _second(pair):
+    return pair[1]
+
+
+def _expected_counts(arrays, major, minor, kk):
+    n, K = major.shape
+    z, xlogt, h = np.empty((n, K)), np.empty(n), np.empty(n if kk >= 0 else 0)
+    threads = kernel_threads(2 * K * arrays[2].size)
+    _fast.expected_counts(*arrays, major, minor, z, xlogt, h, kk, threads)
+    return z, xlogt, h
+
+
+def _product(arrays, Q):
+    out = np.empty((arrays[0].shape[0] - 1, Q.shape[1]))
+    _fast.sparse_dense_product(*arrays, Q, out, kernel_threads(2 * Q.shape[1] * arrays[2].size))
+    return out
+
+
+def _sampled_data_term(arrays, log_r, log_c):
+    xlogt = np.empty(log_r.shape[1])
+    threads = kernel_threads(2 * log_r.shape[0] * log_r.shape[2] * arrays[2].size)
+    _fast.sampled_data_term(*arrays, log_r, log_c, xlogt, threads)
+    return xlogt
+
+
+def _transform_rows(arrays, alpha, components_log, a, prior_rate, beta):
+    n = alpha.shape[0]
+    alpha = alpha.copy()
+    args = (_TRANSFORM_MAX_ITER, _TRANSFORM_TOL, _TRANSFORM_SEARCH_SHARE,
+            kernel_threads(40 * arrays[2].size * alpha.shape[1]))  # fmt: skip
+    xlogt, n_iter = np.empty(n), np.empty(n, dtype=np.intc)
+    _fast.transform_rows(*arrays, components_log, a, prior_rate, beta, alpha, xlogt, n_iter,
+                         *args)  # fmt: skip
+    return alpha, xlogt, n_iter
+
+
+# ---------------------------------------------------------------------------------------------
+# The client's side
+# ---------------------------------------------------------------------------------------------
+
+
+class DaskCounts:
+    """The counts of a Dask array, kept on the cluster of ``client`` during a fit.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        The counts, with one chunk along the columns.
+    client : distributed.Client
+        The cluster's client.
+    check : callable, default=None
+        Called on every row block (a canonical CSR matrix) on its worker; it raises to
+        refuse the data.
+    """
+
+    def __init__(self, X, client, check=None):
+        if X.numblocks[1] != 1:
+            raise ValueError(
+                f"The Dask array X has {X.numblocks[1]} chunks along its columns; the model "
+                "reads whole rows at a time. Rechunk it to one chunk of columns: "
+                "X.rechunk({1: -1})."
+            )
+        self.client = client
+        self.shape = tuple(int(s) for s in X.shape)
+        n, p = self.shape
+        edges = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(int)
+        self.row_bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        chunks = client.compute(list(X.to_delayed()[:, 0]))
+        read = [
+            client.submit(_read_row_block, chunk, (b - a, p), check, pure=False)
+            for chunk, (a, b) in zip(chunks, self.row_bounds)
+        ]
+        self.rows = client.map(_first, read)
+        summaries = client.gather(client.map(_second, read))
+        del chunks, read
+        self.row_sums = np.concatenate([s[0] for s in summaries])
+        self.nnz = int(sum(s[3] for s in summaries))
+        self.checked = [s[4] for s in summaries]
+        self.log_factorial, self.xlogx, self.total = entry_sums(
+            np.concatenate([s[1] for s in summaries]),
+            np.concatenate([s[2] for s in summaries]),
+            self.row_sums,
+        )
+        # as many column blocks as row blocks, cut by the shape alone
+        cuts = np.linspace(0, p, len(self.row_bounds) + 1).round().astype(int)
+        self.column_bounds = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+        self.columns = [
+            client.submit(_column_block, a, b, p, *self.rows, pure=False)
+            for a, b in self.column_bounds
+        ]
+        self.r = _DaskPass(self, self.rows, self.row_bounds)
+        self.c = _DaskPass(self, self.columns, self.column_bounds)
+
+
+class _DaskPass:
+    """The passes over the row blocks or the column blocks of a :class:`DaskCounts`."""
+
+    def __init__(self, counts, blocks, bounds):
+        self.client = counts.client
+        self.blocks = blocks
+        self.bounds = bounds
+
+    def _run(self, task, per_block, shared):
+        """``task(block, *per_block(a, b), *shared)`` on every block, results in order; the
+        shared arrays are sent to every worker once."""
+        shared = [
+            self.client.scatter(s, broadcast=True, hash=False) if isinstance(s, np.ndarray) else s
+            for s in shared
+        ]
+        futures = [
+            self.client.submit(task, block, *per_block(a, b), *shared, pure=False)
+            for block, (a, b) in zip(self.blocks, self.bounds)
+        ]
+        return self.client.gather(futures)
+
+    def expected_counts(self, major, minor, n_threads, kk=-1):
+        parts = self._run(_expected_counts, lambda a, b: (major[a:b],), (minor, kk))
+        z = np.concatenate([part[0] for part in parts])
+        xlogt = np.concatenate([part[1] for part in parts])
+        h = np.concatenate([part[2] for part in parts]) if kk >= 0 else np.empty(0)
+        return z, xlogt, h
+
+    def product(self, Q, n_threads):
+        return np.concatenate(self._run(_product, lambda a, b: (), (Q,)))
+
+    def sampled_data_term(self, log_r, log_c, xlogt, n_threads):
+        parts = self._run(
+            _sampled_data_term, lambda a, b: (np.ascontiguousarray(log_r[:, a:b]),), (log_c,)
+        )
+        xlogt[:] = np.concatenate(parts)
+
+    def transform_rows(self, components_log, a, prior_rate, beta, alpha, xlogt, n_iter, *args):
+        parts = self._run(
+            _transform_rows, lambda lo, hi: (alpha[lo:hi],), (components_log, a, prior_rate, beta)
+        )
+        for (lo, hi), (al, xl, it) in zip(self.bounds, parts):
+            alpha[lo:hi], xlogt[lo:hi], n_iter[lo:hi] = al, xl, it
