@@ -3,12 +3,14 @@
 import gzip
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from scipy import io as sio
 from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_cogaps import CoGAPS, match_components
 from sklearn_cogaps._cli import CommandLineError, main
@@ -684,3 +686,23 @@ def test_checkpoint_resumes_an_interrupted_run_to_the_uninterrupted_results(
         assert set(r.files) == set(ref.files)
         for name in ref.files:
             assert_array_equal(r[name], ref[name], err_msg=name)
+
+
+def test_init_and_chains_reach_the_model(capsys, tmp_path):
+    """--init nmf and --n-chains 2 give the fit of CoGAPS(init="nmf", n_chains=2), and the
+    summary reports the chains' diagnostics."""
+    X = make_patterns(n_samples=12, n_features=30, n_components=2, random_state=1)[0]
+    np.save(tmp_path / "x.npy", X)
+    out = tmp_path / "out.npz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        status, text, err = _run(capsys, [tmp_path / "x.npy", "-k", 2, "-n", 60, "--init", "nmf",
+                                          "--n-chains", 2, "-o", out])  # fmt: skip
+        model = CoGAPS(2, max_iter=60, init="nmf", n_chains=2, random_state=0).fit(X)
+    assert status == 0, err
+    assert "start 'nmf', 2 chains" in text
+    assert f"split R-hat of the chi-square {model.rhat_['chisq']:.3f}" in text
+    saved = np.load(out)
+    assert_array_equal(saved["patterns"], model.loadings_)
+    assert_array_equal(saved["rhat_amplitudes"], model.rhat_["components"])
+    assert saved["rhat_chisq"] == model.rhat_["chisq"]

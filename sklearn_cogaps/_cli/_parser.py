@@ -158,6 +158,23 @@ def build_parser():
         "that sample the model's posterior exactly (--birth-death is its former name)",
     )
     parser.add_argument(
+        "--init",
+        choices=("empty", "nmf"),
+        default="empty",
+        help="the chain's start: an empty atomic domain (default, as CoGAPS) or a weighted "
+        "NMF of INPUT with the fit's uncertainty, which reaches the posterior in far fewer "
+        "iterations",
+    )
+    parser.add_argument(
+        "--n-chains",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="independent chains, their patterns matched and their posteriors pooled, with "
+        "the split R-hat and effective sample sizes of the chi-square in the summary "
+        "(default 1)",
+    )
+    parser.add_argument(
         "--seed",
         type=int,
         default=0,

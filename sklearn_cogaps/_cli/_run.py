@@ -144,6 +144,14 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
             f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; the sampling phase "
             "never started: the results are the chain's last state, not a posterior mean"
         )
+    rhat = getattr(model, "rhat_", None)
+    if rhat is not None and status["complete"]:
+        print(
+            f"chains     {model.n_chains}: split R-hat of the chi-square {rhat['chisq']:.3f}, "
+            f"bulk ESS {model.ess_bulk_['chisq']:,.0f}; largest R-hat of W "
+            f"{np.nanmax(rhat['loadings']):.3f}, of H {np.nanmax(rhat['components']):.3f} "
+            "(above 1.01: run longer)"
+        )
     print(
         f"time       {wall:.2f} s wall for {n_iter:,} iterations "
         f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
@@ -167,9 +175,9 @@ def _run_example(args, make_model):
         f"CoGAPS on simulated data: {X.shape[0]} samples x {X.shape[1]} features made of {K} "
         f"patterns (sklearn_cogaps.datasets.make_patterns, random_state={args.seed})"
     )
-    print(
-        f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns fitted\n"
-    )
+    chains = f", {args.n_chains} chains" if args.n_chains > 1 else ""
+    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns "
+          f"fitted, start {args.init!r}{chains}\n")  # fmt: skip
     wall, n_threads = _fit(model, X, None, args.threads)
     order, corr_w = match_components(W, model.loadings_)
     corr_h = np.array([np.corrcoef(H[i], model.components_[order[i]])[0, 1] for i in range(K)])
@@ -280,7 +288,9 @@ def _run_file(args, make_model):
         print(f"sparse-data model: uncertainty {described}")
     else:
         print(f"dense model, uncertainty {described}")
-    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}\n")
+    chains = f", {args.n_chains} chains" if args.n_chains > 1 else ""
+    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}, "
+          f"start {args.init!r}{chains}\n")  # fmt: skip
     wall, n_threads = _fit(model, X, uncertainty, args.threads)
     names = (
         features if features is not None else np.array([f"feature {j}" for j in range(X.shape[1])])
@@ -325,6 +335,8 @@ def main(argv=None):
             max_gibbs_mass_W=args.max_gibbs_mass_w,
             max_gibbs_mass_H=args.max_gibbs_mass_h,
             solver=args.solver,
+            init=args.init,
+            n_chains=args.n_chains,
             random_state=args.seed,
             verbose=args.verbose,
             sparse_optimization=args.sparse_optimization,

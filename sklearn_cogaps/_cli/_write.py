@@ -97,6 +97,13 @@ def write_results(path, model, sample_names=None, feature_names=None):
             "n_sampling": np.int64(status["sampling"]),
             "uncertainty_model": np.str_(model.uncertainty_model_),
         }
+        rhat = getattr(model, "rhat_", None)
+        if rhat is not None:
+            # several chains: their diagnostics, in the file's names of W and H
+            for name, key in (("chisq", "chisq"), ("patterns", "loadings"),
+                              ("amplitudes", "components")):  # fmt: skip
+                arrays[f"rhat_{name}"] = np.asarray(rhat[key])
+                arrays[f"ess_bulk_{name}"] = np.asarray(model.ess_bulk_[key])
         if sample_names is not None:
             arrays["sample_names"] = np.asarray(sample_names, dtype=str)
         if feature_names is not None:

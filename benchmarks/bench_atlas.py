@@ -1,0 +1,231 @@
+"""HierarchicalPMF at atlas scale: counts read from disk a block of rows at a time, and on a
+dask.distributed LocalCluster.
+
+    python benchmarks/bench_atlas.py                      # 200,000 cells x 20,000 genes
+    python benchmarks/bench_atlas.py --cells 50000        # a smaller atlas
+    python benchmarks/bench_atlas.py --skip-cluster
+
+A simulated UMI count matrix (K = 10 gene programs with heavy-tailed gene weights, Dirichlet
+usages, a Gamma-Poisson library size of about 1,500 UMIs a cell) is written to an .h5ad in the temporary directory block by block:
+the whole matrix is never in memory, here or in the fits. Then, each in its own process:
+
+1. ``backed``: ``HierarchicalPMF(10, max_iter=ITER).fit(read_h5ad(path, backed="r"))``: the
+   wall time of the whole fit (start included), the time of each VBEM iteration, and the
+   peak resident memory (VmHWM, reset after the imports) against the file's size and the
+   counts' size as an in-memory CSR matrix (float64 data, int32 indices).
+2. ``subset``: the first ``--subset`` cells in a second file, fitted from the backed file and
+   in memory: the largest difference of their fitted arrays (0: the same bits).
+3. ``cluster``: the same fit of the whole file on a LocalCluster of 2 worker processes (one
+   thread each), X read by ``anndata.experimental.read_elem_lazy`` in chunks of rows: wall
+   time, the client's peak memory, and the largest difference from the backed fit.
+
+Nothing else may run during the timings. The cluster's workers keep the counts twice (row
+chunks and column blocks, as an in-memory fit keeps CSR and CSC): the 2 workers hold about
+two CSR copies between them.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from _memory import peak_rss_mb, reset_peak
+
+K_TRUE = 10
+CELLS_PER_BLOCK = 5000
+
+
+def simulate(path, n_cells, n_genes, seed=0):
+    """Write simulated counts to ``path`` (an .h5ad with CSR ``X``), block by block."""
+    import anndata as ad
+    import h5py
+    from scipy import sparse
+
+    rng = np.random.default_rng(seed)
+    # programs: each gene's weight in each program, sparse and heavy-tailed
+    programs = rng.gamma(0.1, 1.0, (K_TRUE, n_genes))
+    programs /= programs.sum(axis=1, keepdims=True)
+    ad.AnnData(
+        obs={"cell": np.arange(n_cells).astype(str)},
+        var={"gene": np.arange(n_genes).astype(str)},
+    ).write_h5ad(path)
+    with h5py.File(path, "a") as f:
+        g = f.create_group("X")
+        g.attrs.update({"encoding-type": "csr_matrix", "encoding-version": "0.1.0",
+                        "shape": np.array([n_cells, n_genes])})  # fmt: skip
+        data = g.create_dataset("data", (0,), np.float32, maxshape=(None,), chunks=(2**20,))
+        indices = g.create_dataset("indices", (0,), np.int32, maxshape=(None,), chunks=(2**20,))
+        indptr = [np.zeros(1, dtype=np.int64)]
+        cdf = np.cumsum(programs, axis=1)
+        for a in range(0, n_cells, CELLS_PER_BLOCK):
+            b = min(a + CELLS_PER_BLOCK, n_cells)
+            usage = rng.dirichlet(np.full(K_TRUE, 0.3), size=b - a)
+            # Poisson counts given the cell's total are multinomial: draw each cell's UMIs
+            # (about 1,500) over its programs, then each UMI's gene from its program
+            umis = rng.poisson(rng.gamma(4.0, 1500 / 4.0, size=b - a))
+            per_program = rng.multinomial(umis, usage)
+            cells, genes = [], []
+            for k in range(K_TRUE):
+                cells.append(np.repeat(np.arange(b - a), per_program[:, k]))
+                draws = rng.random(per_program[:, k].sum()) * cdf[k, -1]
+                genes.append(np.minimum(np.searchsorted(cdf[k], draws), n_genes - 1))
+            cells, genes = np.concatenate(cells), np.concatenate(genes)
+            block = sparse.csr_matrix(
+                (np.ones(cells.size, dtype=np.float32), (cells, genes)), shape=(b - a, n_genes)
+            )
+            block.sum_duplicates()
+            n = data.shape[0]
+            data.resize((n + block.nnz,))
+            indices.resize((n + block.nnz,))
+            data[n:], indices[n:] = block.data, block.indices
+            indptr.append(block.indptr[1:].astype(np.int64) + n)
+        g.create_dataset("indptr", data=np.concatenate(indptr))
+    return int(np.concatenate(indptr)[-1])
+
+
+def _timed_class():
+    """A HierarchicalPMF subclass that records when each iteration ends."""
+    from sklearn_cogaps import HierarchicalPMF
+
+    class Timed(HierarchicalPMF):
+        def _iterate(self, state, iteration):
+            value = super()._iterate(state, iteration)
+            self._stamps.append(time.perf_counter())
+            return value
+
+    return Timed
+
+
+def _fitted(est):
+    return {name: getattr(est, name) for name in ("loadings_", "components_", "lower_bound_")}
+
+
+def _max_diff(a, b):
+    return max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in a)
+
+
+def run_backed(path, max_iter, out):
+    import anndata as ad
+
+    Timed = _timed_class()
+    adata = ad.read_h5ad(path, backed="r")
+    base = reset_peak()
+    est = Timed(10, max_iter=max_iter, random_state=0)
+    est._stamps = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        est.fit(adata)
+        seconds = time.perf_counter() - t0
+    per_iter = np.diff(est._stamps)
+    np.savez(out, **_fitted(est))
+    print(json.dumps(dict(seconds=seconds, per_iter=float(np.median(per_iter)),
+                          peak=peak_rss_mb() - base)))  # fmt: skip
+
+
+def run_subset(path):
+    import anndata as ad
+
+    from sklearn_cogaps import HierarchicalPMF
+
+    adata = ad.read_h5ad(path, backed="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        backed = HierarchicalPMF(10, max_iter=20, random_state=0).fit(adata)
+        memory = HierarchicalPMF(10, max_iter=20, random_state=0).fit(adata.to_memory().X)
+    print(json.dumps(dict(diff=_max_diff(_fitted(backed), _fitted(memory)))))
+
+
+def run_cluster(path, max_iter, rows, reference):
+    import distributed
+    import h5py
+    from anndata.experimental import read_elem_lazy
+
+    from sklearn_cogaps import HierarchicalPMF
+
+    with (
+        distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                 host="127.0.0.1", dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+        h5py.File(path, "r") as f,
+    ):  # fmt: skip
+        X = read_elem_lazy(f["X"], chunks=(rows, f["X"].attrs["shape"][1]))
+        base = reset_peak()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            est = HierarchicalPMF(10, max_iter=max_iter, random_state=0).fit(X)
+            seconds = time.perf_counter() - t0
+        peak = peak_rss_mb() - base
+    ref = dict(np.load(reference))
+    print(json.dumps(dict(seconds=seconds, peak=peak, diff=_max_diff(_fitted(est), ref))))
+
+
+def _spawn(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, __file__, *map(str, args)], capture_output=True,
+                         text=True, env=env)  # fmt: skip
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise SystemExit(f"{args[0]} failed:\n{out.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", type=int, default=200_000)
+    parser.add_argument("--genes", type=int, default=20_000)
+    parser.add_argument("--subset", type=int, default=20_000)
+    parser.add_argument("--max-iter", type=int, default=10)
+    parser.add_argument("--skip-cluster", action="store_true")
+    args = parser.parse_args()
+    tmp = Path(tempfile.gettempdir())
+    path = tmp / f"sklearn_cogaps_atlas_{args.cells}x{args.genes}.h5ad"
+    if not path.exists():
+        t0 = time.perf_counter()
+        nnz = simulate(path, args.cells, args.genes)
+        print(f"wrote {path} ({nnz:,} stored counts) in {time.perf_counter() - t0:.0f} s")
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        nnz = int(f["X/indptr"][-1])
+    file_mb = path.stat().st_size / 2**20
+    csr_mb = (12 * nnz + 8 * (args.cells + 1)) / 2**20
+    print(f"{args.cells:,} cells x {args.genes:,} genes, {nnz:,} stored counts "
+          f"({nnz / args.cells / args.genes:.2%}); file {file_mb:,.0f} MB, "
+          f"in-memory CSR (float64) {csr_mb:,.0f} MB")  # fmt: skip
+    subset = tmp / f"sklearn_cogaps_atlas_{args.subset}x{args.genes}.h5ad"
+    if not subset.exists():
+        simulate(subset, args.subset, args.genes)
+    r = _spawn("--subset-run", subset)
+    print(f"subset of {args.subset:,} cells: backed fit vs in-memory fit, largest difference "
+          f"of loadings_, components_, lower_bound_: {r['diff']:.3g}")  # fmt: skip
+    reference = tmp / "sklearn_cogaps_atlas_backed_fit.npz"
+    r = _spawn("--backed-run", path, args.max_iter, reference)
+    print(f"backed fit, {args.max_iter} iterations: {r['seconds']:.1f} s (start included), "
+          f"{r['per_iter']:.2f} s per VBEM iteration (median), peak {r['peak']:,.0f} MB above "
+          f"the process = {r['peak'] / file_mb:.2f} x the file, "
+          f"{r['peak'] / csr_mb:.2f} x the in-memory CSR")  # fmt: skip
+    if not args.skip_cluster:
+        rows = max(1, 2**22 * args.cells // max(nnz, 1))
+        r = _spawn("--cluster-run", path, args.max_iter, rows, reference)
+        print(f"LocalCluster (2 worker processes, 1 thread each), chunks of {rows:,} rows: "
+              f"{r['seconds']:.1f} s, client peak {r['peak']:,.0f} MB, largest difference "
+              f"from the backed fit {r['diff']:.3g}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--backed-run":
+        run_backed(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--subset-run":
+        run_subset(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--cluster-run":
+        run_cluster(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    else:
+        main()
