@@ -402,6 +402,13 @@ class HierarchicalPMF(
                 stacklevel=4,
             )
 
+    def _read_counts(self, X, reset):
+        """The dtype of the results, and X validated: in memory, or read by blocks of rows
+        (:class:`BlockCounts`, or :class:`DaskCounts` on a cluster) when out of core."""
+        if is_out_of_core(X):
+            return _source_dtype(X), self._out_of_core_counts(X, reset)
+        return data_dtype(X), self._validate_counts(X, reset)
+
     def _out_of_core_counts(self, X, reset):
         """The counts of an out-of-core X (a backed AnnData, a Dask, HDF5 or zarr array), read
         a block of rows at a time, every block checked as :meth:`_validate_counts` checks X."""
@@ -625,12 +632,8 @@ class HierarchicalPMF(
             The fitted estimator.
         """
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
-        if is_out_of_core(X):
-            dtype = _source_dtype(X)
-            counts = self._out_of_core_counts(X, reset=True)
-        else:
-            dtype = data_dtype(X)
-            counts = _Counts(self._validate_counts(X, reset=True))
+        dtype, counts = self._read_counts(X, reset=True)
+        counts = counts if isinstance(counts, (BlockCounts, DaskCounts)) else _Counts(counts)
         if self.solver != "pathwise":
             warn_unused_parameters(
                 self,
@@ -713,12 +716,7 @@ class HierarchicalPMF(
             Posterior means E[l_i] of the rows.
         """
         check_is_fitted(self)
-        if is_out_of_core(X):
-            dtype = _source_dtype(X)
-            X = self._out_of_core_counts(X, reset=False)
-        else:
-            dtype = data_dtype(X)
-            X = self._validate_counts(X, reset=False)
+        dtype, X = self._read_counts(X, reset=False)
         # estimators pickled before the option existed give the variational mean
         if getattr(self, "new_rows", "variational") == "conditional_mean":
             return self._conditional_means(X).astype(dtype, copy=False)
@@ -759,7 +757,7 @@ class HierarchicalPMF(
         Parameters
         ----------
         X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
-            Non-negative counts.
+            Non-negative counts; out-of-core sources as in :meth:`fit`.
         y : Ignored
             Not used, present for API consistency. A second positional array of the shape
             of X is refused.
@@ -771,7 +769,7 @@ class HierarchicalPMF(
         """
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice=_NO_SIDE_INPUT.replace("fit", "score"))
-        X = self._validate_counts(X, reset=False)
+        _, X = self._read_counts(X, reset=False)
         counts, alpha, beta, xlogt = self._regress_rows(X)
         L = _Side(alpha, beta, self.prior_loadings_shape_, self.prior_loadings_rate_)
         cross = float(np.sum(L.mean @ self._components64().sum(axis=1)))

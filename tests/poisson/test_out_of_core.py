@@ -73,6 +73,7 @@ def test_backed_anndata_fit_equals_the_in_memory_fit(backed, small_blocks, solve
     _assert_same_fit(est, ref)
     assert_array_equal(est.feature_names_in_, adata.var_names)
     assert_array_equal(est.transform(adata), ref.transform(X))
+    assert est.score(adata) == ref.score(X)
 
 
 def test_dask_array_fit_and_transform_equal_the_in_memory_ones():
