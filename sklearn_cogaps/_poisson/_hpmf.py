@@ -64,8 +64,7 @@ __all__ = ["HierarchicalPMF"]
 def _check_block(estimator, block):
     """Refuse a block of out-of-core counts as ``fit`` refuses X; whether it has fractions."""
     validate_input(estimator, block, reset=False, check=check_array, accept_sparse="csr",
-                   dtype=np.float64, ensure_non_negative=True,
-                   input_name=type(estimator).__name__)  # fmt: skip
+                   dtype=np.float64, ensure_non_negative=True, input_name="X")  # fmt: skip
     return has_fractions(block.data)
 
 

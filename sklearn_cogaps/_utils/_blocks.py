@@ -4,7 +4,8 @@ A fit whose updates are sums over rows (the Poisson models' passes) can read its
 consecutive blocks of rows, with memory bounded by one block and the model. The sources:
 
 * a backed AnnData (``anndata.read_h5ad(path, backed="r")``): its ``.X``, CSR or dense;
-* anndata's backed sparse dataset of a layer (``anndata.io.sparse_dataset(group)``);
+* anndata's backed sparse dataset of a layer (``anndata.io.sparse_dataset(group)``), or
+  the HDF5 or zarr group of a sparse matrix in an .h5ad or .zarr store itself;
 * an HDF5 (h5py) or zarr 2-D dataset of dense values;
 * a Dask array (its own row chunks are the blocks; a single chunk along the columns).
 
@@ -26,10 +27,21 @@ def _module(obj):
 
 
 def _backed_matrix(X):
-    """The matrix of a backed AnnData, or None."""
+    """The matrix of a backed AnnData when it is read from the file, or None (a view of a
+    backed AnnData holds its subset in memory)."""
     if _module(X) == "anndata" and hasattr(X, "X") and getattr(X, "isbacked", False):
-        return X.X
+        matrix = X.X
+        return matrix if _kind(matrix) is not None else None
     return None
+
+
+def _encoding(X):
+    """The anndata encoding of an HDF5 or zarr group (``"csr_matrix"``...), or None."""
+    try:
+        encoding = X.attrs.get("encoding-type", None)
+    except AttributeError:
+        return None
+    return encoding.decode() if isinstance(encoding, bytes) else encoding
 
 
 def is_out_of_core(X):
@@ -45,6 +57,8 @@ def _kind(X):
         return "dask"
     if module == "anndata" and hasattr(X, "format") and hasattr(X, "group"):
         return "sparse_dataset"
+    if module in ("h5py", "zarr") and _encoding(X) in ("csr_matrix", "csc_matrix"):
+        return "sparse_group"  # the group of a sparse matrix in an .h5ad or .zarr store
     if module in ("h5py", "zarr") and hasattr(X, "shape") and hasattr(X, "dtype"):
         return "dense_dataset"
     return None
@@ -95,9 +109,23 @@ class RowBlocks:
         if self.kind is None:
             # a backed AnnData's .X that is not a dataset (anndata reads some layouts whole)
             raise TypeError(f"{type(self.source).__name__} is not an out-of-core matrix.")
-        if len(self.source.shape) != 2:
-            raise ValueError(f"X must be 2-D; got shape {tuple(self.source.shape)}.")
-        self.shape = tuple(int(s) for s in self.source.shape)
+        if self.kind == "dask" and np.any(np.isnan(np.asarray(self.source.shape, float))):
+            raise ValueError(
+                "The Dask array X has unknown chunk sizes (after a filter of its rows, for "
+                "example): the model needs them to place its blocks. Compute them first: "
+                "X.compute_chunk_sizes()."
+            )
+        if self.kind == "sparse_group":
+            self.group = self.source
+            self.format = _encoding(self.source)[:3]
+            shape = self.source.attrs["shape"]
+        else:
+            self.group = getattr(self.source, "group", None)
+            self.format = getattr(self.source, "format", None)
+            shape = self.source.shape
+        if len(shape) != 2:
+            raise ValueError(f"X must be 2-D; got shape {tuple(shape)}.")
+        self.shape = tuple(int(s) for s in shape)
         n, p = self.shape
         if self.kind == "dask":
             if self.source.numblocks[1] != 1:
@@ -107,15 +135,15 @@ class RowBlocks:
                     "columns: X.rechunk({1: -1})."
                 )
             edges = np.concatenate([[0], np.cumsum(self.source.chunks[0])])
-        elif self.kind == "sparse_dataset":
-            if self.source.format != "csr":
+        elif self.kind in ("sparse_dataset", "sparse_group"):
+            if self.format != "csr":
                 raise ValueError(
-                    f"The backed matrix is stored as {self.source.format.upper()}; the model "
+                    f"The backed matrix is stored as {self.format.upper()}; the model "
                     "reads blocks of rows, which a CSC file does not store together. Write "
                     "the counts as CSR (for example adata.X = adata.X.tocsr() before "
                     "write_h5ad), or load them: adata.to_memory()."
                 )
-            indptr = np.asarray(self.source.group["indptr"][...], dtype=np.int64)
+            indptr = np.asarray(self.group["indptr"][...], dtype=np.int64)
             self._indptr = indptr
             # blocks of about block_entries stored entries, at least one row each
             cuts = np.searchsorted(indptr, np.arange(0, indptr[-1], block_entries), "right")
@@ -133,9 +161,9 @@ class RowBlocks:
         a, b = self.bounds[index]
         if self.kind == "dask":
             block = self.source.blocks[index, 0].compute()
-        elif self.kind == "sparse_dataset":
+        elif self.kind in ("sparse_dataset", "sparse_group"):
             # the rows' slices of the stored arrays, read directly (h5py or zarr)
-            group, indptr = self.source.group, self._indptr
+            group, indptr = self.group, self._indptr
             s, e = int(indptr[a]), int(indptr[b])
             block = sparse.csr_matrix(
                 (group["data"][s:e], group["indices"][s:e], indptr[a : b + 1] - s),

@@ -54,7 +54,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
     X, names = unwrap_anndata(X)
     try:
         if check is check_array:
-            return check_array(X, **kwargs)
+            # the messages name the estimator, as validate_data's do
+            return check_array(X, estimator=estimator, **kwargs)
         if names is None:
             return validate_data(estimator, X, reset=reset, **kwargs)
         with warnings.catch_warnings():

@@ -151,9 +151,28 @@ def test_memory_of_a_backed_fit_is_bounded_by_a_block_and_the_model(tmp_path, mo
     assert peak < 0.5 * csr_bytes, (peak, csr_bytes)
 
 
+def test_a_view_of_a_backed_anndata_and_the_group_of_its_matrix(backed, small_blocks):
+    """A view of a backed AnnData holds its subset in memory: it is fitted as such (and so
+    a search over the backed AnnData works); the HDF5 group of the matrix is read by rows."""
+    from sklearn.model_selection import GridSearchCV
+
+    X, adata = backed
+    kw = dict(n_components=3, max_iter=10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _assert_same_fit(HierarchicalPMF(**kw).fit(adata[:150]), HierarchicalPMF(**kw).fit(X[:150]))
+        search = GridSearchCV(HierarchicalPMF(max_iter=5), {"n_components": [2, 3]}, cv=2)
+        assert np.all(np.isfinite(search.fit(adata).cv_results_["mean_test_score"]))
+        _assert_same_fit(HierarchicalPMF(**kw).fit(adata.file["X"]), HierarchicalPMF(**kw).fit(X))
+
+
 def test_sources_that_cannot_be_read_by_rows_are_refused(tmp_path):
     da = pytest.importorskip("dask.array")
     X = _counts(n=60, seed=4)
+    filtered = da.from_array(X.toarray(), chunks=(20, -1))
+    filtered = filtered[filtered.sum(axis=1) > 0]
+    with pytest.raises(ValueError, match=r"unknown chunk sizes.*X.compute_chunk_sizes\(\)"):
+        HierarchicalPMF(2).fit(filtered)
     with pytest.raises(ValueError, match=r"chunks along its columns.*X.rechunk\(\{1: -1\}\)"):
         HierarchicalPMF(2).fit(da.from_array(X.toarray(), chunks=(30, 45)))
     adata = ad.AnnData(X.tocsc())
@@ -170,10 +189,10 @@ def test_blocks_are_checked_as_in_memory_data_are(tmp_path):
     da = pytest.importorskip("dask.array")
     X = _counts(n=60, seed=5).toarray()
     X[45, 3] = -1.0
-    with pytest.raises(ValueError, match="Negative values in data passed to HierarchicalPMF"):
+    with pytest.raises(ValueError, match="Negative values in data passed to X in HierarchicalPMF"):
         HierarchicalPMF(2).fit(da.from_array(X, chunks=(20, -1)))
     X[45, 3] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="Input X contains NaN"):
         HierarchicalPMF(2).fit(da.from_array(X, chunks=(20, -1)))
     with pytest.raises(ValueError, match="contains only zeros"):
         HierarchicalPMF(2).fit(da.zeros((40, 10), chunks=(20, -1)))
