@@ -17,8 +17,9 @@ from scipy.special import digamma, gammaln, polygamma
 
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import draw_seeds
+from .._utils._validation import canonical_csr
 from . import _hpmf_fast as _fast
-from ._block_counts import entry_sums, row_entry_sums
+from ._block_counts import compressed, entry_sums, row_entry_sums
 
 # Bounds of the learned prior shapes: the empirical-Bayes shape equation has no finite root
 # when every posterior mean of a component is equal.
@@ -43,17 +44,10 @@ class _Counts:
     ``transform`` need neither."""
 
     def __init__(self, X):
-        Xr = X if sparse.issparse(X) and X.format == "csr" else sparse.csr_matrix(X)
         # a canonical CSR matrix without stored zeros is used as it is, without a copy
-        if not Xr.has_canonical_format or not np.all(Xr.data != 0):
-            # a CSR made from a CSR shares its arrays (as views): copy before working in place
-            shared = Xr is X or (sparse.issparse(X) and np.shares_memory(Xr.data, X.data))
-            Xr = Xr.copy() if shared else Xr
-            Xr.sum_duplicates()
-            Xr.eliminate_zeros()
+        Xr = canonical_csr(X)
         self.shape = Xr.shape
-        index_dtype = np.int32 if max(Xr.nnz, *Xr.shape) < 2**31 - 1 else np.int64
-        self.r = _compressed(Xr, index_dtype)
+        self.r = compressed(Xr)
         self.row_sums = np.asarray(Xr.sum(axis=1)).ravel()
         self.nnz = Xr.nnz
 
@@ -62,7 +56,7 @@ class _Counts:
         """The CSC copy, from the CSR one."""
         indptr, indices, data = self.r
         Xr = sparse.csr_matrix((data, indices, indptr), shape=self.shape)
-        return _compressed(Xr.tocsc(), indices.dtype)
+        return compressed(Xr.tocsc())
 
     @functools.cached_property
     def _entry_sums(self):
@@ -87,14 +81,6 @@ class _Counts:
 def log_factorial_sum(data):
     """``sum ln Gamma(x + 1)`` over ``data``, in chunks: no temporary the size of X."""
     return float(sum(gammaln(data[a : a + 2**20] + 1.0).sum() for a in range(0, data.size, 2**20)))
-
-
-def _compressed(M, index_dtype):
-    return (
-        np.ascontiguousarray(M.indptr, dtype=index_dtype),
-        np.ascontiguousarray(M.indices, dtype=index_dtype),
-        np.ascontiguousarray(M.data, dtype=np.float64),
-    )
 
 
 class _Side:
@@ -333,15 +319,15 @@ def _newton_step(counts, L, F, learn, n_threads):
     the priors then take their empirical-Bayes values.
     """
     K = L.alpha.shape[1]
-    for S, other, compressed in ((L, F, counts.r), (F, L, counts.c)):
+    for S, other, axis in ((L, F, counts.r), (F, L, counts.c)):
         for k in range(K):
             for update, by_row in ((_newton_side, True), (_newton_rate, False)):
-                z, xl, h = _pass_rows(compressed, S.elog, other.elog, n_threads, k)
+                z, xl, h = _pass_rows(axis, S.elog, other.elog, n_threads, k)
                 before = S.row_objective(xl, other)
                 old_alpha, old_beta = S.alpha[:, k].copy(), S.beta[k]
                 update(z, h, k, S, float(other.mean[:, k].sum()))
                 S.refresh()
-                xl = _pass_rows(compressed, S.elog, other.elog, n_threads)[1]
+                xl = _pass_rows(axis, S.elog, other.elog, n_threads)[1]
                 after = S.row_objective(xl, other)
                 if by_row:
                     worse = after < before
@@ -349,7 +335,7 @@ def _newton_step(counts, L, F, learn, n_threads):
                         # where Newton fails, try the coordinate-ascent value a + Z instead
                         S.alpha[worse, k] = S.a[k] + z[worse, k]
                         S.refresh()
-                        xl = _pass_rows(compressed, S.elog, other.elog, n_threads)[1]
+                        xl = _pass_rows(axis, S.elog, other.elog, n_threads)[1]
                         worse &= S.row_objective(xl, other) < before
                         S.alpha[worse, k] = old_alpha[worse]
                         S.refresh()

@@ -15,6 +15,8 @@ Optional packages are recognised by their modules, never imported here.
 import numpy as np
 from scipy import sparse
 
+from ._validation import canonical_csr
+
 __all__ = ["BLOCK_ENTRIES", "RowBlocks", "canonical_block", "is_out_of_core"]
 
 #: Stored entries (sparse) or values (dense) read at a time from a source without chunks
@@ -65,22 +67,14 @@ def _kind(X):
 
 
 def canonical_block(block):
-    """A block as a canonical float64 CSR matrix (summed duplicates, no stored zeros)."""
+    """A block as a canonical float64 CSR matrix (:func:`canonical_csr`)."""
     if hasattr(block, "to_scipy_sparse"):  # pydata/sparse arrays from a Dask array
         block = block.to_scipy_sparse()
-    if sparse.issparse(block):
-        block = sparse.csr_matrix(block, dtype=np.float64)
-        if not block.has_canonical_format:
-            block = block.copy()
-            block.sum_duplicates()
-        if not np.all(block.data != 0):
-            block = block.copy()
-            block.eliminate_zeros()
-        return block
-    block = np.asarray(block, dtype=np.float64)
-    if block.ndim != 2:
-        raise ValueError(f"A block of rows must be 2-D; got shape {block.shape}.")
-    return sparse.csr_matrix(block)
+    if not sparse.issparse(block):
+        block = np.asarray(block, dtype=np.float64)
+        if block.ndim != 2:
+            raise ValueError(f"A block of rows must be 2-D; got shape {block.shape}.")
+    return canonical_csr(block)
 
 
 class RowBlocks:
