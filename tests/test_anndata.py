@@ -253,3 +253,17 @@ def test_anndata_results_of_an_estimator_without_factors_says_so():
     xd = ExtremeDeconvolution(2, max_iter=5, random_state=0).fit(POINTS)
     with pytest.raises(TypeError, match=r"ExtremeDeconvolution has none.*predict"):
         anndata_results(xd, "xd")
+
+
+def test_poisson_loglik_of_an_anndata_keeps_its_gene_names():
+    """The rows' loadings of poisson_loglik(adata) come from the AnnData as given: no warning
+    that X lost the feature names the model was fitted with."""
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(rng.gamma(0.5, 2.0, (40, 2)) @ rng.gamma(0.5, 2.0, (2, 25)))
+    adata = _adata(counts.astype(float))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = HierarchicalPMF(2, max_iter=20, random_state=0).fit(adata)
+        warnings.simplefilter("error", UserWarning)
+        value = model.poisson_loglik(adata)
+    assert value == model.poisson_loglik(counts.astype(float))

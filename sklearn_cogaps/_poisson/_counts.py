@@ -297,11 +297,12 @@ class CountModelMixin(RecommenderMixin):
                 "Give the rows' loadings one way: users=... (training rows) or fit_on=... "
                 "(counts to fit them on), not both."
             )
-        X = self._validate_counts(X, reset=False)
+        given, X = X, self._validate_counts(X, reset=False)
         if users is not None:
             W = self._loadings_of(users, X.shape[0])
         else:
-            source = X if fit_on is None else fit_on
+            # the input as given: transform checks an AnnData's names against the fit's
+            source = given if fit_on is None else fit_on
             W = np.asarray(self.transform(source), dtype=np.float64)
             if W.shape[0] != X.shape[0]:
                 raise ValueError(
