@@ -17,7 +17,7 @@ import numpy as np
 from .._utils._openmp_helpers import kernel_threads
 from . import _hpmf_fast as _fast
 
-__all__ = ["BlockCounts", "compressed", "entry_sums", "row_entry_sums"]
+__all__ = ["BlockCounts", "block_summary", "compressed", "entry_sums", "row_entry_sums"]
 
 
 def compressed(M):
@@ -45,6 +45,15 @@ def entry_sums(row_log_factorial, row_xlogx, row_sums):
     return tuple(float(np.sum(v)) for v in (row_log_factorial, row_xlogx, row_sums))
 
 
+def block_summary(X, check=None):
+    """What a fit keeps of a block of rows (canonical CSR) besides the block: what ``check``
+    returns, the rows' sums, their ``sum ln Gamma(x + 1)`` and ``sum x ln x``, and the
+    number of stored counts."""
+    checked = check(X) if check is not None else None
+    row_sums = np.asarray(X.sum(axis=1)).ravel()
+    return (checked, row_sums, *row_entry_sums(compressed(X)), X.nnz)
+
+
 class BlockCounts:
     """The counts of an out-of-core X, read a block of rows at a time.
 
@@ -68,11 +77,12 @@ class BlockCounts:
         self.nnz = 0
         self.checked = []
         for a, X in blocks:
-            self.checked.append(check(X) if check is not None else None)
             rows = slice(a, a + X.shape[0])
-            self.row_sums[rows] = np.asarray(X.sum(axis=1)).ravel()
-            log_factorial[rows], xlogx[rows] = row_entry_sums(compressed(X))
-            self.nnz += X.nnz
+            checked, self.row_sums[rows], log_factorial[rows], xlogx[rows], nnz = block_summary(
+                X, check
+            )
+            self.checked.append(checked)
+            self.nnz += nnz
         self.log_factorial, self.xlogx, self.total = entry_sums(log_factorial, xlogx,
                                                                 self.row_sums)  # fmt: skip
         self.r = _Pass(self, columns=False)

@@ -17,7 +17,7 @@ from scipy import sparse
 from .._utils._blocks import canonical_block
 from .._utils._openmp_helpers import kernel_threads
 from . import _hpmf_fast as _fast
-from ._block_counts import compressed, entry_sums, row_entry_sums
+from ._block_counts import block_summary, compressed, entry_sums
 from ._hpmf_updates import _TRANSFORM_MAX_ITER, _TRANSFORM_SEARCH_SHARE, _TRANSFORM_TOL
 
 __all__ = ["DaskCounts", "current_client"]
@@ -48,10 +48,7 @@ def _read_row_block(block, shape, check):
             f"A chunk of X has shape {X.shape}; expected {shape}. The Dask array's chunks "
             "do not match its shape."
         )
-    checked = check(X) if check is not None else None
-    arrays = compressed(X)
-    row_sums = np.asarray(X.sum(axis=1)).ravel()
-    return arrays, (row_sums, *row_entry_sums(arrays), X.nnz, checked)
+    return compressed(X), block_summary(X, check)
 
 
 def _column_block(lo, hi, n_features, *row_blocks):
@@ -113,8 +110,9 @@ class DaskCounts:
 
     Parameters
     ----------
-    X : dask.array.Array
-        The counts, with one chunk along the columns.
+    blocks : RowBlocks
+        The row chunks of a Dask array of counts (one chunk along the columns, known sizes:
+        :class:`~sklearn_cogaps._utils._blocks.RowBlocks` checks both).
     client : distributed.Client
         The cluster's client.
     check : callable, default=None
@@ -122,18 +120,12 @@ class DaskCounts:
         refuse the data.
     """
 
-    def __init__(self, X, client, check=None):
-        if X.numblocks[1] != 1:
-            raise ValueError(
-                f"The Dask array X has {X.numblocks[1]} chunks along its columns; the model "
-                "reads whole rows at a time. Rechunk it to one chunk of columns: "
-                "X.rechunk({1: -1})."
-            )
+    def __init__(self, blocks, client, check=None):
+        X = blocks.source
         self.client = client
-        self.shape = tuple(int(s) for s in X.shape)
-        n, p = self.shape
-        edges = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(int)
-        self.row_bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        self.shape = blocks.shape
+        p = self.shape[1]
+        self.row_bounds = blocks.bounds
         chunks = client.compute(list(X.to_delayed()[:, 0]))
         read = [
             client.submit(_read_row_block, chunk, (b - a, p), check, pure=False)
@@ -142,12 +134,12 @@ class DaskCounts:
         self.rows = client.map(_first, read)
         summaries = client.gather(client.map(_second, read))
         del chunks, read
-        self.row_sums = np.concatenate([s[0] for s in summaries])
-        self.nnz = int(sum(s[3] for s in summaries))
-        self.checked = [s[4] for s in summaries]
+        self.checked = [s[0] for s in summaries]
+        self.row_sums = np.concatenate([s[1] for s in summaries])
+        self.nnz = int(sum(s[4] for s in summaries))
         self.log_factorial, self.xlogx, self.total = entry_sums(
-            np.concatenate([s[1] for s in summaries]),
             np.concatenate([s[2] for s in summaries]),
+            np.concatenate([s[3] for s in summaries]),
             self.row_sums,
         )
         # as many column blocks as row blocks, cut by the shape alone

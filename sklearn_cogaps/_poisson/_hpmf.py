@@ -429,7 +429,7 @@ class HierarchicalPMF(
         check = functools.partial(_check_block, self)
         client = current_client() if blocks.kind == "dask" else None
         if client is not None:
-            counts = DaskCounts(blocks.source, client, check)
+            counts = DaskCounts(blocks, client, check)
         else:
             counts = BlockCounts(blocks, check)
         self._check_values(counts.shape, reset and counts.nnz == 0, np.array([counts.total]),
