@@ -20,19 +20,7 @@ from . import _hpmf_fast as _fast
 from ._block_counts import block_summary, compressed, entry_sums
 from ._hpmf_updates import _TRANSFORM_MAX_ITER, _TRANSFORM_SEARCH_SHARE, _TRANSFORM_TOL
 
-__all__ = ["DaskCounts", "current_client"]
-
-
-def current_client():
-    """The ``dask.distributed`` client that computes Dask collections now, or None."""
-    try:
-        from distributed import default_client
-    except ImportError:
-        return None
-    try:
-        return default_client()
-    except ValueError:
-        return None
+__all__ = ["DaskCounts"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,11 +26,16 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._adam import Adam
 from .._utils._anndata import is_anndata
-from .._utils._blocks import RowBlocks, is_out_of_core
+from .._utils._blocks import RowBlocks, current_client, is_out_of_core
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
-from .._utils._validation import check_ignored_y, data_dtype, validate_input
+from .._utils._validation import (
+    check_ignored_y,
+    data_dtype,
+    out_of_core_features,
+    validate_input,
+)
 from ._block_counts import BlockCounts
 from ._counts import (
     COUNTS_ADVICE,
@@ -42,7 +47,7 @@ from ._counts import (
     log_of_factor,
     loglik,
 )
-from ._dask_counts import DaskCounts, current_client
+from ._dask_counts import DaskCounts
 from ._hpmf_updates import (
     _augmented_elbo,
     _Counts,
@@ -411,21 +416,10 @@ class HierarchicalPMF(
     def _out_of_core_counts(self, X, reset):
         """The counts of an out-of-core X (a backed AnnData, a Dask, HDF5 or zarr array), read
         a block of rows at a time, every block checked as :meth:`_validate_counts` checks X."""
-        names = np.asarray(X.var_names, dtype=object) if is_anndata(X) else None
         blocks = RowBlocks(X)
         if not reset:
             check_is_fitted(self)
-            if blocks.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"X has {blocks.shape[1]} features, but {type(self).__name__} is "
-                    f"expecting {self.n_features_in_} features as input."
-                )
-            fitted = getattr(self, "feature_names_in_", None)
-            if names is not None and fitted is not None and not np.array_equal(names, fitted):
-                raise ValueError(
-                    "The AnnData's var_names differ from the feature names seen in fit; "
-                    f"select them: adata[:, {type(self).__name__.lower()}.feature_names_in_]."
-                )
+            out_of_core_features(self, X, blocks.shape[1], reset=False)
         check = functools.partial(_check_block, self)
         client = current_client() if blocks.kind == "dask" else None
         if client is not None:
@@ -435,12 +429,7 @@ class HierarchicalPMF(
         self._check_values(counts.shape, reset and counts.nnz == 0, np.array([counts.total]),
                            any(counts.checked))  # fmt: skip
         if reset:
-            self.__dict__.pop("_anndata_layer", None)
-            self.n_features_in_ = counts.shape[1]
-            if names is None:
-                self.__dict__.pop("feature_names_in_", None)
-            else:
-                self.feature_names_in_ = names
+            out_of_core_features(self, X, counts.shape[1], reset=True)
         return counts
 
     # -- the fitting loop's hooks ------------------------------------------------------------

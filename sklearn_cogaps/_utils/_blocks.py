@@ -17,7 +17,13 @@ from scipy import sparse
 
 from ._validation import canonical_csr
 
-__all__ = ["BLOCK_ENTRIES", "RowBlocks", "canonical_block", "is_out_of_core"]
+__all__ = [
+    "BLOCK_ENTRIES",
+    "RowBlocks",
+    "canonical_block",
+    "current_client",
+    "is_out_of_core",
+]
 
 #: Stored entries (sparse) or values (dense) read at a time from a source without chunks
 #: of its own: about 50 MB of CSR data and indices.
@@ -44,6 +50,18 @@ def _encoding(X):
     except AttributeError:
         return None
     return encoding.decode() if isinstance(encoding, bytes) else encoding
+
+
+def current_client():
+    """The ``dask.distributed`` client that computes Dask collections now, or None."""
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
 
 
 def is_out_of_core(X):

@@ -279,3 +279,33 @@ def canonical_csr(X):
     view.sum_duplicates()
     view.eliminate_zeros()
     return view
+
+
+def out_of_core_features(estimator, X, n_features, reset, check=True):
+    """What ``validate_input`` does with the features of an X read by blocks: in ``fit``
+    (``reset``), record ``n_features_in_`` and the AnnData's ``var_names`` as
+    ``feature_names_in_``; elsewhere, when ``check``, refuse another number of features or
+    other names."""
+    names = np.asarray(X.var_names, dtype=object) if is_anndata(X) else None
+    name = type(estimator).__name__
+    if reset:
+        estimator.__dict__.pop("_anndata_layer", None)
+        estimator.n_features_in_ = n_features
+        if names is None:
+            estimator.__dict__.pop("feature_names_in_", None)
+        else:
+            estimator.feature_names_in_ = names
+        return
+    if not check:
+        return
+    if n_features != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {n_features} features, but {name} is expecting "
+            f"{estimator.n_features_in_} features as input."
+        )
+    fitted = getattr(estimator, "feature_names_in_", None)
+    if names is not None and fitted is not None and not np.array_equal(names, fitted):
+        raise ValueError(
+            "The AnnData's var_names differ from the feature names seen in fit; "
+            f"select them: adata[:, {name.lower()}.feature_names_in_]."
+        )

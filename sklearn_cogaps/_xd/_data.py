@@ -20,6 +20,7 @@ __all__ = [
     "is_projected",
     "n_dims",
     "proxy",
+    "observations",
     "validate_observations",
     "warn_if_noise_like",
 ]
@@ -48,6 +49,46 @@ class Observations:
     @property
     def n(self):
         return self.X.shape[0]
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    @property
+    def total(self):
+        """The points' total weight, summed by the E-step's chunks (so that points read by
+        blocks give the same sum)."""
+        from ._estep import chunk_starts, chunk_weights
+
+        return float(chunk_weights(self.sample_weight, chunk_starts(self.n)).sum())
+
+    def mean_weight(self):
+        return float(np.mean(self.sample_weight))
+
+    def minibatches(self, rng, batch_size):
+        """The points in a random order, ``batch_size`` at a time: an epoch."""
+        order = rng.permutation(self.n)
+        for start in range(0, self.n, batch_size):
+            yield self.take(order[start : start + batch_size])
+
+    @classmethod
+    def concatenate(cls, parts):
+        """The points of consecutive blocks, as one set."""
+        first = parts[0]
+
+        def joined(name, per_point):
+            arrays = [getattr(part, name) for part in parts]
+            return np.concatenate(arrays) if per_point else arrays[0]
+
+        return cls(
+            joined("X", True),
+            first.noise_mode,
+            joined("Sdiag", first.noise_mode == 1),
+            joined("Sfull", first.noise_mode == 2),
+            first.R,
+            joined("Rproj", first.Rproj.shape[0] > 0),
+            joined("sample_weight", True),
+        )
 
     def take(self, idx):
         """The rows ``idx`` (a minibatch), as new ``Observations``."""
@@ -90,7 +131,7 @@ def check_noise_block(S, missing, offset):
         )
 
 
-def check_magnitude(X, missing):
+def check_magnitude(X, missing, n):
     """Refuse observations whose squared deviations would overflow in the E- and M-steps.
 
     The fit sums ``n`` outer products of deviations of ``p`` coordinates: they stay finite
@@ -99,10 +140,10 @@ def check_magnitude(X, missing):
     if X.size == 0 or missing.all():
         return
     big = float(np.max(np.abs(np.where(missing, 0, X))))
-    limit = np.sqrt(np.finfo(X.dtype).max / (16.0 * X.shape[0] * X.shape[1]))
+    limit = np.sqrt(np.finfo(X.dtype).max / (16.0 * n * X.shape[1]))
     if big > limit:
         raise ValueError(
-            f"X has an entry of magnitude {big:.3g}; with {X.shape[0]} points of "
+            f"X has an entry of magnitude {big:.3g}; with {n} points of "
             f"{X.shape[1]} coordinates in {X.dtype}, the sums of squared deviations overflow "
             f"above {limit:.3g}. Rescale X (and X_cov by the square of the factor)."
         )
@@ -124,10 +165,25 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
         # With a projection, the points scored may observe a different number of
         # coordinates than the training points: the projection maps v to them.
         X = validate_input(estimator, X, reset=False, check=check_array, **kw)
+    return observations(X, X_cov, projection, sample_weight,
+                        None if reset else estimator.means_.shape[1])  # fmt: skip
+
+
+def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offset=0, check=True):
+    """The :class:`Observations` of validated points ``X`` (float32 or float64, C order,
+    NaN for missing) with their noise, projection and weights, checked.
+
+    ``d`` is the fitted dimension of v (None in ``fit``). The points may be a block of a
+    larger set of ``n_total`` points (out of core), the first of them point ``offset``: the
+    errors then name the points by their place in the whole set. ``check=False`` skips the
+    checks of values (a block checked at an earlier pass).
+    """
+    reset = d is None
     dtype = X.dtype.type
     n, p = X.shape
     missing = np.isnan(X)
-    check_magnitude(X, missing)
+    if check:
+        check_magnitude(X, missing, n if n_total is None else n_total)
     # Noise.
     Sdiag = np.zeros((0, 0), dtype=dtype)
     Sfull = np.zeros((0, 0, 0), dtype=dtype)
@@ -138,11 +194,11 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
             S = S.astype(np.float64)
         if S.shape == (n, p):
             S = np.where(missing, 0.0, S)
-            if not np.all(np.isfinite(S)) or np.any(S < 0):
+            if check and (not np.all(np.isfinite(S)) or np.any(S < 0)):
                 bad = np.flatnonzero(~(np.isfinite(S) & (S >= 0)).all(axis=1))[0]
                 raise ValueError(
                     f"X_cov given as variances of shape (n_samples, n_features) must be "
-                    f"finite and non-negative where X is observed; row {bad} is "
+                    f"finite and non-negative where X is observed; row {offset + bad} is "
                     f"{S[bad].tolist()}. Pass the noise variances of each coordinate."
                 )
             Sdiag, noise_mode = np.ascontiguousarray(S, dtype=dtype), 1
@@ -150,9 +206,9 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
             # The kernels read only the observed rows and columns, so the array is passed
             # as it is (no copy when its dtype and layout fit) and checked by blocks.
             Sfull, noise_mode = np.ascontiguousarray(S, dtype=dtype), 2
-            for start in range(0, n, 1 << 15):
+            for start in range(0, n if check else 0, 1 << 15):
                 check_noise_block(Sfull[start : start + (1 << 15)],
-                                   missing[start : start + (1 << 15)], start)  # fmt: skip
+                                   missing[start : start + (1 << 15)], offset + start)  # fmt: skip
         else:
             raise ValueError(
                 f"X_cov must have shape (n_samples, n_features) = {(n, p)} for variances "
@@ -160,7 +216,7 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
                 f"got {S.shape}."
             )
     # Projection.
-    d = p if reset else estimator.means_.shape[1]
+    d = p if reset else d
     R, Rproj = None, np.zeros((0, 0, 0), dtype=dtype)
     if projection is not None:
         P = np.asarray(projection, dtype=np.float64)
@@ -176,7 +232,7 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
                 + ("" if reset else f" and n_dims = {d} (the fitted dimension)")
                 + f", i.e. (p, d) or {got}; got {P.shape}."
             )
-        if not np.all(np.isfinite(P)):
+        if check and not np.all(np.isfinite(P)):
             raise ValueError("projection must be finite; got NaN or infinite entries.")
         d = P.shape[-1]
         if R is not None and R.shape[0] == R.shape[1] and np.array_equal(R, np.eye(d)):
@@ -190,13 +246,32 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
             f"Without a projection X must have the fitted dimension {d}; got {p} "
             f"features. Pass the projection of each point."
         )
-    sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
+    if n_total is None or sample_weight is None:
+        sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
+    else:
+        sw = _block_weights(sample_weight, n, dtype, offset, check)
     return Observations(X, noise_mode, Sdiag, Sfull, R, Rproj, np.ascontiguousarray(sw))
+
+
+def _block_weights(sample_weight, n, dtype, offset, check):
+    """The weights of a block of points: a block may have only zero weights, the whole data
+    not (the fit checks their sum)."""
+    sw = np.asarray(sample_weight, dtype=dtype).reshape(-1)
+    if sw.shape != (n,):
+        raise ValueError(f"sample_weight must have one value a point; a block has {sw.shape}.")
+    if check and not np.all(np.isfinite(sw) & (sw >= 0)):
+        bad = int(np.flatnonzero(~(np.isfinite(sw) & (sw >= 0)))[0])
+        raise ValueError(
+            f"sample_weight must be finite and non-negative; point {offset + bad} has {sw[bad]!r}."
+        )
+    return sw
 
 
 def n_dims(data):
     """Dimension of v for validated points: the projection's number of columns, or the
     number of features without one."""
+    if hasattr(data, "n_dims"):  # read by blocks
+        return data.n_dims
     if data.R is not None:
         return data.R.shape[1]
     if data.Rproj.shape[0]:
@@ -206,6 +281,8 @@ def n_dims(data):
 
 def is_projected(data):
     """Whether validated points carry a projection other than the identity."""
+    if hasattr(data, "projected"):  # read by blocks
+        return data.projected
     return data.R is not None or data.Rproj.shape[0] > 0
 
 
@@ -264,5 +341,5 @@ class Problem:
     def __init__(self, data, fixed, n_threads, rng, solver):
         self.data, self.fixed, self.n_threads, self.rng = data, fixed, n_threads, rng
         self.solver = solver
-        self.total = float(data.sample_weight.sum())
-        self.roundoff = 1e-10 if data.X.dtype == np.float64 else 1e-5
+        self.total = data.total
+        self.roundoff = 1e-10 if data.dtype == np.float64 else 1e-5

@@ -12,8 +12,18 @@ import numpy as np
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._status import NOT_POSITIVE_DEFINITE, raise_for_status
 from . import _fast
+from ._data import Observations
 
-__all__ = ["component_error", "estep", "kernel_params", "log_prob"]
+__all__ = [
+    "chunk_starts",
+    "chunk_stats",
+    "chunk_weights",
+    "component_error",
+    "estep",
+    "kernel_params",
+    "log_prob",
+    "reduce_stats",
+]
 
 _EMPTY1 = {np.float64: np.empty(0, np.float64), np.float32: np.empty(0, np.float32)}
 
@@ -75,28 +85,68 @@ def kernel_params(data, weights, means, covs, reg_covar):
     return (logw, means, covs, *flat, Lsh, Wsh, Msh)
 
 
-def estep(data, params, n_threads, reg_covar):
-    """Summed statistics (q, s1, A) and the weighted log-likelihood at ``params``."""
+def chunk_starts(n):
+    """The first point of every chunk of n points, and n: the partition of the E-step's
+    sums, a function of n alone."""
+    n_chunks = n_chunks_for(n)
+    return (np.arange(n_chunks + 1, dtype=np.intp) * n) // n_chunks
+
+
+def chunk_stats(data, params, n_threads, reg_covar, starts, offset=0):
+    """The E-step's statistics (q, s1, A lower triangles, weighted log-likelihood) of every
+    chunk of the points ``data``, unsummed.
+
+    ``starts`` are the chunks' bounds in the numbering of a larger set of points of which
+    ``data`` holds those from ``offset`` on (a block read out of core), so that blocks cut
+    at chunk bounds give the chunks of the whole data, and their sums in order the sums of
+    the whole data (:func:`reduce_stats`).
+    """
     K, d = params[1].shape
-    n_chunks = n_chunks_for(data.n)
+    n_chunks = len(starts) - 1
     q = np.zeros((n_chunks, K))
     s1 = np.zeros((n_chunks, K, d))
     A = np.zeros((n_chunks, K, d, d))
     ll = np.zeros(n_chunks)
     fail = np.full(n_chunks, -1, dtype=np.intp)
+    rel = np.ascontiguousarray(np.asarray(starts, dtype=np.intp) - offset)
+    if rel[0] != 0 or rel[-1] != data.n:
+        raise ValueError(f"The chunks {rel[0]}..{rel[-1]} do not cover the {data.n} points.")
     args = kernel_params(data, *params, reg_covar)
     threads = kernel_threads(_sweep_work(data.n, K, data.X.shape[1], d), n_threads)
     status = _fast.estep_stats(
         data.X, data.noise_mode, data.Sdiag, data.Sfull, data.Rproj, data.sample_weight,
-        *args, q, s1, A, ll, fail, threads,
+        *args, q, s1, A, ll, fail, rel, threads,
     )  # fmt: skip
     raise_for_status(status, "The E-step", item="chunk", advice={
         NOT_POSITIVE_DEFINITE: lambda ch: component_error(
-            fail[ch] // K, fail[ch] % K, reg_covar),
+            offset + fail[ch] // K, fail[ch] % K, reg_covar),
     })  # fmt: skip
+    return q, s1, A, ll
+
+
+def chunk_weights(sample_weight, starts, offset=0):
+    """The total weight of every chunk of points (as :func:`chunk_stats`, in float64); their
+    sum over the chunks of consecutive blocks does not depend on where the blocks are cut."""
+    rel = np.asarray(starts, dtype=np.intp) - offset
+    sums = np.add.reduceat(np.asarray(sample_weight, dtype=np.float64), rel[:-1])
+    return np.where(np.diff(rel) > 0, sums, 0.0)
+
+
+def reduce_stats(parts):
+    """Summed statistics (q, s1, A, log-likelihood) from the chunks' statistics of
+    consecutive blocks (:func:`chunk_stats`), in the order of the chunks."""
+    q, s1, A, ll = (np.concatenate([part[k] for part in parts]) for k in range(4))
     A = A.sum(axis=0)
     A = np.tril(A) + np.swapaxes(np.tril(A, -1), 1, 2)
     return q.sum(axis=0), s1.sum(axis=0), A, float(ll.sum())
+
+
+def estep(data, params, n_threads, reg_covar):
+    """Summed statistics (q, s1, A) and the weighted log-likelihood at ``params``."""
+    if not isinstance(data, Observations):
+        return data.estep(params, n_threads, reg_covar)  # read by blocks
+    starts = chunk_starts(data.n)
+    return reduce_stats([chunk_stats(data, params, n_threads, reg_covar, starts)])
 
 
 def log_prob(data, params, reg_covar, posterior=False):

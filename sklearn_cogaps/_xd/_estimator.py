@@ -19,9 +19,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
+from .._utils._blocks import current_client, is_out_of_core
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
-from .._utils._validation import check_ignored_y
+from .._utils._validation import check_ignored_y, out_of_core_features
+from ._blocks import ObservationBlocks
 from ._condition import condition_mixture, given_values
 from ._data import (
     NOISE_ADVICE,
@@ -337,6 +339,8 @@ class ExtremeDeconvolution(
 
     def _log_prob(self, data, params, posterior=False):
         """(n, K) log alpha_j N(x_i | ...) and, if ``posterior``, the posterior of each v_i."""
+        if isinstance(data, ObservationBlocks):
+            return data.log_prob(params, self.reg_covar, posterior)
         return log_prob(data, params, self.reg_covar, posterior)
 
     def _m_step(self, stats, params, fixed, warned):
@@ -362,7 +366,10 @@ class ExtremeDeconvolution(
     # ------------------------------------------------------------------ the fitting loop's hooks
 
     def _initialise(self, problem, rng):
-        return self._start_state(problem, initial_params(self, problem.data, rng))
+        data = problem.data
+        if isinstance(data, ObservationBlocks):
+            data = data.start_sample(rng)
+        return self._start_state(problem, initial_params(self, data, rng))
 
     def _start_state(self, problem, params, fixed=None):
         """The state of a run of the fit's solver from ``params`` (``fixed`` overrides the
@@ -373,7 +380,7 @@ class ExtremeDeconvolution(
             return EMRun(problem, params, fixed)
         if problem.solver == "minibatch_em":
             optimiser = OnlineEMState(
-                params, float(np.mean(problem.data.sample_weight)) * self.batch_size,
+                params, problem.data.mean_weight() * self.batch_size,
                 reg_covar=self.reg_covar)  # fmt: skip
         else:
             optimiser = AdamState(params, fixed, self.reg_covar)
@@ -465,11 +472,11 @@ class ExtremeDeconvolution(
         """
         check_ignored_y(self, y, X, advice=NOISE_ADVICE)
         warn_if_noise_like(self, y, X_cov, "fit")
-        data = validate_observations(self, X, X_cov, projection, sample_weight, reset=True)
+        data = self._read_observations(X, X_cov, projection, sample_weight, reset=True)
         self._fitted_with_noise = data.noise_mode != 0
         self._fitted_with_projection = is_projected(data)
         check_enough_samples(self, data.n)
-        if np.sum(data.sample_weight) <= 0:
+        if data.total <= 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
         rng = check_random_state(self.random_state)
         if not (isinstance(self.verbose_interval, str) and self.verbose_interval == "deprecated"):
@@ -487,8 +494,11 @@ class ExtremeDeconvolution(
         else:
             run = self._best_run(problem, rng, self.n_init)
         self._end_run(run)
-        self._set_params(run.state.params, data.X.dtype)
-        self._fit_weight = float(np.sum(data.sample_weight, dtype=np.float64))
+        self._set_params(run.state.params, data.dtype)
+        self._fit_weight = (
+            data.total if isinstance(data, ObservationBlocks)
+            else float(np.sum(data.sample_weight, dtype=np.float64))
+        )  # fmt: skip
         if hasattr(self, "_online_state"):
             del self._online_state
         self.lower_bound_ = float(run.state.loglik)
@@ -550,7 +560,19 @@ class ExtremeDeconvolution(
                 f"{self.means_.shape[0]} components. partial_fit continues the fitted "
                 "mixture; call fit to start one with the new n_components."
             )
+        if is_out_of_core(X):
+            # a step on each block of points (a Dask array's chunks), in order: as many
+            # calls on the blocks read into memory
+            blocks = self._read_observations(X, X_cov, projection, sample_weight, reset=first,
+                                             summarise=False)  # fmt: skip
+            for data in blocks.chunks():
+                self._partial_fit_step(data, not hasattr(self, "means_"))
+            return self
         data = validate_observations(self, X, X_cov, projection, sample_weight, reset=first)
+        return self._partial_fit_step(data, first)
+
+    def _partial_fit_step(self, data, first):
+        """One online-EM step on validated points (the first initialises the mixture)."""
         n_threads = effective_n_threads()
         fixed = fixed_masks(self, self.n_components)
         batch_weight = float(data.sample_weight.sum())
@@ -587,7 +609,7 @@ class ExtremeDeconvolution(
         self._fitted_with_projection = is_projected(data) or (
             not first and getattr(self, "_fitted_with_projection", False)
         )
-        self._set_params(state.params(), data.X.dtype)
+        self._set_params(state.params(), data.dtype)
         self.objective_history_ = history
         self.lower_bound_ = float(history[-1])
         self.n_iter_ = len(history)
@@ -601,11 +623,23 @@ class ExtremeDeconvolution(
 
     def _predict_data(self, X, X_cov, projection):
         check_is_fitted(self)
-        return validate_observations(self, X, X_cov, projection, None, reset=False)
+        return self._read_observations(X, X_cov, projection, None, reset=False)
+
+    def _read_observations(self, X, X_cov, projection, sample_weight, reset, summarise=True):
+        """The observations validated: in memory, or read by blocks of points
+        (:class:`ObservationBlocks`, on the cluster when one is active) when X is out of
+        core."""
+        if not is_out_of_core(X):
+            return validate_observations(self, X, X_cov, projection, sample_weight, reset)
+        # with a projection, the points scored may observe other coordinates than fit's
+        out_of_core_features(self, X, int(X.shape[1]), reset, check=projection is None)
+        d = None if reset else self.means_.shape[1]
+        client = current_client() if summarise else None
+        return ObservationBlocks(X, X_cov, projection, sample_weight, d, client, summarise)
 
     def _estimate_weighted_log_prob(self, X, X_cov, projection):
         data = self._predict_data(X, X_cov, projection)
-        params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
+        params = tuple(np.asarray(a, dtype=data.dtype) for a in self._fitted_params())
         return self._log_prob(data, params)[0]
 
     def _warn_if_missing(self, method, keyword, value):
@@ -739,7 +773,7 @@ class ExtremeDeconvolution(
         self._warn_if_missing("deconvolve", "X_cov", X_cov)
         self._warn_if_missing("deconvolve", "projection", projection)
         data = self._predict_data(X, X_cov, projection)
-        params = tuple(np.asarray(a, dtype=data.X.dtype) for a in self._fitted_params())
+        params = tuple(np.asarray(a, dtype=data.dtype) for a in self._fitted_params())
         _, mean, cov = self._log_prob(data, params, posterior=True)
         return mean, cov
 

@@ -247,6 +247,7 @@ def estep_stats(
     double[:, :, :, ::1] A_out,
     double[::1] ll_out,
     Py_ssize_t[::1] fail_out,
+    const Py_ssize_t[::1] starts,
     int n_threads,
 ):
     """Sufficient statistics of one E-step, per chunk of points.
@@ -271,6 +272,8 @@ def estep_stats(
         Zeroed outputs with one slot per chunk: q (n_chunks, K), s1 (n_chunks, K, d),
         A (n_chunks, K, d, d) lower triangles, weighted log-likelihood (n_chunks,), and
         ``-1`` or ``i * K + j`` of a point and component whose T_ij is not positive definite.
+    starts : ndarray of shape (n_chunks + 1,)
+        The first point of every chunk and one past the last point of the last, increasing.
     n_threads : int
         OpenMP threads.
 
@@ -310,8 +313,8 @@ def estep_stats(
             status[ch] = item_status(SITE_XD_ESTEP, ch, obs != NULL and buf != NULL and r != NULL)
             if status[ch] != 0:
                 continue
-            start = ch * n // n_chunks
-            stop = (ch + 1) * n // n_chunks
+            start = starts[ch]
+            stop = starts[ch + 1]
             for i in range(start, stop):
                 n_o = _point(&X[i, 0], p, d, K, noise_mode, _noise_ptr(noise_mode, Sdiag, Sfull, i),
                              &Rproj[i, 0, 0] if per_point else NULL,

@@ -186,10 +186,8 @@ class StochasticRun:
 
     def iterate(self, est, epoch):
         p = self.problem
-        order = p.rng.permutation(p.data.n)
         ll_sum = 0.0
-        for start in range(0, p.data.n, est.batch_size):
-            batch = p.data.take(order[start : start + est.batch_size])
+        for batch in p.data.minibatches(p.rng, est.batch_size):
             ll_sum += est._stochastic_step(self.optimiser, batch, self.fixed, p.n_threads, p.total)
         return ll_sum / p.total
 

@@ -19,16 +19,18 @@ def split_merge_candidates(est, data, params, movable):
     """
     weights, means, covs = params
     K = len(weights)
-    logp, _, _ = est._log_prob(data, tuple(np.asarray(a, dtype=data.X.dtype) for a in params))
-    logp = logp.astype(np.float64)
-    resp = np.exp(logp - logsumexp(logp, axis=1, keepdims=True)) * data.sample_weight[:, None]
-    norms = np.sqrt((resp**2).sum(axis=0)) + 1e-300
-    merge = (resp.T @ resp) / np.outer(norms, norms)
-    # Local log-likelihood of each component on its own points, relative to the best the
-    # component could reach: the responsibilities-weighted mean of log N minus log alpha.
-    dens = logp - np.log(np.maximum(weights, 1e-300))[None, :]
-    qj = resp.sum(axis=0) + 1e-300
-    fit = (resp * dens).sum(axis=0) / qj
+    if hasattr(data, "reduce"):  # read by blocks: the parts' sums, added in order
+        parts = data.reduce(_candidate_sums, est, params)
+        sums = list(parts[0])
+        for part in parts[1:]:
+            sums = [total + value for total, value in zip(sums, part)]
+        overlap, sq, qj, fitsum = sums
+    else:
+        overlap, sq, qj, fitsum = _candidate_sums(data, est, params)
+    norms = np.sqrt(sq) + 1e-300
+    merge = overlap / np.outer(norms, norms)
+    qj = qj + 1e-300
+    fit = fitsum / qj
     # Entropy of a Gaussian of the component's own covariance: what a perfect fit would give.
     ent = np.array(
         [-0.5 * (len(c) * (1 + np.log(2 * np.pi)) + np.linalg.slogdet(c)[1]) for c in covs]
@@ -45,6 +47,18 @@ def split_merge_candidates(est, data, params, movable):
             if l not in (j, k):
                 out.append((j, k, int(l)))
     return out
+
+
+def _candidate_sums(data, est, params):
+    """Sums over the points of the criteria: the responsibilities' inner products and
+    squares, their totals, and the responsibility-weighted log-densities of the components
+    on their own points (the log-density less the log-weight)."""
+    weights = params[0]
+    logp, _, _ = est._log_prob(data, tuple(np.asarray(a, dtype=data.X.dtype) for a in params))
+    logp = logp.astype(np.float64)
+    resp = np.exp(logp - logsumexp(logp, axis=1, keepdims=True)) * data.sample_weight[:, None]
+    dens = logp - np.log(np.maximum(weights, 1e-300))[None, :]
+    return resp.T @ resp, (resp**2).sum(axis=0), resp.sum(axis=0), (resp * dens).sum(axis=0)
 
 
 def split_merge_proposal(params, j, k, l):

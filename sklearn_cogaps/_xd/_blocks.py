@@ -1,0 +1,441 @@
+"""Observations that need not fit in memory, read a block of points at a time.
+
+The E-step's statistics are sums over points (Bovy, Hogg & Roweis 2011, section 3.1), which
+the compiled kernel adds up per chunk of points, the chunks a function of the number of
+points alone (:func:`~._estep.chunk_starts`). Out of core, the points are read in parts
+cut at chunk bounds, each part's chunks summed by the same kernel and the chunks' sums
+added in their order as in memory: batch EM reads its data by parts and equals the
+in-memory fit to the bit, wherever the parts are computed.
+
+The sources of ``X`` are those of :class:`~sklearn_cogaps._utils._blocks.RowBlocks` that hold
+dense values (a Dask array, an HDF5 or zarr dataset, a backed AnnData's dense ``.X``); the
+noise, per-point projections and weights may be arrays in memory or sources of the same
+kinds, a Dask array then cut into X's row chunks. With a ``dask.distributed`` client active,
+the parts of a Dask array are kept on the workers (:class:`_ClusterParts`) and their
+statistics computed there; otherwise every pass reads the source again (:class:`_LocalParts`).
+"""
+
+import numpy as np
+from scipy import sparse
+
+from .._utils import _blocks as _row_blocks
+from .._utils._blocks import RowBlocks, is_out_of_core
+from ._data import Observations, observations
+from ._estep import chunk_starts, chunk_stats, chunk_weights, log_prob, reduce_stats
+
+__all__ = ["ObservationBlocks", "START_POINTS"]
+
+#: Points, drawn at random without replacement, from which the start of a fit out of core is
+#: computed (every point when there are fewer): the k-means start of a mixture needs many
+#: fewer points than the fit.
+START_POINTS = 100_000
+
+
+_SPARSE = (
+    "ExtremeDeconvolution reads dense observations; X is a sparse matrix. Store the points "
+    "as a dense array (NaN for missing coordinates)."
+)
+
+
+def _module(obj):
+    return (type(obj).__module__ or "").split(".")[0]
+
+
+def _is_dask(obj):
+    return _module(obj) == "dask" and hasattr(obj, "chunks") and hasattr(obj, "blocks")
+
+
+def _side_inputs(X_blocks, X_cov, projection, sample_weight):
+    """The per-point inputs besides X (name -> array or source), checked against X's rows;
+    a shared projection (2-D) is returned apart."""
+    n = X_blocks.shape[0]
+    x_dask = X_blocks.kind == "dask"
+    sides, shared = {}, None
+    for name, value in (("X_cov", X_cov), ("projection", projection),
+                        ("sample_weight", sample_weight)):  # fmt: skip
+        if value is None:
+            continue
+        if not (is_out_of_core(value) or hasattr(value, "__array__")):
+            value = np.asarray(value)
+        if name == "projection" and len(value.shape) == 2:
+            shared = np.asarray(value)
+            continue
+        if value.shape[0] != n:
+            raise ValueError(
+                f"{name} has {value.shape[0]} rows; X has {n} points: give one row per point."
+            )
+        if _is_dask(value):
+            if np.any(np.isnan(np.asarray(value.shape, float))):
+                raise ValueError(
+                    f"The Dask array {name} has unknown chunk sizes; compute them first: "
+                    f"{name}.compute_chunk_sizes()."
+                )
+            if any(len(c) != 1 for c in value.chunks[1:]):
+                raise ValueError(
+                    f"The Dask array {name} is chunked along its axis of coordinates; each "
+                    f"point's values must be read together. Rechunk it: "
+                    f"{name}.rechunk({{{', '.join(f'{a}: -1' for a in range(1, value.ndim))}}})."
+                )
+            if x_dask and tuple(value.chunks[0]) != tuple(X_blocks.source.chunks[0]):
+                raise ValueError(
+                    f"The Dask arrays X and {name} have different chunks of points "
+                    f"({_describe(X_blocks.source.chunks[0])} against "
+                    f"{_describe(value.chunks[0])}); a block of points is read with its "
+                    f"{name}. Rechunk it as X: {name}.rechunk({{0: X.chunks[0]}})."
+                )
+        sides[name] = value
+    return sides, shared
+
+
+def _describe(chunks):
+    chunks = list(chunks)
+    return f"{len(chunks)} chunks, the first of {chunks[0]}" if chunks else "no chunks"
+
+
+def _rows(source, a, b):
+    """Rows ``a:b`` of an array or a source, as a numpy array (Dask arrays stay lazy)."""
+    return source[a:b]
+
+
+class _Piece:
+    """The raw arrays of consecutive points (X and the per-point side inputs), from row
+    ``lo``."""
+
+    def __init__(self, lo, arrays):
+        self.lo, self.arrays = lo, arrays
+
+    @property
+    def hi(self):
+        return self.lo + self.arrays["X"].shape[0]
+
+    def cut(self, a, b):
+        return _Piece(a, {k: v[a - self.lo : b - self.lo] for k, v in self.arrays.items()})
+
+    def join(self, other):
+        if other is None:
+            return self
+        return _Piece(other.lo, {k: np.concatenate([other.arrays[k], v])
+                                 for k, v in self.arrays.items()})  # fmt: skip
+
+
+def _as_observations(piece, dtype, shared, d, n_total, check):
+    """Checked :class:`Observations` of a piece."""
+    X = np.ascontiguousarray(np.asarray(piece.arrays["X"]), dtype=dtype)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D; a block has shape {X.shape}.")
+    if check and np.isinf(X).any():
+        bad = int(np.flatnonzero(np.isinf(X).any(axis=1))[0])
+        raise ValueError(
+            f"X contains infinity (point {piece.lo + bad}); NaN marks a missing coordinate, "
+            "infinity is not a value. Replace it by NaN or a finite value."
+        )
+    arrays = piece.arrays
+    projection = arrays.get("projection", shared)
+    return observations(
+        X,
+        arrays.get("X_cov"),
+        projection,
+        arrays.get("sample_weight"),
+        d,
+        n_total,
+        piece.lo,
+        check=check,
+    )
+
+
+class ObservationBlocks:
+    """Observations read a part at a time; the parts are cut at the E-step's chunk bounds.
+
+    Parameters
+    ----------
+    X : object
+        A dense out-of-core source (:class:`~sklearn_cogaps._utils._blocks.RowBlocks`).
+    X_cov, projection, sample_weight : array-like, source or None
+        As in ``ExtremeDeconvolution.fit``.
+    d : int or None
+        The fitted dimension of v (None in ``fit``).
+    client : distributed.Client or None
+        Keep the parts of a Dask array on this cluster.
+    summarise : bool, default=True
+        Read and check every part now, for the points' total weight and layout; False
+        for reading the source's blocks alone (:meth:`chunks`).
+
+    Attributes
+    ----------
+    n, dtype, noise_mode, n_dims, projected, total
+        As the in-memory :class:`Observations` (``total`` summed part by part).
+    """
+
+    def __init__(self, X, X_cov, projection, sample_weight, d=None, client=None, summarise=True):
+        probe = RowBlocks(X)
+        meta = getattr(probe.source, "_meta", None)
+        if probe.format is not None or sparse.issparse(meta) or hasattr(meta, "to_scipy_sparse"):
+            raise TypeError(_SPARSE)
+        n, p = probe.shape
+        # about BLOCK_ENTRIES values a block, the side inputs counted
+        values = p + (0 if X_cov is None else int(np.prod(X_cov.shape[1:])))
+        if projection is not None and len(projection.shape) == 3:
+            values += int(np.prod(projection.shape[1:]))
+        self.blocks = RowBlocks(X, block_entries=max(1, _row_blocks.BLOCK_ENTRIES * p // values))
+        self.sides, self.shared = _side_inputs(self.blocks, X_cov, projection, sample_weight)
+        source_dtype = getattr(self.blocks.source, "dtype", None)
+        self.dtype = np.dtype(np.float32 if source_dtype == np.float32 else np.float64)
+        self.n, self.p, self.d = n, p, d
+        self.starts = chunk_starts(n)
+        # part i: the whole chunks that end in block i and have not started before it
+        ends = [0]
+        for _, b in self.blocks.bounds:
+            ends.append(int(self.starts[np.searchsorted(self.starts, b, "right") - 1]))
+        self.part_bounds = [(a, b) for a, b in zip(ends[:-1], ends[1:]) if b > a]
+        if client is not None and self.blocks.kind == "dask":
+            self.parts = _ClusterParts(self, client)
+        else:
+            self.parts = _LocalParts(self)
+        if summarise:
+            header, self.total = self.parts.summary()
+            self.noise_mode, self.R, self.n_dims, self.projected = header
+
+    def piece(self, index):
+        """Block ``index`` of the source (rows of X and of its side inputs) as a piece."""
+        a, b = self.blocks.bounds[index]
+        arrays = {"X": self._read_X(index)}
+        for name, value in self.sides.items():
+            if _is_dask(value) and self.blocks.kind == "dask":
+                arrays[name] = value.blocks[index]
+            else:
+                arrays[name] = _rows(value, a, b)
+        lazy = {k: v for k, v in arrays.items() if _is_dask(v)}
+        if lazy:
+            import dask
+
+            arrays.update(zip(lazy, dask.compute(*lazy.values())))
+        if sparse.issparse(arrays["X"]) or hasattr(arrays["X"], "to_scipy_sparse"):
+            raise TypeError(_SPARSE)
+        arrays = {k: np.asarray(v) for k, v in arrays.items()}
+        if arrays["X"].shape != (b - a, self.p):
+            raise ValueError(
+                f"Block {index} (points {a} to {b}) of X has shape {arrays['X'].shape}; "
+                f"expected {(b - a, self.p)}. The source's chunks do not match its shape."
+            )
+        return _Piece(a, arrays)
+
+    def _read_X(self, index):
+        blocks = self.blocks
+        a, b = blocks.bounds[index]
+        if blocks.kind == "dask":
+            return blocks.source.blocks[index, 0]
+        return blocks.source[a:b]
+
+    def observations(self, piece, check=False):
+        return _as_observations(piece, self.dtype, self.shared, self.d, self.n, check)
+
+    def chunks(self):
+        """Every block of the source as checked :class:`Observations`, in order (the
+        minibatches of ``partial_fit``: a Dask array's chunks)."""
+        for index in range(len(self.blocks)):
+            yield self.observations(self.piece(index), check=True)
+
+    def part_starts(self, lo, hi):
+        """The chunk bounds of the part of points ``lo:hi``."""
+        i, j = np.searchsorted(self.starts, [lo, hi])
+        return self.starts[i : j + 1]
+
+    # -- what the fit needs: the same calls as on Observations -------------------------
+
+    def mean_weight(self):
+        return self.total / self.n
+
+    def estep(self, params, n_threads, reg_covar):
+        return reduce_stats(self.parts.map(_part_stats, params, reg_covar, n_threads))
+
+    def log_prob(self, params, reg_covar, posterior=False):
+        """The per-point results of :func:`log_prob`, concatenated in the points' order."""
+        parts = self.parts.map(_part_log_prob, params, reg_covar, posterior)
+        return tuple(np.concatenate([part[k] for part in parts]) for k in range(3))
+
+    def reduce(self, task, *args):
+        """``task(observations, *args)`` of every part, in order."""
+        return self.parts.map(_part_task, task, *args)
+
+    def start_sample(self, rng):
+        """The points the start is computed from: all when there are at most
+        ``START_POINTS``, else that many drawn without replacement, in their order."""
+        if self.n <= START_POINTS:
+            take = [None] * len(self.part_bounds)
+        else:
+            idx = np.sort(rng.choice(self.n, START_POINTS, replace=False))
+            take = [idx[(idx >= a) & (idx < b)] - a for a, b in self.part_bounds]
+        return Observations.concatenate(self.parts.take(take))
+
+    def minibatches(self, rng, batch_size):
+        """An epoch of the stochastic solvers: the parts in a random order, the points of
+        each in a random order, ``batch_size`` at a time (one part: as in memory)."""
+        order = rng.permutation(len(self.part_bounds)) if len(self.part_bounds) > 1 else [0]
+        for index in order:
+            yield from self.parts.get(int(index)).minibatches(rng, batch_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks on a part (run where the part is)
+# ---------------------------------------------------------------------------------------------
+
+
+def _part_stats(data, lo, starts, params, reg_covar, n_threads):
+    return chunk_stats(data, params, n_threads, reg_covar, starts, lo)
+
+
+def _part_log_prob(data, lo, starts, params, reg_covar, posterior):
+    return log_prob(data, params, reg_covar, posterior)
+
+
+def _part_task(data, lo, starts, task, *args):
+    return task(data, *args)
+
+
+def _summary(data, lo, starts):
+    """The layout of a part and its chunks' weights."""
+    return _header(data), chunk_weights(data.sample_weight, starts, lo)
+
+
+def _take(data, idx):
+    return data if idx is None else data.take(idx)
+
+
+def _total(summaries):
+    """The first part's layout and the total weight of the points, from the parts'
+    summaries."""
+    weights = np.concatenate([summary[1] for summary in summaries])
+    return summaries[0][0], float(weights.sum())
+
+
+def _header(data):
+    """The layout the points share (noise, projection), from a part."""
+    d = data.R.shape[1] if data.R is not None else (
+        data.Rproj.shape[2] if data.Rproj.shape[0] else data.X.shape[1])  # fmt: skip
+    return data.noise_mode, data.R, int(d), data.R is not None or data.Rproj.shape[0] > 0
+
+
+class _LocalParts:
+    """The parts of a source read in order, each pass anew, with a block's worth of points
+    in memory (the whole chunks a block completes, the rest carried to the next)."""
+
+    def __init__(self, blocks):
+        self.blocks = blocks
+        self.checked = False
+
+    def __iter__(self):
+        """``(lo, hi, observations)`` of every part, in order."""
+        blocks, bounds = self.blocks, self.blocks.part_bounds
+        carry, k = None, 0
+        for index in range(len(blocks.blocks)):
+            piece = blocks.piece(index).join(carry)
+            while k < len(bounds) and bounds[k][1] <= piece.hi:
+                lo, hi = bounds[k]
+                yield lo, hi, blocks.observations(piece.cut(lo, hi), check=not self.checked)
+                k += 1
+            lo = bounds[k - 1][1] if k else 0
+            carry = piece.cut(lo, piece.hi)
+        self.checked = True
+
+    def summary(self):
+        """The points' layout and their total weight (every part read and checked)."""
+        return _total(self.map(_summary))
+
+    def map(self, task, *args):
+        return [task(data, lo, self.blocks.part_starts(lo, hi), *args) for lo, hi, data in self]
+
+    def take(self, take):
+        return [_take(data, idx) for (_, _, data), idx in zip(self, take)]
+
+    def get(self, index):
+        """Part ``index`` alone, read from the blocks that hold it."""
+        blocks = self.blocks
+        lo, hi = blocks.part_bounds[index]
+        piece = None
+        for k, (a, b) in enumerate(blocks.blocks.bounds):
+            if a < hi and b > lo:
+                piece = blocks.piece(k).join(piece)
+        return blocks.observations(piece.cut(lo, hi))
+
+
+def _assemble(lo, hi, dtype, shared, d, n_total, names, *blocks):
+    """A part of points ``lo:hi``, checked, from the row blocks (``(a, arrays...)``) that
+    hold them."""
+    pieces = []
+    for block in blocks:
+        a, arrays = block[0], dict(zip(names, (np.asarray(x) for x in block[1:])))
+        b = a + arrays["X"].shape[0]
+        pieces.append(_Piece(a, arrays).cut(max(a, lo), min(b, hi)))
+    piece = pieces[0]
+    for later in pieces[1:]:
+        piece = later.join(piece)
+    return _as_observations(piece, dtype, shared, d, n_total, True)
+
+
+def _with_start(a, *arrays):
+    return (a, *arrays)
+
+
+class _ClusterParts:
+    """The parts of a Dask array kept on the workers of a ``dask.distributed`` cluster,
+    made once from its chunks; every task on a part runs where it is, the client gathers
+    the results in the parts' order."""
+
+    def __init__(self, blocks, client):
+        self.blocks, self.client = blocks, client
+        names = ["X", *blocks.sides]
+        sources = [blocks.blocks.source, *blocks.sides.values()]
+        per_block = []
+        for index, (a, b) in enumerate(blocks.blocks.bounds):
+            arrays = []
+            for source in sources:
+                if _is_dask(source):
+                    arrays.append(source.blocks[(index,) + (0,) * (source.ndim - 1)])
+                else:
+                    arrays.append(np.asarray(source[a:b]))
+            per_block.append((a, b, arrays))
+        lazy = [x for _, _, arrays in per_block for x in arrays if _is_dask(x)]
+        futures = iter(client.compute(lazy))
+        raw = []
+        for a, _, arrays in per_block:
+            values = [next(futures) if _is_dask(x) else x for x in arrays]
+            raw.append(client.submit(_with_start, a, *values, pure=False))
+        self.futures = []
+        for lo, hi in blocks.part_bounds:
+            held = [f for f, (a, b) in zip(raw, blocks.blocks.bounds) if a < hi and b > lo]
+            self.futures.append(client.submit(
+                _assemble, lo, hi, blocks.dtype, blocks.shared, blocks.d, blocks.n, names,
+                *held, pure=False))  # fmt: skip
+        del raw, futures
+
+    def _scatter(self, args):
+        return [
+            self.client.scatter(x, broadcast=True, hash=False)
+            if isinstance(x, (np.ndarray, tuple)) and not isinstance(x, str)
+            else x
+            for x in args
+        ]
+
+    def summary(self):
+        return _total(self.map(_summary))
+
+    def map(self, task, *args):
+        if task is _part_stats:
+            args = args[:-1] + (None,)  # the workers' own thread counts
+        args = self._scatter(args)
+        futures = [
+            self.client.submit(
+                task, part, lo, self.blocks.part_starts(lo, hi), *args, pure=False
+            )  # fmt: skip
+            for part, (lo, hi) in zip(self.futures, self.blocks.part_bounds)
+        ]
+        return self.client.gather(futures)
+
+    def take(self, take):
+        return self.client.gather([
+            self.client.submit(_take, part, idx, pure=False)
+            for part, idx in zip(self.futures, take)
+        ])  # fmt: skip
+
+    def get(self, index):
+        return self.futures[index].result()
