@@ -35,3 +35,29 @@ def reset_peak():
     except OSError:
         return float("nan")
     return rss_mb()
+
+
+class AnonymousPeak:
+    """The largest anonymous resident memory (RssAnon: without the pages of mapped files,
+    which the system can write out and reclaim) while the block runs, sampled every 0.1 s
+    by a thread; ``base`` is its value at the start, in MB."""
+
+    def __enter__(self):
+        import threading
+
+        self.base = self.peak = _status_mb("RssAnon")
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.wait(0.1):
+                self.peak = max(self.peak, _status_mb("RssAnon"))
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _status_mb("RssAnon"))
+        return False

@@ -1,20 +1,25 @@
-"""HierarchicalPMF and ExtremeDeconvolution at atlas and survey scale: data read from disk a
-block of rows at a time, and on a dask.distributed LocalCluster.
+"""The Poisson models and ExtremeDeconvolution at atlas and survey scale: data read from disk
+a block of rows at a time, and on a dask.distributed LocalCluster.
 
     python benchmarks/bench_atlas.py                      # both parts below
     python benchmarks/bench_atlas.py --part cells         # 200,000 cells x 20,000 genes
+    python benchmarks/bench_atlas.py --part cells --models wbpmf
     python benchmarks/bench_atlas.py --cells 50000        # a smaller atlas
     python benchmarks/bench_atlas.py --part survey        # 10^7 points, d = 5
     python benchmarks/bench_atlas.py --skip-cluster
 
 A simulated UMI count matrix (K = 10 gene programs with heavy-tailed gene weights, Dirichlet
 usages, a Gamma-Poisson library size of about 1,500 UMIs a cell) is written to an .h5ad in the temporary directory block by block:
-the whole matrix is never in memory, here or in the fits. Then, each in its own process:
+the whole matrix is never in memory, here or in the fits. Then, for HierarchicalPMF and
+WeightedBackgroundPMF (``--models``; ``--max-iter`` and ``--wbpmf-iter`` iterations), each
+in its own process:
 
-1. ``backed``: ``HierarchicalPMF(10, max_iter=ITER).fit(read_h5ad(path, backed="r"))``: the
-   wall time of the whole fit (start included), the time of each VBEM iteration, and the
+1. ``backed``: ``Model(10, max_iter=ITER).fit(read_h5ad(path, backed="r"))``: the
+   wall time of the whole fit (start included), the time of each iteration, and the
    peak resident memory (VmHWM, reset after the imports) against the file's size and the
-   counts' size as an in-memory CSR matrix (float64 data, int32 indices).
+   counts' size as an in-memory CSR matrix (float64 data, int32 indices), and the peak of
+   the anonymous memory (RssAnon, sampled: without the pages of mapped files, such as
+   WeightedBackgroundPMF's file of denominators, which the system can reclaim).
 2. ``subset``: the first ``--subset`` cells in a second file, fitted from the backed file and
    in memory: the largest difference of their fitted arrays (0: the same bits).
 3. ``cluster``: the same fit of the whole file on a LocalCluster of 2 worker processes (one
@@ -56,7 +61,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _memory import peak_rss_mb, reset_peak
+from _memory import AnonymousPeak, peak_rss_mb, reset_peak
 
 K_TRUE = 10
 CELLS_PER_BLOCK = 5000
@@ -131,17 +136,22 @@ def _max_diff(a, b):
     return max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in a)
 
 
-def run_backed(path, max_iter, out):
+def _model(name):
+    import sklearn_cogaps
+
+    return getattr(sklearn_cogaps, {"hpmf": "HierarchicalPMF",
+                                    "wbpmf": "WeightedBackgroundPMF"}[name])  # fmt: skip
+
+
+def run_backed(path, max_iter, out, model):
     import anndata as ad
 
-    from sklearn_cogaps import HierarchicalPMF
-
-    Timed = _timed(HierarchicalPMF)
+    Timed = _timed(_model(model))
     adata = ad.read_h5ad(path, backed="r")
     base = reset_peak()
     est = Timed(10, max_iter=max_iter, random_state=0)
     est._stamps = []
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), AnonymousPeak() as anonymous:
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
         est.fit(adata)
@@ -149,33 +159,32 @@ def run_backed(path, max_iter, out):
     per_iter = np.diff(est._stamps)
     np.savez(out, **_fitted(est))
     print(json.dumps(dict(seconds=seconds, per_iter=float(np.median(per_iter)),
-                          peak=peak_rss_mb() - base)))  # fmt: skip
+                          start=est._stamps[0] - t0 - float(np.median(per_iter)),
+                          peak=peak_rss_mb() - base,
+                          anonymous=anonymous.peak - anonymous.base)))  # fmt: skip
 
 
-def run_subset(path):
+def run_subset(path, model):
     import anndata as ad
 
-    from sklearn_cogaps import HierarchicalPMF
-
+    cls = _model(model)
     adata = ad.read_h5ad(path, backed="r")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        backed = HierarchicalPMF(10, max_iter=20, random_state=0).fit(adata)
-        memory = HierarchicalPMF(10, max_iter=20, random_state=0).fit(adata.to_memory().X)
+        backed = cls(10, max_iter=20, random_state=0).fit(adata)
+        memory = cls(10, max_iter=20, random_state=0).fit(adata.to_memory().X)
     print(json.dumps(dict(diff=_max_diff(_fitted(backed), _fitted(memory)))))
 
 
-def run_cluster(path, max_iter, rows, reference):
+def run_cluster(path, max_iter, rows, reference, model):
     import distributed
     import h5py
     from anndata.experimental import read_elem_lazy
 
-    from sklearn_cogaps import HierarchicalPMF
-
     with (
         distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                  host="127.0.0.1", dashboard_address=None) as cluster,
-        distributed.Client(cluster),
+        distributed.Client(cluster) as client,
         h5py.File(path, "r") as f,
     ):  # fmt: skip
         X = read_elem_lazy(f["X"], chunks=(rows, f["X"].attrs["shape"][1]))
@@ -183,11 +192,13 @@ def run_cluster(path, max_iter, rows, reference):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            est = HierarchicalPMF(10, max_iter=max_iter, random_state=0).fit(X)
+            est = _model(model)(10, max_iter=max_iter, random_state=0).fit(X)
             seconds = time.perf_counter() - t0
         peak = peak_rss_mb() - base
+        workers = sum(client.run(_worker_peak).values())
     ref = dict(np.load(reference))
-    print(json.dumps(dict(seconds=seconds, peak=peak, diff=_max_diff(_fitted(est), ref))))
+    print(json.dumps(dict(seconds=seconds, peak=peak, workers=workers,
+                          diff=_max_diff(_fitted(est), ref))))  # fmt: skip
 
 
 def simulate_survey(path, n, seed=0):
@@ -345,6 +356,8 @@ def main():
     parser.add_argument("--max-iter", type=int, default=10)
     parser.add_argument("--skip-cluster", action="store_true")
     parser.add_argument("--part", choices=["cells", "survey", "all"], default="all")
+    parser.add_argument("--models", default="hpmf,wbpmf", help="of the cells part")
+    parser.add_argument("--wbpmf-iter", type=int, default=3)
     parser.add_argument("--stars", type=int, default=10_000_000)
     parser.add_argument("--xd-iter", type=int, default=5)
     args = parser.parse_args()
@@ -373,30 +386,35 @@ def cells(args):
     subset = tmp / f"sklearn_cogaps_atlas_{args.subset}x{args.genes}.h5ad"
     if not subset.exists():
         simulate(subset, args.subset, args.genes)
-    r = _spawn("--subset-run", subset)
-    print(f"subset of {args.subset:,} cells: backed fit vs in-memory fit, largest difference "
-          f"of loadings_, components_, lower_bound_: {r['diff']:.3g}")  # fmt: skip
-    reference = tmp / "sklearn_cogaps_atlas_backed_fit.npz"
-    r = _spawn("--backed-run", path, args.max_iter, reference)
-    print(f"backed fit, {args.max_iter} iterations: {r['seconds']:.1f} s (start included), "
-          f"{r['per_iter']:.2f} s per VBEM iteration (median), peak {r['peak']:,.0f} MB above "
-          f"the process = {r['peak'] / file_mb:.2f} x the file, "
-          f"{r['peak'] / csr_mb:.2f} x the in-memory CSR")  # fmt: skip
-    if not args.skip_cluster:
-        rows = max(1, 2**22 * args.cells // max(nnz, 1))
-        r = _spawn("--cluster-run", path, args.max_iter, rows, reference)
-        print(f"LocalCluster (2 worker processes, 1 thread each), chunks of {rows:,} rows: "
-              f"{r['seconds']:.1f} s, client peak {r['peak']:,.0f} MB, largest difference "
-              f"from the backed fit {r['diff']:.3g}")  # fmt: skip
+    for model in args.models.split(","):
+        name = _model(model).__name__
+        max_iter = args.max_iter if model == "hpmf" else args.wbpmf_iter
+        r = _spawn("--subset-run", subset, model)
+        print(f"{name}, subset of {args.subset:,} cells: backed fit vs in-memory fit, largest "
+              f"difference of loadings_, components_, lower_bound_: {r['diff']:.3g}")  # fmt: skip
+        reference = tmp / f"sklearn_cogaps_atlas_backed_{model}.npz"
+        r = _spawn("--backed-run", path, max_iter, reference, model)
+        print(f"{name}, backed fit, {max_iter} iterations: {r['seconds']:.1f} s (start "
+              f"{r['start']:.1f} s), {r['per_iter']:.2f} s per iteration (median), peak "
+              f"{r['peak']:,.0f} MB above the process = {r['peak'] / file_mb:.2f} x the file, "
+              f"{r['peak'] / csr_mb:.2f} x the in-memory CSR; anonymous memory (without "
+              f"mapped files) {r['anonymous']:,.0f} MB")  # fmt: skip
+        if not args.skip_cluster:
+            rows = max(1, 2**22 * args.cells // max(nnz, 1))
+            r = _spawn("--cluster-run", path, max_iter, rows, reference, model)
+            print(f"{name}, LocalCluster (2 worker processes, 1 thread each), chunks of "
+                  f"{rows:,} rows: {r['seconds']:.1f} s, client peak {r['peak']:,.0f} MB, "
+                  f"workers' peaks {r['workers']:,.0f} MB in all, largest difference from the "
+                  f"backed fit {r['diff']:.3g}")  # fmt: skip
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--backed-run":
-        run_backed(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        run_backed(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     elif len(sys.argv) > 1 and sys.argv[1] == "--subset-run":
-        run_subset(sys.argv[2])
+        run_subset(sys.argv[2], sys.argv[3])
     elif len(sys.argv) > 1 and sys.argv[1] == "--cluster-run":
-        run_cluster(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        run_cluster(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6])
     elif len(sys.argv) > 1 and sys.argv[1] == "--xd-local":
         run_xd_local(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif len(sys.argv) > 1 and sys.argv[1] == "--xd-cluster":

@@ -1,5 +1,5 @@
-"""What several test files share: small data sets of each kind, and forcing the parallel
-paths."""
+"""What several test files share: small data sets of each kind, forcing the parallel
+paths, and a LocalCluster of worker processes."""
 
 import contextlib
 
@@ -15,6 +15,36 @@ VARIANCES = _RNG.uniform(0.1, 0.5, POINTS.shape)
 RATINGS = np.where(
     _RNG.uniform(size=(30, 20)) < 0.5, np.nan, _RNG.randint(1, 6, (30, 20)).astype(float)
 )
+
+
+def gamma_poisson_counts(n, p, K, seed):
+    """Poisson counts of ``K`` Gamma-distributed programs, as a CSR matrix of floats."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(seed)
+    mean = rng.gamma(0.3, 2.0, (n, K)) @ rng.gamma(0.3, 2.0, (K, p))
+    return sparse.csr_matrix(rng.poisson(mean).astype(np.float64))
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers):
+    """A ``distributed.Client`` of a LocalCluster of ``n_workers`` worker processes with one
+    thread each (the test is skipped without dask[distributed])."""
+    import pytest
+
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] is an extra")
+    with (
+        distributed.LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1,
+                                 host="127.0.0.1", dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):  # fmt: skip
+        yield client
+
+
+def ran_on_every_worker(client, module):
+    """Whether every worker of ``client`` imported ``module`` (it ran tasks of it)."""
+    ran = client.run(lambda: module in __import__("sys").modules)
+    return all(ran.values())
 
 
 @contextlib.contextmanager

@@ -6,8 +6,6 @@ and updates are in ``_hpmf_updates``.
 """
 
 import copy
-import functools
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,20 +18,16 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._adam import Adam
-from .._utils._anndata import is_anndata
-from .._utils._blocks import RowBlocks, current_client, is_out_of_core
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import (
     check_ignored_y,
-    data_dtype,
-    out_of_core_features,
     validate_input,
 )
 from ._block_counts import BlockCounts
@@ -41,7 +35,6 @@ from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
     CountModelMixin,
-    check_total,
     has_fractions,
     kl_nmf,
     log_of_factor,
@@ -64,19 +57,6 @@ from ._hpmf_updates import (
 from ._scores import hierarchical_scores, row_scores
 
 __all__ = ["HierarchicalPMF"]
-
-
-def _check_block(estimator, block):
-    """Refuse a block of out-of-core counts as ``fit`` refuses X; whether it has fractions."""
-    validate_input(estimator, block, reset=False, check=check_array, accept_sparse="csr",
-                   dtype=np.float64, ensure_non_negative=True, input_name="X")  # fmt: skip
-    return has_fractions(block.data)
-
-
-def _source_dtype(X):
-    """float32 for an out-of-core source of float32 values, else float64."""
-    source = getattr(X, "X", X) if is_anndata(X) else X
-    return np.float32 if getattr(source, "dtype", None) == np.float32 else np.float64
 
 
 # VBEM iterations of init="vbem".
@@ -387,50 +367,6 @@ class HierarchicalPMF(
         data = X.data if sparse.issparse(X) else X
         self._check_values(X.shape, reset and not np.any(data > 0), data, has_fractions(data))
         return X
-
-    def _check_values(self, shape, all_zeros, totals, fractions):
-        """What the counts must be beyond non-negative and finite: not all zeros (in fit),
-        a total the updates can hold, and whole numbers (else a warning)."""
-        if all_zeros:
-            raise ValueError(
-                f"X of shape {shape} contains only zeros: a Poisson factorisation needs at "
-                "least one positive count. Remove empty data before fitting."
-            )
-        check_total(totals, type(self).__name__)
-        if fractions:
-            warnings.warn(
-                "X contains non-integer values; HierarchicalPMF models counts. The fit uses "
-                "the Poisson likelihood extended to real x >= 0 by Gamma(x + 1), which stays "
-                "well defined. Round X to silence this warning.",
-                UserWarning,
-                stacklevel=4,
-            )
-
-    def _read_counts(self, X, reset):
-        """The dtype of the results, and X validated: in memory, or read by blocks of rows
-        (:class:`BlockCounts`, or :class:`DaskCounts` on a cluster) when out of core."""
-        if is_out_of_core(X):
-            return _source_dtype(X), self._out_of_core_counts(X, reset)
-        return data_dtype(X), self._validate_counts(X, reset)
-
-    def _out_of_core_counts(self, X, reset):
-        """The counts of an out-of-core X (a backed AnnData, a Dask, HDF5 or zarr array), read
-        a block of rows at a time, every block checked as :meth:`_validate_counts` checks X."""
-        blocks = RowBlocks(X)
-        if not reset:
-            check_is_fitted(self)
-            out_of_core_features(self, X, blocks.shape[1], reset=False)
-        check = functools.partial(_check_block, self)
-        client = current_client() if blocks.kind == "dask" else None
-        if client is not None:
-            counts = DaskCounts(blocks, client, check)
-        else:
-            counts = BlockCounts(blocks, check)
-        self._check_values(counts.shape, reset and counts.nnz == 0, np.array([counts.total]),
-                           any(counts.checked))  # fmt: skip
-        if reset:
-            out_of_core_features(self, X, counts.shape[1], reset=True)
-        return counts
 
     # -- the fitting loop's hooks ------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._blocks import RowBlocks, is_out_of_core
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._seeding import draw_seeds
@@ -30,18 +31,23 @@ from .._utils._validation import (
     check_ignored_y,
     check_side_labels,
     data_dtype,
+    out_of_core_features,
     validate_input,
 )
+from ._block_counts import BlockCounts, compressed, entry_sums, row_entry_sums
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
     CountModelMixin,
+    _check_block,
+    _source_dtype,
     check_total,
     kl_nmf,
     loglik,
 )
+from ._dask_counts import DaskCounts
 from ._ebpm import EBPM_FAMILIES
-from ._hpmf_updates import log_factorial_sum
+from ._wbpmf_blocks import BlockSweeper
 from ._wbpmf_fast import regress_rows, row_expected_counts
 from ._wbpmf_updates import (
     _CLAMP,
@@ -50,6 +56,7 @@ from ._wbpmf_updates import (
     _Sweeper,
     elbo_rows,
     iterate,
+    rowwise_dot,
     safe_divide,
     unseen_features,
 )
@@ -76,10 +83,16 @@ class _Problem:
 
     def __init__(self, X, W, H, n_threads, families, held=None):
         self.X, self.W, self.H, self.families, self.held = X, W, H, families, held
-        self.sweeper = _Sweeper(X, n_threads)
-        self.x_rows = np.asarray(X.sum(axis=1)).ravel()
-        self.x_cols = np.asarray(X.sum(axis=0)).ravel()
-        self.const = log_factorial_sum(X.data)
+        if isinstance(X, (BlockCounts, DaskCounts)):  # read by blocks, or on a cluster
+            self.sweeper = BlockSweeper(X, n_threads)
+            self.x_rows, self.x_cols = X.row_sums, self.sweeper.x_cols
+            self.const = X.log_factorial
+        else:
+            self.sweeper = _Sweeper(X, n_threads)
+            self.x_rows = np.asarray(X.sum(axis=1)).ravel()
+            self.x_cols = np.asarray(X.sum(axis=0)).ravel()
+            # the sum of the rows' sums, as the blocks of an out-of-core X give it
+            self.const = entry_sums(*row_entry_sums(compressed(X)), self.x_rows)[0]
         self.n_started = 0
 
 
@@ -431,8 +444,7 @@ class WeightedBackgroundPMF(
         # labelled starts are read by position: their samples and features must be X's
         check_side_labels(X, "W", W, axes=("row",))
         check_side_labels(X, "H", H, axes=("column",))
-        dtype = data_dtype(X)
-        X = self._validate_counts(X, reset=True)
+        dtype, X = self._read_counts(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
         held = self._held_out_counts(X_val, X.shape)
         with threadpool_limits(limits=1, user_api="blas"):
@@ -441,7 +453,7 @@ class WeightedBackgroundPMF(
         return self
 
     def _fit(self, X, W, H, held=None):
-        total = X.sum()
+        total = X.total if isinstance(X, (BlockCounts, DaskCounts)) else X.sum()
         if not total > 0:
             raise ValueError(
                 "X has no positive entry; the Poisson model needs at least one non-zero count."
@@ -449,12 +461,16 @@ class WeightedBackgroundPMF(
         rng = check_random_state(self.random_state)
         families = (self.prior_loadings, self._parameter("prior_components"))
         problem = _Problem(X, W, H, effective_n_threads(), families, held)
-        start = self._warm_state(problem)
-        run = (
-            self._fit_from(start)
-            if start is not None
-            else self._best_run(problem, rng, self.n_init)
-        )
+        try:
+            start = self._warm_state(problem)
+            run = (
+                self._fit_from(start)
+                if start is not None
+                else self._best_run(problem, rng, self.n_init)
+            )
+        finally:
+            if hasattr(problem.sweeper, "close"):
+                problem.sweeper.close()  # the denominators of counts read by blocks
         self._end_run(run)
         s = run.state.fit
         f0, Ef, Elogf = unseen_features(problem.x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf,
@@ -576,7 +592,7 @@ class WeightedBackgroundPMF(
             Elogl = np.log(El)  # -inf: a topic switched off
             logw = np.log(w)
         kl = np.zeros((n, K))
-        l0 = safe_divide(x_rows, El @ colw)
+        l0 = safe_divide(x_rows, rowwise_dot(El, colw))
         lv = np.ascontiguousarray(Elogf)
         threads = kernel_threads(_ROW_WORK * sweeper.data.size * K * K, effective_n_threads())
         regress_rows(sweeper.indptr, sweeper.indices, sweeper.data, _stabilised(lv)[0], lv,
@@ -614,7 +630,8 @@ class WeightedBackgroundPMF(
         """Each row's part of the ELBO that :meth:`score` sums (less its log X! constant)."""
         no_cols = np.zeros(self.f0_.size)  # the column part is the same for every fit of the rows
         Ef, Elogf = self._feature_moments()
-        rows, _ = elbo_rows(sweeper, x_rows, no_cols, self.w_, l0, self.f0_, El, Ef, Elogl, Elogf)
+        rows, _ = elbo_rows(sweeper, x_rows, no_cols, self.w_, l0, self.f0_, El, Ef, Elogl, Elogf,
+                            rowwise=True)  # fmt: skip
         return rows - kl.sum(axis=1)
 
     def transform(self, X):
@@ -635,10 +652,25 @@ class WeightedBackgroundPMF(
             ``l0_i E[l_ik]``, so that ``L @ components_`` is the fitted mean of ``X``.
         """
         check_is_fitted(self)
-        dtype = data_dtype(X)
-        X = self._validate_counts(X, reset=False)
-        _, _, l0, El, _, _ = self._fit_rows(X)
-        return (l0[:, None] * El).astype(dtype, copy=False)
+        dtype, blocks = self._blocks_of_rows(X)
+        L = [l0[:, None] * El for _, _, l0, El, _, _ in map(self._fit_rows, blocks)]
+        return np.concatenate(L).astype(dtype, copy=False)
+
+    def _blocks_of_rows(self, X):
+        """The dtype of the results, and the new rows validated as CSR blocks: X whole, or
+        read a block at a time when out of core (the rows are fitted independently)."""
+        if not is_out_of_core(X):
+            return data_dtype(X), [self._validate_counts(X, reset=False)]
+        blocks = RowBlocks(X)
+        out_of_core_features(self, X, blocks.shape[1], reset=False)
+
+        def checked():
+            for _, block in blocks:
+                _check_block(self, block)
+                check_total(block.data, type(self).__name__)
+                yield block
+
+        return _source_dtype(X), checked()
 
     def loading_scores(self, X=None):
         """Compute each topic's share of a row's expected counts, scHPF's cell scores.
@@ -706,21 +738,21 @@ class WeightedBackgroundPMF(
         """
         check_is_fitted(self)
         check_ignored_y(self, y, X, method="score", advice="score the counts alone, call score(X)")
-        X = self._validate_counts(X, reset=False)
-        sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(X)
+        _, blocks = self._blocks_of_rows(X)
         Ef, Elogf = self._feature_moments()
-        x_cols = np.asarray(X.sum(axis=0)).ravel()
-        const = log_factorial_sum(X.data)
-        rows, cols = elbo_rows(
-            sweeper,
-            x_rows,
-            x_cols,
-            self.w_,
-            l0,
-            self.f0_,
-            El,
-            Ef,
-            Elogl,
-            Elogf,
-        )
-        return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / X.shape[0]
+        rows, row_log_factorial, kls = [], [], []
+        x_cols = np.zeros(self.f0_.size)
+        for block in blocks:
+            sweeper, x_rows, l0, El, Elogl, kl = self._fit_rows(block)
+            no_cols = np.zeros(self.f0_.size)
+            rows.append(elbo_rows(sweeper, x_rows, no_cols, self.w_, l0, self.f0_, El, Ef,
+                                  Elogl, Elogf, rowwise=True)[0])  # fmt: skip
+            row_log_factorial.append(row_entry_sums(compressed(block))[0])
+            kls.append(kl)
+            # the columns' sums continue row after row, as X.sum(axis=0) adds them
+            np.add.at(x_cols, block.indices, block.data)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cols = float(np.sum(np.where(x_cols > 0, x_cols * np.log(self.f0_), 0.0)))
+        rows, kl = np.concatenate(rows), np.concatenate(kls)
+        const = float(np.sum(np.concatenate(row_log_factorial)))
+        return (float(np.sum(rows)) + cols - const - float(np.sum(kl))) / rows.shape[0]

@@ -142,6 +142,7 @@ def topic_counts(
     const double[::1] v_old,
     const unsigned char[::1] row_new,
     const unsigned char[::1] col_new,
+    const intp_t[::1] starts,
     int n_threads,
 ):
     """Row sums and per-chunk column sums of ``E[Z_ijk] = X_ij U_ik V_jk / D_ij`` for one
@@ -152,9 +153,9 @@ def topic_counts(
     (one term, or whole where the row or the column was restabilised, ``row_new``,
     ``col_new``), in the same pass. ``row_sums`` (n_samples,) is overwritten;
     ``col_partial`` (n_chunks, n_features) must be zero on entry and receives each chunk's
-    column sums (sum over axis 0 for the total).
+    column sums (sum over axis 0 for the total); chunk ``c`` is the rows ``starts[c]`` to
+    ``starts[c + 1]``.
     """
-    cdef intp_t n = indptr.shape[0] - 1
     cdef intp_t K = U.shape[1]
     cdef intp_t n_chunks = col_partial.shape[0]
     cdef intp_t c, i, ptr, j, lo, hi
@@ -165,8 +166,8 @@ def topic_counts(
         status[c] = item_status(SITE_WBPMF_COUNTS, c, True)
         if status[c] != 0:
             continue
-        lo = c * n // n_chunks
-        hi = (c + 1) * n // n_chunks
+        lo = starts[c]
+        hi = starts[c + 1]
         for i in range(lo, hi):
             acc = 0.0
             for ptr in range(indptr[i], indptr[i + 1]):

@@ -83,6 +83,14 @@ def _store(prior, k, res, n_components):
     return prior
 
 
+def chunk_starts(n):
+    """The first row of every chunk of the sweeps over n rows, and n: a fixed number of
+    chunks, so that the column sums do not depend on the threads (nor, read by blocks cut at
+    these bounds, on the blocks)."""
+    n_chunks = max(1, min(_N_CHUNKS, n))
+    return (np.arange(n_chunks + 1, dtype=np.intp) * n) // n_chunks
+
+
 def _stabilised(logs):
     """exp(logs - rowmax) and the row maxima (0 where a row is all -inf)."""
     m = np.max(logs, axis=1)
@@ -101,7 +109,7 @@ class _Sweeper:
         self.indices = np.asarray(X.indices, dtype=index)
         self.data = np.asarray(X.data, dtype=np.float64)
         self.n, self.p = X.shape
-        self.n_chunks = max(1, min(_N_CHUNKS, self.n))
+        self.starts = chunk_starts(self.n)
         # about 20 operations per stored entry and component sweep
         self.n_threads = kernel_threads(20 * self.data.size, n_threads)
 
@@ -117,10 +125,10 @@ class _Sweeper:
         ``changed = (t, u_old, v_old)`` when topic ``t``'s exponentials changed
         (:meth:`_Exponentials.set`) since ``D`` was made: ``D`` follows in the same pass."""
         out = np.empty(self.n)
-        partial = np.zeros((self.n_chunks, self.p))
+        partial = np.zeros((len(self.starts) - 1, self.p))
         t, u_old, v_old = (-1, out, partial[0]) if changed is None else changed
         topic_counts(self.indptr, self.indices, self.data, rows.E, cols.E, rows.logs, cols.logs,
-                     D, k, out, partial, t, u_old, v_old, rows.moved, cols.moved,
+                     D, k, out, partial, t, u_old, v_old, rows.moved, cols.moved, self.starts,
                      self.n_threads)  # fmt: skip
         return out, partial.sum(axis=0)
 
@@ -223,13 +231,25 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
     return value - (s_.kl_L.sum() + s_.kl_F.sum())
 
 
-def elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf):
-    """Per-row ELBO terms without the KLs and the log X! constant, plus the column part."""
+def rowwise_dot(A, v):
+    """``A @ v`` with each row's sum made in the order of the columns, so that a row's
+    result does not depend on the other rows (a matrix product's kernel depends on their
+    number): new rows are fitted the same alone as in any batch, or read by blocks."""
+    out = A[:, 0] * v[0]
+    for k in range(1, A.shape[1]):
+        out = out + A[:, k] * v[k]
+    return out
+
+
+def elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf, rowwise=False):
+    """Per-row ELBO terms without the KLs and the log X! constant, plus the column part
+    (``rowwise``: each row's terms from that row alone, :func:`rowwise_dot`)."""
     lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
     lv = np.ascontiguousarray(Elogf)
     sparse_rows = sweeper.data_term(lu, lv)
     # Dense part: -sum_ij l0_i f0_j Lambda_ij as a rank-K product (never n x p).
-    dense_rows = -l0 * (El @ (w * (f0 @ Ef)))
+    colw = w * (f0 @ Ef)
+    dense_rows = -l0 * (rowwise_dot(El, colw) if rowwise else El @ colw)
     with np.errstate(divide="ignore", invalid="ignore"):
         bg_rows = np.where(x_rows > 0, x_rows * np.log(l0), 0.0)
         bg_cols = float(np.sum(np.where(x_cols > 0, x_cols * np.log(f0), 0.0)))

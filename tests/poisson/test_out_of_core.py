@@ -8,11 +8,12 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
-from scipy import sparse
 
 import sklearn_cogaps._utils._blocks as blocks_module
 from sklearn_cogaps import HierarchicalPMF
 from sklearn_cogaps._utils._blocks import RowBlocks
+
+from _shared import gamma_poisson_counts, local_cluster, ran_on_every_worker
 
 ad = pytest.importorskip("anndata")
 h5py = pytest.importorskip("h5py")
@@ -33,9 +34,7 @@ FITTED = (
 
 
 def _counts(n=400, p=90, K=4, seed=0):
-    rng = np.random.default_rng(seed)
-    mean = rng.gamma(0.3, 2.0, (n, K)) @ rng.gamma(0.3, 2.0, (K, p))
-    return sparse.csr_matrix(rng.poisson(mean).astype(np.float64))
+    return gamma_poisson_counts(n, p, K, seed)
 
 
 @pytest.fixture
@@ -207,7 +206,6 @@ def test_blocks_are_checked_as_in_memory_data_are(tmp_path):
 def test_local_cluster_fit_equals_the_in_memory_fit():
     """On a LocalCluster of worker processes the passes run where the chunks live, and the
     fit and transform are the in-memory ones to the bit, for one worker as for two."""
-    distributed = pytest.importorskip("distributed", reason="dask[distributed] is an extra")
     da = pytest.importorskip("dask.array")
     X = _counts(n=300, seed=6)
     kw = dict(n_components=3, max_iter=10, random_state=0)
@@ -215,17 +213,10 @@ def test_local_cluster_fit_equals_the_in_memory_fit():
         warnings.simplefilter("ignore")
         ref = HierarchicalPMF(**kw).fit(X)
         for n_workers in (2, 1):
-            with (
-                distributed.LocalCluster(n_workers=n_workers, processes=True,
-                                         threads_per_worker=1, host="127.0.0.1",
-                                         dashboard_address=None) as cluster,
-                distributed.Client(cluster) as client,
-            ):  # fmt: skip
+            with local_cluster(n_workers) as client:
                 est = HierarchicalPMF(**kw).fit(da.from_array(X, chunks=(47, -1)))
                 _assert_same_fit(est, ref)
                 W = est.transform(da.from_array(X, chunks=(120, -1)))
-                ran = client.run(
-                    lambda: "sklearn_cogaps._poisson._dask_counts" in __import__("sys").modules
-                )
-                assert all(ran.values()), ran  # every worker ran passes
+                # every worker ran passes
+                assert ran_on_every_worker(client, "sklearn_cogaps._poisson._dask_counts")
             assert_array_equal(W, ref.transform(X))

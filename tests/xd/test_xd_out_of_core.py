@@ -15,6 +15,8 @@ import sklearn_cogaps._utils._blocks as blocks_module
 import sklearn_cogaps._xd._blocks as xd_blocks
 from sklearn_cogaps import ExtremeDeconvolution
 
+from _shared import local_cluster, ran_on_every_worker
+
 da = pytest.importorskip("dask.array", reason="dask is an optional extra")
 
 FITTED = (
@@ -238,20 +240,15 @@ def test_local_cluster_fit_equals_the_in_memory_fit():
     """On a LocalCluster of worker processes the parts stay where they were made and their
     statistics are computed there: the fit is the in-memory one to the bit, for one worker
     as for two."""
-    distributed = pytest.importorskip("distributed", reason="dask[distributed] is an extra")
     X, var, full, w = _points(n=2000, seed=7)
     ref = _fit(X, X_cov=full, sample_weight=w)
     for n_workers in (2, 1):
-        with (
-            distributed.LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1,
-                                     host="127.0.0.1", dashboard_address=None) as cluster,
-            distributed.Client(cluster) as client,
-        ):  # fmt: skip
+        with local_cluster(n_workers) as client:
             Xd = da.from_array(X, chunks=(300, -1))
             Sd = da.from_array(full, chunks=(300, -1, -1))
             est = _fit(Xd, X_cov=Sd, sample_weight=da.from_array(w, chunks=300))
             _assert_same_fit(est, ref)
             proba = est.predict_proba(Xd, X_cov=Sd)
-            ran = client.run(lambda: "sklearn_cogaps._xd._blocks" in __import__("sys").modules)
-            assert all(ran.values()), ran  # every worker held parts
+            # every worker held parts
+            assert ran_on_every_worker(client, "sklearn_cogaps._xd._blocks")
         assert_array_equal(proba, ref.predict_proba(X, X_cov=full))
