@@ -706,3 +706,14 @@ def test_init_and_chains_reach_the_model(capsys, tmp_path):
     assert_array_equal(saved["patterns"], model.loadings_)
     assert_array_equal(saved["rhat_amplitudes"], model.rhat_["components"])
     assert saved["rhat_chisq"] == model.rhat_["chisq"]
+
+
+def test_convergence_advice_names_the_options(capsys, tmp_path):
+    """A fit that has not converged is told to raise -n/--max-iter, the command line's
+    option, not the estimator's max_iter."""
+    X = make_patterns(n_samples=12, n_features=30, n_components=2, random_state=1)[0]
+    np.save(tmp_path / "x.npy", X)
+    status, _, err = _run(capsys, [tmp_path / "x.npy", "-k", 2, "-n", 10, "--n-chains", 2])
+    assert status == 0, err
+    assert "warning: The 2 chains do not agree yet" in err
+    assert "Raise -n/--max-iter (now 10)" in err and "max_iter (now" not in err

@@ -83,6 +83,22 @@ def test_recommend_fits_new_users_from_their_rows(fitted):
     assert_allclose(scores, expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("model", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_recommend_to_an_anndata_keeps_its_feature_names(model):
+    """New users given as an AnnData are fitted from it as given: transform checks its
+    var_names against the fit's, without a warning that they were lost."""
+    ad = pytest.importorskip("anndata")
+    adata = ad.AnnData(_interactions())
+    adata.var_names = [f"item{j}" for j in range(30)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = model(3, max_iter=5, random_state=0).fit(adata)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        items, _ = est.recommend(adata[:4], n=3)
+    assert_array_equal(items, est.recommend(adata[:4].X, n=3)[0])
+
+
 def test_recommend_refuses_what_it_cannot_read(fitted):
     est, X = fitted
     with pytest.raises(ValueError, match="n must be a positive integer"):

@@ -42,8 +42,10 @@ output formats: {OUTPUT_FORMATS}
   chisq_history, n_atoms_history (iterations x 2: atoms of W and of H), chisq
   (of the posterior mean), lambda (the prior rates of W and H), pattern_names,
   complete (False when the chain was interrupted), n_calibration and n_sampling
-  (iterations run in each phase), and sample_names / feature_names when the
-  input has them:
+  (iterations run in each phase), uncertainty_model, with --n-chains the
+  diagnostics rhat_chisq, rhat_patterns, rhat_amplitudes, ess_bulk_chisq,
+  ess_bulk_patterns and ess_bulk_amplitudes (split R-hat and bulk ESS), and
+  sample_names / feature_names when the input has them:
       r = numpy.load("OUT.npz"); r["patterns"]
   OUT.csv (or OUT.tsv) writes six tables with the common prefix OUT:
   OUT_patterns.csv and OUT_patterns_std.csv (one row per sample),

@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -106,7 +107,12 @@ def _empty_model_chisq(X, uncertainty):
     return float(np.sum((X / sigma) ** 2))
 
 
+# The estimator's advice names its Python parameters; on the command line they are options.
+_OPTION_NAMES = (("max_iter (now", "-n/--max-iter (now"), ("n_components=", "-k/--n-components "))
+
+
 def _fit(model, X, uncertainty, threads):
+    from sklearn.exceptions import ConvergenceWarning
     from threadpoolctl import threadpool_limits
 
     from .._utils._openmp_helpers import effective_n_threads
@@ -114,8 +120,18 @@ def _fit(model, X, uncertainty, threads):
     with threadpool_limits(limits=threads, user_api="openmp"):
         n_threads = effective_n_threads()
         start = time.perf_counter()
-        model.fit(X, uncertainty=uncertainty)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            model.fit(X, uncertainty=uncertainty)
         wall = time.perf_counter() - start
+    for w in caught:
+        if issubclass(w.category, ConvergenceWarning):
+            message = str(w.message)
+            for name, option in _OPTION_NAMES:
+                message = message.replace(name, option)
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return wall, n_threads
 
 

@@ -761,7 +761,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         R = self._validate_ratings(X, reset=False)
         return R, R  # a user has seen the items it rated
 
-    def _new_user_factors(self, R):
+    def _new_user_factors(self, R, given):
         return sample_new_users(self, R)[0]
 
     def score(self, X, y=None):

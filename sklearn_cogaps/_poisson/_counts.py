@@ -401,6 +401,10 @@ class CountModelMixin(RecommenderMixin):
         """The held-out counts of early stopping, as :func:`loglik` reads them (or None)."""
         if X_val is None:
             return None
+        if is_out_of_core(X_val):
+            # held-out counts are scored in memory: read them a block at a time, as CSR
+            blocks = RowBlocks(X_val)
+            X_val = sparse.vstack([block for _, block in blocks], format="csr")
         held = held_out(self._validate_counts(X_val, reset=False))
         if held.shape != shape:
             raise ValueError(
@@ -412,5 +416,6 @@ class CountModelMixin(RecommenderMixin):
         X = self._validate_counts(X, reset=False)
         return X, held_out(X)  # a row's seen items: its non-zero counts
 
-    def _new_user_factors(self, X):
-        return np.asarray(self.transform(X))
+    def _new_user_factors(self, X, given):
+        # the input as given: transform checks an AnnData's or a DataFrame's feature names
+        return np.asarray(self.transform(given))

@@ -114,7 +114,8 @@ class DaskCounts:
         self.shape = blocks.shape
         p = self.shape[1]
         self.row_bounds = blocks.bounds
-        chunks = client.compute(list(X.to_delayed()[:, 0]))
+        delayed = X.to_delayed()[:, 0]
+        chunks = client.compute([delayed[i] for i in blocks.chunk_index])
         read = [
             client.submit(_read_row_block, chunk, (b - a, p), check, pure=False)
             for chunk, (a, b) in zip(chunks, self.row_bounds)

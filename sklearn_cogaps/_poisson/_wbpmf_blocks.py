@@ -20,21 +20,13 @@ import tempfile
 import numpy as np
 from scipy import sparse
 
+from .._utils._blocks import chunk_aligned_parts, stream_parts
 from .._utils._openmp_helpers import kernel_threads
 from ._block_counts import compressed
 from ._wbpmf_fast import data_term, denominators, topic_counts
 from ._wbpmf_updates import _stabilised, chunk_starts
 
 __all__ = ["BlockSweeper"]
-
-
-def _part_bounds(starts, block_bounds):
-    """The parts of rows: the whole chunks that end in each block and have not started in
-    an earlier one (empty parts dropped)."""
-    ends = [0]
-    for _, b in block_bounds:
-        ends.append(int(starts[np.searchsorted(starts, b, "right") - 1]))
-    return [(a, b) for a, b in zip(ends[:-1], ends[1:]) if b > a]
 
 
 def _csr(arrays, n_features):
@@ -64,10 +56,10 @@ class BlockSweeper:
         self.starts = chunk_starts(self.n)
         self.n_threads = kernel_threads(20 * counts.nnz, n_threads)
         if hasattr(counts, "client"):
-            self.part_bounds = _part_bounds(self.starts, counts.row_bounds)
+            self.part_bounds = chunk_aligned_parts(self.starts, counts.row_bounds)
             self.parts = _ClusterParts(self, counts)
         else:
-            self.part_bounds = _part_bounds(self.starts, counts.blocks.bounds)
+            self.part_bounds = chunk_aligned_parts(self.starts, counts.blocks.bounds)
             self.parts = _LocalParts(self, counts.blocks, counts.nnz)
         self.x_cols = self.parts.column_sums()
 
@@ -156,19 +148,14 @@ class _LocalParts:
     def __iter__(self):
         """``(lo, hi, ptr, arrays)`` of every part: its rows, the offset of its first stored
         count, its CSR arrays."""
-        bounds = self.sweeper.part_bounds
-        carry, carry_lo, k, ptr = None, 0, 0, 0
-        for a, X in self.blocks:
-            piece = X if carry is None else sparse.vstack([carry, X], format="csr")
-            first = a if carry is None else carry_lo
-            while k < len(bounds) and bounds[k][1] <= first + piece.shape[0]:
-                lo, hi = bounds[k]
-                arrays = compressed(piece[lo - first : hi - first])
-                yield lo, hi, ptr, arrays
-                ptr += arrays[2].size
-                k += 1
-            carry_lo = bounds[k - 1][1] if k else 0
-            carry = piece[carry_lo - first :]
+        ptr = 0
+        for lo, hi, part in stream_parts(
+            self.blocks, self.sweeper.part_bounds, lambda X: X.shape[0],
+            lambda a, b: sparse.vstack([a, b], format="csr"), lambda X, i, j: X[i:j],
+        ):  # fmt: skip
+            arrays = compressed(part)
+            yield lo, hi, ptr, arrays
+            ptr += arrays[2].size
 
     def column_sums(self):
         y = np.zeros(self.sweeper.p)

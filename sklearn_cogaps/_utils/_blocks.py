@@ -21,7 +21,10 @@ __all__ = [
     "BLOCK_ENTRIES",
     "RowBlocks",
     "canonical_block",
+    "chunk_aligned_parts",
+    "stream_parts",
     "current_client",
+    "is_dask_array",
     "is_out_of_core",
 ]
 
@@ -50,6 +53,68 @@ def _encoding(X):
     except AttributeError:
         return None
     return encoding.decode() if isinstance(encoding, bytes) else encoding
+
+
+def is_dask_array(obj):
+    """Whether ``obj`` is a Dask array (recognised by its module, never imported here)."""
+    return _kind(obj) == "dask"
+
+
+def chunk_aligned_parts(starts, block_bounds):
+    """Parts of rows cut at chunk bounds: for each block of the source, the whole chunks
+    that end in it and have not started in an earlier one (empty parts dropped).
+
+    A fit that adds its sums per fixed chunk of rows and then the chunks' sums in order
+    (the E-step of extreme deconvolution, the sweeps of WeightedBackgroundPMF) gives the same
+    bits over these parts as over the whole data: each chunk is summed whole, by one call.
+
+    Parameters
+    ----------
+    starts : ndarray of int
+        The first row of every chunk, and the number of rows.
+    block_bounds : list of (int, int)
+        The source's blocks of rows, in order.
+
+    Returns
+    -------
+    parts : list of (int, int)
+        The first row and one past the last of every part.
+    """
+    ends = [0]
+    for _, b in block_bounds:
+        ends.append(int(starts[np.searchsorted(starts, b, "right") - 1]))
+    return [(a, b) for a, b in zip(ends[:-1], ends[1:]) if b > a]
+
+
+def stream_parts(blocks, part_bounds, rows, join, cut):
+    """The parts of :func:`chunk_aligned_parts` from the source's blocks read in order, with
+    one block and the rows carried from the previous one in memory.
+
+    Parameters
+    ----------
+    blocks : iterable of (int, object)
+        Every block with its first row, in order.
+    part_bounds : list of (int, int)
+        The parts, from :func:`chunk_aligned_parts` of the blocks' bounds.
+    rows, join, cut : callable
+        ``rows(block)`` its number of rows; ``join(first, second)`` the rows of both, in
+        order; ``cut(block, i, j)`` its rows ``i:j``.
+
+    Yields
+    ------
+    lo, hi, part
+        The first row and one past the last of every part, and its rows.
+    """
+    carry, carry_lo, k = None, 0, 0
+    for a, block in blocks:
+        piece, first = (block, a) if carry is None else (join(carry, block), carry_lo)
+        end = first + rows(piece)
+        while k < len(part_bounds) and part_bounds[k][1] <= end:
+            lo, hi = part_bounds[k]
+            yield lo, hi, cut(piece, lo - first, hi - first)
+            k += 1
+        carry_lo = part_bounds[k - 1][1] if k else 0
+        carry = cut(piece, carry_lo - first, end - first)
 
 
 def current_client():
@@ -111,6 +176,9 @@ class RowBlocks:
         The matrix's shape.
     bounds : list of (int, int)
         The first row and one past the last of every block, in order.
+    chunk_index : list of int
+        For a Dask array, the index of every block's chunk (its empty chunks are no
+        blocks).
     """
 
     def __init__(self, X, block_entries=None):
@@ -146,7 +214,10 @@ class RowBlocks:
                     "the model reads whole rows at a time. Rechunk it to one chunk of "
                     "columns: X.rechunk({1: -1})."
                 )
-            edges = np.concatenate([[0], np.cumsum(self.source.chunks[0])])
+            # a filter of the rows may leave empty chunks: the blocks are the others
+            sizes = np.asarray(self.source.chunks[0], dtype=np.int64)
+            self.chunk_index = [int(i) for i in np.flatnonzero(sizes > 0)]
+            edges = np.concatenate([[0], np.cumsum(sizes[sizes > 0])])
         elif self.kind in ("sparse_dataset", "sparse_group"):
             if self.format != "csr":
                 raise ValueError(
@@ -166,13 +237,15 @@ class RowBlocks:
         edges = np.unique(np.clip(edges, 0, n))
         if edges.size == 1:
             edges = np.array([0, n])
+            if self.kind == "dask":
+                self.chunk_index = [0]
         self.bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
     def read(self, index):
         """Block ``index`` as a canonical float64 CSR matrix."""
         a, b = self.bounds[index]
         if self.kind == "dask":
-            block = self.source.blocks[index, 0].compute()
+            block = self.source.blocks[self.chunk_index[index], 0].compute()
         elif self.kind in ("sparse_dataset", "sparse_group"):
             # the rows' slices of the stored arrays, read directly (h5py or zarr)
             group, indptr = self.group, self._indptr

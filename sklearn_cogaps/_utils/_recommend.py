@@ -91,8 +91,9 @@ class RecommenderMixin:
     of the Poisson factorisations, the latent score of MaxMarginMF (its predicted rating is
     this score cut by the user's thresholds, so both rank a user's items alike). A class
     using it implements ``_recommend_input(X)``, which validates the rows of X and returns
-    them with the CSR pattern of their seen items, and ``_new_user_factors(X)``, the
-    factors of users that the fit has not seen.
+    them with the CSR pattern of their seen items, and ``_new_user_factors(X, given)``, the
+    factors of users that the fit has not seen (from the validated rows, or the input as
+    given, whose feature names ``transform`` checks).
     """
 
     def score_pairs(self, users, items):
@@ -151,9 +152,9 @@ class RecommenderMixin:
         check_is_fitted(self)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer; got {n!r}.")
-        X, seen = self._recommend_input(X)
+        given, (X, seen) = X, self._recommend_input(X)
         if users is None:
-            U = np.asarray(self._new_user_factors(X), dtype=np.float64)
+            U = np.asarray(self._new_user_factors(X, given), dtype=np.float64)
         else:
             U = self._loadings_of(users, X.shape[0])
         V = np.asarray(self.components_, dtype=np.float64)

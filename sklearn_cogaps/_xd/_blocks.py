@@ -19,7 +19,13 @@ import numpy as np
 from scipy import sparse
 
 from .._utils import _blocks as _row_blocks
-from .._utils._blocks import RowBlocks, is_out_of_core
+from .._utils._blocks import (
+    RowBlocks,
+    chunk_aligned_parts,
+    is_dask_array,
+    is_out_of_core,
+    stream_parts,
+)
 from ._data import Observations, observations
 from ._estep import chunk_starts, chunk_stats, chunk_weights, log_prob, reduce_stats
 
@@ -37,18 +43,27 @@ _SPARSE = (
 )
 
 
-def _module(obj):
-    return (type(obj).__module__ or "").split(".")[0]
-
-
-def _is_dask(obj):
-    return _module(obj) == "dask" and hasattr(obj, "chunks") and hasattr(obj, "blocks")
+def _check_side_shape(name, shape, X_shape):
+    """Refuse a side input whose shape is not one of those of the in-memory fit, with X's
+    number of points (not a block's)."""
+    n, p = X_shape
+    if name == "X_cov" and shape not in ((n, p), (n, p, p)):
+        raise ValueError(
+            f"X_cov must have shape (n_samples, n_features) = {(n, p)} for variances or "
+            f"(n_samples, n_features, n_features) = {(n, p, p)} for covariances; got {shape}."
+        )
+    if name == "projection" and (len(shape) != 3 or shape[:2] != (n, p)):
+        raise ValueError(
+            f"projection must have shape (n_features, n_dims) or (n_samples, n_features, "
+            f"n_dims) with n_samples = {n} and n_features = {p}; got {shape}."
+        )
+    if name == "sample_weight" and shape != (n,):
+        raise ValueError(f"sample_weight must have shape (n_samples,) = {(n,)}; got {shape}.")
 
 
 def _side_inputs(X_blocks, X_cov, projection, sample_weight):
     """The per-point inputs besides X (name -> array or source), checked against X's rows;
     a shared projection (2-D) is returned apart."""
-    n = X_blocks.shape[0]
     x_dask = X_blocks.kind == "dask"
     sides, shared = {}, None
     for name, value in (("X_cov", X_cov), ("projection", projection),
@@ -60,11 +75,8 @@ def _side_inputs(X_blocks, X_cov, projection, sample_weight):
         if name == "projection" and len(value.shape) == 2:
             shared = np.asarray(value)
             continue
-        if value.shape[0] != n:
-            raise ValueError(
-                f"{name} has {value.shape[0]} rows; X has {n} points: give one row per point."
-            )
-        if _is_dask(value):
+        _check_side_shape(name, tuple(int(v) for v in value.shape), X_blocks.shape)
+        if is_dask_array(value):
             if np.any(np.isnan(np.asarray(value.shape, float))):
                 raise ValueError(
                     f"The Dask array {name} has unknown chunk sizes; compute them first: "
@@ -90,11 +102,6 @@ def _side_inputs(X_blocks, X_cov, projection, sample_weight):
 def _describe(chunks):
     chunks = list(chunks)
     return f"{len(chunks)} chunks, the first of {chunks[0]}" if chunks else "no chunks"
-
-
-def _rows(source, a, b):
-    """Rows ``a:b`` of an array or a source, as a numpy array (Dask arrays stay lazy)."""
-    return source[a:b]
 
 
 class _Piece:
@@ -182,11 +189,7 @@ class ObservationBlocks:
         self.dtype = np.dtype(np.float32 if source_dtype == np.float32 else np.float64)
         self.n, self.p, self.d = n, p, d
         self.starts = chunk_starts(n)
-        # part i: the whole chunks that end in block i and have not started before it
-        ends = [0]
-        for _, b in self.blocks.bounds:
-            ends.append(int(self.starts[np.searchsorted(self.starts, b, "right") - 1]))
-        self.part_bounds = [(a, b) for a, b in zip(ends[:-1], ends[1:]) if b > a]
+        self.part_bounds = chunk_aligned_parts(self.starts, self.blocks.bounds)
         if client is not None and self.blocks.kind == "dask":
             self.parts = _ClusterParts(self, client)
         else:
@@ -200,11 +203,11 @@ class ObservationBlocks:
         a, b = self.blocks.bounds[index]
         arrays = {"X": self._read_X(index)}
         for name, value in self.sides.items():
-            if _is_dask(value) and self.blocks.kind == "dask":
-                arrays[name] = value.blocks[index]
+            if is_dask_array(value) and self.blocks.kind == "dask":
+                arrays[name] = value.blocks[self.blocks.chunk_index[index]]
             else:
-                arrays[name] = _rows(value, a, b)
-        lazy = {k: v for k, v in arrays.items() if _is_dask(v)}
+                arrays[name] = value[a:b]  # lazy for a Dask array
+        lazy = {k: v for k, v in arrays.items() if is_dask_array(v)}
         if lazy:
             import dask
 
@@ -223,7 +226,7 @@ class ObservationBlocks:
         blocks = self.blocks
         a, b = blocks.bounds[index]
         if blocks.kind == "dask":
-            return blocks.source.blocks[index, 0]
+            return blocks.source.blocks[blocks.chunk_index[index], 0]
         return blocks.source[a:b]
 
     def observations(self, piece, check=False):
@@ -325,16 +328,13 @@ class _LocalParts:
 
     def __iter__(self):
         """``(lo, hi, observations)`` of every part, in order."""
-        blocks, bounds = self.blocks, self.blocks.part_bounds
-        carry, k = None, 0
-        for index in range(len(blocks.blocks)):
-            piece = blocks.piece(index).join(carry)
-            while k < len(bounds) and bounds[k][1] <= piece.hi:
-                lo, hi = bounds[k]
-                yield lo, hi, blocks.observations(piece.cut(lo, hi), check=not self.checked)
-                k += 1
-            lo = bounds[k - 1][1] if k else 0
-            carry = piece.cut(lo, piece.hi)
+        blocks = self.blocks
+        pieces = ((a, blocks.piece(index)) for index, (a, _) in enumerate(blocks.blocks.bounds))
+        for lo, hi, piece in stream_parts(
+            pieces, blocks.part_bounds, lambda p: p.hi - p.lo, lambda a, b: b.join(a),
+            lambda p, i, j: p.cut(p.lo + i, p.lo + j),
+        ):  # fmt: skip
+            yield lo, hi, blocks.observations(piece, check=not self.checked)
         self.checked = True
 
     def summary(self):
@@ -389,16 +389,17 @@ class _ClusterParts:
         for index, (a, b) in enumerate(blocks.blocks.bounds):
             arrays = []
             for source in sources:
-                if _is_dask(source):
-                    arrays.append(source.blocks[(index,) + (0,) * (source.ndim - 1)])
+                if is_dask_array(source):
+                    chunk = blocks.blocks.chunk_index[index]
+                    arrays.append(source.blocks[(chunk,) + (0,) * (source.ndim - 1)])
                 else:
                     arrays.append(np.asarray(source[a:b]))
             per_block.append((a, b, arrays))
-        lazy = [x for _, _, arrays in per_block for x in arrays if _is_dask(x)]
+        lazy = [x for _, _, arrays in per_block for x in arrays if is_dask_array(x)]
         futures = iter(client.compute(lazy))
         raw = []
         for a, _, arrays in per_block:
-            values = [next(futures) if _is_dask(x) else x for x in arrays]
+            values = [next(futures) if is_dask_array(x) else x for x in arrays]
             raw.append(client.submit(_with_start, a, *values, pure=False))
         self.futures = []
         for lo, hi in blocks.part_bounds:

@@ -631,8 +631,14 @@ class ExtremeDeconvolution(
         core."""
         if not is_out_of_core(X):
             return validate_observations(self, X, X_cov, projection, sample_weight, reset)
+        shape = tuple(getattr(X, "shape", ()))
+        if len(shape) != 2 or shape[1] == 0:
+            raise ValueError(
+                f"X must be 2-D with at least one feature; got shape {shape}. Reshape a "
+                "single feature with X.reshape(-1, 1)."
+            )
         # with a projection, the points scored may observe other coordinates than fit's
-        out_of_core_features(self, X, int(X.shape[1]), reset, check=projection is None)
+        out_of_core_features(self, X, int(shape[1]), reset, check=projection is None)
         d = None if reset else self.means_.shape[1]
         client = current_client() if summarise else None
         return ObservationBlocks(X, X_cov, projection, sample_weight, d, client, summarise)

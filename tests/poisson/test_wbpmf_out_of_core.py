@@ -41,11 +41,11 @@ def _counts(n=500, p=80, K=4, seed=0):
     return sparse.csr_matrix(X)
 
 
-def _fit(X, **kw):
+def _fit(X, X_val=None, **kw):
     kw = dict(dict(n_components=3, max_iter=6, random_state=0), **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return WeightedBackgroundPMF(**kw).fit(X)
+        return WeightedBackgroundPMF(**kw).fit(X, X_val=X_val)
 
 
 def _assert_same_fit(est, ref):
@@ -152,6 +152,15 @@ def test_local_cluster_fit_equals_the_in_memory_fit():
             _assert_same_fit(est, ref)
             # every worker held parts
             assert ran_on_every_worker(client, "sklearn_cogaps._poisson._wbpmf_blocks")
+    # a filter's empty chunk is no block on the cluster either
+    dense = X.toarray()
+    dense[94:141, 0] = 1000.0  # the third chunk whole
+    Xd = da.from_array(dense, chunks=(47, -1))
+    kept = Xd[Xd[:, 0] < 1000.0]
+    kept.compute_chunk_sizes()
+    with local_cluster(2):
+        est = _fit(kept)
+    _assert_same_fit(est, _fit(sparse.csr_matrix(np.delete(dense, np.s_[94:141], axis=0))))
 
 
 def test_memory_of_a_backed_fit_is_a_part_and_the_model(tmp_path, monkeypatch):
@@ -180,3 +189,27 @@ def test_memory_of_a_backed_fit_is_a_part_and_the_model(tmp_path, monkeypatch):
         adata.file.close()
     backed, in_memory = peaks  # measured: 0.66 and 1.28 times the CSR size (8000 rows)
     assert backed < 0.8 * csr_bytes and backed < 0.6 * in_memory, (backed, in_memory, csr_bytes)
+
+
+def test_empty_chunks_and_held_out_counts_of_any_source(tmp_path):
+    """A filter of a Dask array's rows leaves empty chunks (after compute_chunk_sizes): they
+    are no blocks. Held-out counts may be read from the sources X is read from (here the
+    group of a sparse layer in an .h5ad), into memory."""
+    ad = pytest.importorskip("anndata")
+    X = _counts(n=300, seed=9)
+    dense = X.toarray()
+    dense[100:200, 0] = 1000.0  # the rows the filter drops: the second chunk whole
+    Xd = da.from_array(dense, chunks=(100, -1))
+    kept = Xd[Xd[:, 0] < 1000.0]
+    kept.compute_chunk_sizes()
+    assert 0 in kept.chunks[0]
+    memory = sparse.csr_matrix(np.delete(dense, np.s_[100:200], axis=0))
+    _assert_same_fit(_fit(kept), _fit(memory))
+    held = sparse.csr_matrix(np.ones_like(memory.toarray()))
+    ad.AnnData(memory, layers={"val": held}).write_h5ad(tmp_path / "v.h5ad")
+    backed = ad.read_h5ad(tmp_path / "v.h5ad", backed="r")
+    try:
+        est = _fit(backed, X_val=backed.file["layers/val"])
+    finally:
+        backed.file.close()
+    assert_array_equal(est.validation_scores_, _fit(memory, X_val=held).validation_scores_)

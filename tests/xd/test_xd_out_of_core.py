@@ -205,8 +205,14 @@ def test_inputs_that_cannot_be_read_by_blocks_are_refused():
         _fit(Xd, X_cov=da.from_array(full, chunks=(200, 2, 3)))
     with pytest.raises(ValueError, match=r"X.rechunk\(\{1: -1\}\)"):
         _fit(da.from_array(X, chunks=(200, 2)))
-    with pytest.raises(ValueError, match="X_cov has 599 rows; X has 600 points"):
+    with pytest.raises(
+        ValueError, match=r"X_cov must have shape .* = \(600, 3\) .*; got \(599, 3\)"
+    ):
         _fit(Xd, X_cov=var[:599])
+    with pytest.raises(ValueError, match=r"= \(600, 3, 3\) for covariances; got \(600, 2\)"):
+        _fit(Xd, X_cov=var[:, :2])  # the whole data's shape, not a block's
+    with pytest.raises(ValueError, match=r"X must be 2-D with at least one feature"):
+        _fit(Xd[:, 0])
     with pytest.raises(ValueError, match="compute_chunk_sizes"):
         _fit(Xd[Xd[:, 0] > -100])
     sparse = pytest.importorskip("scipy.sparse")
@@ -236,6 +242,27 @@ def test_blocks_are_checked_as_in_memory_points_are():
         est.score(da.from_array(X[:, :2], chunks=(200, -1)), X_cov=var[:, :2])
 
 
+def _filtered(X, var):
+    """X and its variances as Dask arrays whose filter of the rows (after
+    compute_chunk_sizes) left an empty chunk, and the rows kept."""
+    X = X.copy()
+    X[600:1200, 0] = 50.0  # the second chunk whole
+    keep = ~(X[:, 0] == 50.0)
+    Xd, Vd = da.from_array(X, chunks=(600, -1)), da.from_array(var, chunks=(600, -1))
+    mask = Xd[:, 0] != 50.0
+    Xf, Vf = Xd[mask], Vd[mask]
+    Xf.compute_chunk_sizes()
+    Vf.compute_chunk_sizes()
+    assert 0 in Xf.chunks[0]
+    return Xf, Vf, keep
+
+
+def test_empty_chunks_are_no_blocks():
+    X, var, _, _ = _points(seed=8)
+    Xf, Vf, keep = _filtered(X, var)
+    _assert_same_fit(_fit(Xf, X_cov=Vf), _fit(X[keep], X_cov=var[keep]))
+
+
 def test_local_cluster_fit_equals_the_in_memory_fit():
     """On a LocalCluster of worker processes the parts stay where they were made and their
     statistics are computed there: the fit is the in-memory one to the bit, for one worker
@@ -252,3 +279,6 @@ def test_local_cluster_fit_equals_the_in_memory_fit():
             # every worker held parts
             assert ran_on_every_worker(client, "sklearn_cogaps._xd._blocks")
         assert_array_equal(proba, ref.predict_proba(X, X_cov=full))
+    Xf, Vf, keep = _filtered(X, var)
+    with local_cluster(2):
+        _assert_same_fit(_fit(Xf, X_cov=Vf), _fit(X[keep], X_cov=var[keep]))
