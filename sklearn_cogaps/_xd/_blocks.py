@@ -164,8 +164,9 @@ class ObservationBlocks:
     client : distributed.Client or None
         Keep the parts of a Dask array on this cluster.
     summarise : bool, default=True
-        Read and check every part now, for the points' total weight and layout; False
-        for reading the source's blocks alone (:meth:`chunks`).
+        Read and check every part now, for the points' total weight and layout (a fit);
+        False for one pass that checks the blocks as it reads them (:meth:`chunks`, the
+        predictions), with the parts read locally.
 
     Attributes
     ----------

@@ -623,7 +623,9 @@ class ExtremeDeconvolution(
 
     def _predict_data(self, X, X_cov, projection):
         check_is_fitted(self)
-        return self._read_observations(X, X_cov, projection, None, reset=False)
+        # out of core: one pass, which checks the blocks as it reads them
+        return self._read_observations(X, X_cov, projection, None, reset=False,
+                                       summarise=False)  # fmt: skip
 
     def _read_observations(self, X, X_cov, projection, sample_weight, reset, summarise=True):
         """The observations validated: in memory, or read by blocks of points
