@@ -78,11 +78,6 @@ class _Counts:
         return self._entry_sums[2]
 
 
-def log_factorial_sum(data):
-    """``sum ln Gamma(x + 1)`` over ``data``, in chunks: no temporary the size of X."""
-    return float(sum(gammaln(data[a : a + 2**20] + 1.0).sum() for a in range(0, data.size, 2**20)))
-
-
 class _Side:
     """q(l_ik) = Gamma(alpha_ik, beta_k) with its Gamma(a_k, b_k) prior (one side: L or F)."""
 

@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 from scipy import sparse
 
-from .._utils._blocks import chunk_aligned_parts, stream_parts
+from .._utils._blocks import chunk_aligned_parts, first_row_and, stream_parts
 from .._utils._openmp_helpers import kernel_threads
 from ._block_counts import compressed
 from ._wbpmf_fast import data_term, denominators, topic_counts
@@ -199,10 +199,6 @@ def _assemble(lo, hi, n_features, *blocks):
     return compressed(sparse.vstack(pieces, format="csr"))
 
 
-def _with_first_row(a, arrays):
-    return a, arrays
-
-
 class _ClusterParts:
     """The parts gathered once on the workers from the row chunks a ``DaskCounts`` keeps
     there, each with its denominators beside it; the client sends the factors a sweep needs
@@ -211,7 +207,7 @@ class _ClusterParts:
     def __init__(self, sweeper, counts):
         self.sweeper, self.client = sweeper, counts.client
         client, p = self.client, sweeper.p
-        chunks = [client.submit(_with_first_row, a, rows, pure=False)
+        chunks = [client.submit(first_row_and, a, rows, pure=False)
                   for rows, (a, _) in zip(counts.rows, counts.row_bounds)]  # fmt: skip
         self.futures = []
         for lo, hi in sweeper.part_bounds:

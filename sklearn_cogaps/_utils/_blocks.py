@@ -24,6 +24,7 @@ __all__ = [
     "chunk_aligned_parts",
     "stream_parts",
     "current_client",
+    "first_row_and",
     "is_dask_array",
     "is_out_of_core",
 ]
@@ -115,6 +116,12 @@ def stream_parts(blocks, part_bounds, rows, join, cut):
             k += 1
         carry_lo = part_bounds[k - 1][1] if k else 0
         carry = cut(piece, carry_lo - first, end - first)
+
+
+def first_row_and(a, *values):
+    """``(a, *values)``: a block's arrays with its first row, as one task's result on a
+    cluster (the futures of the block's arrays become one)."""
+    return (a, *values)
 
 
 def current_client():

@@ -22,6 +22,7 @@ from .._utils import _blocks as _row_blocks
 from .._utils._blocks import (
     RowBlocks,
     chunk_aligned_parts,
+    first_row_and,
     is_dask_array,
     is_out_of_core,
     stream_parts,
@@ -373,10 +374,6 @@ def _assemble(lo, hi, dtype, shared, d, n_total, names, *blocks):
     return _as_observations(piece, dtype, shared, d, n_total, True)
 
 
-def _with_start(a, *arrays):
-    return (a, *arrays)
-
-
 class _ClusterParts:
     """The parts of a Dask array kept on the workers of a ``dask.distributed`` cluster,
     made once from its chunks; every task on a part runs where it is, the client gathers
@@ -401,7 +398,7 @@ class _ClusterParts:
         raw = []
         for a, _, arrays in per_block:
             values = [next(futures) if is_dask_array(x) else x for x in arrays]
-            raw.append(client.submit(_with_start, a, *values, pure=False))
+            raw.append(client.submit(first_row_and, a, *values, pure=False))
         self.futures = []
         for lo, hi in blocks.part_bounds:
             held = [f for f, (a, b) in zip(raw, blocks.blocks.bounds) if a < hi and b > lo]
