@@ -652,6 +652,12 @@ def test_negative_input_says_what_to_pass_instead(estimator, advice):
     pipeline = make_pipeline(StandardScaler(), clone(estimator))
     with pytest.raises(ValueError, match=rf"^Negative values in data passed to X.*{advice}"):
         pipeline.fit(COUNTS)
+    # the first negative entry is named, in a dense and a sparse X
+    X = np.array(COUNTS, dtype=float)
+    X[3, 2], X[4, 0] = -2.0, -1.0
+    for data in (X, sparse.csr_matrix(X)):
+        with pytest.raises(ValueError, match=r"\(the first at row 3, column 2: -2\)\. "):
+            clone(estimator).fit(data)
     fitted = _quiet(clone(estimator).fit, COUNTS)
     with pytest.raises(ValueError, match=advice):
         fitted.transform(-COUNTS)

@@ -45,11 +45,12 @@ def entry_sums(row_log_factorial, row_xlogx, row_sums):
     return tuple(float(np.sum(v)) for v in (row_log_factorial, row_xlogx, row_sums))
 
 
-def block_summary(X, check=None):
+def block_summary(X, check=None, first_row=0):
     """What a fit keeps of a block of rows (canonical CSR) besides the block: what ``check``
-    returns, the rows' sums, their ``sum ln Gamma(x + 1)`` and ``sum x ln x``, and the
-    number of stored counts."""
-    checked = check(X) if check is not None else None
+    (called with the block and ``first_row``, its place in the whole data) returns, the
+    rows' sums, their ``sum ln Gamma(x + 1)`` and ``sum x ln x``, and the number of stored
+    counts."""
+    checked = check(X, first_row) if check is not None else None
     row_sums = np.asarray(X.sum(axis=1)).ravel()
     return (checked, row_sums, *row_entry_sums(compressed(X)), X.nnz)
 
@@ -65,8 +66,8 @@ class BlockCounts:
     blocks : RowBlocks
         The source.
     check : callable, default=None
-        Called with every block (a canonical CSR matrix) before it is used; it raises to
-        refuse the data, and what it returns is kept in ``checked``.
+        Called with every block (a canonical CSR matrix) and its first row before it is
+        used; it raises to refuse the data, and what it returns is kept in ``checked``.
     """
 
     def __init__(self, blocks, check=None):
@@ -79,7 +80,7 @@ class BlockCounts:
         for a, X in blocks:
             rows = slice(a, a + X.shape[0])
             checked, self.row_sums[rows], log_factorial[rows], xlogx[rows], nnz = block_summary(
-                X, check
+                X, check, a
             )
             self.checked.append(checked)
             self.nnz += nnz

@@ -56,7 +56,7 @@ MISSING_COUNTS_ADVICE = (
 MAX_TOTAL = 1e150
 
 
-def check_total(data, name):
+def check_total(data, name, input_name="X"):
     """Refuse counts whose total would overflow the updates of a Poisson factorisation.
 
     Parameters
@@ -65,13 +65,16 @@ def check_total(data, name):
         The counts (a dense array, or a sparse matrix's ``data``).
     name : str
         The estimator's name, for the message.
+    input_name : str, default="X"
+        The argument that holds the counts, for the message.
     """
     total = float(np.sum(data, dtype=np.float64))
     if not total <= MAX_TOTAL:
         raise ValueError(
-            f"X sums to {total:.3g}; {name}'s variational updates multiply counts by rates of "
-            f"the same size, which overflows in float64 above a total of {MAX_TOTAL:g}. "
-            "Rescale X (the model is for counts)."
+            f"{input_name} sums to {total:.3g}; {name}'s variational updates multiply "
+            "counts by rates of the same size, which overflows in float64 above a total of "
+            f"{MAX_TOTAL:g}. "
+            f"Rescale {input_name} (the model is for counts)."
         )
 
 
@@ -260,10 +263,12 @@ HPFREC_METHODS = {
 }
 
 
-def _check_block(estimator, block):
-    """Refuse a block of out-of-core counts as ``fit`` refuses X; whether it has fractions."""
+def _check_block(estimator, block, first_row=0):
+    """Refuse a block of out-of-core counts (whose first row is ``first_row`` of the whole
+    data) as ``fit`` refuses X; whether it has fractions."""
     validate_input(estimator, block, reset=False, check=check_array, accept_sparse="csr",
-                   dtype=np.float64, ensure_non_negative=True, input_name="X")  # fmt: skip
+                   dtype=np.float64, ensure_non_negative=True, input_name="X",
+                   row_offset=first_row)  # fmt: skip
     return has_fractions(block.data)
 
 
@@ -405,7 +410,13 @@ class CountModelMixin(RecommenderMixin):
             # held-out counts are scored in memory: read them a block at a time, as CSR
             blocks = RowBlocks(X_val)
             X_val = sparse.vstack([block for _, block in blocks], format="csr")
-        held = held_out(self._validate_counts(X_val, reset=False))
+        # checked as X is, with messages that name X_val; its rows are X's, so an AnnData's
+        # names are checked against the fit's but a plain array is not warned about
+        X_val = validate_input(self, X_val, reset=False, check=check_array, input_name="X_val",
+                               accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
+                               ensure_non_negative=True)  # fmt: skip
+        held = held_out(X_val)
+        check_total(held.data, type(self).__name__, input_name="X_val")
         if held.shape != shape:
             raise ValueError(
                 f"X_val must hold counts of the rows of X, shape {shape}; got {held.shape}."

@@ -28,7 +28,7 @@ __all__ = ["DaskCounts"]
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_row_block(block, shape, check):
+def _read_row_block(block, shape, check, first_row):
     """A row chunk as canonical CSR arrays, checked; with its rows' sums."""
     X = canonical_block(block)
     if X.shape != shape:
@@ -36,7 +36,7 @@ def _read_row_block(block, shape, check):
             f"A chunk of X has shape {X.shape}; expected {shape}. The Dask array's chunks "
             "do not match its shape."
         )
-    return compressed(X), block_summary(X, check)
+    return compressed(X), block_summary(X, check, first_row)
 
 
 def _column_block(lo, hi, n_features, *row_blocks):
@@ -104,8 +104,8 @@ class DaskCounts:
     client : distributed.Client
         The cluster's client.
     check : callable, default=None
-        Called on every row block (a canonical CSR matrix) on its worker; it raises to
-        refuse the data.
+        Called on every row block (a canonical CSR matrix) and its first row, on its worker;
+        it raises to refuse the data.
     """
 
     def __init__(self, blocks, client, check=None):
@@ -117,7 +117,7 @@ class DaskCounts:
         delayed = X.to_delayed()[:, 0]
         chunks = client.compute([delayed[i] for i in blocks.chunk_index])
         read = [
-            client.submit(_read_row_block, chunk, (b - a, p), check, pure=False)
+            client.submit(_read_row_block, chunk, (b - a, p), check, a, pure=False)
             for chunk, (a, b) in zip(chunks, self.row_bounds)
         ]
         self.rows = client.map(_first, read)

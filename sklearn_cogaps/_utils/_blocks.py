@@ -145,6 +145,12 @@ def is_out_of_core(X):
 
 def _kind(X):
     module = _module(X)
+    if module == "h5py" and hasattr(X, "id") and not X.id.valid:
+        # h5py's own error on any read of it is "Unable to synchronously get dataspace"
+        raise ValueError(
+            f"X is an HDF5 {type(X).__name__.lower()} of a file that has been closed. Fit "
+            "while the file is open: with h5py.File(path) as f: estimator.fit(f['X'])."
+        )
     if module == "dask" and hasattr(X, "chunks") and hasattr(X, "blocks"):
         return "dask"
     if module == "anndata" and hasattr(X, "format") and hasattr(X, "group"):
@@ -214,6 +220,12 @@ class RowBlocks:
             raise ValueError(f"X must be 2-D; got shape {tuple(shape)}.")
         self.shape = tuple(int(s) for s in shape)
         n, p = self.shape
+        if n == 0 or p == 0:
+            # the whole data's shape, where a block's check would name the block's
+            raise ValueError(
+                f"Found array with {n} sample(s) and {p} feature(s) (shape={self.shape}) "
+                "while a minimum of 1 of each is required."
+            )
         if self.kind == "dask":
             if self.source.numblocks[1] != 1:
                 raise ValueError(

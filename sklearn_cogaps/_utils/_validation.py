@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
+def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **kwargs):
     """``validate_data`` that also takes an AnnData, whose ``var_names`` are feature names.
 
     Parameters
@@ -37,6 +37,9 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
     check : callable, default=validate_data
         The validation function, ``validate_data`` or ``check_array`` (which then gets no
         ``estimator`` and no ``reset``).
+    row_offset : int, default=0
+        The place of X's first row in the whole data (a block of an out-of-core X), for
+        the messages that name a row.
     **kwargs : dict
         Passed to ``check``.
 
@@ -66,7 +69,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
         advice = getattr(estimator, "_negative_input_advice", None)
         # scikit-learn's own sentence stays first: its checks look for it
         if advice and message.startswith("Negative values in data passed to"):
-            raise ValueError(f"{error} {advice}") from None
+            where = _first_negative(X, row_offset)
+            raise ValueError(f"{message.rstrip('.')}{where}. {advice}") from None
         advice = getattr(estimator, "_missing_value_advice", None)
         # scikit-learn's advice after it is for supervised learning; ours replaces it
         if advice and "contains NaN" in message.split("\n")[0]:
@@ -86,6 +90,27 @@ def validate_input(estimator, X, *, reset, check=validate_data, **kwargs):
         if adata is not None:
             warn_if_fitted_on_a_layer(estimator, adata)
     return X
+
+
+def _first_negative(X, row_offset=0):
+    """`` (the first at row i, column j: value)`` for the first negative entry of X in row
+    order, or "" when it cannot be found (X is read again only on this error's path)."""
+    try:
+        if sparse.issparse(X):
+            coo = sparse.coo_matrix(X)
+            negative = np.flatnonzero(coo.data < 0)
+            if not negative.size:
+                return ""
+            order = np.lexsort((coo.col[negative], coo.row[negative]))[0]
+            i, j = coo.row[negative[order]], coo.col[negative[order]]
+            value = coo.data[negative[order]]
+        else:
+            A = np.asarray(X)
+            i, j = np.argwhere(A < 0)[0]
+            value = A[i, j]
+    except (TypeError, ValueError, IndexError):
+        return ""
+    return f" (the first at row {int(i) + row_offset}, column {int(j)}: {value:g})"
 
 
 # column names of a long table of (user, item, count) triplets, lower case without "_"

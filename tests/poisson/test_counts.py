@@ -74,6 +74,27 @@ def test_weighted_background_stops_on_held_out_counts_at_its_best_iteration():
 
 
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_held_out_counts_are_refused_by_their_own_name(Estimator):
+    rng = np.random.default_rng(0)
+    X = rng.poisson(2, (30, 12)).astype(float)
+    est = Estimator(2, max_iter=3, tol=0.0)
+    with pytest.raises(ValueError, match=r"passed to X_val in .*The model is for counts"):
+        est.fit(X, X_val=-X)
+    with pytest.raises(ValueError, match=r"Input X_val contains NaN\. A Poisson"):
+        est.fit(X, X_val=np.where(X > 3, np.nan, X))
+    with pytest.raises(ValueError, match=r"X_val sums to .*Rescale X_val"):
+        est.fit(X, X_val=np.full_like(X, 1e300))
+    # the held-out counts of an AnnData's rows may be a plain array, without a warning
+    anndata = pytest.importorskip("anndata")
+    adata = anndata.AnnData(X)
+    adata.var_names = [f"g{j}" for j in range(12)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(adata, X_val=X)
+
+
+@pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
 def test_n_init_runs_from_different_starts(Estimator, monkeypatch):
     # NNDSVDa does not depend on its seed: the later starts must not repeat the first fit
     from sklearn_cogaps._base import IterativeMixin

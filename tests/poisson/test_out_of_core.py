@@ -182,13 +182,24 @@ def test_sources_that_cannot_be_read_by_rows_are_refused(tmp_path):
             HierarchicalPMF(2).fit(backed)
     finally:
         backed.file.close()
+    # an empty source is named by its whole shape (not by a block's)
+    with pytest.raises(ValueError, match=r"0 feature\(s\) \(shape=\(40, 0\)\)"):
+        HierarchicalPMF(2).fit(da.zeros((40, 0), chunks=(20, -1)))
+    # a dataset of a closed file: h5py's own error names no cause
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        closed = f.create_dataset("X", data=X.toarray())
+    with pytest.raises(ValueError, match=r"file that has been closed.*h5py.File\(path\)"):
+        HierarchicalPMF(2).fit(closed)
 
 
 def test_blocks_are_checked_as_in_memory_data_are(tmp_path):
     da = pytest.importorskip("dask.array")
     X = _counts(n=60, seed=5).toarray()
     X[45, 3] = -1.0
-    with pytest.raises(ValueError, match="Negative values in data passed to X in HierarchicalPMF"):
+    # the message names the entry by its place in the whole data, not in its block
+    message = (r"Negative values in data passed to X in HierarchicalPMF \(the first at row "
+               r"45, column 3: -1\)\. The model")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
         HierarchicalPMF(2).fit(da.from_array(X, chunks=(20, -1)))
     X[45, 3] = np.nan
     with pytest.raises(ValueError, match="Input X contains NaN"):
