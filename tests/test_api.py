@@ -141,6 +141,8 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
         (lambda: HierarchicalPMF(k=5), r"'k' \(hpfrec's name, given 5\); write n_components="),
         (lambda: HierarchicalPMF(nfactors=5), "scHPF's name"),
         (lambda: WeightedBackgroundPMF(K=4), r"'K' \(R ebpmf's name, given 4\)"),
+        (lambda: WeightedBackgroundPMF(k=4), r"'k' \(hpfrec's name, given 4\); write n_comp"),
+        (lambda: WeightedBackgroundPMF(nfactors=4), r"'nfactors' \(scHPF's name, given 4\)"),
         (lambda: WeightedBackgroundPMF(ebpm_fn="point_gamma"), "prior_loadings=... and "),
         (lambda: CoGAPS(messages=True), "write verbose=1"),
         (lambda: CoGAPS(transposeData=True), r"fit\(X.T\)"),
@@ -634,6 +636,18 @@ def test_partial_fit_validates_its_parameters_at_every_call():
     xd.set_params(step_exponent=2.0)
     with pytest.raises(InvalidParameterError, match="step_exponent"):
         xd.partial_fit(POINTS)
+
+
+@pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
+def test_a_non_numeric_column_is_named(estimator):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(np.asarray(COUNTS, dtype=float)).add_prefix("g")
+    df["cell_type"] = "T"
+    with pytest.raises(ValueError, match=r"1 non-numeric column\(s\) \(\['cell_type'\]\).*"
+                       r"X.drop\(columns=\['cell_type'\]\)"):  # fmt: skip
+        clone(estimator).fit(df)
+    # numbers held in object columns are numbers
+    _quiet(clone(estimator).fit, df.drop(columns="cell_type").astype(object))
 
 
 @pytest.mark.parametrize(

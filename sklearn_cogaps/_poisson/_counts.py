@@ -259,6 +259,7 @@ HPFREC_METHODS = {
     "eval_llk": ("hpfrec", "poisson_loglik(X_held_out, users=rows, average=None)"),
     "mean_negative_pois_llh": ("scHPF", "-poisson_loglik(X, average='nonzero')"),
     "cell_score": ("scHPF", "loading_scores() (or loading_scores(X_new) for new cells)"),
+    "project": ("scHPF", "transform(X_new) (the loadings of new cells, the factors fixed)"),
     "gene_score": ("scHPF", "component_scores().T (genes x factors, as scHPF's)"),
 }
 
@@ -420,6 +421,14 @@ class CountModelMixin(RecommenderMixin):
         if held.shape != shape:
             raise ValueError(
                 f"X_val must hold counts of the rows of X, shape {shape}; got {held.shape}."
+            )
+        if held.nnz == 0:
+            # its score would be minus the means' total, which says nothing of how well the
+            # iterations predict held-out counts
+            raise ValueError(
+                "X_val holds no positive count: there is nothing to score the iterations on. "
+                "Hold out a share of the counts (X_val = rng.binomial(X, 0.2), then "
+                "fit(X - X_val, X_val=X_val)), or fit without X_val."
             )
         return held
 

@@ -47,6 +47,7 @@ from ._hpmf_updates import (
     _exact_elbo_estimate,
     _newton_step,
     _pass,
+    _pass_rows,
     _pathwise_step,
     _restore,
     _Side,
@@ -655,6 +656,13 @@ class HierarchicalPMF(
         taken at the mean, where the variational update takes them at geometric means
         ``exp E[ln l]``. The iteration is EM for the posterior mode under Gamma(a + 1, b):
         it climbs a strictly concave objective, to its one maximum, whatever the start.
+
+        EM converges linearly, slowly where components overlap, so its steps are
+        extrapolated row by row by SQUAREM (Varadhan & Roland 2008, scheme S3, as the
+        variational rows of :func:`regress_rows`): the point ``L0 - 2 s r + s^2 v`` of two
+        steps is kept through one more step where the row's objective there is at least
+        the objective at ``L0``, else the second step is. The stopping rule is the plain
+        step's.
         """
         counts = X if isinstance(X, (BlockCounts, DaskCounts)) else _Counts(X)
         F = np.ascontiguousarray(self._components64().T)
@@ -662,13 +670,45 @@ class HierarchicalPMF(
         a = self.prior_loadings_shape_
         denominator = self.prior_loadings_rate_ + F.sum(axis=0)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
+
+        def step(L):
+            """The EM step from L, and each row's objective at L."""
+            z, xlogt, _ = _pass_rows(counts.r, log_of_factor(L), log_f, n_threads)
+            # elementwise sums, not BLAS products, whose order may depend on the number of
+            # rows: a row's decisions are then its own
+            with np.errstate(divide="ignore"):
+                objective = xlogt - np.sum(L * denominator - np.log(L) * a, axis=1)
+            return (a + z) / denominator, objective
+
         L = (a + counts.row_sums[:, None] / self.n_components) / denominator
-        for _ in range(_CONDITIONAL_MEAN_MAX_ITER):
-            new = (a + _pass(counts.r, log_of_factor(L), log_f, n_threads)[0]) / denominator
-            change = np.max(np.abs(new - L), initial=0.0)
-            L = new
-            if change <= _CONDITIONAL_MEAN_TOL * np.max(L, initial=0.0):
+        # a row stops when its own plain step changes it by at most the tolerance (relative
+        # to its largest loading), so that its result does not depend on the other rows
+        moving = np.ones(L.shape[0], dtype=bool)
+        n_steps = 0
+        while n_steps < _CONDITIONAL_MEAN_MAX_ITER:
+            L1, objective = step(L)
+            n_steps += 1
+            done = np.max(np.abs(L1 - L), axis=1, initial=0.0) <= (
+                _CONDITIONAL_MEAN_TOL * np.max(L1, axis=1, initial=0.0))  # fmt: skip
+            L = np.where((moving & done)[:, None], L1, L)
+            moving &= ~done
+            if not moving.any():
                 break
+            L1 = np.where(moving[:, None], L1, L)
+            L2, _ = step(L1)
+            n_steps += 1
+            r, v = L1 - L, L2 - 2.0 * L1 + L
+            with np.errstate(divide="ignore", invalid="ignore"):
+                s = -np.sqrt(np.sum(r * r, axis=1) / np.sum(v * v, axis=1))
+            s = np.where(np.isfinite(s), np.minimum(s, -1.0), -1.0)[:, None]
+            point = L - 2.0 * s * r + s * s * v
+            # a loading at or below 0 is outside the objective's domain: there the plain
+            # steps go on (EM from L2 cannot lower the objective)
+            outside = ~np.all(point > 0, axis=1)
+            point[outside] = L2[outside]
+            L3, at_point = step(point)
+            n_steps += 1
+            L = np.where(moving[:, None], np.where((at_point >= objective)[:, None], L3, L2), L)
         return L
 
     def score(self, X, y=None):

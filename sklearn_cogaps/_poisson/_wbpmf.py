@@ -263,6 +263,9 @@ class WeightedBackgroundPMF(
 
     _peer_parameters = {
         "K": ("R ebpmf", "n_components=K"),
+        # the Poisson factorisations' users come from hpfrec and scHPF too
+        "k": ("hpfrec", "n_components=K"),
+        "nfactors": ("scHPF", "n_components=K"),
         "maxiter": ("R ebpmf", "max_iter=N"),
         "ebpm_fn": (
             "R ebpmf's ebpm.fn",
@@ -406,9 +409,14 @@ class WeightedBackgroundPMF(
         if held is None:
             return None
         s = state.fit
+        # the features without a training count get the scales the fitted model would give
+        # them (unseen_features): with f0_j = 0 a held-out count there scored -inf at every
+        # iteration, and the fit stopped at its first as if it were the best
+        f0, Ef, _ = unseen_features(state.problem.x_cols, s.w, s.l0, s.f0, s.El, s.Ef,
+                                    s.Elogf, s.gF)  # fmt: skip
         # loadings_ @ components_ of this state (Wang: l0_i f0_j sum_k w_k E l_ik E f_jk)
         W = s.l0[:, None] * s.El
-        H = s.w[:, None] * (s.f0[:, None] * s.Ef).T
+        H = s.w[:, None] * (f0[:, None] * Ef).T
         return loglik(W, H, held, "entry")
 
     def _snapshot(self, state, iteration):

@@ -2,6 +2,8 @@
 (user, item) pairs, each user's best items not yet seen, and the matrix built from a table
 of (user, item, value) triplets with its labels kept."""
 
+import warnings
+
 import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
@@ -158,6 +160,20 @@ class RecommenderMixin:
         else:
             U = self._loadings_of(users, X.shape[0])
         V = np.asarray(self.components_, dtype=np.float64)
+        # a user with zero loadings has every score 0: the model ranks no item for it (a
+        # WeightedBackgroundPMF row without counts has a background of 0)
+        unranked = ~np.any(U != 0, axis=1)
+        if unranked.any():
+            first = np.flatnonzero(unranked)[:5].tolist()
+            more = ", ..." if unranked.sum() > 5 else ""
+            warnings.warn(
+                f"{int(unranked.sum())} user(s) (rows {first}{more}) have zero loadings: "
+                f"{type(self).__name__} expects no count of any item for them and ranks "
+                "none; their items are -1 and their scores NaN. A row without counts has no "
+                "ranking under this model.",
+                UserWarning,
+                stacklevel=2,
+            )
         n_items = V.shape[1]
         width = min(int(n), n_items)
         items = np.full((U.shape[0], int(n)), -1, dtype=np.int64)
@@ -176,7 +192,7 @@ class RecommenderMixin:
             order = np.lexsort((best, -S[rows, best]), axis=1)
             best = best[rows, order]
             top = S[rows, best]
-            found = np.isfinite(top)
+            found = np.isfinite(top) & ~unranked[start:stop, None]
             items[start:stop, :width] = np.where(found, best, -1)
             scores[start:stop, :width] = np.where(found, top, np.nan)
         return items, scores

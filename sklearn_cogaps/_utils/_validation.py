@@ -50,6 +50,7 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
     """
     if getattr(estimator, "_refuses_triplets", False):
         check_not_triplets(estimator, X)
+    check_numeric_columns(X, kwargs.get("input_name", "X"))
     if reset:
         # fit_anndata(layer=...) records the layer after its fit; a plain fit forgets it
         estimator.__dict__.pop("_anndata_layer", None)
@@ -111,6 +112,33 @@ def _first_negative(X, row_offset=0):
     except (TypeError, ValueError, IndexError):
         return ""
     return f" (the first at row {int(i) + row_offset}, column {int(j)}: {value:g})"
+
+
+def check_numeric_columns(X, input_name="X"):
+    """Refuse a DataFrame with non-numeric columns (a cell type beside the counts), which
+    would otherwise fail with "could not convert string to float" and no column named."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "columns") or not hasattr(dtypes, "items"):
+        return
+    other = [column for column, dtype in dtypes.items()
+             if getattr(dtype, "kind", "O") not in "biuf" and not _numbers(X[column])]  # fmt: skip
+    if other:
+        shown = other[:5]
+        raise ValueError(
+            f"{input_name} has {len(other)} non-numeric column(s) ({shown}"
+            f"{', ...' if len(other) > 5 else ''}): every column is read as a feature. Drop "
+            f"them, for example {input_name}.drop(columns={shown}), and keep them aside (an "
+            "AnnData's obs holds such annotations)."
+        )
+
+
+def _numbers(column):
+    """Whether a column of another dtype (object, category) holds numbers only."""
+    try:
+        np.asarray(column, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 # column names of a long table of (user, item, count) triplets, lower case without "_"

@@ -55,6 +55,8 @@ def test_the_loglik_refuses_what_it_cannot_read(thinned):
         est.poisson_loglik(B[:5], fit_on=A[:6])
     with pytest.raises(AttributeError, match=r"eval_llk.*poisson_loglik"):
         _ = est.eval_llk
+    with pytest.raises(AttributeError, match=r"project.*scHPF.*transform\(X_new\)"):
+        _ = est.project
 
 
 def test_weighted_background_stops_on_held_out_counts_at_its_best_iteration():
@@ -73,6 +75,20 @@ def test_weighted_background_stops_on_held_out_counts_at_its_best_iteration():
     assert_allclose(plain.components_, est.components_, rtol=0, atol=0)
 
 
+def test_held_out_counts_in_a_column_without_training_counts_are_scored():
+    # The background of a column without a training count is 0 during the fit: a held-out
+    # count there scored -inf at every iteration, and the fit stopped at its first one.
+    rng = np.random.default_rng(0)
+    X = rng.poisson(rng.gamma(0.5, 2.0, (150, 3)) @ rng.gamma(0.3, 3.0, (80, 3)).T)
+    X_val = np.random.default_rng(0).binomial(X, 0.2)
+    assert np.any(((X - X_val).sum(axis=0) == 0) & (X_val.sum(axis=0) > 0))
+    est = WeightedBackgroundPMF(3, random_state=0, max_iter=300).fit(X - X_val, X_val=X_val)
+    assert np.all(np.isfinite(est.validation_scores_)) and est.n_iter_ > 1
+    assert est.validation_scores_.argmax() == est.n_iter_ - 1
+    assert_allclose(est.poisson_loglik(X_val, users=np.arange(150)), est.validation_scores_[-1],
+                    rtol=1e-12)  # fmt: skip
+
+
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
 def test_held_out_counts_are_refused_by_their_own_name(Estimator):
     rng = np.random.default_rng(0)
@@ -84,6 +100,8 @@ def test_held_out_counts_are_refused_by_their_own_name(Estimator):
         est.fit(X, X_val=np.where(X > 3, np.nan, X))
     with pytest.raises(ValueError, match=r"X_val sums to .*Rescale X_val"):
         est.fit(X, X_val=np.full_like(X, 1e300))
+    with pytest.raises(ValueError, match=r"X_val holds no positive count.*rng.binomial"):
+        est.fit(X, X_val=np.zeros_like(X))
     # the held-out counts of an AnnData's rows may be a plain array, without a warning
     anndata = pytest.importorskip("anndata")
     adata = anndata.AnnData(X)
@@ -112,3 +130,17 @@ def test_n_init_runs_from_different_starts(Estimator, monkeypatch):
         warnings.simplefilter("ignore", ConvergenceWarning)
         Estimator(3, n_init=3, max_iter=20, random_state=0).fit(X)
     assert len(set(objectives)) == 3
+
+
+def test_a_user_the_model_expects_nothing_of_gets_no_ranking():
+    # WeightedBackgroundPMF gives a row without counts a background of 0: every score is 0,
+    # and the "top" items were the first ones, with scores 0
+    rng = np.random.default_rng(0)
+    X = rng.poisson(rng.gamma(0.5, 2.0, (60, 3)) @ rng.gamma(0.5, 2.0, (3, 20)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = WeightedBackgroundPMF(3, random_state=0).fit(X)
+    with pytest.warns(UserWarning, match=r"1 user\(s\) \(rows \[0\]\) have zero loadings"):
+        items, scores = est.recommend(np.vstack([np.zeros(20), X[0]]), 3)
+    assert np.all(items[0] == -1) and np.all(np.isnan(scores[0]))
+    assert np.all(items[1] >= 0) and np.all(scores[1] > 0)

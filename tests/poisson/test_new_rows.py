@@ -77,3 +77,11 @@ def test_score_is_the_variational_bound_with_either_estimate(fitted):
 def test_an_unknown_estimate_is_refused():
     with pytest.raises(ValueError, match="new_rows"):
         HierarchicalPMF(2, new_rows="exact").fit(np.ones((5, 4)))
+
+
+def test_conditional_means_of_a_row_do_not_depend_on_the_other_rows(fitted):
+    # each row stops by its own plain step and takes its own extrapolations
+    model, X = fitted
+    together = model.transform(X[:40])
+    alone = np.vstack([model.transform(X[i : i + 1]) for i in range(40)])
+    np.testing.assert_array_equal(together, alone)
