@@ -157,3 +157,6 @@ def test_triplets_make_the_matrix_with_its_labels():
         HierarchicalPMF(2).fit(table)
     X2, _, _ = triplets_to_matrix(table["UserId"], table["ItemId"], table["Count"])
     assert_array_equal(X2.toarray(), X.toarray())
+    # hpfrec's habit: the whole table
+    with pytest.raises(TypeError, match=r"columns \['UserId', 'ItemId', 'Count'\].*df\['ItemId'\]"):
+        triplets_to_matrix(table)

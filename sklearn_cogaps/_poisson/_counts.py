@@ -274,9 +274,13 @@ def _check_block(estimator, block, first_row=0):
 
 
 def _source_dtype(X):
-    """float32 for an out-of-core source of float32 values, else float64."""
+    """float32 for an out-of-core source of float32 values, else float64 (the group of a
+    sparse matrix in a file has the dtype of its ``data``)."""
     source = getattr(X, "X", X) if is_anndata(X) else X
-    return np.float32 if getattr(source, "dtype", None) == np.float32 else np.float64
+    dtype = getattr(source, "dtype", None)
+    if dtype is None and hasattr(source, "keys") and "data" in source:
+        dtype = getattr(source["data"], "dtype", None)
+    return np.float32 if dtype == np.float32 else np.float64
 
 
 class CountModelMixin(RecommenderMixin):

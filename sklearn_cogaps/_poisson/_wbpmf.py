@@ -42,6 +42,7 @@ from ._counts import (
     _check_block,
     _source_dtype,
     check_total,
+    has_fractions,
     kl_nmf,
     loglik,
 )
@@ -335,7 +336,8 @@ class WeightedBackgroundPMF(
         # the caller's arrays are read in place when already canonical: a copy is one more
         # CSR size of memory
         X = canonical_csr(X)
-        check_total(X.data, type(self).__name__)
+        # its total, and a warning on fractions as HierarchicalPMF's (and as out of core)
+        self._check_values(X.shape, False, X.data, has_fractions(X.data))
         return X
 
     def _initial_factors(self, X, W, H, rng, random_nmf=False):

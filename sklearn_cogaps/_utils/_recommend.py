@@ -14,7 +14,7 @@ __all__ = ["RecommenderMixin", "triplets_to_matrix"]
 _BLOCK_USERS = 1024
 
 
-def triplets_to_matrix(users, items, values=None, *, aggregate="sum"):
+def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
     """Build the users x items matrix of a table of (user, item, value) triplets.
 
     The input of hpfrec's ``HPF.fit`` or of a rating library's loader, made into the matrix
@@ -26,7 +26,7 @@ def triplets_to_matrix(users, items, values=None, *, aggregate="sum"):
     users : array-like of shape (n_triplets,)
         The user of each triplet: any labels (numbers, strings).
     items : array-like of shape (n_triplets,)
-        The item of each triplet.
+        The item of each triplet (required: None is refused with the call to write).
     values : array-like of shape (n_triplets,), default=None
         The count or rating of each triplet; None means 1 (an interaction).
     aggregate : {"sum", "last", "error"}, default="sum"
@@ -52,6 +52,14 @@ def triplets_to_matrix(users, items, values=None, *, aggregate="sum"):
     """
     if aggregate not in ("sum", "last", "error"):
         raise ValueError(f"aggregate must be 'sum', 'last' or 'error'; got {aggregate!r}.")
+    if items is None:
+        # hpfrec's HPF.fit takes the whole table
+        columns = list(getattr(users, "columns", []))
+        raise TypeError(
+            "triplets_to_matrix takes the triplets' columns, not the table"
+            + (f" (columns {columns})" if columns else "")
+            + ": triplets_to_matrix(df['UserId'], df['ItemId'], df['Count'])."
+        )
     users = np.asarray(users).ravel()
     items = np.asarray(items).ravel()
     if values is None:

@@ -144,3 +144,10 @@ def test_a_user_the_model_expects_nothing_of_gets_no_ranking():
         items, scores = est.recommend(np.vstack([np.zeros(20), X[0]]), 3)
     assert np.all(items[0] == -1) and np.all(np.isnan(scores[0]))
     assert np.all(items[1] >= 0) and np.all(scores[1] > 0)
+
+
+@pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_fractional_counts_are_warned_about_by_both_models(Estimator):
+    X = np.random.default_rng(0).poisson(2, (30, 12)) + 0.5
+    with pytest.warns(UserWarning, match="non-integer values"):
+        Estimator(2, max_iter=2, tol=0.0).fit(X)

@@ -165,6 +165,21 @@ def test_a_view_of_a_backed_anndata_and_the_group_of_its_matrix(backed, small_bl
         _assert_same_fit(HierarchicalPMF(**kw).fit(adata.file["X"]), HierarchicalPMF(**kw).fit(X))
 
 
+def test_float32_counts_in_a_sparse_group_give_float32_results(tmp_path):
+    X = _counts(n=40, seed=6).astype(np.float32)
+    adata = ad.AnnData(X)
+    adata.layers["counts"] = X
+    adata.write_h5ad(tmp_path / "f32.h5ad")
+    backed = ad.read_h5ad(tmp_path / "f32.h5ad", backed="r")
+    try:
+        group = backed.file["layers/counts"]
+        est = HierarchicalPMF(2, max_iter=3, tol=0.0).fit(group)
+        assert est.components_.dtype == np.float32
+        assert est.transform(group).dtype == np.float32
+    finally:
+        backed.file.close()
+
+
 def test_sources_that_cannot_be_read_by_rows_are_refused(tmp_path):
     da = pytest.importorskip("dask.array")
     X = _counts(n=60, seed=4)
