@@ -249,8 +249,9 @@ class CoGAPS(
         (a crash or ``kill -9`` while writing leaves the previous checkpoint whole). A fit
         started while the file exists resumes from it and ends with the same bits as an
         uninterrupted fit; a file from other data or other parameters is refused. A fit that
-        runs to its end deletes the file. A new chain only: not with a ``warm_start``
-        continuation or ``distributed``.
+        runs to its end deletes the file. One fit at a time: another fit of the same file
+        (a parallel search's clone) is refused while this one runs. A new chain only: not
+        with a ``warm_start`` continuation or ``distributed``.
     checkpoint_every : int, default=500
         Iterations (calibration and sampling counted together) between two checkpoints.
     checkpoint_minutes : float, default=None
@@ -787,34 +788,41 @@ class CoGAPS(
         if self.checkpoint_path is not None:
             checkpoint = Checkpoint(self.checkpoint_path, self.checkpoint_every,
                                     self.checkpoint_minutes)  # fmt: skip
-        likelihood = None
-        if self.warm_start or checkpoint is not None:
-            likelihood = likelihood_digest(X, name, uncertainty)
-        problem = _Problem(X, data, fixed, likelihood, n_threads, pass_threads)
-        state = self._warm_state(problem)
-        continued = state is not None
-        resume = None
-        if continued:
-            if checkpoint is not None:
-                raise ValueError(
-                    "checkpoint_path keeps the state of a new chain; this fit continues the "
-                    "previous one (warm_start=True). Pickle the fitted estimator to keep a "
-                    "continued chain, or set checkpoint_path=None."
-                )
-            history, atoms = self.objective_history_, self.n_atoms_history_
-        else:
-            payload = None
-            if checkpoint is not None:
-                self._checkpoint_key = checkpoint_key(self, problem)
-                payload = checkpoint.read()
-            if payload is None:
-                state = self._initialise(problem, None)
+            # one fit at a time per file: another fit (a parallel search's, with the same
+            # parameters) would resume from this one's state or refuse it midway
+            checkpoint.acquire()
+        try:
+            likelihood = None
+            if self.warm_start or checkpoint is not None:
+                likelihood = likelihood_digest(X, name, uncertainty)
+            problem = _Problem(X, data, fixed, likelihood, n_threads, pass_threads)
+            state = self._warm_state(problem)
+            continued = state is not None
+            resume = None
+            if continued:
+                if checkpoint is not None:
+                    raise ValueError(
+                        "checkpoint_path keeps the state of a new chain; this fit continues the "
+                        "previous one (warm_start=True). Pickle the fitted estimator to keep a "
+                        "continued chain, or set checkpoint_path=None."
+                    )
+                history, atoms = self.objective_history_, self.n_atoms_history_
             else:
-                state, resume = self._resume(problem, payload)
-            history, atoms = np.empty(0), np.empty((0, 2), dtype=np.int64)
-        run = self._run(state, len(state.sampling), resume=resume, checkpoint=checkpoint)
-        if checkpoint is not None and not run.interrupted:
-            checkpoint.remove()  # the fit is complete: nothing to resume
+                payload = None
+                if checkpoint is not None:
+                    self._checkpoint_key = checkpoint_key(self, problem)
+                    payload = checkpoint.read()
+                if payload is None:
+                    state = self._initialise(problem, None)
+                else:
+                    state, resume = self._resume(problem, payload)
+                history, atoms = np.empty(0), np.empty((0, 2), dtype=np.int64)
+            run = self._run(state, len(state.sampling), resume=resume, checkpoint=checkpoint)
+            if checkpoint is not None and not run.interrupted:
+                checkpoint.remove()  # the fit is complete: nothing to resume
+        finally:
+            if checkpoint is not None:
+                checkpoint.release()
         self._end_run(run, total=len(state.sampling))
         sampler = state.sampler
         set_posterior(

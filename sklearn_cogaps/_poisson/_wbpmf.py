@@ -667,7 +667,10 @@ class WeightedBackgroundPMF(
 
         Each row's ``l0_i`` and ``q(l_i)`` are fitted under the learned priors ``g_L`` with
         ``f0``, ``q_F`` and ``w`` fixed; rows are independent of each other. Each row keeps
-        the best, by its ELBO, of the fits from three deterministic starts (see ``_fit_rows``).
+        the best, by its ELBO, of the fits from three deterministic starts and of the fits
+        with one of its smaller topics switched off (see ``_fit_rows``). The row fit has
+        several optima and does not always reach the fit's own: for the training rows, use
+        ``loadings_`` (``doc/wbpmf.rst``).
 
         Parameters
         ----------

@@ -10,8 +10,10 @@ how a fit resumes from it, is the estimator's (the hooks ``_checkpoint_payload``
 
 import os
 import pickle
+import socket
 import tempfile
 import time
+import uuid
 import warnings
 
 __all__ = ["Checkpoint", "CHECKPOINT_FORMAT"]
@@ -58,6 +60,79 @@ class Checkpoint:
                 f"The directory {directory!r} of checkpoint_path={self.path!r} cannot be "
                 "written: choose a checkpoint file in a directory you can write to."
             )
+
+    # -- one fit per file: a lock file beside it ----------------------------------------------
+
+    @property
+    def lock_path(self):
+        return self.path + ".lock"
+
+    def acquire(self):
+        """Take the file for this fit, or refuse if another fit holds it.
+
+        The lock file holds the host, the process and a token of the fit. A lock of a process
+        of this host that no longer runs (a fit killed with ``kill -9``) is taken over; a
+        live one, this process's included (a search's threads), or one of another host is
+        refused with what to do.
+        """
+        self._token = f"{socket.gethostname()} {os.getpid()} {uuid.uuid4().hex}"
+        for _ in range(2):
+            try:
+                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self._stale():
+                    raise ValueError(self._in_use()) from None
+                try:
+                    os.unlink(self.lock_path)
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(self._token)
+            return
+        raise ValueError(self._in_use())
+
+    def _holder(self):
+        try:
+            with open(self.lock_path) as f:
+                host, pid, _ = f.read().split(" ", 2)
+            return host, int(pid)
+        except (OSError, ValueError):
+            return None, None
+
+    def _stale(self):
+        """Whether the lock is left by a process of this host that has ended."""
+        host, pid = self._holder()
+        if host != socket.gethostname() or pid is None or pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+
+    def _in_use(self):
+        host, pid = self._holder()
+        who = "this process" if (host, pid) == (socket.gethostname(), os.getpid()) else (
+            f"process {pid} on {host}")  # fmt: skip
+        return (
+            f"checkpoint_path={self.path!r} is in use by another fit ({who}): two fits "
+            "writing one file would resume from each other's state. Give each fit its own "
+            "file (in a search, one per parameter setting and fold). If no fit is running, "
+            f"delete {self.lock_path!r}."
+        )
+
+    def release(self):
+        """Give the file back (only this fit's own lock is removed)."""
+        try:
+            with open(self.lock_path) as f:
+                mine = f.read() == getattr(self, "_token", None)
+            if mine:
+                os.unlink(self.lock_path)
+        except OSError:
+            pass
 
     def due(self, iteration):
         """Whether to write after complete iteration ``iteration`` (counted over the fit)."""

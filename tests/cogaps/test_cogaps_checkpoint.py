@@ -166,6 +166,28 @@ def test_a_checkpoint_file_that_cannot_be_written_is_refused_before_the_fit(tmp_
     assert Checkpoint(home.checkpoint_path).path == os.path.expanduser("~/run.ckpt")
 
 
+def test_one_fit_at_a_time_per_checkpoint_file(tmp_path):
+    import socket
+
+    X, path = _data(), tmp_path / "run.ckpt"
+    lock = tmp_path / "run.ckpt.lock"
+    # a fit holds the file: another, in this process (a search's threads) or another one, is
+    # refused; the first is not disturbed
+    lock.write_text(f"{socket.gethostname()} {os.getpid()} token")
+    with pytest.raises(ValueError, match=r"in use by another fit \(this process\).*own file"):
+        _fit(_model(checkpoint_path=path), X)
+    lock.write_text("another-host 12345 token")
+    with pytest.raises(ValueError, match=r"process 12345 on another-host.*delete"):
+        _fit(_model(checkpoint_path=path), X)
+    # a lock left by a process that has ended (kill -9) is taken over, and removed after
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    lock.write_text(f"{socket.gethostname()} {ended.pid} token")
+    reference = _fit(_model(), X)
+    _assert_same_fit(_fit(_model(checkpoint_path=path), X), reference)
+    assert not lock.exists() and not path.exists()
+
+
 def test_ctrl_c_advises_resuming_from_the_checkpoint(monkeypatch, tmp_path):
     interrupt_cogaps_at(monkeypatch, 30)
     with pytest.warns(RuntimeWarning, match="same data, parameters and checkpoint_path"):
