@@ -54,6 +54,7 @@ from ._hpmf_updates import (
     _snapshot,
     _vbem_step,
     regress_rows,
+    svi_step,
 )
 from ._scores import hierarchical_scores, row_scores
 
@@ -79,6 +80,36 @@ _N_EVAL_SAMPLES = 16
 # new iterate in the moving average that is the fitted q.
 _WINDOW = 100
 _DECAY = 1.0 - 1.0 / 50.0
+# The attributes of the training rows of a fit, which partial_fit (keeping no rows) removes.
+_ROW_ATTRIBUTES = (
+    "loadings_", "loadings_log_", "loadings_shape_", "loadings_rate_",
+    "augmented_lower_bound_", "exact_lower_bound_", "reconstruction_err_",
+    "validation_scores_",
+)  # fmt: skip
+# hpfrec's arguments of partial_fit, and what to write instead.
+_HPFREC_PARTIAL_FIT = {
+    "nusers": "HierarchicalPMF(total_samples=nusers)",
+    "nitems": "nothing: the columns of X are the items",
+    "step_size": "HierarchicalPMF(step_exponent=kappa), for steps (t + 2) ** -kappa",
+    "batch_type": "partial_fit on a matrix of whole rows (transpose X to batch its items)",
+    "users_in_batch": "nothing: the rows of the batch are its users",
+    "items_in_batch": "nothing: the columns of X are the items",
+    "new_users": "nothing: every batch may hold new rows",
+    "new_items": "fit again: the items are the columns the model was fitted on",
+    "random_seed": "HierarchicalPMF(random_state=seed)",
+}
+
+
+def _refuse_hpfrec_arguments(arguments):
+    for name, value in arguments.items():
+        if name in _HPFREC_PARTIAL_FIT:
+            raise TypeError(
+                f"partial_fit() has no argument {name!r} (hpfrec's, given {value!r}); write "
+                f"{_HPFREC_PARTIAL_FIT[name]}."
+            )
+        raise TypeError(f"partial_fit() got an unexpected keyword argument {name!r}")
+
+
 # What to do instead of passing data as the second positional argument.
 _NO_SIDE_INPUT = "fit the counts alone, call fit(X): HierarchicalPMF takes no per-entry side input"
 
@@ -196,6 +227,16 @@ class HierarchicalPMF(
         shapes below 1 the variational mean is sparser than the posterior's, and this
         estimate predicts held-out counts better (``doc/hpmf.rst``, "Held-out counts and
         recommendations"). :meth:`score` is the variational bound in both cases.
+    step_exponent : float, default=0.6
+        Exponent ``kappa`` of the step size ``rho_t = (t + 2) ** -kappa`` of
+        :meth:`partial_fit` after ``t`` steps; in (0.5, 1] for convergence (Robbins-Monro,
+        as in Hoffman et al. 2013). hpfrec's default step ``1 / sqrt(t + 2)`` is
+        ``kappa = 0.5``.
+    total_samples : int or None, default=None
+        The number of rows of the data set whose batches :meth:`partial_fit` receives: each
+        batch's statistics are scaled to that many rows (hpfrec's ``nusers``). None counts
+        the rows of the batches given so far, as for a stream read once; for several passes
+        over a data set, set it to the data set's number of rows.
 
     Attributes
     ----------
@@ -208,7 +249,11 @@ class HierarchicalPMF(
     components_rate_ : ndarray of shape (n_components,)
         Posterior rates beta_f of q(F) (shared by the entries of a component).
     loadings_ : ndarray of shape (n_samples, n_components)
-        Posterior mean E[L] of the training rows.
+        Posterior mean E[L] of the training rows. This attribute and the other attributes
+        of the training rows (``loadings_log_``, ``loadings_shape_``, ``loadings_rate_``,
+        ``augmented_lower_bound_``, ``exact_lower_bound_``, ``reconstruction_err_``,
+        ``validation_scores_``) are set by :meth:`fit` only: :meth:`partial_fit` keeps no
+        rows, and removes them.
     loadings_log_ : ndarray of shape (n_samples, n_components)
         Posterior E[ln L].
     loadings_shape_ : ndarray of shape (n_samples, n_components)
@@ -236,7 +281,9 @@ class HierarchicalPMF(
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
         iteration; None without.
     n_iter_ : int
-        Number of iterations run by the last call to ``fit``.
+        Number of iterations run by the last call to ``fit``; after :meth:`partial_fit`,
+        the number of its calls since the model was started or fitted
+        (``objective_history_`` then holds each batch's bound per row, before its step).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -292,6 +339,15 @@ class HierarchicalPMF(
             "fit(X, X_val=held_out_counts) for 'val-llk' (n_iter_no_change=N), tol for 'train-llk'",
         ),
         "ncores": ("hpfrec", "threadpoolctl.threadpool_limits(n) around fit, or OMP_NUM_THREADS"),
+        "users_per_batch": (
+            "hpfrec",
+            "partial_fit(X[rows]) on each batch of rows, with total_samples=n_rows",
+        ),
+        "items_per_batch": (
+            "hpfrec",
+            "partial_fit on batches of rows (transpose X to batch its columns)",
+        ),
+        "step_size": ("hpfrec", "step_exponent=kappa (steps (t + 2) ** -kappa)"),
     }
 
     _negative_input_advice = COUNTS_ADVICE
@@ -315,6 +371,8 @@ class HierarchicalPMF(
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "new_rows": [StrOptions({"variational", "conditional_mean"})],
+        "step_exponent": [Interval(Real, 0.0, 1.0, closed="right")],
+        "total_samples": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -336,6 +394,8 @@ class HierarchicalPMF(
         n_init=1,
         n_iter_no_change=20,
         new_rows="variational",
+        step_exponent=0.6,
+        total_samples=None,
     ):
         self.n_components = n_components
         self.solver = solver
@@ -353,6 +413,8 @@ class HierarchicalPMF(
         self.n_init = n_init
         self.n_iter_no_change = n_iter_no_change
         self.new_rows = new_rows
+        self.step_exponent = step_exponent
+        self.total_samples = total_samples
 
     # -- validation --------------------------------------------------------------------------
 
@@ -429,19 +491,22 @@ class HierarchicalPMF(
 
     def _warm_start_mismatch(self, problem):
         n, p = problem.counts.shape
-        previous = (self.loadings_shape_.shape[0], *self.components_.shape[::-1])
+        # after partial_fit the model keeps no rows: it continues on any number of them
+        rows = getattr(self, "loadings_shape_", None)
+        previous = (n if rows is None else rows.shape[0], *self.components_.shape[::-1])
         if previous != (n, p, self.n_components):
             return (f"X has shape {(n, p)} and n_components={self.n_components}, the "
                     f"previous fit had {previous[:2]} and {previous[2]}")  # fmt: skip
         return None
 
     def _continue(self, problem):
-        L = _Side(
-            self.loadings_shape_,
-            self.loadings_rate_,
-            self.prior_loadings_shape_,
-            self.prior_loadings_rate_,
-        )
+        if hasattr(self, "loadings_shape_"):
+            alpha, beta = self.loadings_shape_, self.loadings_rate_
+        else:  # fitted by partial_fit: the rows start at their optimum given q(F)
+            alpha, beta, _ = regress_rows(problem.counts, self.prior_loadings_shape_,
+                                          self.prior_loadings_rate_, self._components64(),
+                                          self.components_log_)  # fmt: skip
+        L = _Side(alpha, beta, self.prior_loadings_shape_, self.prior_loadings_rate_)
         F = _Side(
             self.components_shape_.T,
             self.components_rate_,
@@ -602,6 +667,99 @@ class HierarchicalPMF(
         self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
         self._set_reconstruction_err(counts)
         self._cast_fitted(dtype)
+        if hasattr(self, "_svi_state"):  # a later partial_fit continues this fit
+            del self._svi_state
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None, **hpfrec_arguments):
+        """One step of stochastic variational inference on a batch of rows.
+
+        Hoffman et al. (2013): each row of the batch gets its q(l_i) at its optimum given
+        q(F) (as :meth:`transform`), then q(F) moves a step ``(t + 2) ** -step_exponent``
+        towards the VBEM update of ``total_samples`` rows like the batch's, and the priors
+        follow (``doc/hpmf.rst``, "Stochastic variational inference"). Call it on the
+        batches of a data set that does not fit in memory, or on a stream; the first call
+        starts the model on its batch as ``fit`` would (``init``), and a call after ``fit``
+        continues the fitted q(F). The model keeps no rows: get them with
+        :meth:`transform`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            The batch: whole rows of counts (all of a row's counts in one batch). An
+            out-of-core source is one batch, read a block of rows at a time.
+        y : Ignored
+            Not used, present for API consistency.
+        **hpfrec_arguments
+            Refused, with what to write instead: hpfrec's ``partial_fit`` arguments
+            (``nusers``, ``step_size``, ``batch_type``...) are parameters here, or have no
+            use (a batch is a matrix of whole rows).
+
+        Returns
+        -------
+        self : HierarchicalPMF
+            The updated estimator.
+        """
+        _refuse_hpfrec_arguments(hpfrec_arguments)
+        # every call (scikit-learn validates the first only): set_params may have changed them
+        self._validate_params()
+        check_ignored_y(self, y, X, method="partial_fit",
+                        advice=_NO_SIDE_INPUT.replace("fit(X)", "partial_fit(X)"))  # fmt: skip
+        first = not self.__sklearn_is_fitted__()
+        if not first and self.components_.shape[0] != self.n_components:
+            raise ValueError(
+                f"n_components={self.n_components}, but the model being updated has "
+                f"{self.components_.shape[0]} components. partial_fit continues the fitted "
+                "model; call fit to start one with the new n_components."
+            )
+        dtype, counts = self._read_counts(X, reset=first)
+        counts = counts if isinstance(counts, (BlockCounts, DaskCounts)) else _Counts(counts)
+        n_batch = counts.shape[0]
+        n_threads = kernel_threads(2 * counts.nnz * self.n_components)
+        # local copies, set at the end: an interrupted call leaves the estimator as it was
+        if first:
+            rng = check_random_state(self.random_state)
+            start = self._initialise(_Problem(counts, rng, n_threads), rng)
+            L, F = start.L, start.F
+            prior = (L.a, L.b)
+            means = np.stack([L.mean.mean(axis=0), L.elog.mean(axis=0)])
+            steps, seen, history = 0, 0, []
+        else:
+            F = _Side(self.components_shape_.T, self.components_rate_,
+                      self.prior_components_shape_, self.prior_components_rate_)  # fmt: skip
+            prior = (self.prior_loadings_shape_, self.prior_loadings_rate_)
+            if hasattr(self, "_svi_state"):
+                steps, seen, means = self._svi_state
+                history = list(self.objective_history_)
+            else:
+                # continue a fit as if its rows had come before in batches of this size,
+                # so the step size goes on from there instead of restarting at its largest
+                # (one small batch would outweigh the whole fit)
+                seen = self.loadings_shape_.shape[0]
+                steps = int(round(seen / max(n_batch, 1)))
+                means = np.stack([(self.loadings_shape_ / self.loadings_rate_).mean(axis=0),
+                                  self.loadings_log_.mean(axis=0)])  # fmt: skip
+                history = []
+        seen += n_batch
+        rho = (steps + 2.0) ** -self.step_exponent
+        n_rows = self.total_samples if self.total_samples is not None else seen
+        prior, means, bound = svi_step(counts, prior, F, means, rho, n_rows, self.learn_prior,
+                                       n_threads)  # fmt: skip
+        for name in _ROW_ATTRIBUTES:
+            if hasattr(self, name):
+                delattr(self, name)
+        self._svi_state = (steps + 1, seen, means)
+        self.prior_loadings_shape_, self.prior_loadings_rate_ = prior
+        self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
+        self.components_shape_ = np.ascontiguousarray(F.alpha.T)
+        self.components_rate_ = F.beta
+        self.components_ = np.ascontiguousarray(F.mean.T).astype(dtype, copy=False)
+        self.components_log_ = np.ascontiguousarray(F.elog.T)
+        self.objective_history_ = np.asarray(history + [bound], dtype=np.float64)
+        self.lower_bound_ = float(bound)
+        self.n_iter_ = self.objective_history_.size
+        self.converged_ = False
         return self
 
     # -- new rows ----------------------------------------------------------------------------
@@ -743,6 +901,11 @@ class HierarchicalPMF(
     # -- scHPF's scores ----------------------------------------------------------------------
 
     def _hierarchical_scores(self):
+        self._training_loadings(
+            "scHPF's scores put each component on the scale the training rows' loadings "
+            "give. fit(X) with warm_start=True continues this model on the rows X and keeps "
+            "them."
+        )
         L = self.loadings_shape_ / self.loadings_rate_
         return hierarchical_scores(
             L, self._components64().T, self.prior_loadings_shape_, self.prior_components_shape_

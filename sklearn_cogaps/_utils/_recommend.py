@@ -122,14 +122,18 @@ class RecommenderMixin:
             ``loadings_[user] @ components_[:, item]`` for each pair.
         """
         check_is_fitted(self)
-        users = self._indices(users, self.loadings_.shape[0], "users", "training users")
+        loadings = self._training_loadings(
+            "fit the users' rows, U = transform(X_users), and score a pair as "
+            "U[i] @ components_[:, item]."
+        )
+        users = self._indices(users, loadings.shape[0], "users", "training users")
         items = self._indices(items, self.components_.shape[1], "items", "items")
         if users.shape != items.shape:
             raise ValueError(
                 f"users and items must pair up: got {users.shape[0]} users and "
                 f"{items.shape[0]} items."
             )
-        U = np.asarray(self.loadings_, dtype=np.float64)[users]
+        U = np.asarray(loadings, dtype=np.float64)[users]
         V = np.asarray(self.components_, dtype=np.float64).T[items]
         return np.einsum("pk,pk->p", U, V)
 
@@ -207,13 +211,27 @@ class RecommenderMixin:
 
     def _loadings_of(self, users, n_rows):
         """The fitted loadings (float64) of the training rows ``users``, one per row of X."""
-        users = self._indices(users, self.loadings_.shape[0], "users", "training users")
+        loadings = self._training_loadings(
+            "leave users=None, and the rows of X are fitted as new rows."
+        )
+        users = self._indices(users, loadings.shape[0], "users", "training users")
         if users.shape[0] != n_rows:
             raise ValueError(
                 f"users must name the training user of each row of X: got {users.shape[0]} "
                 f"users for {n_rows} rows."
             )
-        return np.asarray(self.loadings_, dtype=np.float64)[users]
+        return np.asarray(loadings, dtype=np.float64)[users]
+
+    def _training_loadings(self, advice):
+        """``loadings_``, or an error that says what to do when the model keeps no training
+        rows (a HierarchicalPMF updated by ``partial_fit``)."""
+        loadings = getattr(self, "loadings_", None)
+        if loadings is None:
+            raise ValueError(
+                f"This {type(self).__name__} was last updated by partial_fit, which keeps no "
+                f"training rows (no loadings_): {advice}"
+            )
+        return loadings
 
     @staticmethod
     def _indices(values, size, name, what):
