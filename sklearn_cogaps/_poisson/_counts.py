@@ -261,6 +261,8 @@ HPFREC_METHODS = {
     "cell_score": ("scHPF", "loading_scores() (or loading_scores(X_new) for new cells)"),
     "project": ("scHPF", "transform(X_new) (the loadings of new cells, the factors fixed)"),
     "gene_score": ("scHPF", "component_scores().T (genes x factors, as scHPF's)"),
+    "predict_factors": ("hpfrec", "transform(X_new_rows) (the loadings of new users)"),
+    "add_user": ("hpfrec", "transform(X_new_rows) (new users' loadings, the factors fixed)"),
 }
 
 

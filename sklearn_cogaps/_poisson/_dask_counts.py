@@ -3,12 +3,14 @@ run where the blocks live.
 
 The cluster keeps the counts twice, as the in-memory fit does (CSR for the passes over rows,
 CSC for those over columns): the Dask array's row chunks, and column blocks made from them
-once (each worker gathers the columns of one block from every row chunk). A pass over the
-rows sends each row block the factors it needs and gets back its rows' sums; a pass over
-the columns does the same with the column blocks, each holding every row of its columns,
-so every row's and every column's sums are the additions of the in-memory pass in its
-order. The client only assembles the results in the blocks' order: the fit equals the
-in-memory fit to the bit, whatever the number of workers or the chunks.
+at the first pass over the columns (each worker gathers the columns of one block from every
+row chunk), which a caller that needs no more such passes releases (``release_columns``):
+``transform`` never makes them, and WeightedBackgroundPMF releases them after its start.
+A pass over the rows sends each row block the factors it needs and gets back its rows'
+sums; a pass over the columns does the same with the column blocks, each holding every row
+of its columns, so every row's and every column's sums are the additions of the in-memory
+pass in its order. The client only assembles the results in the blocks' order: the fit
+equals the in-memory fit to the bit, whatever the number of workers or the chunks.
 """
 
 import numpy as np
@@ -18,7 +20,6 @@ from .._utils._blocks import canonical_block
 from .._utils._openmp_helpers import kernel_threads
 from . import _hpmf_fast as _fast
 from ._block_counts import block_summary, compressed, entry_sums
-from ._hpmf_updates import _TRANSFORM_MAX_ITER, _TRANSFORM_SEARCH_SHARE, _TRANSFORM_TOL
 
 __all__ = ["DaskCounts"]
 
@@ -77,11 +78,10 @@ def _sampled_data_term(arrays, log_r, log_c):
     return xlogt
 
 
-def _transform_rows(arrays, alpha, components_log, a, prior_rate, beta):
+def _transform_rows(arrays, alpha, components_log, a, prior_rate, beta, max_iter, tol, share):
     n = alpha.shape[0]
     alpha = alpha.copy()
-    args = (_TRANSFORM_MAX_ITER, _TRANSFORM_TOL, _TRANSFORM_SEARCH_SHARE,
-            kernel_threads(40 * arrays[2].size * alpha.shape[1]))  # fmt: skip
+    args = (max_iter, tol, share, kernel_threads(40 * arrays[2].size * alpha.shape[1]))
     xlogt, n_iter = np.empty(n), np.empty(n, dtype=np.intc)
     _fast.transform_rows(*arrays, components_log, a, prior_rate, beta, alpha, xlogt, n_iter,
                          *args)  # fmt: skip
@@ -134,12 +134,24 @@ class DaskCounts:
         # as many column blocks as row blocks, cut by the shape alone
         cuts = np.linspace(0, p, len(self.row_bounds) + 1).round().astype(int)
         self.column_bounds = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
-        self.columns = [
-            client.submit(_column_block, a, b, p, *self.rows, pure=False)
-            for a, b in self.column_bounds
-        ]
+        self.columns = None
         self.r = _DaskPass(self, self.rows, self.row_bounds)
-        self.c = _DaskPass(self, self.columns, self.column_bounds)
+
+    @property
+    def c(self):
+        """The passes over the column blocks, made from the row chunks at first use."""
+        if self.columns is None:
+            p = self.shape[1]
+            self.columns = [
+                self.client.submit(_column_block, a, b, p, *self.rows, pure=False)
+                for a, b in self.column_bounds
+            ]
+        return _DaskPass(self, self.columns, self.column_bounds)
+
+    def release_columns(self):
+        """Let the workers drop the column blocks (a later pass over the columns makes them
+        again)."""
+        self.columns = None
 
 
 class _DaskPass:
@@ -179,9 +191,10 @@ class _DaskPass:
         )
         xlogt[:] = np.concatenate(parts)
 
-    def transform_rows(self, components_log, a, prior_rate, beta, alpha, xlogt, n_iter, *args):
-        parts = self._run(
-            _transform_rows, lambda lo, hi: (alpha[lo:hi],), (components_log, a, prior_rate, beta)
-        )
+    def transform_rows(self, components_log, a, prior_rate, beta, alpha, xlogt, n_iter,
+                       max_iter, tol, share, n_threads):  # fmt: skip
+        # the workers choose their own threads; the row fit's settings are the caller's
+        parts = self._run(_transform_rows, lambda lo, hi: (alpha[lo:hi],),
+                          (components_log, a, prior_rate, beta, max_iter, tol, share))  # fmt: skip
         for (lo, hi), (al, xl, it) in zip(self.bounds, parts):
             alpha[lo:hi], xlogt[lo:hi], n_iter[lo:hi] = al, xl, it

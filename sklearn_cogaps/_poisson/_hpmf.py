@@ -6,6 +6,7 @@ and updates are in ``_hpmf_updates``.
 """
 
 import copy
+import reprlib
 from numbers import Integral, Real
 
 import numpy as np
@@ -104,8 +105,8 @@ def _refuse_hpfrec_arguments(arguments):
     for name, value in arguments.items():
         if name in _HPFREC_PARTIAL_FIT:
             raise TypeError(
-                f"partial_fit() has no argument {name!r} (hpfrec's, given {value!r}); write "
-                f"{_HPFREC_PARTIAL_FIT[name]}."
+                f"partial_fit() has no argument {name!r} (hpfrec's, given "
+                f"{reprlib.repr(value)}); write {_HPFREC_PARTIAL_FIT[name]}."
             )
         raise TypeError(f"partial_fit() got an unexpected keyword argument {name!r}")
 
@@ -236,7 +237,8 @@ class HierarchicalPMF(
         The number of rows of the data set whose batches :meth:`partial_fit` receives: each
         batch's statistics are scaled to that many rows (hpfrec's ``nusers``). None counts
         the rows of the batches given so far, as for a stream read once; for several passes
-        over a data set, set it to the data set's number of rows.
+        over a data set, set it to the data set's number of rows. A value below a batch's
+        rows is refused.
 
     Attributes
     ----------
@@ -266,7 +268,7 @@ class HierarchicalPMF(
         The learned Gamma prior of F.
     lower_bound_ : float
         The final value of the bound the solver maximises (for ``"pathwise"``, the mean of
-        the last 100 estimates).
+        the last 100 estimates); after :meth:`partial_fit`, the last batch's bound per row.
     objective_history_ : ndarray of shape (``n_iter_``,)
         Its trace: the value after every iteration of the last fit.
     augmented_lower_bound_ : float
@@ -348,6 +350,8 @@ class HierarchicalPMF(
             "partial_fit on batches of rows (transpose X to batch its columns)",
         ),
         "step_size": ("hpfrec", "step_exponent=kappa (steps (t + 2) ** -kappa)"),
+        "nusers": ("hpfrec", "total_samples=nusers (the rows partial_fit's batches come from)"),
+        "nitems": ("hpfrec", "nothing: the columns of X are the items"),
     }
 
     _negative_input_advice = COUNTS_ADVICE
@@ -682,7 +686,11 @@ class HierarchicalPMF(
         batches of a data set that does not fit in memory, or on a stream; the first call
         starts the model on its batch as ``fit`` would (``init``), and a call after ``fit``
         continues the fitted q(F). The model keeps no rows: get them with
-        :meth:`transform`.
+        :meth:`transform`. The step is the same whatever ``solver``; ``max_iter``, ``tol``,
+        ``n_init``, ``n_iter_no_change`` and ``verbose`` are ``fit``'s. Every batch gets a
+        full step whatever its size, so give batches of similar sizes
+        (``np.array_split(order, n_batches)``): a batch of a few rows moves q(F) as far as
+        one of thousands.
 
         Parameters
         ----------
@@ -716,6 +724,14 @@ class HierarchicalPMF(
         dtype, counts = self._read_counts(X, reset=first)
         counts = counts if isinstance(counts, (BlockCounts, DaskCounts)) else _Counts(counts)
         n_batch = counts.shape[0]
+        if self.total_samples is not None and self.total_samples < n_batch:
+            raise ValueError(
+                f"total_samples={self.total_samples} is smaller than this batch of {n_batch} "
+                "rows: it is the number of rows of the whole data set the batches come from. "
+                "Set it to that number, or to None to count the rows given so far."
+            )
+        if not first:  # the model keeps the dtype it started with, whatever the batch's
+            dtype = self.components_.dtype
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         # local copies, set at the end: an interrupted call leaves the estimator as it was
         if first:

@@ -41,7 +41,6 @@ from ._counts import (
     CountModelMixin,
     _check_block,
     _source_dtype,
-    check_total,
     has_fractions,
     kl_nmf,
     loglik,
@@ -87,17 +86,44 @@ class _Problem:
 
     def __init__(self, X, W, H, n_threads, families, held=None):
         self.X, self.W, self.H, self.families, self.held = X, W, H, families, held
+        self.n_threads = n_threads
+        self._sweeper = None
         if isinstance(X, (BlockCounts, DaskCounts)):  # read by blocks, or on a cluster
-            self.sweeper = BlockSweeper(X, n_threads)
-            self.x_rows, self.x_cols = X.row_sums, self.sweeper.x_cols
+            self.x_rows = X.row_sums
             self.const = X.log_factorial
         else:
-            self.sweeper = _Sweeper(X, n_threads)
             self.x_rows = np.asarray(X.sum(axis=1)).ravel()
-            self.x_cols = np.asarray(X.sum(axis=0)).ravel()
             # the sum of the rows' sums, as the blocks of an out-of-core X give it
             self.const = entry_sums(*row_entry_sums(compressed(X)), self.x_rows)[0]
         self.n_started = 0
+
+    @property
+    def sweeper(self):
+        """The compiled sweeps, made at their first use, after the start: on a cluster the
+        start's column blocks are released first, so that the workers hold the counts twice
+        (the row chunks and the sweeps' parts), not three times."""
+        if self._sweeper is None:
+            if isinstance(self.X, DaskCounts):
+                self.X.release_columns()
+            if isinstance(self.X, (BlockCounts, DaskCounts)):
+                self._sweeper = BlockSweeper(self.X, self.n_threads)
+            else:
+                self._sweeper = _Sweeper(self.X, self.n_threads)
+        return self._sweeper
+
+    @property
+    def x_cols(self):
+        """The columns' sums, added row after row as ``X.sum(axis=0)`` adds them."""
+        if isinstance(self.X, (BlockCounts, DaskCounts)):
+            return self.sweeper.x_cols
+        if not hasattr(self, "_x_cols"):
+            self._x_cols = np.asarray(self.X.sum(axis=0)).ravel()
+        return self._x_cols
+
+    def close(self):
+        """Remove the denominators of counts read by blocks."""
+        if self._sweeper is not None and hasattr(self._sweeper, "close"):
+            self._sweeper.close()
 
 
 class _FitState:
@@ -482,8 +508,7 @@ class WeightedBackgroundPMF(
                 else self._best_run(problem, rng, self.n_init)
             )
         finally:
-            if hasattr(problem.sweeper, "close"):
-                problem.sweeper.close()  # the denominators of counts read by blocks
+            problem.close()
         self._end_run(run)
         s = run.state.fit
         f0, Ef, Elogf = unseen_features(problem.x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf,
@@ -696,9 +721,12 @@ class WeightedBackgroundPMF(
         out_of_core_features(self, X, blocks.shape[1], reset=False)
 
         def checked():
+            warned = False
             for a, block in blocks:
-                _check_block(self, block, a)
-                check_total(block.data, type(self).__name__)
+                fractions = _check_block(self, block, a)
+                # its total, and one warning on fractions, as in memory
+                self._check_values(block.shape, False, block.data, fractions and not warned)
+                warned = warned or fractions
                 yield block
 
         return _source_dtype(X), checked()

@@ -150,4 +150,12 @@ def test_a_user_the_model_expects_nothing_of_gets_no_ranking():
 def test_fractional_counts_are_warned_about_by_both_models(Estimator):
     X = np.random.default_rng(0).poisson(2, (30, 12)) + 0.5
     with pytest.warns(UserWarning, match="non-integer values"):
-        Estimator(2, max_iter=2, tol=0.0).fit(X)
+        est = Estimator(2, max_iter=2, tol=0.0).fit(X)
+    # new rows too, in memory and read by blocks: one warning for all the blocks
+    with pytest.warns(UserWarning, match="non-integer values"):
+        est.transform(X)
+    da = pytest.importorskip("dask.array")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.transform(da.from_array(X, chunks=(10, -1)))
+    assert sum("non-integer" in str(w.message) for w in caught) == 1

@@ -4,6 +4,7 @@ the data's rows; epochs of batches reach the batch fit's held-out score; the ste
 depend on the threads or on how a batch is read; what the model no longer keeps is refused
 with a message that says what to do."""
 
+import re
 import warnings
 
 import numpy as np
@@ -183,6 +184,32 @@ def test_changed_components_and_side_inputs_are_refused():
         HierarchicalPMF(2).partial_fit(X, nusers=60)
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         HierarchicalPMF(2).partial_fit(X, bogus=1)
+    with pytest.raises(TypeError, match=r"write total_samples=nusers"):
+        HierarchicalPMF(2, nusers=60)
+    # a long value is shortened in the message
+    with pytest.raises(TypeError, match=re.escape("given array([ 0,  1..., 57, 58, 59]))")):
+        HierarchicalPMF(2).partial_fit(X, users_in_batch=np.arange(60))
+    with pytest.raises(ValueError, match="total_samples=10 is smaller than this batch of 60"):
+        HierarchicalPMF(2, total_samples=10).partial_fit(X)
+
+
+def test_the_model_keeps_its_dtype_and_a_cluster_gives_the_in_memory_step():
+    X = gamma_poisson_counts(120, 40, 2, 9)
+    est = HierarchicalPMF(2, random_state=0, total_samples=240).partial_fit(X.astype(np.float32))
+    est.partial_fit(X)
+    assert est.components_.dtype == np.float32
+    da = pytest.importorskip("dask.array")
+    from _shared import local_cluster
+
+    kw = dict(n_components=2, random_state=0, total_samples=240)
+    ref = HierarchicalPMF(**kw).partial_fit(X[:60]).partial_fit(X[60:])
+    dense = X.toarray()
+    with local_cluster(2):
+        on = HierarchicalPMF(**kw).partial_fit(da.from_array(dense[:60], chunks=(25, -1)))
+        on.partial_fit(da.from_array(dense[60:], chunks=(25, -1)))
+    for name in ("components_shape_", "components_rate_", "prior_loadings_shape_",
+                 "objective_history_"):  # fmt: skip
+        assert_array_equal(getattr(on, name), getattr(ref, name), err_msg=name)
 
 
 def test_an_interrupted_step_leaves_the_estimator_as_it_was(monkeypatch):

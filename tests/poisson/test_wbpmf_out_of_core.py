@@ -163,6 +163,34 @@ def test_local_cluster_fit_equals_the_in_memory_fit():
     _assert_same_fit(est, _fit(sparse.csr_matrix(np.delete(dense, np.s_[94:141], axis=0))))
 
 
+def test_the_cluster_holds_the_counts_twice_during_the_sweeps(monkeypatch):
+    """The start's column blocks (its KL-NMF passes over the columns) are released before
+    the sweeps' parts are gathered: the workers then hold the row chunks and the parts."""
+    import sklearn_cogaps._poisson._wbpmf as wbpmf_module
+    from sklearn_cogaps._poisson._dask_counts import DaskCounts
+
+    released, at_parts = [], []
+    release = DaskCounts.release_columns
+
+    def spy_release(counts):
+        released.append(counts.columns is not None)
+        release(counts)
+
+    class SpySweeper(wbpmf_module.BlockSweeper):
+        def __init__(self, counts, n_threads):
+            at_parts.append(counts.columns)
+            super().__init__(counts, n_threads)
+
+    monkeypatch.setattr(DaskCounts, "release_columns", spy_release)
+    monkeypatch.setattr(wbpmf_module, "BlockSweeper", SpySweeper)
+    X = _counts(n=120, seed=3)
+    with local_cluster(1):
+        est = _fit(da.from_array(X.toarray(), chunks=(40, -1)))
+    assert released == [True]  # the start made them, and they were released
+    assert at_parts == [None]
+    _assert_same_fit(est, _fit(X))
+
+
 def test_memory_of_a_backed_fit_is_a_part_and_the_model(tmp_path, monkeypatch):
     """The numpy allocations of a fit from a backed file: a part (a thirty-second of the
     rows here) and arrays of the model's size (the EBPM solves hold a few arrays of n_samples
