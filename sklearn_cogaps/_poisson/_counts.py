@@ -334,6 +334,8 @@ class CountModelMixin(RecommenderMixin):
         if client is not None:
             counts = DaskCounts(blocks, client, check)
         else:
+            if blocks.kind == "dask":  # read here: small chunks are read together
+                blocks = RowBlocks(X, group_chunks=True)
             counts = BlockCounts(blocks, check)
         self._check_values(counts.shape, reset and counts.nnz == 0, np.array([counts.total]),
                            any(counts.checked))  # fmt: skip
@@ -415,7 +417,7 @@ class CountModelMixin(RecommenderMixin):
             return None
         if is_out_of_core(X_val):
             # held-out counts are scored in memory: read them a block at a time, as CSR
-            blocks = RowBlocks(X_val)
+            blocks = RowBlocks(X_val, group_chunks=True)
             X_val = sparse.vstack([block for _, block in blocks], format="csr")
         # checked as X is, with messages that name X_val; its rows are X's, so an AnnData's
         # names are checked against the fit's but a plain array is not warned about

@@ -717,7 +717,7 @@ class WeightedBackgroundPMF(
         read a block at a time when out of core (the rows are fitted independently)."""
         if not is_out_of_core(X):
             return data_dtype(X), [self._validate_counts(X, reset=False)]
-        blocks = RowBlocks(X)
+        blocks = RowBlocks(X, group_chunks=True)  # the rows are fitted here, block by block
         out_of_core_features(self, X, blocks.shape[1], reset=False)
 
         def checked():

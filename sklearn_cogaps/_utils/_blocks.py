@@ -182,6 +182,12 @@ class RowBlocks:
         A source listed in the module's docstring.
     block_entries : int, default=BLOCK_ENTRIES
         Entries per block for the sources without chunks of their own.
+    group_chunks : bool, default=False
+        For a Dask array, read consecutive chunks together, as many as hold at most
+        ``block_entries`` values at their dense size (at least one chunk a block): each
+        read of a chunk is a Dask computation of its own, whose cost small chunks would
+        repeat at every pass. Only where the blocks are read here, not where a cluster
+        keeps the chunks or the chunks are the minibatches.
 
     Attributes
     ----------
@@ -189,13 +195,16 @@ class RowBlocks:
         The matrix's shape.
     bounds : list of (int, int)
         The first row and one past the last of every block, in order.
-    chunk_index : list of int
+    chunk_index : list of int or None
         For a Dask array, the index of every block's chunk (its empty chunks are no
-        blocks).
+        blocks); None when the chunks are grouped (``chunk_groups``).
+    chunk_groups : list of list of int or None
+        For a Dask array read with ``group_chunks``, the indices of every block's chunks.
     """
 
-    def __init__(self, X, block_entries=None):
+    def __init__(self, X, block_entries=None, group_chunks=False):
         block_entries = int(block_entries or BLOCK_ENTRIES)
+        self.chunk_groups = None
         matrix = _backed_matrix(X)
         self.source = matrix if matrix is not None else X
         self.kind = _kind(self.source)
@@ -258,12 +267,34 @@ class RowBlocks:
             edges = np.array([0, n])
             if self.kind == "dask":
                 self.chunk_index = [0]
+        if self.kind == "dask" and group_chunks:
+            edges = self._group(edges, max(1, block_entries // max(p, 1)))
         self.bounds = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+    def _group(self, edges, rows):
+        """The edges of groups of consecutive chunks of at most ``rows`` rows together
+        (a larger chunk alone), and ``chunk_groups``."""
+        groups, kept = [[self.chunk_index[0]]], [edges[0], edges[1]]
+        for i, b in zip(self.chunk_index[1:], edges[2:]):
+            if b - kept[-2] <= rows:
+                groups[-1].append(i)
+                kept[-1] = b
+            else:
+                groups.append([i])
+                kept.append(b)
+        self.chunk_groups, self.chunk_index = groups, None
+        return np.asarray(kept)
 
     def read(self, index):
         """Block ``index`` as a canonical float64 CSR matrix."""
         a, b = self.bounds[index]
-        if self.kind == "dask":
+        if self.kind == "dask" and self.chunk_groups is not None:
+            import dask
+
+            chunks = [self.source.blocks[i, 0] for i in self.chunk_groups[index]]
+            pieces = [canonical_block(c) for c in dask.compute(*chunks)]
+            block = pieces[0] if len(pieces) == 1 else sparse.vstack(pieces, format="csr")
+        elif self.kind == "dask":
             block = self.source.blocks[self.chunk_index[index], 0].compute()
         elif self.kind in ("sparse_dataset", "sparse_group"):
             # the rows' slices of the stored arrays, read directly (h5py or zarr)

@@ -92,6 +92,42 @@ def test_dask_array_fit_and_transform_equal_the_in_memory_ones():
     assert not hasattr(est, "feature_names_in_")
 
 
+def test_small_dask_chunks_are_read_together(small_blocks, monkeypatch):
+    """Without a cluster, consecutive chunks are read in one computation, up to a block's
+    values at their dense size; the fit is the in-memory one whatever the grouping."""
+    import dask
+
+    da = pytest.importorskip("dask.array")
+    X = _counts(n=120, p=30, seed=4)
+    Xd = da.from_array(X.toarray(), chunks=(7, -1))  # 18 chunks: 17 of 7 rows and one of 1
+    blocks = RowBlocks(Xd, group_chunks=True)
+    # 1000 values a block: 33 rows of 30 features, four chunks of 7 rows
+    assert [b - a for a, b in blocks.bounds] == [28, 28, 28, 28, 8]
+    assert blocks.chunk_groups[0] == [0, 1, 2, 3] and blocks.chunk_index is None
+    assert RowBlocks(Xd).chunk_index == list(range(18))  # ungrouped by default
+    computations = []  # the number of chunks of every computation
+    compute = dask.compute
+
+    def counted(*arrays, **kwargs):
+        computations.append(len(arrays))
+        return compute(*arrays, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", counted)
+    kw = dict(n_components=2, max_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = HierarchicalPMF(**kw).fit(Xd)
+        ref = HierarchicalPMF(**kw).fit(X)
+    _assert_same_fit(est, ref)
+    # the fit's reads were the groups': four chunks, and the last two
+    assert set(computations) == {4, 2} and computations.count(2) * 4 == computations.count(4)
+    # a filter's empty chunks are left out of the groups
+    kept = Xd[da.from_array(np.arange(120) // 7 != 2, chunks=7)]
+    kept.compute_chunk_sizes()
+    grouped = RowBlocks(kept, group_chunks=True)
+    assert 2 not in grouped.chunk_groups[0] and sum(b - a for a, b in grouped.bounds) == 113
+
+
 def test_dense_hdf5_and_zarr_datasets_are_read_by_blocks(tmp_path, small_blocks):
     X = _counts(n=150, seed=2)
     kw = dict(n_components=3, max_iter=10, random_state=0)
