@@ -420,6 +420,15 @@ class HierarchicalPMF(
         self.step_exponent = step_exponent
         self.total_samples = total_samples
 
+    def _absent_attribute(self, name):
+        """Why an attribute of the training rows is absent after ``partial_fit``."""
+        if name in _ROW_ATTRIBUTES and "_svi_state" in self.__dict__:
+            return (
+                "the model was last updated by partial_fit, which keeps no training rows. "
+                "transform(X) gives the loadings of the rows X; fit(X) keeps its rows."
+            )
+        return None
+
     # -- validation --------------------------------------------------------------------------
 
     def _validate_counts(self, X, reset):

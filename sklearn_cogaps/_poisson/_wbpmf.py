@@ -103,13 +103,17 @@ class _Problem:
         start's column blocks are released first, so that the workers hold the counts twice
         (the row chunks and the sweeps' parts), not three times."""
         if self._sweeper is None:
-            if isinstance(self.X, DaskCounts):
-                self.X.release_columns()
+            self.release_columns()
             if isinstance(self.X, (BlockCounts, DaskCounts)):
                 self._sweeper = BlockSweeper(self.X, self.n_threads)
             else:
                 self._sweeper = _Sweeper(self.X, self.n_threads)
         return self._sweeper
+
+    def release_columns(self):
+        """Let a cluster drop the column blocks of the start's passes over the columns."""
+        if isinstance(self.X, DaskCounts):
+            self.X.release_columns()
 
     @property
     def x_cols(self):
@@ -403,6 +407,7 @@ class WeightedBackgroundPMF(
         problem.n_started += 1
         L, F = self._initial_factors(problem.X, problem.W, problem.H, rng,
                                      random_nmf=problem.n_started > 1)  # fmt: skip
+        problem.release_columns()  # a later start of n_init made them again
         return _FitState(problem, FitState.start(L, F, *problem.families))
 
     def _warm_start_mismatch(self, problem):

@@ -20,7 +20,9 @@ class RenamedMixin:
     ``__init__`` with the default ``"deprecated"``, and the fit reads the value through
     :meth:`_parameter`) and ``_renamed_attributes`` (``{old: (new, transposed)}``: reading the
     old attribute warns and returns the new one, transposed when the orientation changed
-    too). Put it left of ``BaseEstimator``.
+    too). Put it left of ``BaseEstimator``. A class may also say why a fitted attribute is
+    absent: ``_absent_attribute(self, name)`` returns the reason (appended to the
+    ``AttributeError``) or None.
     """
 
     _renamed_parameters = {}
@@ -41,6 +43,14 @@ class RenamedMixin:
                 f"{type(self).__name__!r} object has no attribute {name!r} ({whose}'s); "
                 f"write {instead}."
             )
+        # why a fitted attribute is absent, where a class can say (``_absent_attribute``)
+        explain = getattr(type(self), "_absent_attribute", None)
+        if explain is not None and not name.startswith("__"):
+            reason = explain(self, name)
+            if reason is not None:
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}: {reason}"
+                )
         if renamed is None or name.startswith("__"):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         new, transposed = renamed

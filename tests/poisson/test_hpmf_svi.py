@@ -151,6 +151,9 @@ def test_partial_fit_after_fit_continues_it_and_fit_after_partial_fit_keeps_rows
             call()
         assert "partial_fit" in str(info.value), method
     assert est.recommend(X[:2])[0].shape == (2, 10)  # new rows are fitted as before
+    with pytest.raises(AttributeError, match="no attribute 'loadings_': .*transform"):
+        _ = est.loadings_
+    assert not hasattr(est, "reconstruction_err_") and not hasattr(est, "no_such_")
     # a warm fit continues from the model, its rows starting at their optimum
     warm = clone(est).set_params(warm_start=True, max_iter=5)
     warm.__dict__.update({k: v for k, v in est.__dict__.items() if k.endswith("_")})
