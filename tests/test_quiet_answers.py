@@ -76,3 +76,50 @@ def test_more_components_than_features_fit_with_the_defaults(Estimator):
         est = Estimator(n_components=15, random_state=0).fit(X)
     assert np.all(np.isfinite(est.loadings_)) and np.all(np.isfinite(est.components_))
     assert est.transform(X).shape == (30, 15)
+
+
+@pytest.mark.parametrize("name", ["HierarchicalPMF", "WeightedBackgroundPMF", "CoGAPS",
+                                  "ExtremeDeconvolution", "MaxMarginMF"])  # fmt: skip
+def test_a_masked_array_is_refused_rather_than_read_under_its_mask(name):
+    """numpy's conversions read the values under a mask: every estimator would have fitted
+    what the mask hides, without a word."""
+    import sklearn_cogaps
+
+    X = _counts((40, 8)).astype(float) + 1.0
+    mask = np.zeros(X.shape, dtype=bool)
+    mask[5, 3] = mask[7, 1] = True
+    advice = {"ExtremeDeconvolution": r"X.filled\(np.nan\)", "MaxMarginMF": r"R.filled\(np.nan\)"}
+    estimator = getattr(sklearn_cogaps, name)(2, max_iter=2, random_state=0)
+    with pytest.raises(ValueError, match="masked array with 2 masked entries; " + name
+                       + r" would read the values under the mask\..*"
+                       + advice.get(name, "")):  # fmt: skip
+        estimator.fit(np.ma.masked_array(X, mask))
+    # a masked array without masked entries is its data
+    if name == "HierarchicalPMF":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            plain = estimator.fit(X).components_
+            assert np.array_equal(estimator.fit(np.ma.masked_array(X)).components_, plain)
+
+
+def test_masked_and_misdeclared_dask_chunks_are_refused():
+    da = pytest.importorskip("dask.array")
+    dask = pytest.importorskip("dask")
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    X = _counts((60, 8)).astype(float)
+    mask = np.zeros(X.shape, dtype=bool)
+    mask[45, 2] = True
+    masked = da.ma.masked_array(da.from_array(X, chunks=(20, -1)), da.from_array(mask, (20, -1)))
+    with pytest.raises(ValueError, match=r"1 masked entry \(in the block from row 0\)"):
+        HierarchicalPMF(2, max_iter=2).fit(masked)
+    with pytest.raises(ValueError, match=r"1 masked entry \(in the block from row 40\).*nan"):
+        ExtremeDeconvolution(2, max_iter=2).fit(masked)
+    # chunks whose real rows differ from the declared ones, with the right total: read
+    # together, each chunk is still checked against its own size
+    parts = [dask.delayed(lambda i=i: X[20 * i : 20 * (i + 1)])() for i in range(3)]
+    declared = {1: 18, 2: 22}
+    lying = da.concatenate([da.from_delayed(p, shape=(declared.get(i, 20), 8), dtype=float)
+                            for i, p in enumerate(parts)])  # fmt: skip
+    with pytest.raises(ValueError, match=r"Chunk 1 \(rows 20 to 38\) of X has shape \(20, 8\)"):
+        HierarchicalPMF(2, max_iter=2).fit(lying)

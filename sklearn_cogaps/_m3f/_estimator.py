@@ -232,6 +232,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
     }
 
     _fit_advice = "MaxMarginMF(n_components=K).fit(R)"
+    _masked_advice = "MaxMarginMF reads NaN as a missing rating: pass R.filled(np.nan)."
     _peer_methods = {
         "predict": (
             "a rating library",

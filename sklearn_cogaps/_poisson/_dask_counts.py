@@ -31,11 +31,11 @@ __all__ = ["DaskCounts"]
 
 def _read_row_block(block, shape, check, first_row):
     """A row chunk as canonical CSR arrays, checked; with its rows' sums."""
-    X = canonical_block(block)
+    X = canonical_block(block, first_row)
     if X.shape != shape:
         raise ValueError(
-            f"A chunk of X has shape {X.shape}; expected {shape}. The Dask array's chunks "
-            "do not match its shape."
+            f"The chunk of X from row {first_row} has shape {X.shape}; expected {shape}. The "
+            "Dask array's chunks do not match its shape."
         )
     return compressed(X), block_summary(X, check, first_row)
 

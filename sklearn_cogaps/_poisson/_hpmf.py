@@ -855,20 +855,30 @@ class HierarchicalPMF(
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
 
         def step(L):
-            """The EM step from L, and each row's objective at L."""
-            z, xlogt, _ = _pass_rows(counts.r, log_of_factor(L), log_f, n_threads)
+            """The EM step from L, and each row's objective at L (the rows of ``working``)."""
+            z, xlogt, _ = _pass_rows(working.r, log_of_factor(L), log_f, n_threads)
             # elementwise sums, not BLAS products, whose order may depend on the number of
             # rows: a row's decisions are then its own
             with np.errstate(divide="ignore"):
                 objective = xlogt - np.sum(L * denominator - np.log(L) * a, axis=1)
             return (a + z) / denominator, objective
 
-        L = (a + counts.row_sums[:, None] / self.n_components) / denominator
+        result = (a + counts.row_sums[:, None] / self.n_components) / denominator
         # a row stops when its own plain step changes it by at most the tolerance (relative
-        # to its largest loading), so that its result does not depend on the other rows
+        # to its largest loading), so that its result does not depend on the other rows.
+        # In memory, the steps run on the rows still moving: once they are fewer than half
+        # of those stepped, the others are put in the result and left out (each row's steps
+        # are its own, so this changes no bit).
+        working, rows, L = counts, np.arange(result.shape[0]), result.copy()
         moving = np.ones(L.shape[0], dtype=bool)
         n_steps = 0
         while n_steps < _CONDITIONAL_MEAN_MAX_ITER:
+            if isinstance(working, _Counts) and 2 * moving.sum() < moving.size:
+                result[rows] = L
+                rows, L, moving = rows[moving], L[moving], moving[moving]
+                indptr, indices, data = counts.r
+                whole = sparse.csr_matrix((data, indices, indptr), shape=counts.shape)
+                working = _Counts(whole[rows])
             L1, objective = step(L)
             n_steps += 1
             done = np.max(np.abs(L1 - L), axis=1, initial=0.0) <= (
@@ -892,7 +902,8 @@ class HierarchicalPMF(
             L3, at_point = step(point)
             n_steps += 1
             L = np.where(moving[:, None], np.where((at_point >= objective)[:, None], L3, L2), L)
-        return L
+        result[rows] = L
+        return result
 
     def score(self, X, y=None):
         """Average per-row ELBO of X, with the factors and priors fixed.

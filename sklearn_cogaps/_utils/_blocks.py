@@ -15,7 +15,7 @@ Optional packages are recognised by their modules, never imported here.
 import numpy as np
 from scipy import sparse
 
-from ._validation import canonical_csr
+from ._validation import canonical_csr, check_not_masked
 
 __all__ = [
     "BLOCK_ENTRIES",
@@ -162,8 +162,10 @@ def _kind(X):
     return None
 
 
-def canonical_block(block):
-    """A block as a canonical float64 CSR matrix (:func:`canonical_csr`)."""
+def canonical_block(block, first_row=None):
+    """A block as a canonical float64 CSR matrix (:func:`canonical_csr`); ``first_row``, its
+    place in the whole data, for the messages."""
+    check_not_masked(block, "X", first_row=first_row)
     if hasattr(block, "to_scipy_sparse"):  # pydata/sparse arrays from a Dask array
         block = block.to_scipy_sparse()
     if not sparse.issparse(block):
@@ -291,8 +293,20 @@ class RowBlocks:
         if self.kind == "dask" and self.chunk_groups is not None:
             import dask
 
-            chunks = [self.source.blocks[i, 0] for i in self.chunk_groups[index]]
-            pieces = [canonical_block(c) for c in dask.compute(*chunks)]
+            group = self.chunk_groups[index]
+            chunks = dask.compute(*[self.source.blocks[i, 0] for i in group])
+            pieces = [canonical_block(c, a) for c in chunks]
+            # each chunk against its declared size, as a block alone would be
+            first = a
+            for i, piece in zip(group, pieces):
+                rows = int(self.source.chunks[0][i])
+                if piece.shape != (rows, self.shape[1]):
+                    raise ValueError(
+                        f"Chunk {i} (rows {first} to {first + rows}) of X has shape "
+                        f"{piece.shape}; expected {(rows, self.shape[1])}. The source's chunks "
+                        "do not match its shape."
+                    )
+                first += rows
             block = pieces[0] if len(pieces) == 1 else sparse.vstack(pieces, format="csr")
         elif self.kind == "dask":
             block = self.source.blocks[self.chunk_index[index], 0].compute()
@@ -306,7 +320,7 @@ class RowBlocks:
             )
         else:
             block = self.source[a:b]
-        block = canonical_block(block)
+        block = canonical_block(block, a)
         if block.shape != (b - a, self.shape[1]):
             raise ValueError(
                 f"Block {index} (rows {a} to {b}) of X has shape {block.shape}; expected "

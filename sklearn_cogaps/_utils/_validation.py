@@ -51,6 +51,7 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
     if getattr(estimator, "_refuses_triplets", False):
         check_not_triplets(estimator, X)
     check_numeric_columns(X, kwargs.get("input_name", "X"))
+    check_not_masked(X, kwargs.get("input_name", "X"), estimator)
     if reset:
         # fit_anndata(layer=...) records the layer after its fit; a plain fit forgets it
         estimator.__dict__.pop("_anndata_layer", None)
@@ -112,6 +113,30 @@ def _first_negative(X, row_offset=0):
     except (TypeError, ValueError, IndexError):
         return ""
     return f" (the first at row {int(i) + row_offset}, column {int(j)}: {value:g})"
+
+
+def check_not_masked(X, input_name="X", estimator=None, first_row=None, advice=None):
+    """Refuse a numpy masked array with masked entries: numpy's conversions read the values
+    under the mask, so a fit would use what the mask hides, without a word. The advice
+    follows the estimator's reading of missing entries (``_masked_advice``, else its
+    ``_missing_value_advice``)."""
+    if not np.ma.isMaskedArray(X):
+        return
+    mask = np.ma.getmaskarray(X)
+    if not mask.any():
+        return
+    place = "" if first_row is None else f" (in the block from row {first_row})"
+    name = type(estimator).__name__ if estimator is not None else "the model"
+    advice = advice or getattr(estimator, "_masked_advice", None) or getattr(
+        estimator, "_missing_value_advice", None
+    ) or (f"Fill them first, {input_name}.filled(value), or pass {input_name}.data to use "
+          "the values under the mask.")  # fmt: skip
+    count = int(mask.sum())
+    raise ValueError(
+        f"{input_name} is a masked array with {count} masked "
+        f"{'entry' if count == 1 else 'entries'}{place}; "
+        f"{name} would read the values under the mask. {advice}"
+    )
 
 
 def check_numeric_columns(X, input_name="X"):

@@ -27,7 +27,8 @@ from .._utils._blocks import (
     is_out_of_core,
     stream_parts,
 )
-from ._data import Observations, observations
+from .._utils._validation import check_not_masked
+from ._data import MASKED_ADVICE, Observations, observations
 from ._estep import chunk_starts, chunk_stats, chunk_weights, log_prob, reduce_stats
 
 __all__ = ["ObservationBlocks", "START_POINTS"]
@@ -216,6 +217,8 @@ class ObservationBlocks:
             arrays.update(zip(lazy, dask.compute(*lazy.values())))
         if sparse.issparse(arrays["X"]) or hasattr(arrays["X"], "to_scipy_sparse"):
             raise TypeError(_SPARSE)
+        for name, value in arrays.items():  # np.asarray would drop a mask
+            check_not_masked(value, name, first_row=a, advice=MASKED_ADVICE)
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
         if arrays["X"].shape != (b - a, self.p):
             raise ValueError(

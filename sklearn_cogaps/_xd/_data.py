@@ -33,6 +33,12 @@ NOISE_ADVICE = (
     "n_features); projections go in projection=R and weights in sample_weight=w"
 )
 
+# What a masked array of points should be instead: ExtremeDeconvolution reads NaN as a
+# coordinate not measured.
+MASKED_ADVICE = (
+    "ExtremeDeconvolution reads NaN as a coordinate not measured: pass X.filled(np.nan)."
+)
+
 
 class Observations:
     """The validated input of one call: observations, noise, projection and weights.

@@ -26,6 +26,7 @@ from .._utils._validation import check_ignored_y, out_of_core_features
 from ._blocks import ObservationBlocks
 from ._condition import condition_mixture, given_values
 from ._data import (
+    MASKED_ADVICE,
     NOISE_ADVICE,
     Problem,
     is_projected,
@@ -218,6 +219,8 @@ class ExtremeDeconvolution(
     >>> np.round(np.sort(xd.means_[:, 0]), 1)
     array([-2.1,  1.9])
     """
+
+    _masked_advice = MASKED_ADVICE
 
     _fit_advice = (
         "ExtremeDeconvolution(n_components=K).fit(X, X_cov=Xerr), with the noise of each "
