@@ -720,7 +720,8 @@ def test_nan_gets_advice_for_the_model_not_for_supervised_learning(estimator, ad
     X = COUNTS.copy()
     X[0, 0] = np.nan
     for data in (X, sparse.csr_matrix(X)):
-        with pytest.raises(ValueError, match=r"Input X contains NaN\. .*" + advice) as info:
+        message = r"Input X contains NaN \(the first at row 0, column 0: nan\)\. .*" + advice
+        with pytest.raises(ValueError, match=message) as info:
             estimator.fit(data)
         assert "supervised" not in str(info.value)
     fitted = _quiet(clone(estimator).fit, COUNTS)

@@ -123,3 +123,22 @@ def test_masked_and_misdeclared_dask_chunks_are_refused():
                             for i, p in enumerate(parts)])  # fmt: skip
     with pytest.raises(ValueError, match=r"Chunk 1 \(rows 20 to 38\) of X has shape \(20, 8\)"):
         HierarchicalPMF(2, max_iter=2).fit(lying)
+
+
+def test_nan_and_infinity_are_named_by_their_place():
+    from scipy import sparse
+
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    X = _counts((200, 8)).astype(float)
+    X[105, 4] = np.nan
+    where = r"\(the first at row 105, column 4: nan\)\. A Poisson factorisation"
+    sources = [X, sparse.csr_matrix(X)]
+    da = pytest.importorskip("dask.array")
+    sources.append(da.from_array(X, chunks=(50, -1)))  # the row in the whole data
+    for source in sources:
+        with pytest.raises(ValueError, match=r"Input X contains NaN " + where):
+            HierarchicalPMF(2, max_iter=2).fit(source)
+    X[105, 4] = np.inf
+    with pytest.raises(ValueError, match=r"infinity .*\(the first at row 105, column 4: inf\)"):
+        ExtremeDeconvolution(2, max_iter=2).fit(X)

@@ -71,12 +71,18 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
         advice = getattr(estimator, "_negative_input_advice", None)
         # scikit-learn's own sentence stays first: its checks look for it
         if advice and message.startswith("Negative values in data passed to"):
-            where = _first_negative(X, row_offset)
+            where = _first_entry(X, lambda a: a < 0, row_offset)
             raise ValueError(f"{message.rstrip('.')}{where}. {advice}") from None
+        first_line = message.split("\n")[0]
         advice = getattr(estimator, "_missing_value_advice", None)
         # scikit-learn's advice after it is for supervised learning; ours replaces it
-        if advice and "contains NaN" in message.split("\n")[0]:
-            raise ValueError(f"{message.splitlines()[0]} {advice}") from None
+        if advice and "contains NaN" in first_line:
+            where = _first_entry(X, np.isnan, row_offset)
+            raise ValueError(f"{first_line.rstrip('.')}{where}. {advice}") from None
+        if "contains infinity" in first_line:
+            where = _first_entry(X, np.isinf, row_offset)
+            if where:
+                raise ValueError(f"{first_line.rstrip('.')}{where}.") from None
         raise
     if reset:
         estimator.feature_names_in_ = names
@@ -94,21 +100,22 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
     return X
 
 
-def _first_negative(X, row_offset=0):
-    """`` (the first at row i, column j: value)`` for the first negative entry of X in row
-    order, or "" when it cannot be found (X is read again only on this error's path)."""
+def _first_entry(X, test, row_offset=0):
+    """`` (the first at row i, column j: value)`` for the first entry of X in row order
+    where ``test`` holds (``test`` maps an array to a boolean array: negative, NaN...), or
+    "" when it cannot be found (X is read again only on an error's path)."""
     try:
         if sparse.issparse(X):
             coo = sparse.coo_matrix(X)
-            negative = np.flatnonzero(coo.data < 0)
-            if not negative.size:
+            found = np.flatnonzero(test(coo.data))
+            if not found.size:
                 return ""
-            order = np.lexsort((coo.col[negative], coo.row[negative]))[0]
-            i, j = coo.row[negative[order]], coo.col[negative[order]]
-            value = coo.data[negative[order]]
+            order = np.lexsort((coo.col[found], coo.row[found]))[0]
+            i, j = coo.row[found[order]], coo.col[found[order]]
+            value = coo.data[found[order]]
         else:
             A = np.asarray(X)
-            i, j = np.argwhere(A < 0)[0]
+            i, j = np.argwhere(test(A))[0]
             value = A[i, j]
     except (TypeError, ValueError, IndexError):
         return ""

@@ -96,7 +96,8 @@ def test_held_out_counts_are_refused_by_their_own_name(Estimator):
     est = Estimator(2, max_iter=3, tol=0.0)
     with pytest.raises(ValueError, match=r"passed to X_val in .*The model is for counts"):
         est.fit(X, X_val=-X)
-    with pytest.raises(ValueError, match=r"Input X_val contains NaN\. A Poisson"):
+    with pytest.raises(ValueError, match=r"Input X_val contains NaN \(the first at row 0, "
+                       r"column 2: nan\)\. A Poisson"):  # fmt: skip
         est.fit(X, X_val=np.where(X > 3, np.nan, X))
     with pytest.raises(ValueError, match=r"X_val sums to .*Rescale X_val"):
         est.fit(X, X_val=np.full_like(X, 1e300))
