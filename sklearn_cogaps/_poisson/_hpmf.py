@@ -672,17 +672,21 @@ class HierarchicalPMF(
         self.validation_scores_ = None if held is None else np.asarray(run.validation)
         self.loadings_shape_, self.loadings_rate_ = L.alpha, L.beta
         self.loadings_, self.loadings_log_ = L.mean, L.elog
-        self.components_shape_ = np.ascontiguousarray(F.alpha.T)
-        self.components_rate_ = F.beta
-        self.components_ = np.ascontiguousarray(F.mean.T)
-        self.components_log_ = np.ascontiguousarray(F.elog.T)
-        self.prior_loadings_shape_, self.prior_loadings_rate_ = L.a, L.b
-        self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
+        self._set_components(F, (L.a, L.b))
         self._set_reconstruction_err(counts)
         self._cast_fitted(dtype)
         if hasattr(self, "_svi_state"):  # a later partial_fit continues this fit
             del self._svi_state
         return self
+
+    def _set_components(self, F, prior_loadings):
+        """The fitted attributes of q(F) and of both priors (``fit`` and ``partial_fit``)."""
+        self.components_shape_ = np.ascontiguousarray(F.alpha.T)
+        self.components_rate_ = F.beta
+        self.components_ = np.ascontiguousarray(F.mean.T)
+        self.components_log_ = np.ascontiguousarray(F.elog.T)
+        self.prior_loadings_shape_, self.prior_loadings_rate_ = prior_loadings
+        self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None, **hpfrec_arguments):
@@ -775,12 +779,8 @@ class HierarchicalPMF(
             if hasattr(self, name):
                 delattr(self, name)
         self._svi_state = (steps + 1, seen, means)
-        self.prior_loadings_shape_, self.prior_loadings_rate_ = prior
-        self.prior_components_shape_, self.prior_components_rate_ = F.a, F.b
-        self.components_shape_ = np.ascontiguousarray(F.alpha.T)
-        self.components_rate_ = F.beta
-        self.components_ = np.ascontiguousarray(F.mean.T).astype(dtype, copy=False)
-        self.components_log_ = np.ascontiguousarray(F.elog.T)
+        self._set_components(F, prior)
+        self.components_ = self.components_.astype(dtype, copy=False)
         self.objective_history_ = np.asarray(history + [bound], dtype=np.float64)
         self.lower_bound_ = float(bound)
         self.n_iter_ = self.objective_history_.size
