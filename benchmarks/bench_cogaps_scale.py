@@ -92,7 +92,8 @@ def run_one(args):
         data_mb = (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**20
     else:
         data_mb = X.nbytes / 2**20
-    model = CoGAPS(n_components=args.k, max_iter=args.iters, random_state=0)
+    # the C++ CoGAPS's start, as the quoted C++ figures
+    model = CoGAPS(n_components=args.k, max_iter=args.iters, random_state=0, init="empty")
     # the fit's own peak: VmHWM reset to the resident memory with the data loaded
     loaded_mb = reset_peak()
     with threadpool_limits(args.threads, user_api="openmp"):

@@ -2,9 +2,12 @@
 NMF start (``init="nmf"``), same seeds.
 
     python benchmarks/cogaps_start.py [--seeds 3] [--reference-iter 5000]
+    python benchmarks/cogaps_start.py --data small sparse --reference-iter 2000 \
+        --reference-seeds 2 --grid 50 100 200 500 1000
 
 For each data set, the converged answer is a chain from the empty domain with
-``--reference-iter`` iterations per phase (seed 0). A fit reaches it when its chi-square is
+``--reference-iter`` iterations per phase (seed 0; with ``--reference-seeds N``, the lowest
+chi-square of seeds 0 to N - 1, since a long chain can stay in a worse mode). A fit reaches it when its chi-square is
 within 1% of the reference's and its patterns correlate at least 0.99 with the reference's
 (matched by correlation). For each start, the table gives the smallest ``max_iter`` of the
 grid at which every seed reaches it, and the median wall time of those fits (start
@@ -15,7 +18,10 @@ Data sets: GIST (``load_gist``, K = 3, its published uncertainty); ``make_patter
 200, 3)`` (smooth patterns along ordered samples); a time course of our own (24 time
 points, an early transient, a late rise and a decay, 400 genes with sparse amplitudes,
 Gaussian noise of 10%); sparse single-cell-like data (``make_single_cell(600, 300, 5)``,
-log1p, the sparse-data model).
+log1p, the sparse-data model). With ``--data``, also the timing matrices of
+``bench_cogaps.py`` (``shared/bench/cogaps_data.py``: ``small`` 50 x 1000, K = 3;
+``medium`` 200 x 5000, K = 5; ``wide`` 500 x 5000, K = 10; ``sparse`` 1000 x 20000 with 96%
+zeros, K = 5, as a CSR matrix, so the sparse-data model), default uncertainty.
 """
 
 import argparse
@@ -27,6 +33,10 @@ from scipy import sparse
 
 from sklearn_cogaps import CoGAPS, match_components
 from sklearn_cogaps.datasets import load_gist, make_patterns, make_single_cell
+
+BUILT_IN = ("gist", "patterns", "time-course", "single-cell")
+SHARED = ("small", "medium", "wide", "sparse")
+SHARED_K = {"small": 3, "medium": 5, "wide": 10, "sparse": 5}
 
 GRID = (50, 100, 200, 500, 1000, 2000)
 
@@ -45,18 +55,34 @@ def time_course(random_state=0):
     return np.maximum(clean + 0.1 * clean * rng.normal(size=clean.shape), 0.0)
 
 
-def datasets():
-    gist = load_gist()
-    X_cells = make_single_cell(n_samples=600, n_features=300, n_components=5, random_state=0)[0]
-    X_cells = sparse.csr_matrix(
-        np.log1p(X_cells.toarray() if sparse.issparse(X_cells) else X_cells)
-    )
-    return [
-        ("GIST", gist.data, {"uncertainty": gist.uncertainty}, 3),
-        ("make_patterns(40, 200, 3)", make_patterns(40, 200, 3, random_state=0)[0], {}, 3),
-        ("time course (24 x 400)", time_course(), {}, 3),
-        ("single-cell, sparse (600 x 300)", X_cells, {}, 5),
-    ]
+def datasets(names):
+    """(title, X, fit keywords, K) of each data set named."""
+    out = []
+    for name in names:
+        if name == "gist":
+            gist = load_gist()
+            out.append(("GIST", gist.data, {"uncertainty": gist.uncertainty}, 3))
+        elif name == "patterns":
+            X = make_patterns(40, 200, 3, random_state=0)[0]
+            out.append(("make_patterns(40, 200, 3)", X, {}, 3))
+        elif name == "time-course":
+            out.append(("time course (24 x 400)", time_course(), {}, 3))
+        elif name == "single-cell":
+            X = make_single_cell(n_samples=600, n_features=300, n_components=5, random_state=0)[0]
+            X = sparse.csr_matrix(np.log1p(X.toarray() if sparse.issparse(X) else X))
+            out.append(("single-cell, sparse (600 x 300)", X, {}, 5))
+        else:
+            from _shared_data import import_bench
+
+            import_bench()
+            import cogaps_data
+
+            X = np.ascontiguousarray(cogaps_data.make(name).T)
+            if name == "sparse":
+                X = sparse.csr_matrix(X)
+            title = f"shared bench '{name}' ({X.shape[0]} x {X.shape[1]})"
+            out.append((title, X, {}, SHARED_K[name]))
+    return out
 
 
 def fit(X, kwargs, K, max_iter, seed, init):
@@ -71,16 +97,24 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--reference-iter", type=int, default=5000)
+    parser.add_argument("--reference-seeds", type=int, default=1)
+    parser.add_argument("--data", nargs="+", choices=BUILT_IN + SHARED, default=BUILT_IN)
+    parser.add_argument("--grid", nargs="+", type=int, default=GRID)
     args = parser.parse_args()
-    for name, X, kwargs, K in datasets():
-        reference, _ = fit(X, kwargs, K, args.reference_iter, 0, "empty")
+    for name, X, kwargs, K in datasets(args.data):
+        # a long chain can stay in a worse mode (two flat patterns on 'sparse'): the
+        # reference is the lowest chi-square of --reference-seeds chains
+        chains = [fit(X, kwargs, K, args.reference_iter, s, "empty")[0]
+                  for s in range(args.reference_seeds)]  # fmt: skip
+        reference = min(chains, key=lambda m: m.chisq_)
         print(f"\n{name}: reference {args.reference_iter} + {args.reference_iter} iterations "
-              f"from the empty domain, chi-square {reference.chisq_:.6g}")  # fmt: skip
+              f"from the empty domain, chi-square {reference.chisq_:.6g} (of "
+              f"{', '.join(f'{m.chisq_:.6g}' for m in chains)})")  # fmt: skip
         print(f"{'start':<8} {'max_iter':>8} {'chi-square (median)':>20} {'worst corr':>11} "
               f"{'all reached':>12} {'wall s':>8}")  # fmt: skip
         for init in ("empty", "nmf"):
             reached = None
-            for max_iter in GRID:
+            for max_iter in args.grid:
                 rows = [fit(X, kwargs, K, max_iter, seed, init) for seed in range(args.seeds)]
                 chisq = [m.chisq_ for m, _ in rows]
                 corr = [

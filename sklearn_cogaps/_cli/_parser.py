@@ -162,10 +162,10 @@ def build_parser():
     parser.add_argument(
         "--init",
         choices=("empty", "nmf"),
-        default="empty",
-        help="the chain's start: an empty atomic domain (default, as CoGAPS) or a weighted "
-        "NMF of INPUT with the fit's uncertainty, which reaches the posterior in far fewer "
-        "iterations",
+        default="nmf",
+        help="the chain's start: a weighted NMF of INPUT with the fit's uncertainty (default), "
+        "which reaches the posterior in far fewer iterations, or an empty atomic domain "
+        "annealed over the calibration, as the C++ CoGAPS starts",
     )
     parser.add_argument(
         "--n-chains",

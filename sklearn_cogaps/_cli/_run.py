@@ -142,8 +142,9 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
     status = chain_status(model)
     posterior = "posterior mean" if status["sampling"] else "current state"
     print("chi-square")
-    print(f"  empty model (start)  {_empty_model_chisq(X, uncertainty):16,.1f}")
+    print(f"  empty model (W H = 0) {_empty_model_chisq(X, uncertainty):15,.1f}")
     if n_iter:
+        print(f"  first iteration      {model.objective_history_[0]:16,.1f}")
         print(f"  last iteration       {model.objective_history_[-1]:16,.1f}")
     print(
         f"  {posterior:<20} {model.chisq_:16,.1f}   (X has {n_entries:,} entries: about that "

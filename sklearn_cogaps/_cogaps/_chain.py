@@ -19,7 +19,7 @@ from ._chisq import (
     fit_chi_square,
     residual,
     sparse_chi_square,
-    stored_products,
+    weighted_gradient_parts,
 )
 from ._sampler import GibbsSampler
 from ._uncertainty import NAMED_UNCERTAINTIES, precision, uncertainty_name, validate_uncertainty
@@ -168,6 +168,8 @@ def new_sampler(est, X, data, fixed):
     sampler = make_sampler(est, data, W0, Ht0, seed=seed, fixed=which)
     if getattr(est, "init", "empty") != "nmf":
         return sampler
+    # the start's products overflow where the empty domain's chi-square does
+    _check_finite_start(sampler.chi_square(1))
     # the start's random factors come after the chain's seeds: the empty start is unchanged
     W0, Ht0 = nmf_start(data, K, (est.lambda_W_, est.lambda_H_), fixed, rng)
     state = sampler.get_state()
@@ -175,6 +177,16 @@ def new_sampler(est, X, data, fixed):
     state["atoms_w"] = _one_atom_per_element(W0, which == "W")
     state["atoms_h"] = _one_atom_per_element(Ht0, which == "H")
     return make_sampler(est, data, W0, Ht0, state=state, fixed=which)
+
+
+def _check_finite_start(chisq):
+    """A ValueError that says what to do when X's chi-square against a start overflows."""
+    if not np.isfinite(chisq):
+        raise ValueError(
+            f"The chi-square of X against the chain's start is {chisq}: the values of X "
+            "scaled by their uncertainty are too large to square. Rescale X or raise the "
+            "smallest uncertainties."
+        )
 
 
 # Multiplicative updates of the weighted NMF that starts a chain with init="nmf".
@@ -211,7 +223,10 @@ def nmf_start(data, n_components, rates, fixed, rng):
     size = np.sqrt(max(mean, 1e-300) / K)
     W = matrix.copy() if which == "W" else rng.uniform(0.1, 1.0, (n, K)) * size
     H = matrix.T.copy() if which == "H" else rng.uniform(0.1, 1.0, (K, m)) * size
-    gradients = _dense_gradients(X, data[2]) if kind == "dense" else _sparse_gradients(X, data[3])
+    if kind == "dense":
+        gradients = _dense_gradients(X, data[2])
+    else:
+        gradients = _sparse_gradients(X, data[2], data[3])
     lam_w, lam_h = rates
     for _ in range(_NMF_START_ITER):
         # the negative and positive parts of the penalised chi-square's gradient
@@ -242,28 +257,30 @@ def _dense_gradients(X, prec):
     return gradients
 
 
-def _sparse_gradients(csr, name):
+def _sparse_gradients(csr, csr_t, name):
     """As :func:`_dense_gradients` under the sparse model's weights (``w0`` for a zero, the
     stored value's own otherwise; Sherman, Gao & Fertig 2019, section 3): ``P (W H) = w0 W H
     + (P - w0)`` on the stored entries, so a gradient costs O(nnz K + (n + m) K^2) and W H
-    is never dense."""
+    is never dense. ``csr_t`` is X transposed (CSR), whose rows are H's columns."""
     sigma0, poisson = NAMED_UNCERTAINTIES[name]
     w0 = 1.0 / sigma0**2
-    x = csr.data
-    w = 1.0 / np.maximum(x, 1.0) if poisson else 1.0 / np.maximum(sigma0 * x, sigma0) ** 2
-    shape = csr.shape
-    rows = _sparse_orientation(csr)
-    PX = sparse.csr_matrix((w * x, csr.indices, csr.indptr), shape=shape)
-    excess = w - w0
-    products = np.empty(x.size)
+    sides = {}
+    for side, matrix in (("W", csr), ("H", csr_t)):
+        x = np.asarray(matrix.data, dtype=np.float64)
+        w = 1.0 / np.maximum(x, 1.0) if poisson else 1.0 / np.maximum(sigma0 * x, sigma0) ** 2
+        sides[side] = (_sparse_orientation(matrix), w * x, w - w0)
 
     def gradients(W, H, side):
-        threads = kernel_threads(2 * W.shape[1] * x.size)
-        stored_products(rows, W, np.ascontiguousarray(H.T), products, threads)
-        D = sparse.csr_matrix((excess * products, csr.indices, csr.indptr), shape=shape)
+        rows, wx, excess = sides[side]
+        K = W.shape[1]
+        threads = kernel_threads(4 * K * wx.size)
+        Ht = np.ascontiguousarray(H.T)
+        A, B = (W, Ht) if side == "W" else (Ht, np.ascontiguousarray(W))
+        down, up = np.empty_like(A), np.empty_like(A)
+        weighted_gradient_parts(rows, wx, excess, A, B, down, up, threads)
         if side == "H":
-            return np.asarray((PX.T @ W).T), w0 * (W.T @ W) @ H + np.asarray((D.T @ W).T)
-        return np.asarray(PX @ H.T), w0 * W @ (H @ H.T) + np.asarray(D @ H.T)
+            return down.T, w0 * (W.T @ W) @ H + up.T
+        return down, w0 * W @ (H @ H.T) + up
 
     return gradients
 
@@ -473,12 +490,7 @@ class ChainState:
     def start(self):
         """The chi-square at the start; a ValueError when it is not finite."""
         self.chisq = self.sampler.chi_square(self.pass_threads)
-        if not np.isfinite(self.chisq):
-            raise ValueError(
-                f"The chi-square of X against the chain's start is {self.chisq}: the values "
-                "of X scaled by their uncertainty are too large to square. Rescale X or "
-                "raise the smallest uncertainties."
-            )
+        _check_finite_start(self.chisq)
         return self.chisq
 
     def iterate(self, iteration):

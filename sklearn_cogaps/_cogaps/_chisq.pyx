@@ -349,20 +349,33 @@ def sparse_chi_square(data, const double[:, ::1] W, const double[:, ::1] Ht, dou
     return total
 
 
-def stored_products(data, const double[:, ::1] W, const double[:, ::1] Ht, double[::1] out,
-                    int n_threads=1):
-    """``out[idx] = W_i . Ht_j`` at every stored entry ``(i, j)`` of the row orientation
-    ``data`` (from ``_sparse_orientation``): the model's predictions where X has a value,
-    in O(nnz K) without a dense W H."""
+def weighted_gradient_parts(data, const double[::1] wx, const double[::1] excess,
+                            const double[:, ::1] A, const double[:, ::1] B, double[:, ::1] down,
+                            double[:, ::1] up, int n_threads=1):
+    """The stored entries' parts of the weighted NMF start's gradient in ``A`` (Lee & Seung's
+    multiplicative updates under the sparse model's weights, Sherman, Gao & Fertig 2019,
+    section 3), in one pass over the orientation ``data`` whose rows are A's:
+    ``down[r] = sum_c wx[rc] B[c]`` and ``up[r] = sum_c excess[rc] (A[r] . B[c]) B[c]``.
+
+    A thread owns whole rows and adds a row's entries in their stored order, so the sums do
+    not depend on the number of threads; the product at an entry is formed where it is used
+    (no array of the nnz products, no sparse matrix built per update)."""
     cdef const int64_t[::1] indptr = data[0]
     cdef const int32_t[::1] indices = data[1]
-    cdef Py_ssize_t n = W.shape[0], K = W.shape[1], i, k, idx, j
-    cdef double ap
+    cdef Py_ssize_t n = A.shape[0], K = A.shape[1], r, k, idx, c
+    cdef double ap, a, e
     with nogil:
-        for i in prange(n, schedule='static', num_threads=n_threads):
-            for idx in range(indptr[i], indptr[i + 1]):
-                j = indices[idx]
+        for r in prange(n, schedule='static', num_threads=n_threads):
+            for k in range(K):
+                down[r, k] = 0.0
+                up[r, k] = 0.0
+            for idx in range(indptr[r], indptr[r + 1]):
+                c = indices[idx]
                 ap = 0.0
                 for k in range(K):
-                    ap = ap + W[i, k] * Ht[j, k]
-                out[idx] = ap
+                    ap = ap + A[r, k] * B[c, k]
+                a = wx[idx]
+                e = excess[idx] * ap
+                for k in range(K):
+                    down[r, k] = down[r, k] + a * B[c, k]
+                    up[r, k] = up[r, k] + e * B[c, k]

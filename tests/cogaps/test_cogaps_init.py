@@ -10,6 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_cogaps import CoGAPS, match_components
 from sklearn_cogaps._cogaps._chain import _one_atom_per_element, nmf_start
+from sklearn_cogaps._cogaps._chisq import _sparse_orientation, weighted_gradient_parts
 from sklearn_cogaps.datasets import load_gist, make_patterns
 
 
@@ -41,7 +42,8 @@ def test_long_chains_from_both_starts_agree():
     """The start changes the calibration, not the law the sampling phase follows: long
     chains from the empty domain and from the NMF start give the same posterior means."""
     X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=2, random_state=0)
-    empty = [_fit(X, n_components=2, max_iter=4000, random_state=s) for s in range(2)]
+    empty = [_fit(X, n_components=2, max_iter=4000, random_state=s, init="empty")
+             for s in range(2)]  # fmt: skip
     nmf = [_fit(X, n_components=2, max_iter=4000, random_state=s, init="nmf") for s in range(2)]
     for a in empty:
         for b in nmf:
@@ -77,7 +79,7 @@ def test_with_a_fixed_matrix_and_what_is_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         nmf = CoGAPS(2, max_iter=1500, random_state=0, init="nmf").fit(X, fixed_components=H)
-        empty = CoGAPS(2, max_iter=1500, random_state=0).fit(X, fixed_components=H)
+        empty = CoGAPS(2, max_iter=1500, random_state=0, init="empty").fit(X, fixed_components=H)
     np.testing.assert_array_equal(nmf.components_, H)
     assert np.corrcoef(nmf.loadings_.ravel(), empty.loadings_.ravel())[0, 1] > 0.999
     with pytest.raises(ValueError, match="init"):
@@ -104,5 +106,28 @@ def test_the_sparse_start_is_the_dense_start_under_the_sparse_models_weights(nam
     for a, b in zip(dense, sparse_):
         np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12 * a.max())
     model = _fit(csr, n_components=3, max_iter=100, random_state=0, init="nmf")
-    assert model.objective_history_[0] < _fit(csr, n_components=3, max_iter=1, random_state=0
-                                              ).objective_history_[0] / 2  # fmt: skip
+    assert model.objective_history_[0] < _fit(csr, n_components=3, max_iter=1, random_state=0,
+                                              init="empty").objective_history_[0] / 2  # fmt: skip
+
+
+def test_the_sparse_gradient_kernel_is_the_weighted_products_for_any_thread_count():
+    """down = (w x) B and up = (excess * (A B^T)) B over the stored entries, every row
+    summed by one thread in the stored order: the same bits on 1 and 2 threads."""
+    rng = np.random.RandomState(0)
+    csr = sparse.random(300, 200, density=0.1, format="csr", random_state=rng)
+    csr.sort_indices()
+    A, B = rng.uniform(size=(300, 4)), rng.uniform(size=(200, 4))
+    wx, excess = rng.uniform(size=csr.nnz), rng.normal(size=csr.nnz)
+    runs = []
+    for threads in (1, 2):
+        down, up = np.empty_like(A), np.empty_like(A)
+        weighted_gradient_parts(_sparse_orientation(csr), wx, excess, A, B, down, up, threads)
+        runs.append((down, up))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    pattern = csr.copy()
+    pattern.data = wx
+    np.testing.assert_allclose(runs[0][0], pattern @ B, rtol=1e-12)
+    rows, cols = csr.nonzero()
+    pattern.data = excess * np.einsum("ik,ik->i", A[rows], B[cols])
+    np.testing.assert_allclose(runs[0][1], pattern @ B, rtol=1e-10, atol=1e-12)

@@ -86,12 +86,12 @@ def test_score_needs_samples(fitted):
 
 
 def test_an_unconverged_chain_warns_and_a_converged_one_does_not():
-    # with max_iter=300 the K = 3 chain is still gaining atoms while it samples (its
-    # chi-square falls by about 65% of its first level), a quietly misleading fit for a
-    # search over K
+    # with max_iter=300 the K = 3 chain from the empty domain is still gaining atoms while
+    # it samples (its chi-square falls by about 65% of its first level), a quietly
+    # misleading fit for a search over K
     X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3, random_state=0)
     with pytest.warns(ConvergenceWarning, match=r"fell by \d+% during the sampling phase"):
-        CoGAPS(n_components=3, max_iter=300, random_state=0).fit(X)
+        CoGAPS(n_components=3, max_iter=300, random_state=0, init="empty").fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         model = CoGAPS(n_components=2, max_iter=1000, random_state=0).fit(X)
