@@ -177,6 +177,16 @@ def build_parser():
         "(default 1)",
     )
     parser.add_argument(
+        "--tol",
+        type=_positive(float),
+        default=None,
+        metavar="TOL",
+        help="with --n-chains, end each phase by the chains' diagnostics, --max-iter a cap: "
+        "the calibration once their chi-squares agree, the sampling once every posterior "
+        "mean has a Monte Carlo error of at most TOL posterior standard deviations "
+        "(default: run --max-iter iterations in each phase)",
+    )
+    parser.add_argument(
         "--seed",
         type=int,
         default=0,

@@ -151,7 +151,7 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
         "many if the uncertainty is right)"
     )
     if status["sampling"]:
-        sampling = atoms[model.max_iter :]
+        sampling = atoms[status["calibration"] :]
         print(
             f"atoms      W {atoms[-1, 0]:,}, H {atoms[-1, 1]:,} at the end; mean over the "
             f"sampling phase W {sampling[:, 0].mean():,.1f}, H {sampling[:, 1].mean():,.1f}"
@@ -341,6 +341,11 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.tol is not None and args.n_chains == 1:
+        parser.error(
+            "--tol ends the phases by the diagnostics of several chains: add --n-chains 4 "
+            "(or 2 or more), or leave --tol out to run --max-iter iterations in each phase"
+        )
     from .._cogaps import CoGAPS
 
     def make_model(K):
@@ -354,6 +359,7 @@ def main(argv=None):
             solver=args.solver,
             init=args.init,
             n_chains=args.n_chains,
+            tol=args.tol,
             random_state=args.seed,
             verbose=args.verbose,
             sparse_optimization=args.sparse_optimization,

@@ -35,11 +35,18 @@ def chain_status(model):
     Returns
     -------
     status : dict
-        ``complete`` (bool: both phases ran all ``max_iter`` iterations; False after an
-        interruption), ``calibration`` and ``sampling`` (iterations run in each phase) and
-        ``status`` (``"complete"`` or ``"partial"``).
+        ``complete`` (bool: both phases ran all ``max_iter`` iterations, or the phases of
+        several chains ended; False after an interruption), ``calibration`` and
+        ``sampling`` (iterations run in each phase) and ``status`` (``"complete"`` or
+        ``"partial"``).
     """
     n_iter, n = int(model.n_iter_), int(model.max_iter)
+    calibration = getattr(model, "_n_calibration_iter", None)
+    if getattr(model, "rhat_", None) is not None and calibration is not None:
+        # several chains are pooled only once each has run its phases, which the
+        # diagnostics may have ended before max_iter (tol)
+        return {"status": "complete", "complete": True, "calibration": int(calibration),
+                "sampling": n_iter - int(calibration)}  # fmt: skip
     complete = n_iter >= 2 * n
     return {
         "status": "complete" if complete else "partial",
@@ -52,8 +59,9 @@ def chain_status(model):
 def write_results(path, model, sample_names=None, feature_names=None):
     """Write a fitted :class:`~sklearn_cogaps.CoGAPS` to ``.npz`` or to CSV/TSV tables.
 
-    The trace labels the first ``max_iter`` iterations as calibration, which is right for a
-    chain started by ``fit`` (not one continued with ``warm_start``). A chain that stopped
+    The trace labels the calibration iterations (the first ``max_iter``, or as many as the
+    diagnostics of several chains ran with ``tol``) as such, which is right for a chain
+    started by ``fit`` (not one continued with ``warm_start``). A chain that stopped
     early (interrupted) is written as it is and marked partial: ``complete`` is False in the
     ``.npz`` archive, ``status`` is ``partial`` in the ``OUT_status`` table.
 
@@ -133,7 +141,8 @@ def write_results(path, model, sample_names=None, feature_names=None):
         out = Path(f"{prefix}_{name}{kind}")
         _write_table(out, values, rows, patterns, sep, label)
         written.append(out)
-    phase = ["calibration" if i < model.max_iter else "sampling" for i in range(n_iter)]
+    n_calibration = chain_status(model)["calibration"]
+    phase = ["calibration" if i < n_calibration else "sampling" for i in range(n_iter)]
     out = Path(f"{prefix}_trace{kind}")
     with open(out, "w", newline="") as f:
         writer = csv.writer(f, delimiter=sep)

@@ -47,6 +47,14 @@ def clear_chain_attributes(model):
         model.__dict__.pop(name, None)
 
 
+#: The fewest iterations between two looks at the diagnostics when ``tol`` stops the chains.
+MIN_ROUND = 50
+_CHAIN_NAMES = ("loadings_", "loadings_std_", "components_", "components_std_",
+                "objective_history_", "n_atoms_history_", "loadings_snapshots_",
+                "components_snapshots_", "snapshot_iterations_", "lambda_W_",
+                "lambda_H_")  # fmt: skip
+
+
 def _fit_chain(estimator, X, uncertainty, fixed):
     """One chain (in a worker); only its arrays come back."""
     estimator._quiet_convergence = True  # the diagnostics of all the chains decide
@@ -54,10 +62,96 @@ def _fit_chain(estimator, X, uncertainty, fixed):
     if estimator.n_iter_ < 2 * estimator.max_iter:
         # Ctrl-C stopped this chain: stop them all (joblib cancels the chains not started)
         raise KeyboardInterrupt
-    names = ("loadings_", "loadings_std_", "components_", "components_std_",
-             "objective_history_", "n_atoms_history_", "loadings_snapshots_",
-             "components_snapshots_", "snapshot_iterations_", "lambda_W_", "lambda_H_")  # fmt: skip
-    return {name: getattr(estimator, name) for name in names}
+    return {name: getattr(estimator, name) for name in _CHAIN_NAMES}
+
+
+def _segment(estimator, X, uncertainty, fixed, payload, stop, calibration_end):
+    """One round of one chain (in a worker): the chain and its state after ``stop``."""
+    estimator._quiet_convergence = True  # the diagnostics of all the chains decide
+    payload, interrupted = estimator._chain_segment(X, uncertainty, fixed, payload, stop,
+                                                    calibration_end)  # fmt: skip
+    if interrupted:
+        raise KeyboardInterrupt  # stop them all, as _fit_chain does
+    return estimator, payload
+
+
+def _matched_draws(payloads):
+    """The chains' sampling draws of W and H, (chains, draws, ...), every chain's patterns
+    in the order of the first's (matched on the means of their draws)."""
+    W = np.stack([np.stack([shot[1] for shot in p["snapshots"]]) for p in payloads])
+    H = np.stack([np.stack([shot[2] for shot in p["snapshots"]]) for p in payloads])
+    reference = np.vstack([W[0].mean(axis=0), H[0].mean(axis=0).T])
+    for c in range(1, len(payloads)):
+        order, _ = match_components(reference, np.vstack([W[c].mean(axis=0),
+                                                          H[c].mean(axis=0).T]))  # fmt: skip
+        W[c], H[c] = W[c][:, :, order], H[c][:, order]
+    return W, H
+
+
+def calibration_agrees(histories, iteration, annealed_until):
+    """Whether the chains' chi-squares agree after ``iteration`` calibration iterations:
+    the split R-hat of the later half of their traces (after the annealing) is at most
+    ``RHAT_THRESHOLD``, so every chain has left its start for the same stationary level."""
+    window = histories[:, max(iteration // 2, annealed_until) : iteration]
+    if window.shape[1] < MIN_ROUND // 2:
+        return False
+    return bool(rhat(window) <= RHAT_THRESHOLD)
+
+
+def means_are_precise(histories, calibration, payloads, tol):
+    """Whether the pooled posterior means are estimated to ``tol``: for the chi-square and
+    every entry of W and H that moves, the Monte Carlo standard error is at most ``tol``
+    times the posterior standard deviation, a bulk ESS of at least ``1 / tol**2``. The
+    rank-normalised ESS of several chains counts their disagreement (the between-chain
+    variance), so chains in different places never meet it (Vehtari et al. 2021,
+    section 3.2)."""
+    chisq = histories[:, calibration:]
+    if chisq.shape[1] < 4 or min(len(p["snapshots"]) for p in payloads) < 4:
+        return False
+    W, H = _matched_draws(payloads)
+    needed = 1.0 / tol**2
+    for draws in (chisq, W, H):
+        ess = np.atleast_1d(ess_bulk(draws))
+        moving = np.isfinite(ess)  # NaN for entries constant in every draw
+        if moving.any() and ess[moving].min() < needed:
+            return False
+    return True
+
+
+def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
+    """Run the chains in rounds and end each phase by their diagnostics (``tol``): the
+    calibration once :func:`calibration_agrees`, the sampling once
+    :func:`means_are_precise`, each after at most ``max_iter`` iterations. Every round
+    runs every chain to the same iteration and the decisions read only the chains'
+    results, so the phases' lengths, like the chains, do not depend on the backend or the
+    number of workers. Returns the chains' fitted arrays and the calibration's length."""
+    estimators = [clone(template).set_params(random_state=int(seed)) for seed in seeds]
+    payloads = [None] * len(estimators)
+    every = max(MIN_ROUND, model.max_iter // 10)
+    # a chain from the empty domain is annealed over the first half of max_iter
+    annealed_until = model.max_iter // 2 if model.init == "empty" else 0
+    iteration, calibration, agreed, precise = 0, None, False, False
+    while True:
+        cap = model.max_iter if calibration is None else calibration + model.max_iter
+        stop = min(iteration + every, cap)
+        rounds = Parallel(n_jobs=model.n_jobs)(
+            delayed(_segment)(est, X, uncertainty, fixed, payload, stop, calibration)
+            for est, payload in zip(estimators, payloads)
+        )
+        estimators = [est for est, _ in rounds]
+        payloads = [payload for _, payload in rounds]
+        iteration = stop
+        histories = np.stack([np.asarray(p["history"], dtype=np.float64) for p in payloads])
+        if calibration is None:
+            agreed = calibration_agrees(histories, iteration, annealed_until)
+            if agreed or iteration >= cap:
+                calibration = iteration
+            continue
+        precise = means_are_precise(histories, calibration, payloads, model.tol)
+        if precise or iteration >= cap:
+            break
+    chains = [{name: getattr(est, name) for name in _CHAIN_NAMES} for est in estimators]
+    return chains, calibration, (agreed, precise)
 
 
 def _aligned(chains):
@@ -91,14 +185,19 @@ def fit_chains(model, X, uncertainty, fixed):
         snapshot_phase="sampling",
         **model._under_new_names(),
     )
-    # Ctrl-C stops every chain and raises KeyboardInterrupt: the chains that had not
-    # finished have nothing to pool
-    chains = Parallel(n_jobs=model.n_jobs)(
-        delayed(_fit_chain)(
-            clone(template).set_params(random_state=int(seed)), X, uncertainty, fixed
-        )  # fmt: skip
-        for seed in seeds
-    )
+    if getattr(model, "tol", None) is None:
+        # Ctrl-C stops every chain and raises KeyboardInterrupt: the chains that had not
+        # finished have nothing to pool
+        chains = Parallel(n_jobs=model.n_jobs)(
+            delayed(_fit_chain)(
+                clone(template).set_params(random_state=int(seed)), X, uncertainty, fixed
+            )  # fmt: skip
+            for seed in seeds
+        )
+        calibration, stopped = model.max_iter, None
+    else:
+        chains, calibration, stopped = _chains_by_diagnostics(model, template, seeds, X,
+                                                              uncertainty, fixed)  # fmt: skip
     chains = _aligned(chains)
     means_w = np.stack([np.asarray(c["loadings_"], dtype=np.float64) for c in chains])
     means_h = np.stack([np.asarray(c["components_"], dtype=np.float64) for c in chains])
@@ -131,12 +230,12 @@ def fit_chains(model, X, uncertainty, fixed):
                                  threads)  # fmt: skip
     model._transform_seed = draw_seeds(rng)
     model._sampler_state = None
-    model._n_calibration_iter = model.max_iter
+    model._n_calibration_iter = calibration
     model.n_iter_ = histories.shape[1]
     # draws: (chains, draws, ...) for the diagnostics and ArviZ
     draws_w = np.stack([np.asarray(c["loadings_snapshots_"], dtype=np.float64) for c in chains])
     draws_h = np.stack([np.asarray(c["components_snapshots_"], dtype=np.float64) for c in chains])
-    chisq_draws = histories[:, model.max_iter :]
+    chisq_draws = histories[:, calibration:]
     model._draws = {"loadings": draws_w, "components": draws_h, "chisq": chisq_draws,
                     "iterations": np.asarray(chains[0]["snapshot_iterations_"])}  # fmt: skip
     model.rhat_ = {"chisq": rhat(chisq_draws), "loadings": rhat(draws_w),
@@ -161,7 +260,10 @@ def fit_chains(model, X, uncertainty, fixed):
     for name in ("chain_loadings_", "chain_components_"):
         setattr(model, name, as_dtype(getattr(model, name), dtype))
     check_finite_fit(model)
-    message = unconverged_chains_message(model)
+    if stopped is None:
+        message = unconverged_chains_message(model)
+    else:
+        message = unstopped_message(model, *stopped)
     model.converged_ = message is None
     if message is not None:
         warnings.warn(message, ConvergenceWarning, stacklevel=4)
@@ -195,6 +297,29 @@ def unconverged_chains_message(model):
         f"{MIN_ESS_PER_CHAIN} per chain). Raise max_iter (now {model.max_iter}); rhat_, "
         "ess_bulk_ and ess_tail_ hold the diagnostics, chain_loadings_ and "
         "chain_components_ each chain's posterior means."
+    )
+
+
+def unstopped_message(model, agreed, precise):
+    """Why a fit whose phases end by the diagnostics (``tol``) ran into ``max_iter``, or
+    None when both phases ended by them."""
+    if agreed and precise:
+        return None
+    problems = []
+    if not agreed:
+        problems.append(f"the chains' chi-squares did not agree (split R-hat at most "
+                        f"{RHAT_THRESHOLD}) within the {model.max_iter} calibration "
+                        "iterations")  # fmt: skip
+    if not precise:
+        least = min(float(np.nanmin(np.atleast_1d(model.ess_bulk_[name]), initial=np.inf))
+                    for name in ("chisq", "loadings", "components"))  # fmt: skip
+        problems.append(f"after {model.max_iter} sampling iterations the smallest bulk ESS "
+                        f"is {least:.0f}, below the {1.0 / model.tol**2:.0f} that "
+                        f"tol={model.tol} asks")  # fmt: skip
+    return (
+        f"The {model.n_chains} chains ran into max_iter: {'; '.join(problems)}. Raise "
+        "max_iter, or n_chains and n_snapshots for more draws; rhat_, ess_bulk_ and "
+        "ess_tail_ hold the diagnostics."
     )
 
 

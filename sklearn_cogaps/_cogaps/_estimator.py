@@ -262,6 +262,20 @@ class CoGAPS(
         Iterations (calibration and sampling counted together) between two checkpoints.
     checkpoint_minutes : float, default=None
         Also write a checkpoint when this many minutes have passed since the last one.
+    tol : float, default=None
+        With ``n_chains > 1``, end each phase by the chains' diagnostics instead of after
+        ``max_iter`` iterations, which then caps each phase (see
+        :ref:`cogaps-stopping`). The chains run in rounds of ``max(50, max_iter // 10)``
+        iterations. The calibration ends after the first round where the split R-hat of
+        the later half of the chains' chi-square traces is at most 1.01: every chain has
+        left its start for the same level. The sampling ends after the first round where
+        the pooled posterior means are estimated to ``tol`` times their posterior standard
+        deviation: the bulk effective sample size of the chi-square and of every entry of
+        ``W`` and ``H`` that moves is at least ``1 / tol**2`` (100 for 0.1; it counts the
+        chains' disagreement). The draws are the ``n_snapshots`` per chain of a full
+        sampling phase (100 when 0), so ``n_chains * n_snapshots`` must exceed
+        ``1 / tol**2`` for the sampling to end before ``max_iter``. ``n_iter_`` is then the
+        iterations run per chain. None runs ``max_iter`` iterations in each phase.
     alpha_W : float, default="deprecated"
         Former name of ``atom_density_W``.
 
@@ -328,7 +342,8 @@ class CoGAPS(
     n_iter_ : int
         Number of iterations run by the last call to ``fit``, calibration plus sampling:
         ``2 * max_iter`` for a new chain, ``max_iter`` (sampling only) when ``warm_start``
-        continues one, fewer after an interruption.
+        continues one, fewer after an interruption or when ``tol`` ended the phases of
+        several chains (each chain ran ``n_iter_``).
     rhat_ : dict
         With ``n_chains > 1``: the rank-normalised split R-hat of the chi-square of the
         sampling iterations (``"chisq"``, a float) and of every entry of the two matrices
@@ -341,9 +356,9 @@ class CoGAPS(
         Each chain's posterior mean of W, its patterns matched to the first chain's.
     chain_components_ : ndarray of shape (n_chains, n_components, n_features)
         Each chain's posterior mean of H, matched likewise.
-    chain_objective_histories_ : ndarray of shape (n_chains, 2 * max_iter)
-        Each chain's chi-square after every iteration (``objective_history_`` is the first
-        chain's).
+    chain_objective_histories_ : ndarray of shape (n_chains, n_iterations)
+        Each chain's chi-square after every iteration, ``n_iterations = n_iter_``
+        (``objective_history_`` is the first chain's).
     snapshot_chains_ : ndarray of shape (n_snapshots * n_chains,)
         The chain of each snapshot when several chains keep them.
     n_components_ : int
@@ -460,6 +475,7 @@ class CoGAPS(
         "checkpoint_path": [str, os.PathLike, None],
         "checkpoint_every": [Interval(Integral, 1, None, closed="left")],
         "checkpoint_minutes": [Interval(Real, 0, None, closed="neither"), None],
+        "tol": [Interval(Real, 0, 1, closed="neither"), None],
     }
 
     def __init__(
@@ -490,6 +506,7 @@ class CoGAPS(
         checkpoint_path=None,
         checkpoint_every=500,
         checkpoint_minutes=None,
+        tol=None,
         alpha_W="deprecated",
         alpha_H="deprecated",
         birth_death="deprecated",
@@ -522,6 +539,7 @@ class CoGAPS(
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every
         self.checkpoint_minutes = checkpoint_minutes
+        self.tol = tol
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
@@ -574,9 +592,11 @@ class CoGAPS(
         return self._chain_state(sampler, [False] * self.max_iter + [True] * self.max_iter,
                                  problem)  # fmt: skip
 
-    def _resume(self, problem, payload):
-        """The chain and the loop's resume point that a checkpoint holds."""
-        check_checkpoint(self, payload)
+    def _resume(self, problem, payload, checked=True):
+        """The chain and the loop's resume point that a checkpoint holds (``checked=False``:
+        a payload this fit made itself, between rounds of several chains)."""
+        if checked:
+            check_checkpoint(self, payload)
         self.lambda_W_, self.lambda_H_ = payload["prior_rates"]
         self._transform_seed = payload["transform_seed"]
         saved = payload["sampler"]
@@ -591,8 +611,8 @@ class CoGAPS(
 
     def _checkpoint_payload(self, state, iteration, history, start):
         return {
-            "key": self._checkpoint_key,
-            "path": os.fspath(self.checkpoint_path),
+            "key": getattr(self, "_checkpoint_key", None),
+            "path": None if self.checkpoint_path is None else os.fspath(self.checkpoint_path),
             "iteration": iteration,
             "history": list(history),
             "start": start,
@@ -727,6 +747,12 @@ class CoGAPS(
         if uncertainty is None:
             advise_counts(X)
         self.uncertainty_model_ = "array" if name is None else name
+        if getattr(self, "tol", None) is not None and self.n_chains == 1:
+            raise ValueError(
+                f"tol={self.tol} ends the phases by the diagnostics of several chains, which "
+                "one chain cannot compute. Set n_chains=4 (or 2 or more), or tol=None to run "
+                "max_iter iterations in each phase."
+            )
         if self.distributed is not None:
             if self.checkpoint_path is not None:
                 raise ValueError(
@@ -865,6 +891,50 @@ class CoGAPS(
         check_finite_fit(self)
         self._set_reconstruction_err(X)
         return self
+
+    def _chain_segment(self, X, uncertainty, fixed, payload, stop, calibration_end):
+        """One round of a fit whose chains stop by their diagnostics (``tol``): this chain
+        from ``payload`` (None: a new chain) to iteration ``stop``, its calibration ending
+        after ``calibration_end`` iterations (None: not before ``stop``).
+
+        Returns the payload after ``stop`` (as a checkpoint holds it), and True when Ctrl-C
+        ended the round early. A round that ends the fit (``stop`` the last iteration run)
+        also sets the fitted attributes, as :meth:`fit` does."""
+        self._atom_densities = (
+            float(self._parameter("atom_density_W")),
+            float(self._parameter("atom_density_H")),
+        )
+        X = self._validate_X(X, reset=True)
+        name = uncertainty_name(uncertainty)
+        self.uncertainty_model_ = "array" if name is None else name
+        fixed = validate_fixed(X, self.n_components, fixed.get("fixed_components"),
+                               fixed.get("fixed_patterns"))  # fmt: skip
+        n_threads = effective_n_threads()
+        pass_threads = kernel_threads(2 * self.n_components * n_entries(X), n_threads)
+        data = model_data(self, X, uncertainty)
+        problem = _Problem(X, data, fixed, None, n_threads, pass_threads)
+        if payload is None:
+            state, resume = self._initialise(problem, None), None
+        else:
+            state, resume = self._resume(problem, payload, checked=False)
+        calibration = stop if calibration_end is None else calibration_end
+        # the phases decided so far; the sampling snapshots at the spacing of a full-length
+        # sampling phase, counted from the end of the calibration
+        state.sampling = [False] * calibration + [True] * (stop - calibration)
+        full = [False] * calibration + [True] * self.max_iter
+        state.snapshot_at = snapshot_plan(full, self.n_snapshots, "sampling")
+        run = self._run(state, stop, resume=resume)
+        payload = self._checkpoint_payload(state, run.n_iter, run.history, run.start)
+        if calibration_end is not None and not run.interrupted:
+            self._end_run(run, total=stop)
+            set_posterior(self, state.sampler, data, np.asarray(run.history, dtype=np.float64),
+                          state.atom_history(), pass_threads, fixed)  # fmt: skip
+            cast_attributes(self, X.dtype)
+            set_snapshots(self, state, 0, None, *X.shape, X.dtype)
+            self._sampler_state = None
+            self._n_calibration_iter = calibration_end
+            check_finite_fit(self)
+        return payload, run.interrupted
 
     def to_inference_data(self):
         """The chains' draws as an ArviZ ``InferenceData`` (needs ``arviz``).

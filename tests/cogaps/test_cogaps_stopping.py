@@ -1,0 +1,103 @@
+"""CoGAPS's phases ended by the diagnostics of several chains (``tol``): the calibration
+once the chains' chi-squares agree, the sampling once the pooled posterior means are
+precise, ``max_iter`` a cap; the same phases and bits on every joblib backend."""
+
+import warnings
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+from sklearn.exceptions import ConvergenceWarning
+
+from sklearn_cogaps import CoGAPS
+from sklearn_cogaps._cli._write import chain_status
+from sklearn_cogaps._cogaps._chains import calibration_agrees
+from sklearn_cogaps.datasets import make_patterns
+
+
+@pytest.fixture(scope="module")
+def fixed_problem():
+    """Patterns sampled against known amplitudes: a posterior the chains agree on soon."""
+    X, W, H = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
+    return X, W, H
+
+
+def _fit(X, H, **params):
+    model = CoGAPS(2, max_iter=2000, n_chains=2, tol=0.2, random_state=0, **params)
+    return model.fit(X, fixed_components=H)
+
+
+def test_the_phases_end_by_the_diagnostics(fixed_problem):
+    X, W, H = fixed_problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = _fit(X, H)
+    calibration = model._n_calibration_iter
+    assert model.converged_
+    assert calibration < 2000 and model.n_iter_ < calibration + 2000
+    histories = model.chain_objective_histories_
+    assert histories.shape == (2, model.n_iter_)
+    # the calibration ended at the first look where the chains agreed, not before
+    assert calibration_agrees(histories, calibration, 0)
+    every = 200  # max(50, max_iter // 10)
+    assert calibration % every == 0
+    assert calibration == every or not calibration_agrees(histories, calibration - every, 0)
+    # the draws of the pooled means are precise to tol: ESS of at least 1 / tol**2 = 25
+    for name in ("chisq", "loadings"):
+        ess = np.atleast_1d(model.ess_bulk_[name])
+        assert np.nanmin(ess) >= 25, name
+    assert np.all(model.snapshot_iterations_ > 0)
+    assert model._draws["chisq"].shape == (2, model.n_iter_ - calibration)
+    # the same posterior as chains run to the caps
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        full = CoGAPS(2, max_iter=2000, n_chains=2, random_state=0)
+        full.fit(X, fixed_components=H)
+    assert np.corrcoef(model.loadings_.ravel(), full.loadings_.ravel())[0, 1] > 0.99
+    status = chain_status(model)
+    assert status["complete"] and status["calibration"] == calibration
+    assert status["sampling"] == model.n_iter_ - calibration
+
+
+def test_the_same_phases_and_bits_on_every_backend(fixed_problem):
+    X, _, H = fixed_problem
+    reference = _fit(X, H)
+    for backend, n_jobs in (("threading", 2), ("loky", 2), ("sequential", 1)):
+        with parallel_config(backend=backend):
+            model = _fit(X, H, n_jobs=n_jobs)
+        assert model.n_iter_ == reference.n_iter_, backend
+        np.testing.assert_array_equal(model.loadings_, reference.loadings_)
+        np.testing.assert_array_equal(model.chain_objective_histories_,
+                                      reference.chain_objective_histories_)  # fmt: skip
+
+
+def test_chains_that_never_agree_run_to_the_caps_and_warn():
+    X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3, random_state=0)
+    model = CoGAPS(3, max_iter=100, n_chains=2, tol=0.05, random_state=0, init="empty")
+    with pytest.warns(ConvergenceWarning, match="ran into max_iter"):
+        model.fit(X)
+    assert model.n_iter_ == 200 and model._n_calibration_iter == 100
+    assert not model.converged_
+
+
+def test_tol_needs_several_chains(fixed_problem):
+    X = fixed_problem[0]
+    with pytest.raises(ValueError, match="n_chains=4"):
+        CoGAPS(2, max_iter=10, tol=0.1).fit(X)
+
+
+def test_command_line_tol(fixed_problem, tmp_path, capsys):
+    from sklearn_cogaps._cli._run import main
+
+    X = fixed_problem[0]
+    np.save(tmp_path / "x.npy", X)
+    base = [str(tmp_path / "x.npy"), "-k", "2", "--max-iter", "300", "--seed", "0"]
+    with pytest.raises(SystemExit):
+        main([*base, "--tol", "0.3"])
+    assert "--n-chains" in capsys.readouterr().err
+    out_file = tmp_path / "out.npz"
+    status = main([*base, "--tol", "0.3", "--n-chains", "2", "-o", str(out_file)])
+    out = capsys.readouterr().out
+    assert status == 0 and "chains     2" in out
+    with np.load(out_file) as r:
+        assert bool(r["complete"])
