@@ -79,6 +79,17 @@ def _positive(kind):
     return parse
 
 
+def _fraction(text):
+    """A number strictly between 0 and 1 (``--tol``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, got {text!r}")
+    return value
+
+
 def build_parser():
     """The argument parser of ``sklearn-cogaps``."""
     parser = argparse.ArgumentParser(
@@ -178,7 +189,7 @@ def build_parser():
     )
     parser.add_argument(
         "--tol",
-        type=_positive(float),
+        type=_fraction,
         default=None,
         metavar="TOL",
         help="with --n-chains, end each phase by the chains' diagnostics, --max-iter a cap: "

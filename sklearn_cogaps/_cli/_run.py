@@ -135,6 +135,18 @@ def _fit(model, X, uncertainty, threads):
     return wall, n_threads
 
 
+def _phases(args):
+    """The phases' lengths as the options ask them."""
+    if args.tol is not None:
+        return (f"at most {args.max_iter} calibration + {args.max_iter} sampling iterations "
+                f"(--tol {args.tol}: each phase ends by the chains' diagnostics)")  # fmt: skip
+    return f"{args.max_iter} calibration + {args.max_iter} sampling iterations"
+
+
+def _chains(args):
+    return f", {args.n_chains} chains" if args.n_chains > 1 else ""
+
+
 def _print_summary(model, X, uncertainty, wall, n_threads):
     n_entries = X.shape[0] * X.shape[1]
     n_iter = model.n_iter_
@@ -192,9 +204,7 @@ def _run_example(args, make_model):
         f"CoGAPS on simulated data: {X.shape[0]} samples x {X.shape[1]} features made of {K} "
         f"patterns (sklearn_cogaps.datasets.make_patterns, random_state={args.seed})"
     )
-    chains = f", {args.n_chains} chains" if args.n_chains > 1 else ""
-    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, {K} patterns "
-          f"fitted, start {args.init!r}{chains}\n")  # fmt: skip
+    print(f"{_phases(args)}, {K} patterns fitted, start {args.init!r}{_chains(args)}\n")
     wall, n_threads = _fit(model, X, None, args.threads)
     order, corr_w = match_components(W, model.loadings_)
     corr_h = np.array([np.corrcoef(H[i], model.components_[order[i]])[0, 1] for i in range(K)])
@@ -305,9 +315,7 @@ def _run_file(args, make_model):
         print(f"sparse-data model: uncertainty {described}")
     else:
         print(f"dense model, uncertainty {described}")
-    chains = f", {args.n_chains} chains" if args.n_chains > 1 else ""
-    print(f"{args.max_iter} calibration + {args.max_iter} sampling iterations, seed {args.seed}, "
-          f"start {args.init!r}{chains}\n")  # fmt: skip
+    print(f"{_phases(args)}, seed {args.seed}, start {args.init!r}{_chains(args)}\n")
     wall, n_threads = _fit(model, X, uncertainty, args.threads)
     names = (
         features if features is not None else np.array([f"feature {j}" for j in range(X.shape[1])])

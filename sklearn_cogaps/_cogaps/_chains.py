@@ -88,32 +88,40 @@ def _matched_draws(payloads):
     return W, H
 
 
+#: The fewest sampling draws per chain before the diagnostics may end the sampling: fewer
+#: give R-hat and ESS estimates that mean nothing.
+MIN_DRAWS = 20
+
+
 def calibration_agrees(histories, iteration, annealed_until):
     """Whether the chains' chi-squares agree after ``iteration`` calibration iterations:
-    the split R-hat of the later half of their traces (after the annealing) is at most
+    the split R-hat of the later half of their traces after the annealing is at most
     ``RHAT_THRESHOLD``, so every chain has left its start for the same stationary level."""
-    window = histories[:, max(iteration // 2, annealed_until) : iteration]
+    first = annealed_until + max(iteration - annealed_until, 0) // 2
+    window = histories[:, first:iteration]
     if window.shape[1] < MIN_ROUND // 2:
         return False
     return bool(rhat(window) <= RHAT_THRESHOLD)
 
 
 def means_are_precise(histories, calibration, payloads, tol):
-    """Whether the pooled posterior means are estimated to ``tol``: for the chi-square and
-    every entry of W and H that moves, the Monte Carlo standard error is at most ``tol``
-    times the posterior standard deviation, a bulk ESS of at least ``1 / tol**2``. The
-    rank-normalised ESS of several chains counts their disagreement (the between-chain
-    variance), so chains in different places never meet it (Vehtari et al. 2021,
-    section 3.2)."""
+    """Whether the pooled posterior means are estimated to ``tol`` by chains that agree:
+    for the chi-square and every entry of W and H that moves, the Monte Carlo standard
+    error is at most ``tol`` times the posterior standard deviation (a bulk ESS of at least
+    ``1 / tol**2``) and the split R-hat is at most ``RHAT_THRESHOLD`` (Vehtari et al. 2021,
+    section 4), from at least ``MIN_DRAWS`` draws per chain. A loose ``tol`` asks fewer
+    effective draws, never less agreement: a fit that stops is converged by both tests."""
     chisq = histories[:, calibration:]
-    if chisq.shape[1] < 4 or min(len(p["snapshots"]) for p in payloads) < 4:
+    if min(len(p["snapshots"]) for p in payloads) < MIN_DRAWS:
         return False
     W, H = _matched_draws(payloads)
     needed = 1.0 / tol**2
     for draws in (chisq, W, H):
-        ess = np.atleast_1d(ess_bulk(draws))
-        moving = np.isfinite(ess)  # NaN for entries constant in every draw
-        if moving.any() and ess[moving].min() < needed:
+        ess, r = np.atleast_1d(ess_bulk(draws)), np.atleast_1d(rhat(draws))
+        moving = np.isfinite(ess) & np.isfinite(r)  # NaN for entries constant in every draw
+        if not moving.any():
+            continue
+        if ess[moving].min() < needed or r[moving].max() > RHAT_THRESHOLD:
             return False
     return True
 
@@ -125,7 +133,9 @@ def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
     runs every chain to the same iteration and the decisions read only the chains'
     results, so the phases' lengths, like the chains, do not depend on the backend or the
     number of workers. Returns the chains' fitted arrays and the calibration's length."""
-    estimators = [clone(template).set_params(random_state=int(seed)) for seed in seeds]
+    # the chains' own progress lines would end at every round: the fit reports the rounds
+    estimators = [clone(template).set_params(random_state=int(seed), verbose=0)
+                  for seed in seeds]  # fmt: skip
     payloads = [None] * len(estimators)
     every = max(MIN_ROUND, model.max_iter // 10)
     # a chain from the empty domain is annealed over the first half of max_iter
@@ -144,14 +154,26 @@ def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
         histories = np.stack([np.asarray(p["history"], dtype=np.float64) for p in payloads])
         if calibration is None:
             agreed = calibration_agrees(histories, iteration, annealed_until)
+            _report_round(model, iteration, "calibration", histories[:, -every:],
+                          "the chains agree" if agreed else None)  # fmt: skip
             if agreed or iteration >= cap:
                 calibration = iteration
             continue
         precise = means_are_precise(histories, calibration, payloads, model.tol)
+        _report_round(model, iteration, "sampling", histories[:, calibration:],
+                      "the means are precise" if precise else None)  # fmt: skip
         if precise or iteration >= cap:
             break
     chains = [{name: getattr(est, name) for name in _CHAIN_NAMES} for est in estimators]
     return chains, calibration, (agreed, precise)
+
+
+def _report_round(model, iteration, phase, chisq, verdict):
+    """A progress line after a round of the chains (``verbose``)."""
+    if model.verbose:
+        ended = f"; {phase} ends: {verdict}" if verdict else ""
+        print(f"[CoGAPS] {model.n_chains} chains, iteration {iteration}, {phase}: split "
+              f"R-hat of the chi-square {float(rhat(chisq)):.3f}{ended}", flush=True)  # fmt: skip
 
 
 def _aligned(chains):
@@ -269,10 +291,8 @@ def fit_chains(model, X, uncertainty, fixed):
         warnings.warn(message, ConvergenceWarning, stacklevel=4)
 
 
-def unconverged_chains_message(model):
-    """Why the chains do not agree yet (R-hat above 1.01, or too few effective draws of the
-    chi-square), or None."""
-    n_chains = model.n_chains
+def _rhat_problems(model):
+    """Where the chains' R-hat exceeds ``RHAT_THRESHOLD``, as phrases."""
     problems = []
     for name, values in model.rhat_.items():
         values = np.atleast_1d(values)
@@ -285,6 +305,14 @@ def unconverged_chains_message(model):
             share = np.mean(values > RHAT_THRESHOLD)
             problems.append(f"R-hat exceeds {RHAT_THRESHOLD} for {share:.0%} of the entries "
                             f"of {name}_ (at most {values.max():.3f})")  # fmt: skip
+    return problems
+
+
+def unconverged_chains_message(model):
+    """Why the chains do not agree yet (R-hat above 1.01, or too few effective draws of the
+    chi-square), or None."""
+    n_chains = model.n_chains
+    problems = _rhat_problems(model)
     for kind in ("ess_bulk_", "ess_tail_"):
         ess = getattr(model, kind)["chisq"]
         if ess < MIN_ESS_PER_CHAIN * n_chains:
@@ -302,7 +330,8 @@ def unconverged_chains_message(model):
 
 def unstopped_message(model, agreed, precise):
     """Why a fit whose phases end by the diagnostics (``tol``) ran into ``max_iter``, or
-    None when both phases ended by them."""
+    None when both phases ended by them (the sampling's test includes R-hat, so the chains
+    then agree on every entry)."""
     if agreed and precise:
         return None
     problems = []
@@ -311,11 +340,19 @@ def unstopped_message(model, agreed, precise):
                         f"{RHAT_THRESHOLD}) within the {model.max_iter} calibration "
                         "iterations")  # fmt: skip
     if not precise:
+        n_draws = model._draws["loadings"].shape[1]
         least = min(float(np.nanmin(np.atleast_1d(model.ess_bulk_[name]), initial=np.inf))
                     for name in ("chisq", "loadings", "components"))  # fmt: skip
-        problems.append(f"after {model.max_iter} sampling iterations the smallest bulk ESS "
-                        f"is {least:.0f}, below the {1.0 / model.tol**2:.0f} that "
-                        f"tol={model.tol} asks")  # fmt: skip
+        if n_draws < MIN_DRAWS:
+            problems.append(f"the sampling phase gave {n_draws} draws per chain, fewer than "
+                            f"the {MIN_DRAWS} the diagnostics need (raise max_iter or "
+                            "n_snapshots)")  # fmt: skip
+        else:
+            problems.append(f"after {model.max_iter} sampling iterations "
+                            + "; ".join(_rhat_problems(model)
+                                        + [f"the smallest bulk ESS is {least:.0f}, against "
+                                           f"the {1.0 / model.tol**2:.0f} that tol="
+                                           f"{model.tol} asks"]))  # fmt: skip
     return (
         f"The {model.n_chains} chains ran into max_iter: {'; '.join(problems)}. Raise "
         "max_iter, or n_chains and n_snapshots for more draws; rhat_, ess_bulk_ and "

@@ -95,8 +95,9 @@ class CoGAPS(
     uncertainty). Each matrix is the image of an atomic domain: a set of point masses whose
     number is controlled by ``atom_density_W`` and ``atom_density_H`` and whose masses have
     an exponential prior, which makes both matrices sparse. The chain runs ``max_iter``
-    calibration iterations with an annealing temperature, then ``max_iter`` sampling
-    iterations whose samples are averaged.
+    calibration iterations (annealed when it starts from an empty domain), then
+    ``max_iter`` sampling iterations whose samples are averaged; with several chains,
+    ``tol`` ends each phase by their diagnostics instead.
 
     Data in float32 (as AnnData matrices usually are) are fitted in float32, as
     :class:`~sklearn.decomposition.NMF` does: the dense model stores the residual and the
@@ -269,13 +270,15 @@ class CoGAPS(
         iterations. The calibration ends after the first round where the split R-hat of
         the later half of the chains' chi-square traces is at most 1.01: every chain has
         left its start for the same level. The sampling ends after the first round where
-        the pooled posterior means are estimated to ``tol`` times their posterior standard
-        deviation: the bulk effective sample size of the chi-square and of every entry of
-        ``W`` and ``H`` that moves is at least ``1 / tol**2`` (100 for 0.1; it counts the
-        chains' disagreement). The draws are the ``n_snapshots`` per chain of a full
-        sampling phase (100 when 0), so ``n_chains * n_snapshots`` must exceed
-        ``1 / tol**2`` for the sampling to end before ``max_iter``. ``n_iter_`` is then the
-        iterations run per chain. None runs ``max_iter`` iterations in each phase.
+        the chains agree and the pooled posterior means are estimated to ``tol`` times
+        their posterior standard deviation: for the chi-square and every entry of ``W``
+        and ``H`` that moves, the split R-hat is at most 1.01 and the bulk effective sample
+        size at least ``1 / tol**2`` (100 for 0.1), from at least 20 draws per chain. The
+        draws are the ``n_snapshots`` per chain of a full sampling phase (100 when 0), so
+        ``n_chains * n_snapshots`` must exceed ``1 / tol**2`` for the sampling to end
+        before ``max_iter``. ``n_iter_`` is then the iterations run per chain. A fit that
+        reaches a cap warns and says which test failed. None runs ``max_iter`` iterations
+        in each phase.
     alpha_W : float, default="deprecated"
         Former name of ``atom_density_W``.
 
@@ -359,8 +362,9 @@ class CoGAPS(
     chain_objective_histories_ : ndarray of shape (n_chains, n_iterations)
         Each chain's chi-square after every iteration, ``n_iterations = n_iter_``
         (``objective_history_`` is the first chain's).
-    snapshot_chains_ : ndarray of shape (n_snapshots * n_chains,)
-        The chain of each snapshot when several chains keep them.
+    snapshot_chains_ : ndarray of shape (n_snapshots_taken,)
+        The chain of each snapshot when several chains keep them (``n_snapshots`` per
+        chain, fewer when ``tol`` ended the sampling early).
     n_components_ : int
         Number of consensus patterns of a distributed fit (the columns of ``loadings_``).
         Set only in distributed mode, like the five attributes below.
