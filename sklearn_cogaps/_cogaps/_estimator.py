@@ -335,8 +335,14 @@ class CoGAPS(
         Its amplitudes at the same iterations.
     snapshot_iterations_ : ndarray of shape (n_snapshots_taken,)
         The iterations of the snapshots, counted over the chain as ``objective_history_``
-        is (calibration first, from 1); those above the calibration's length belong to the
+        is (calibration first, from 1); those above ``n_calibration_iter_`` belong to the
         sampling phase.
+    n_calibration_iter_ : int or None
+        Length of the chain's calibration phase: its first ``n_calibration_iter_`` values
+        of ``objective_history_`` and ``n_atoms_history_`` calibrate, the rest sample.
+        ``max_iter`` for a new chain, fewer after an interruption during the calibration
+        or when ``tol`` ended it; a ``warm_start`` continuation keeps its chain's. None
+        in distributed mode, whose subsets' chains have their own phases.
     n_atoms_history_ : ndarray of shape (n_iterations, 2)
         Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
     lambda_W_, lambda_H_ : float
@@ -420,6 +426,11 @@ class CoGAPS(
         "patterns_std_": ("loadings_std_", False),
         "chisq_history_": ("objective_history_", False),
     }
+
+    @property
+    def n_calibration_iter_(self):
+        check_is_fitted(self)
+        return getattr(self, "_n_calibration_iter", None)
 
     @classmethod
     def _converged_of_earlier_fit(cls, state):

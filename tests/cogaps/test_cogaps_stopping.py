@@ -35,7 +35,7 @@ def test_the_phases_end_by_the_diagnostics(fixed_problem):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         model.fit(X, fixed_components=H)
-    calibration = model._n_calibration_iter
+    calibration = model.n_calibration_iter_
     assert model.converged_
     assert calibration < 10000 and model.n_iter_ < calibration + 10000
     histories = model.chain_objective_histories_
@@ -80,7 +80,7 @@ def test_chains_that_never_agree_run_to_the_caps_and_warn():
     model = CoGAPS(3, max_iter=500, n_chains=4, tol=0.5, random_state=0)
     with pytest.warns(ConvergenceWarning, match="ran into max_iter.*R-hat"):
         model.fit(X)
-    assert model.n_iter_ == model._n_calibration_iter + 500
+    assert model.n_iter_ == model.n_calibration_iter_ + 500
     assert not model.converged_
 
 
