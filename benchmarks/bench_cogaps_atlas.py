@@ -21,7 +21,8 @@ alone.
    iterations per phase: the start's seconds, the seconds per iteration at the start's atom
    count and at the end, the chi-square trace, peak memory. With ``--chains C``, C chains
    in parallel (one thread each) and their diagnostics (split R-hat of the chi-square and
-   the largest over the matrices' entries; bulk ESS of the chi-square).
+   the largest over the matrices' entries; bulk ESS of the chi-square); with ``--tol``,
+   the phases end by those diagnostics and ``--iter`` caps each.
 
 The C++ CoGAPS must be built by the user (see ``bench_cogaps.py``); without
 ``--peer-python`` part 1 runs ours alone. pycogaps#77 reports 9.5 hours for 10,000
@@ -89,6 +90,7 @@ def worker_ours(args):
         verbose=0 if args.chains > 1 else 2,
         n_chains=args.chains,
         n_jobs=args.chains if args.chains > 1 else None,
+        tol=args.tol if args.chains > 1 else None,
     )
     log = io.StringIO()
     threads = 1 if args.chains > 1 else args.threads
@@ -113,6 +115,8 @@ def worker_ours(args):
         out["rhat_max"] = float(max(np.nanmax(model.rhat_["loadings"]),
                                     np.nanmax(model.rhat_["components"])))  # fmt: skip
         out["ess_chisq"] = float(model.ess_bulk_["chisq"])
+        out["n_iter"] = int(model.n_iter_)
+        out["n_calibration"] = int(model.n_calibration_iter_)
     print(json.dumps(out))
 
 
@@ -151,6 +155,8 @@ def run(python, which, args, max_iter, init="empty", chains=1):
     cmd = [python, str(Path(__file__).resolve()), "--worker", which, "--data", str(args.data),
            "--k", str(args.k), "--max-iter", str(max_iter), "--init", init, "--seed",
            str(args.seed), "--threads", str(args.threads), "--chains", str(chains)]  # fmt: skip
+    if args.tol is not None:
+        cmd += ["--tol", str(args.tol)]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(cmd, env=env, cwd=scratch, capture_output=True, text=True)
@@ -167,6 +173,7 @@ def main():
     parser.add_argument("--prefix", type=int, default=20)
     parser.add_argument("--iter", type=int, default=50)
     parser.add_argument("--chains", type=int, default=1)
+    parser.add_argument("--tol", type=float, default=None)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
@@ -226,10 +233,12 @@ def main():
         print(f"   10,000 + 10,000 iterations at the last rate: {hours:.1f} h on this machine "
               f"(pycogaps#77: {REPORTED_HOURS} h for its run on 12 CPUs)")  # fmt: skip
     else:
-        print(f"   {args.chains} chains in parallel: {fit['wall']:.1f} s, peak {fit['peak_mb']:.0f} "
-              f"MB; R-hat chi-square {fit['rhat_chisq']:.3f}, largest R-hat of an entry "
-              f"{fit['rhat_max']:.3f}, bulk ESS of the chi-square {fit['ess_chisq']:.0f}; "
-              f"pooled chi-square {fit['chisq']:.6g}")  # fmt: skip
+        print(f"   {args.chains} chains in parallel (tol={args.tol}): {fit['wall']:.1f} s, "
+              f"{fit['n_calibration']} calibration + {fit['n_iter'] - fit['n_calibration']} "
+              f"sampling iterations, peak {fit['peak_mb']:.0f} MB; R-hat chi-square "
+              f"{fit['rhat_chisq']:.3f}, largest R-hat of an entry {fit['rhat_max']:.3f}, bulk "
+              f"ESS of the chi-square {fit['ess_chisq']:.0f}; pooled chi-square "
+              f"{fit['chisq']:.6g}")  # fmt: skip
 
 
 if __name__ == "__main__":
