@@ -93,12 +93,18 @@ def _matched_draws(payloads):
 MIN_DRAWS = 20
 
 
+def calibration_window(histories, iteration, annealed_until):
+    """The chains' chi-squares that :func:`calibration_agrees` reads after ``iteration``
+    calibration iterations: the later half of their traces after the annealing."""
+    first = annealed_until + max(iteration - annealed_until, 0) // 2
+    return histories[:, first:iteration]
+
+
 def calibration_agrees(histories, iteration, annealed_until):
     """Whether the chains' chi-squares agree after ``iteration`` calibration iterations:
-    the split R-hat of the later half of their traces after the annealing is at most
-    ``RHAT_THRESHOLD``, so every chain has left its start for the same stationary level."""
-    first = annealed_until + max(iteration - annealed_until, 0) // 2
-    window = histories[:, first:iteration]
+    the split R-hat of :func:`calibration_window` is at most ``RHAT_THRESHOLD``, so every
+    chain has left its start for the same stationary level."""
+    window = calibration_window(histories, iteration, annealed_until)
     if window.shape[1] < MIN_ROUND // 2:
         return False
     return bool(rhat(window) <= RHAT_THRESHOLD)
@@ -154,7 +160,8 @@ def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
         histories = np.stack([np.asarray(p["history"], dtype=np.float64) for p in payloads])
         if calibration is None:
             agreed = calibration_agrees(histories, iteration, annealed_until)
-            _report_round(model, iteration, "calibration", histories[:, -every:],
+            _report_round(model, iteration, "calibration",
+                          calibration_window(histories, iteration, annealed_until),
                           "the chains agree" if agreed else None)  # fmt: skip
             if agreed or iteration >= cap:
                 calibration = iteration
@@ -172,8 +179,9 @@ def _report_round(model, iteration, phase, chisq, verdict):
     """A progress line after a round of the chains (``verbose``)."""
     if model.verbose:
         ended = f"; {phase} ends: {verdict}" if verdict else ""
+        value = float(rhat(chisq)) if chisq.shape[1] >= 4 else float("nan")
         print(f"[CoGAPS] {model.n_chains} chains, iteration {iteration}, {phase}: split "
-              f"R-hat of the chi-square {float(rhat(chisq)):.3f}{ended}", flush=True)  # fmt: skip
+              f"R-hat of the chi-square {value:.3f}{ended}", flush=True)  # fmt: skip
 
 
 def _aligned(chains):
