@@ -35,7 +35,8 @@ __all__ = ["DEFAULT_DRAWS", "clear_chain_attributes", "fit_chains", "inference_d
 
 #: The fitted attributes only a fit of several chains sets.
 CHAIN_ATTRIBUTES = ("rhat_", "ess_bulk_", "ess_tail_", "chain_loadings_", "chain_components_",
-                    "chain_objective_histories_", "snapshot_chains_", "_draws")  # fmt: skip
+                    "chain_objective_histories_", "snapshot_chains_", "_draws",
+                    "_chain_chisq")  # fmt: skip
 
 #: Draws of each chain's sampling phase kept for the diagnostics when ``n_snapshots`` is 0.
 DEFAULT_DRAWS = 100
@@ -258,6 +259,11 @@ def fit_chains(model, X, uncertainty, fixed):
     threads = kernel_threads(2 * model.n_components * n_entries(X), effective_n_threads())
     model.chisq_ = chi_square_of(data, model.loadings_, np.ascontiguousarray(model.components_.T),
                                  threads)  # fmt: skip
+    # each chain's own posterior mean, against which the pooled one is judged
+    model._chain_chisq = np.array([
+        chi_square_of(data, np.asarray(w, dtype=np.float64),
+                      np.ascontiguousarray(np.asarray(h, dtype=np.float64).T), threads)
+        for w, h in zip(means_w, means_h)])  # fmt: skip
     model._transform_seed = draw_seeds(rng)
     model._sampler_state = None
     model._n_calibration_iter = calibration
@@ -294,6 +300,8 @@ def fit_chains(model, X, uncertainty, fixed):
         message = unconverged_chains_message(model)
     else:
         message = unstopped_message(model, *stopped)
+    if message is not None:
+        message += _pooling_warning(model)
     model.converged_ = message is None
     if message is not None:
         warnings.warn(message, ConvergenceWarning, stacklevel=4)
@@ -333,6 +341,24 @@ def unconverged_chains_message(model):
         f"{MIN_ESS_PER_CHAIN} per chain). Raise max_iter (now {model.max_iter}); rhat_, "
         "ess_bulk_ and ess_tail_ hold the diagnostics, chain_loadings_ and "
         "chain_components_ each chain's posterior means."
+    )
+
+
+#: A pooled chi-square this many times the worst chain's says the chains sit apart.
+POOLED_CHISQ_RATIO = 1.1
+
+
+def _pooling_warning(model):
+    """A sentence for the warning when the pooled posterior mean fits worse than every
+    chain's own, else an empty string: chains in different modes average to none of them."""
+    chain_chisq = getattr(model, "_chain_chisq", None)
+    if chain_chisq is None or not model.chisq_ > POOLED_CHISQ_RATIO * chain_chisq.max():
+        return ""
+    return (
+        f" The pooled chisq_ ({model.chisq_:.6g}) is worse than every chain's own "
+        f"({chain_chisq.min():.6g} to {chain_chisq.max():.6g}): the chains sit in different "
+        "modes and their average is none of them; use one chain's means "
+        "(chain_loadings_[c], chain_components_[c])."
     )
 
 

@@ -234,3 +234,15 @@ def test_fixed_matrix_and_calibration_snapshots_with_several_chains(fitted):
     assert not model.components_std_.any()
     with pytest.raises(ValueError, match="snapshot_phase must be 'sampling'"):
         CoGAPS(2, max_iter=20, n_chains=2, n_snapshots=5, snapshot_phase="all").fit(X)
+
+
+def test_chains_in_different_modes_are_not_averaged_quietly():
+    """GIST with R's uncertainty: the chains settle in different modes, and the mean of
+    their means fits worse than each; the warning says so and which means to use."""
+    from sklearn_cogaps.datasets import load_gist
+
+    gist = load_gist()
+    model = CoGAPS(3, max_iter=100, n_chains=4, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="different modes"):
+        model.fit(gist.data, uncertainty=gist.r_uncertainty)
+    assert model.chisq_ > 1.1 * model._chain_chisq.max()
