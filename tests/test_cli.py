@@ -721,3 +721,15 @@ def test_convergence_advice_names_the_options(capsys, tmp_path):
     assert status == 0, err
     assert "warning: The 2 chains do not agree yet" in err
     assert "Raise -n/--max-iter (now 10)" in err and "max_iter (now" not in err
+
+
+@pytest.mark.parametrize(
+    "r_name, option",
+    [("--nIterations", "--max-iter"), ("--nPatterns", "--n-components"),
+     ("--nThreads", "--threads"), ("--checkpointInFile", "--checkpoint")],
+)  # fmt: skip
+def test_r_cogaps_names_as_options_say_what_to_write(r_name, option, capsys):
+    with pytest.raises(SystemExit):
+        main([r_name, "100"])
+    err = capsys.readouterr().err
+    assert "R CoGAPS's name" in err and option in err

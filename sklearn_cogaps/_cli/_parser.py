@@ -258,4 +258,37 @@ def build_parser():
         default=0,
         help="print the chain's progress (-vv: tracebacks of errors too)",
     )
+    for r_name, option in _R_OPTIONS.items():
+        parser.add_argument(f"--{r_name}", action=_RName, option=option)
     return parser
+
+
+# R CoGAPS's parameter names, written as options out of habit, and the option to write.
+_R_OPTIONS = {
+    "nIterations": "-n/--max-iter N (iterations of each phase)",
+    "nPatterns": "-k/--n-components K",
+    "alphaA": "--atom-density-h (its A is our H)",
+    "alphaP": "--atom-density-w (its P is our W)",
+    "maxGibbsMassA": "--max-gibbs-mass-h",
+    "maxGibbsMassP": "--max-gibbs-mass-w",
+    "sparseOptimization": "--sparse-optimization",
+    "nThreads": "--threads N",
+    "transposeData": "-t/--transpose",
+    "checkpointOutFile": "--checkpoint FILE",
+    "checkpointInFile": "--checkpoint FILE (a run resumes from it when it exists)",
+    "checkpointInterval": "--checkpoint-every N",
+    "nSnapshots": "nothing here: snapshots are kept by CoGAPS(n_snapshots=...) in Python",
+}
+
+
+class _RName(argparse.Action):
+    """An R CoGAPS parameter written as an option: refused with the option to write,
+    rather than argparse's bare "unrecognized arguments"."""
+
+    def __init__(self, option_strings, dest, option="", **kwargs):
+        kwargs.update(nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        super().__init__(option_strings, argparse.SUPPRESS, **kwargs)
+        self.option = option
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is R CoGAPS's name; write {self.option}")
