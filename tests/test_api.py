@@ -749,3 +749,16 @@ def test_float32_counts_give_float32_factors_computed_in_float64(estimator):
     assert one.transform(X32.astype(np.float64)).dtype == np.float64
     assert one.inverse_transform(W).dtype == np.float32
     assert _quiet(clone(estimator).fit_transform, X32).dtype == np.float32
+
+
+@pytest.mark.parametrize("estimator", _all_estimators(), ids=lambda e: type(e).__name__)
+def test_an_integral_float_for_an_int_says_what_to_write(estimator):
+    """R's habit max_iter=1e4 gives a float: the refusal says to write the int."""
+    X = POINTS if isinstance(estimator, ExtremeDeconvolution) else COUNTS
+    est = clone(estimator).set_params(max_iter=1e2)
+    with pytest.raises(InvalidParameterError, match=r"must be an int.*Write max_iter=100:"):
+        est.fit(X)
+    # a float that is no int gets scikit-learn's message alone
+    with pytest.raises(InvalidParameterError) as caught:
+        clone(estimator).set_params(max_iter=2.5).fit(X)
+    assert "Write" not in str(caught.value)

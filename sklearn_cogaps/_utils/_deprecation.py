@@ -3,6 +3,7 @@
 load with the new ones."""
 
 import inspect
+import re
 import warnings
 
 __all__ = ["RenamedMixin"]
@@ -30,6 +31,21 @@ class RenamedMixin:
     #: ``{parameter: value}``: parameters retired without a new name, whose old default now
     #: reads as set (an earlier release's pickle holds it).
     _retired_defaults = {}
+
+    def _validate_params(self):
+        # scikit-learn's refusal of max_iter=1e4 says only "must be an int": say what to write
+        from sklearn.utils._param_validation import InvalidParameterError
+
+        from ._params import integral_float_hint
+
+        try:
+            super()._validate_params()
+        except InvalidParameterError as exc:
+            named = re.match(r"The '(\w+)' parameter", str(exc))
+            hint = integral_float_hint(self, named.group(1)) if named else None
+            if hint is None:
+                raise
+            raise InvalidParameterError(f"{exc} {hint}") from None
 
     def __getattr__(self, name):
         # only called when ordinary lookup fails: a fitted attribute under its old name

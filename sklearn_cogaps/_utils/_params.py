@@ -76,3 +76,19 @@ def _is_default(value, default):
     if default is None:
         return value is None
     return not isinstance(value, (list, tuple, np.ndarray)) and value == default
+
+
+def integral_float_hint(estimator, name):
+    """What to write for the parameter ``name`` when it takes an int but was given a float
+    with an integral value (``max_iter=1e4``, R's way of writing 10000), or None:
+    scikit-learn's message says only that the value is not an int."""
+    from numbers import Integral
+
+    from sklearn.utils._param_validation import Interval
+
+    constraints = getattr(estimator, "_parameter_constraints", {}).get(name, [])
+    value = getattr(estimator, name, None)
+    takes_int = any(isinstance(c, Interval) and c.type is Integral for c in constraints)
+    if takes_int and isinstance(value, float) and value.is_integer():
+        return f"Write {name}={int(value)}: Python reads {value!r} as a float (1e4 too)."
+    return None
