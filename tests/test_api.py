@@ -762,3 +762,8 @@ def test_an_integral_float_for_an_int_says_what_to_write(estimator):
     with pytest.raises(InvalidParameterError) as caught:
         clone(estimator).set_params(max_iter=2.5).fit(X)
     assert "Write" not in str(caught.value)
+
+
+def test_an_integral_float_for_an_int_says_what_to_write_maxmarginmf():
+    with pytest.raises(InvalidParameterError, match=r"must be an int.*Write max_iter=50:"):
+        _m3f_model(max_iter=50.0).fit(RATINGS)
