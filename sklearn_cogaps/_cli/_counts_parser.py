@@ -4,6 +4,8 @@ scHPF's command line names them, for count matrices."""
 import argparse
 import math
 
+from ._parser import RefusedOption
+
 __all__ = ["build_counts_parser", "refuse_peer_commands"]
 
 PROG = "sklearn-cogaps-counts"
@@ -139,21 +141,11 @@ def _number(kind, low):
     return parse
 
 
-class _NoEquivalent(argparse.Action):
-    """An option of scHPF's command line that has no equivalent here: refused, with what to
-    write instead, rather than argparse's bare "unrecognized arguments"."""
-
-    def __init__(self, option_strings, dest, advice="", **kwargs):
-        kwargs.update(nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        super().__init__(option_strings, argparse.SUPPRESS, **kwargs)
-        self.advice = advice
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string} is scHPF's, with no equivalent here: {self.advice}")
-
-
 def _refuse(parser, flags, advice):
-    parser.add_argument(*flags, action=_NoEquivalent, advice=advice)
+    """scHPF's option ``flags``, with no equivalent here: refused with ``advice``."""
+    escaped = advice.replace("{", "{{").replace("}", "}}")
+    message = "{option} is scHPF's, with no equivalent here: " + escaped
+    parser.add_argument(*flags, action=RefusedOption, message=message)
 
 
 _NO_VALIDATION = (

@@ -259,7 +259,8 @@ def build_parser():
         help="print the chain's progress (-vv: tracebacks of errors too)",
     )
     for r_name, option in _R_OPTIONS.items():
-        parser.add_argument(f"--{r_name}", action=_RName, option=option)
+        parser.add_argument(f"--{r_name}", action=RefusedOption,
+                            message="{option} is R CoGAPS's name; write " + option)  # fmt: skip
     return parser
 
 
@@ -281,14 +282,15 @@ _R_OPTIONS = {
 }
 
 
-class _RName(argparse.Action):
-    """An R CoGAPS parameter written as an option: refused with the option to write,
+class RefusedOption(argparse.Action):
+    """An option of a peer's command line (R CoGAPS's parameter names, scHPF's options with
+    no equivalent): refused with ``message``, whose ``{option}`` is the option as written,
     rather than argparse's bare "unrecognized arguments"."""
 
-    def __init__(self, option_strings, dest, option="", **kwargs):
+    def __init__(self, option_strings, dest, message="", **kwargs):
         kwargs.update(nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         super().__init__(option_strings, argparse.SUPPRESS, **kwargs)
-        self.option = option
+        self.message = message
 
     def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string} is R CoGAPS's name; write {self.option}")
+        parser.error(self.message.format(option=option_string))
