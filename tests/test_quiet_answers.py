@@ -10,6 +10,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_cogaps import CoGAPS, HierarchicalPMF, MaxMarginMF, WeightedBackgroundPMF
 
+from _shared import local_cluster
+
 
 def _counts(shape, seed=0):
     return np.random.default_rng(seed).poisson(2.0, shape).astype(np.float64)
@@ -123,6 +125,23 @@ def test_masked_and_misdeclared_dask_chunks_are_refused():
                             for i, p in enumerate(parts)])  # fmt: skip
     with pytest.raises(ValueError, match=r"Chunk 1 \(rows 20 to 38\) of X has shape \(20, 8\)"):
         HierarchicalPMF(2, max_iter=2).fit(lying)
+    with pytest.raises(ValueError, match=r"Chunk 1 \(points 20 to 38\) of X has shape \(20, 8\)"):
+        ExtremeDeconvolution(2, max_iter=2).fit(lying)
+    # on a cluster, where the workers read the chunks, a lying chunk is named by its index
+    # (the first to fail: chunk 2 lies too)
+    on_cluster = r"Chunk (1 \({} 20 to 38\)|2 \({} 38 to 60\)) of X has shape \(20, 8\)"
+    noise = da.from_array(np.ones((60, 8)), chunks=(20, -1))
+    short = da.concatenate([noise[:20], noise[20:40].map_blocks(lambda b: b[:-1]), noise[40:]])
+    Xd = da.from_array(X, chunks=(20, -1))
+    with pytest.raises(ValueError, match=r"Chunk 1 \(points 20 to 40\) of X_cov has shape"):
+        ExtremeDeconvolution(2, max_iter=2).fit(Xd, X_cov=short)
+    with local_cluster(2):
+        with pytest.raises(ValueError, match=on_cluster.format("rows", "rows")):
+            HierarchicalPMF(2, max_iter=2).fit(lying)
+        with pytest.raises(ValueError, match=on_cluster.format("points", "points")):
+            ExtremeDeconvolution(2, max_iter=2).fit(lying)
+        with pytest.raises(ValueError, match=r"Chunk 1 \(points 20 to 40\) of X_cov has shape"):
+            ExtremeDeconvolution(2, max_iter=2).fit(Xd, X_cov=short)
 
 
 def test_nan_and_infinity_are_named_by_their_place():

@@ -29,13 +29,13 @@ __all__ = ["DaskCounts"]
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_row_block(block, shape, check, first_row):
-    """A row chunk as canonical CSR arrays, checked; with its rows' sums."""
+def _read_row_block(block, shape, check, first_row, chunk):
+    """Row chunk ``chunk`` as canonical CSR arrays, checked; with its rows' sums."""
     X = canonical_block(block, first_row)
     if X.shape != shape:
         raise ValueError(
-            f"The chunk of X from row {first_row} has shape {X.shape}; expected {shape}. The "
-            "Dask array's chunks do not match its shape."
+            f"Chunk {chunk} (rows {first_row} to {first_row + shape[0]}) of X has shape "
+            f"{X.shape}; expected {shape}. The Dask array's chunks do not match its shape."
         )
     return compressed(X), block_summary(X, check, first_row)
 
@@ -117,8 +117,8 @@ class DaskCounts:
         delayed = X.to_delayed()[:, 0]
         chunks = client.compute([delayed[i] for i in blocks.chunk_index])
         read = [
-            client.submit(_read_row_block, chunk, (b - a, p), check, a, pure=False)
-            for chunk, (a, b) in zip(chunks, self.row_bounds)
+            client.submit(_read_row_block, chunk, (b - a, p), check, a, i, pure=False)
+            for chunk, i, (a, b) in zip(chunks, blocks.chunk_index, self.row_bounds)
         ]
         self.rows = client.map(_first, read)
         summaries = client.gather(client.map(_second, read))

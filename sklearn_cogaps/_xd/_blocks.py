@@ -15,6 +15,8 @@ the parts of a Dask array are kept on the workers (:class:`_ClusterParts`) and t
 statistics computed there; otherwise every pass reads the source again (:class:`_LocalParts`).
 """
 
+import copy
+
 import numpy as np
 from scipy import sparse
 
@@ -22,7 +24,6 @@ from .._utils import _blocks as _row_blocks
 from .._utils._blocks import (
     RowBlocks,
     chunk_aligned_parts,
-    first_row_and,
     is_dask_array,
     is_out_of_core,
     stream_parts,
@@ -106,6 +107,19 @@ def _describe(chunks):
     return f"{len(chunks)} chunks, the first of {chunks[0]}" if chunks else "no chunks"
 
 
+def _check_rows(arrays, a, b, p, index, what="Chunk"):
+    """Refuse a block (or a Dask array's chunk) of points ``a:b`` whose arrays do not have
+    the rows, and X not the coordinates, its place declares."""
+    for name, value in arrays.items():
+        shape = tuple(np.shape(value))
+        expected = (b - a, p) if name == "X" else (b - a, *shape[1:])
+        if shape[:2] != expected[:2]:
+            raise ValueError(
+                f"{what} {index} (points {a} to {b}) of {name} has shape {shape}; expected "
+                f"{expected}. The source's chunks do not match its shape."
+            )
+
+
 class _Piece:
     """The raw arrays of consecutive points (X and the per-point side inputs), from row
     ``lo``."""
@@ -169,6 +183,10 @@ class ObservationBlocks:
         Read and check every part now, for the points' total weight and layout (a fit);
         False for one pass that checks the blocks as it reads them (:meth:`chunks`, the
         predictions), with the parts read locally.
+    start_rng : RandomState or None, default=None
+        The fit's generator, as :meth:`start_sample` will receive it: the points of the
+        first start are then taken in the summary's pass (from a copy of the generator),
+        rather than in a pass of their own.
 
     Attributes
     ----------
@@ -176,7 +194,8 @@ class ObservationBlocks:
         As the in-memory :class:`Observations` (``total`` summed part by part).
     """
 
-    def __init__(self, X, X_cov, projection, sample_weight, d=None, client=None, summarise=True):
+    def __init__(self, X, X_cov, projection, sample_weight, d=None, client=None, summarise=True,
+                 start_rng=None):  # fmt: skip
         probe = RowBlocks(X)
         meta = getattr(probe.source, "_meta", None)
         if probe.format is not None or sparse.issparse(meta) or hasattr(meta, "to_scipy_sparse"):
@@ -197,9 +216,16 @@ class ObservationBlocks:
             self.parts = _ClusterParts(self, client)
         else:
             self.parts = _LocalParts(self)
+        self._start = None
         if summarise:
-            header, self.total = self.parts.summary()
+            take = None
+            if start_rng is not None:
+                index = self._start_index(copy.deepcopy(start_rng))
+                take = self._take_per_part(index)
+            header, self.total, sample = self.parts.summary(take)
             self.noise_mode, self.R, self.n_dims, self.projected = header
+            if sample is not None:
+                self._start = (index, Observations.concatenate(sample))
 
     def piece(self, index):
         """Block ``index`` of the source (rows of X and of its side inputs) as a piece."""
@@ -220,11 +246,9 @@ class ObservationBlocks:
         for name, value in arrays.items():  # np.asarray would drop a mask
             check_not_masked(value, name, first_row=a, advice=MASKED_ADVICE)
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
-        if arrays["X"].shape != (b - a, self.p):
-            raise ValueError(
-                f"Block {index} (points {a} to {b}) of X has shape {arrays['X'].shape}; "
-                f"expected {(b - a, self.p)}. The source's chunks do not match its shape."
-            )
+        chunk = self.blocks.chunk_index[index] if self.blocks.kind == "dask" else None
+        _check_rows(arrays, a, b, self.p, chunk if chunk is not None else index,
+                    "Chunk" if chunk is not None else "Block")  # fmt: skip
         return _Piece(a, arrays)
 
     def _read_X(self, index):
@@ -267,13 +291,27 @@ class ObservationBlocks:
 
     def start_sample(self, rng):
         """The points the start is computed from: all when there are at most
-        ``START_POINTS``, else that many drawn without replacement, in their order."""
+        ``START_POINTS``, else that many drawn without replacement, in their order. The
+        first start's points were read with the summary when the generator was given then;
+        a later start of ``n_init`` reads its own."""
+        index = self._start_index(rng)
+        kept, self._start = self._start, None
+        if kept is not None and (
+            kept[0] is index if index is None else np.array_equal(kept[0], index)
+        ):
+            return kept[1]
+        return Observations.concatenate(self.parts.take(self._take_per_part(index)))
+
+    def _start_index(self, rng):
+        """The points of a start (None: all), drawn from ``rng``."""
         if self.n <= START_POINTS:
-            take = [None] * len(self.part_bounds)
-        else:
-            idx = np.sort(rng.choice(self.n, START_POINTS, replace=False))
-            take = [idx[(idx >= a) & (idx < b)] - a for a, b in self.part_bounds]
-        return Observations.concatenate(self.parts.take(take))
+            return None
+        return np.sort(rng.choice(self.n, START_POINTS, replace=False))
+
+    def _take_per_part(self, index):
+        if index is None:
+            return [None] * len(self.part_bounds)
+        return [index[(index >= a) & (index < b)] - a for a, b in self.part_bounds]
 
     def minibatches(self, rng, batch_size):
         """An epoch of the stochastic solvers: the parts in a random order, the points of
@@ -309,6 +347,11 @@ def _take(data, idx):
     return data if idx is None else data.take(idx)
 
 
+def _summary_and_take(data, lo, starts, idx, sample):
+    """A part's summary and, if ``sample``, its points ``idx`` (None: all)."""
+    return _summary(data, lo, starts), _take(data, idx) if sample else None
+
+
 def _total(summaries):
     """The first part's layout and the total weight of the points, from the parts'
     summaries."""
@@ -342,9 +385,15 @@ class _LocalParts:
             yield lo, hi, blocks.observations(piece, check=not self.checked)
         self.checked = True
 
-    def summary(self):
-        """The points' layout and their total weight (every part read and checked)."""
-        return _total(self.map(_summary))
+    def summary(self, take=None):
+        """The points' layout, their total weight (every part read and checked) and, with
+        ``take``, the points it names of every part (else None)."""
+        summaries, sample = [], []
+        for lo, hi, data in self:
+            summaries.append(_summary(data, lo, self.blocks.part_starts(lo, hi)))
+            if take is not None:
+                sample.append(_take(data, take[len(sample)]))
+        return (*_total(summaries), sample if take is not None else None)
 
     def map(self, task, *args):
         return [task(data, lo, self.blocks.part_starts(lo, hi), *args) for lo, hi, data in self]
@@ -361,6 +410,13 @@ class _LocalParts:
             if a < hi and b > lo:
                 piece = blocks.piece(k).join(piece)
         return blocks.observations(piece.cut(lo, hi))
+
+
+def _checked_block(a, b, p, chunk, names, *values):
+    """``(a, *values)``: chunk ``chunk`` of points ``a:b`` (X and its side inputs) as one
+    task's result on a cluster, refused if its arrays do not have the declared rows."""
+    _check_rows(dict(zip(names, values)), a, b, p, chunk)
+    return (a, *values)
 
 
 def _assemble(lo, hi, dtype, shared, d, n_total, names, *blocks):
@@ -399,9 +455,11 @@ class _ClusterParts:
         lazy = [x for _, _, arrays in per_block for x in arrays if is_dask_array(x)]
         futures = iter(client.compute(lazy))
         raw = []
-        for a, _, arrays in per_block:
+        for index, (a, b, arrays) in enumerate(per_block):
             values = [next(futures) if is_dask_array(x) else x for x in arrays]
-            raw.append(client.submit(first_row_and, a, *values, pure=False))
+            chunk = blocks.blocks.chunk_index[index]
+            raw.append(client.submit(_checked_block, a, b, blocks.p, chunk, names, *values,
+                                     pure=False))  # fmt: skip
         self.futures = []
         for lo, hi in blocks.part_bounds:
             held = [f for f, (a, b) in zip(raw, blocks.blocks.bounds) if a < hi and b > lo]
@@ -418,8 +476,16 @@ class _ClusterParts:
             for x in args
         ]
 
-    def summary(self):
-        return _total(self.map(_summary))
+    def summary(self, take=None):
+        """As :meth:`_LocalParts.summary`, each part's share computed where it is."""
+        per_part = take if take is not None else [None] * len(self.futures)
+        results = self.client.gather([
+            self.client.submit(_summary_and_take, part, lo, self.blocks.part_starts(lo, hi),
+                               idx, take is not None, pure=False)
+            for part, (lo, hi), idx in zip(self.futures, self.blocks.part_bounds, per_part)
+        ])  # fmt: skip
+        sample = [r[1] for r in results] if take is not None else None
+        return (*_total([r[0] for r in results]), sample)
 
     def map(self, task, *args):
         if task is _part_stats:

@@ -475,13 +475,15 @@ class ExtremeDeconvolution(
         """
         check_ignored_y(self, y, X, advice=NOISE_ADVICE)
         warn_if_noise_like(self, y, X_cov, "fit")
-        data = self._read_observations(X, X_cov, projection, sample_weight, reset=True)
+        rng = check_random_state(self.random_state)
+        # out of core, the first start's points are read in the pass that checks the data
+        data = self._read_observations(X, X_cov, projection, sample_weight, reset=True,
+                                       start_rng=rng)  # fmt: skip
         self._fitted_with_noise = data.noise_mode != 0
         self._fitted_with_projection = is_projected(data)
         check_enough_samples(self, data.n)
         if data.total <= 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
-        rng = check_random_state(self.random_state)
         if not (isinstance(self.verbose_interval, str) and self.verbose_interval == "deprecated"):
             warnings.warn(
                 "verbose_interval is deprecated in 0.2 and will be removed in 0.3: verbose=1 "
@@ -630,7 +632,8 @@ class ExtremeDeconvolution(
         return self._read_observations(X, X_cov, projection, None, reset=False,
                                        summarise=False)  # fmt: skip
 
-    def _read_observations(self, X, X_cov, projection, sample_weight, reset, summarise=True):
+    def _read_observations(self, X, X_cov, projection, sample_weight, reset, summarise=True,
+                           start_rng=None):  # fmt: skip
         """The observations validated: in memory, or read by blocks of points
         (:class:`ObservationBlocks`, on the cluster when one is active) when X is out of
         core."""
@@ -646,7 +649,8 @@ class ExtremeDeconvolution(
         out_of_core_features(self, X, int(shape[1]), reset, check=projection is None)
         d = None if reset else self.means_.shape[1]
         client = current_client() if summarise else None
-        return ObservationBlocks(X, X_cov, projection, sample_weight, d, client, summarise)
+        return ObservationBlocks(X, X_cov, projection, sample_weight, d, client, summarise,
+                                 start_rng)  # fmt: skip
 
     def _estimate_weighted_log_prob(self, X, X_cov, projection):
         data = self._predict_data(X, X_cov, projection)

@@ -194,6 +194,50 @@ def test_sources_are_read_a_block_at_a_time(tmp_path, monkeypatch):
     assert peak < 0.25 * data_bytes, (peak, data_bytes)
 
 
+@pytest.mark.parametrize("start_points", [500, 5000])
+def test_the_first_start_is_read_with_the_checks(monkeypatch, start_points):
+    """Before the first E-step the source is read once: the first start's points (500 of the
+    3000 drawn, or all of them) are taken in the pass that checks the data. The fit is the
+    one whose start reads its points in a pass of its own, with n_init=2 too (the second
+    start reads its own)."""
+    monkeypatch.setattr(xd_blocks, "START_POINTS", start_points)
+    X, var, _, _ = _points()
+    Xd = da.from_array(X, chunks=(400, -1))
+    one_pass = len(xd_blocks.ObservationBlocks(Xd, var, None, None, summarise=False).blocks)
+    reads, before_em = [], []
+    read_X, estep = xd_blocks.ObservationBlocks._read_X, xd_blocks.ObservationBlocks.estep
+
+    def recording(self, index):
+        reads.append(index)
+        return read_X(self, index)
+
+    def first_estep(self, *args):
+        if not before_em:
+            before_em.append(len(reads))
+        return estep(self, *args)
+
+    monkeypatch.setattr(xd_blocks.ObservationBlocks, "_read_X", recording)
+    monkeypatch.setattr(xd_blocks.ObservationBlocks, "estep", first_estep)
+    one = _fit(Xd, X_cov=var)
+    assert before_em == [one_pass]
+    two = ExtremeDeconvolution(3, random_state=0, max_iter=5, tol=0.0, n_init=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        two.fit(Xd, X_cov=var)
+    read = ExtremeDeconvolution._read_observations
+
+    def own_pass(self, *args, start_rng=None, **kwargs):
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExtremeDeconvolution, "_read_observations", own_pass)
+    _assert_same_fit(one, _fit(Xd, X_cov=var))
+    ref = ExtremeDeconvolution(3, random_state=0, max_iter=5, tol=0.0, n_init=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref.fit(Xd, X_cov=var)
+    _assert_same_fit(two, ref)
+
+
 def test_inputs_that_cannot_be_read_by_blocks_are_refused():
     X, var, full, w = _points(n=600)
     Xd = da.from_array(X, chunks=(200, -1))
