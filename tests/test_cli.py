@@ -458,6 +458,20 @@ def test_ctrl_c_during_sampling_exits_130_with_partial_results(
         assert list(trace["phase"].value_counts().sort_index()) == [15, 5]
 
 
+def test_ctrl_c_with_several_chains_writes_the_chains_kept(data, tmp_path, capsys, monkeypatch):
+    np.save(tmp_path / "x.npy", data[0])
+    _interrupt_at(monkeypatch, 30 + 6)  # the first of 3 chains complete, then Ctrl-C
+    argv = [tmp_path / "x.npy", *FAST, "--n-chains", "3", "-o", tmp_path / "r.npz"]
+    with pytest.warns(RuntimeWarning, match="pools the 1 of 3 chains completed"):
+        status, out, err = _run(capsys, argv)
+    assert status == 130
+    assert "interrupted; the results are partial" in err
+    assert "chains     1 of 3 (interrupted)" in out
+    assert "INTERRUPTED: 1 of 3 chains kept, each after 15 calibration and 15 sampling" in out
+    with np.load(tmp_path / "r.npz") as r:
+        assert not bool(r["complete"]) and int(r["n_sampling"]) == 15
+
+
 def test_ctrl_c_during_calibration_claims_no_sampling_mean(data, tmp_path, capsys, monkeypatch):
     np.save(tmp_path / "x.npy", data[0])
     _interrupt_at(monkeypatch, 7)

@@ -174,9 +174,11 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
             "never started: the results are the chain's last state, not a posterior mean"
         )
     rhat = getattr(model, "rhat_", None)
-    if rhat is not None and status["complete"]:
+    n_kept = model.chain_loadings_.shape[0] if rhat is not None else 1
+    if rhat is not None:
+        kept = "" if status["complete"] else f" of {model.n_chains} (interrupted)"
         print(
-            f"chains     {model.n_chains}: split R-hat of the chi-square {rhat['chisq']:.3f}, "
+            f"chains     {n_kept}{kept}: split R-hat of the chi-square {rhat['chisq']:.3f}, "
             f"bulk ESS {model.ess_bulk_['chisq']:,.0f}; largest R-hat of W "
             f"{np.nanmax(rhat['loadings']):.3f}, of H {np.nanmax(rhat['components']):.3f} "
             "(above 1.01: run longer)"
@@ -185,7 +187,13 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
         f"time       {wall:.2f} s wall for {n_iter:,} iterations "
         f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
     )
-    if not status["complete"]:
+    if not status["complete"] and rhat is not None:
+        print(
+            f"INTERRUPTED: {n_kept} of {model.n_chains} chains kept, each after "
+            f"{status['calibration']:,} calibration and {status['sampling']:,} sampling "
+            "iterations: the results are partial"
+        )
+    elif not status["complete"]:
         print(
             f"INTERRUPTED after {status['calibration']:,} of {model.max_iter:,} calibration and "
             f"{status['sampling']:,} of {model.max_iter:,} sampling iterations: the results "

@@ -43,10 +43,11 @@ def chain_status(model):
     n_iter, n = int(model.n_iter_), int(model.max_iter)
     calibration = getattr(model, "_n_calibration_iter", None)
     if getattr(model, "rhat_", None) is not None and calibration is not None:
-        # several chains are pooled only once each has run its phases, which the
-        # diagnostics may have ended before max_iter (tol)
-        return {"status": "complete", "complete": True, "calibration": int(calibration),
-                "sampling": n_iter - int(calibration)}  # fmt: skip
+        # several chains run their phases, which the diagnostics may end before max_iter
+        # (tol), unless Ctrl-C stopped them (the chains completed, or the last round, kept)
+        complete = getattr(model, "_chains_complete", True)
+        return {"status": "complete" if complete else "partial", "complete": complete,
+                "calibration": int(calibration), "sampling": n_iter - int(calibration)}  # fmt: skip
     complete = n_iter >= 2 * n
     return {
         "status": "complete" if complete else "partial",

@@ -13,7 +13,7 @@ every chain is matched to the first by the correlation of its patterns and ampli
 import warnings
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 from .._utils._diagnostics import MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, ess_bulk, ess_tail, rhat
 from .._utils._matching import match_components
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
+from .._utils._progress import FitInterruptedWarning
 from .._utils._seeding import draw_seeds
 from ._chain import (
     as_dtype,
@@ -36,7 +37,7 @@ __all__ = ["DEFAULT_DRAWS", "clear_chain_attributes", "fit_chains", "inference_d
 #: The fitted attributes only a fit of several chains sets.
 CHAIN_ATTRIBUTES = ("rhat_", "ess_bulk_", "ess_tail_", "chain_loadings_", "chain_components_",
                     "chain_objective_histories_", "snapshot_chains_", "_draws",
-                    "_chain_chisq")  # fmt: skip
+                    "_chain_chisq", "_chains_complete")  # fmt: skip
 
 #: Draws of each chain's sampling phase kept for the diagnostics when ``n_snapshots`` is 0.
 DEFAULT_DRAWS = 100
@@ -64,6 +65,26 @@ def _fit_chain(estimator, X, uncertainty, fixed):
         # Ctrl-C stopped this chain: stop them all (joblib cancels the chains not started)
         raise KeyboardInterrupt
     return {name: getattr(estimator, name) for name in _CHAIN_NAMES}
+
+
+def _chains_in_waves(model, template, seeds, X, uncertainty, fixed):
+    """Fit the chains, as many at a time as joblib has workers; returns the fitted arrays of
+    the chains completed, in the chains' order. Ctrl-C stops the wave that runs and keeps
+    the chains of the waves before it (none kept: the ``KeyboardInterrupt`` propagates)."""
+    wave = max(1, min(len(seeds), effective_n_jobs(model.n_jobs)))
+    chains = []
+    try:
+        for first in range(0, len(seeds), wave):
+            chains.extend(Parallel(n_jobs=model.n_jobs)(
+                delayed(_fit_chain)(
+                    clone(template).set_params(random_state=int(seed)), X, uncertainty, fixed
+                )
+                for seed in seeds[first : first + wave]
+            ))  # fmt: skip
+    except KeyboardInterrupt:
+        if not chains:
+            raise
+    return chains
 
 
 def _segment(estimator, X, uncertainty, fixed, payload, stop, calibration_end):
@@ -148,13 +169,19 @@ def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
     # a chain from the empty domain is annealed over the first half of max_iter
     annealed_until = model.max_iter // 2 if model.init == "empty" else 0
     iteration, calibration, agreed, precise = 0, None, False, False
+    kept = None  # the last complete round of the sampling: what Ctrl-C keeps
     while True:
         cap = model.max_iter if calibration is None else calibration + model.max_iter
         stop = min(iteration + every, cap)
-        rounds = Parallel(n_jobs=model.n_jobs)(
-            delayed(_segment)(est, X, uncertainty, fixed, payload, stop, calibration)
-            for est, payload in zip(estimators, payloads)
-        )
+        try:
+            rounds = Parallel(n_jobs=model.n_jobs)(
+                delayed(_segment)(est, X, uncertainty, fixed, payload, stop, calibration)
+                for est, payload in zip(estimators, payloads)
+            )
+        except KeyboardInterrupt:
+            if kept is None:
+                raise
+            return kept, calibration, None
         estimators = [est for est, _ in rounds]
         payloads = [payload for _, payload in rounds]
         iteration = stop
@@ -167,13 +194,14 @@ def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
             if agreed or iteration >= cap:
                 calibration = iteration
             continue
+        # the fitted arrays of this round (a later round binds new ones)
+        kept = [{name: getattr(est, name) for name in _CHAIN_NAMES} for est in estimators]
         precise = means_are_precise(histories, calibration, payloads, model.tol)
         _report_round(model, iteration, "sampling", histories[:, calibration:],
                       "the means are precise" if precise else None)  # fmt: skip
         if precise or iteration >= cap:
             break
-    chains = [{name: getattr(est, name) for name in _CHAIN_NAMES} for est in estimators]
-    return chains, calibration, (agreed, precise)
+    return kept, calibration, (agreed, precise)
 
 
 def _report_round(model, iteration, phase, chisq, verdict):
@@ -217,18 +245,13 @@ def fit_chains(model, X, uncertainty, fixed):
         **model._under_new_names(),
     )
     if getattr(model, "tol", None) is None:
-        # Ctrl-C stops every chain and raises KeyboardInterrupt: the chains that had not
-        # finished have nothing to pool
-        chains = Parallel(n_jobs=model.n_jobs)(
-            delayed(_fit_chain)(
-                clone(template).set_params(random_state=int(seed)), X, uncertainty, fixed
-            )  # fmt: skip
-            for seed in seeds
-        )
+        chains = _chains_in_waves(model, template, seeds, X, uncertainty, fixed)
         calibration, stopped = model.max_iter, None
+        interrupted = len(chains) < len(seeds)
     else:
         chains, calibration, stopped = _chains_by_diagnostics(model, template, seeds, X,
                                                               uncertainty, fixed)  # fmt: skip
+        interrupted = stopped is None
     chains = _aligned(chains)
     means_w = np.stack([np.asarray(c["loadings_"], dtype=np.float64) for c in chains])
     means_h = np.stack([np.asarray(c["components_"], dtype=np.float64) for c in chains])
@@ -296,6 +319,12 @@ def fit_chains(model, X, uncertainty, fixed):
     for name in ("chain_loadings_", "chain_components_"):
         setattr(model, name, as_dtype(getattr(model, name), dtype))
     check_finite_fit(model)
+    model._chains_complete = not interrupted
+    if interrupted:
+        model.converged_ = False
+        warnings.warn(_interrupted_message(model, len(chains), calibration),
+                      FitInterruptedWarning, stacklevel=4)  # fmt: skip
+        return
     if stopped is None:
         message = unconverged_chains_message(model)
     else:
@@ -305,6 +334,24 @@ def fit_chains(model, X, uncertainty, fixed):
     model.converged_ = message is None
     if message is not None:
         warnings.warn(message, ConvergenceWarning, stacklevel=4)
+
+
+def _interrupted_message(model, n_kept, calibration):
+    """What a fit of several chains stopped by Ctrl-C keeps: the chains completed before it
+    (each run to its end), or, when the diagnostics end the phases (``tol``), every chain
+    at the end of the last complete round of their sampling."""
+    if getattr(model, "tol", None) is None:
+        kept = (f"the estimator pools the {n_kept} of {model.n_chains} chains completed "
+                "before it")  # fmt: skip
+    else:
+        kept = (f"the estimator keeps the {n_kept} chains at the last complete round, after "
+                f"{calibration} calibration and {model.n_iter_ - calibration} sampling "
+                "iterations")  # fmt: skip
+    return (
+        f"CoGAPS: interrupted; {kept}. Its diagnostics (rhat_, ess_bulk_, ess_tail_) are "
+        "those of what it keeps, and the ConvergenceWarning is not given. Fit again for the "
+        "complete run (several chains do not continue with warm_start)."
+    )
 
 
 def _rhat_problems(model):

@@ -247,8 +247,9 @@ class CoGAPS(
         n_draws * (n_samples + n_features) * n_components`` floats: lower ``n_snapshots``
         on large data).
         The ``ConvergenceWarning`` then says when R-hat exceeds 1.01 or the chi-square has
-        fewer than 100 effective draws per chain. Not with ``warm_start``,
-        ``checkpoint_path`` or ``distributed``.
+        fewer than 100 effective draws per chain. Ctrl-C keeps the chains completed (with
+        ``tol``, every chain at its last complete round of sampling), pooled. Not with
+        ``warm_start``, ``checkpoint_path`` or ``distributed``.
     checkpoint_path : str or os.PathLike, default=None
         A file in which a long fit keeps its complete state (R's ``checkpointOutFile`` and
         ``checkpointInFile`` in one): written every ``checkpoint_every`` iterations and, with

@@ -9,7 +9,7 @@ import pytest
 from joblib import parallel_config
 from sklearn.exceptions import ConvergenceWarning
 
-from sklearn_cogaps import CoGAPS
+from sklearn_cogaps import CoGAPS, FitInterruptedWarning
 from sklearn_cogaps._utils._diagnostics import ess_bulk, ess_tail, rhat
 from sklearn_cogaps.datasets import make_patterns
 
@@ -212,8 +212,8 @@ def test_chains_on_a_dask_cluster_equal_the_local_fit(fitted):
 
 
 def test_ctrl_c_stops_every_chain(monkeypatch, fitted):
-    """An interrupted chain stops the fit of all of them (KeyboardInterrupt): the chains
-    that had not finished have nothing to pool, and no chain warns of its own."""
+    """Ctrl-C in the first chain stops the fit of all of them (KeyboardInterrupt): no chain
+    had completed, so there is nothing to pool, and no chain warns of its own."""
     from _shared import interrupt_cogaps_at
 
     X, _ = fitted
@@ -222,6 +222,32 @@ def test_ctrl_c_stops_every_chain(monkeypatch, fitted):
         warnings.simplefilter("error")  # no FitInterruptedWarning from the chain
         with pytest.raises(KeyboardInterrupt):
             CoGAPS(2, max_iter=200, n_chains=3, random_state=0, n_jobs=1).fit(X)
+
+
+@pytest.mark.parametrize("completed", [1, 2])
+def test_ctrl_c_keeps_the_chains_completed(monkeypatch, fitted, completed):
+    """Ctrl-C in a later chain (one worker: the chains one after the other) keeps the chains
+    completed before it, pooled, with their diagnostics: the same chains as in the
+    uninterrupted fit, and a FitInterruptedWarning instead of the ConvergenceWarning."""
+    from _shared import interrupt_cogaps_at
+
+    X, model = fitted
+    # each chain iterates 2 * max_iter times; stop the next one halfway
+    interrupt_cogaps_at(monkeypatch, 400 * completed + 150)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = CoGAPS(2, max_iter=200, n_chains=3, random_state=0, n_jobs=1).fit(X)
+    categories = {w.category for w in caught}
+    assert FitInterruptedWarning in categories and ConvergenceWarning not in categories
+    message = next(str(w.message) for w in caught if w.category is FitInterruptedWarning)
+    assert f"pools the {completed} of 3 chains completed" in message
+    assert not kept.converged_ and kept.n_iter_ == 400
+    for name in ("chain_objective_histories_", "chain_loadings_", "chain_components_"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(model, name)[:completed])
+    np.testing.assert_allclose(kept.loadings_, model.chain_loadings_[:completed].mean(axis=0))
+    assert kept._draws["chisq"].shape == (completed, 200)
+    assert np.isfinite(kept.rhat_["chisq"])
+    assert kept.transform(X).shape == (20, 2)
 
 
 def test_fixed_matrix_and_calibration_snapshots_with_several_chains(fitted):

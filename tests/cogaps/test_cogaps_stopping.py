@@ -9,7 +9,7 @@ import pytest
 from joblib import parallel_config
 from sklearn.exceptions import ConvergenceWarning
 
-from sklearn_cogaps import CoGAPS
+from sklearn_cogaps import CoGAPS, FitInterruptedWarning
 from sklearn_cogaps._cli._write import chain_status
 from sklearn_cogaps._cogaps._chains import calibration_agrees
 from sklearn_cogaps.datasets import make_patterns
@@ -72,6 +72,36 @@ def test_the_same_phases_and_bits_on_every_backend(fixed_problem):
         np.testing.assert_array_equal(model.loadings_, reference.loadings_)
         np.testing.assert_array_equal(model.chain_objective_histories_,
                                       reference.chain_objective_histories_)  # fmt: skip
+
+
+def test_ctrl_c_keeps_the_last_complete_round(monkeypatch, fixed_problem):
+    """Ctrl-C during a round of the sampling keeps every chain at the end of the round
+    before, as the uninterrupted fit had them then; during the calibration there is no
+    posterior to keep, and the KeyboardInterrupt propagates."""
+    from _shared import interrupt_cogaps_at
+
+    X, _, H = fixed_problem
+    params = dict(max_iter=500, n_chains=2, tol=0.01, random_state=0, n_jobs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reference = CoGAPS(2, **params).fit(X, fixed_components=H)
+    calibration = reference.n_calibration_iter_
+    assert reference.n_iter_ == calibration + 500  # tol=0.01 is never met: the cap
+    # the rounds are of 50 iterations, every chain in turn; stop the first chain 10
+    # iterations into the third round of the sampling
+    original = interrupt_cogaps_at(monkeypatch, 2 * (calibration + 100) + 10)
+    with pytest.warns(FitInterruptedWarning, match=rf"after {calibration} calibration and 100 "):
+        kept = CoGAPS(2, **params).fit(X, fixed_components=H)
+    assert kept.n_iter_ == calibration + 100 and kept.n_calibration_iter_ == calibration
+    assert not kept.converged_
+    np.testing.assert_array_equal(
+        kept.chain_objective_histories_, reference.chain_objective_histories_[:, : kept.n_iter_]
+    )
+    assert kept._draws["chisq"].shape == (2, 100)
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    interrupt_cogaps_at(monkeypatch, 2 * calibration - 10)
+    with pytest.raises(KeyboardInterrupt):
+        CoGAPS(2, **params).fit(X, fixed_components=H)
 
 
 def test_chains_that_never_agree_run_to_the_caps_and_warn():
