@@ -472,6 +472,31 @@ def test_ctrl_c_with_several_chains_writes_the_chains_kept(data, tmp_path, capsy
         assert not bool(r["complete"]) and int(r["n_sampling"]) == 15
 
 
+def test_snapshots_are_written_and_checkpoints_with_chains_refused_first(data, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", data[0])
+    argv = [tmp_path / "x.npy", *FAST, "--n-chains", "2", "--n-snapshots", "5"]
+    status, _, _ = _run(capsys, [*argv, "-o", tmp_path / "r.npz"])
+    assert status == 0
+    with np.load(tmp_path / "r.npz") as r:
+        assert r["patterns_snapshots"].shape == (10, 12, 2)
+        assert r["amplitudes_snapshots"].shape == (10, 2, 25)
+        assert list(r["snapshot_chains"]) == [0] * 5 + [1] * 5
+        assert r["snapshot_iterations"].max() == 30
+    status, _, _ = _run(capsys, [tmp_path / "x.npy", *FAST, "--n-snapshots", "3", "-o",
+                                 tmp_path / "one.npz"])  # fmt: skip
+    with np.load(tmp_path / "one.npz") as r:
+        assert r["patterns_snapshots"].shape == (3, 12, 2) and "snapshot_chains" not in r
+    # refused by the parser, before the (missing) input is read
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "missing.npy"), "--n-chains", "2", "--checkpoint",
+              str(tmp_path / "c.npz")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--checkpoint keeps the state of one chain" in err and "missing" not in err
+    with pytest.raises(SystemExit):
+        main(["--n-snapshots", "-1"])
+    assert "must be an integer of at least 0" in capsys.readouterr().err
+
+
 def test_ctrl_c_during_calibration_claims_no_sampling_mean(data, tmp_path, capsys, monkeypatch):
     np.save(tmp_path / "x.npy", data[0])
     _interrupt_at(monkeypatch, 7)

@@ -44,7 +44,9 @@ output formats: {OUTPUT_FORMATS}
   complete (False when the chain was interrupted), n_calibration and n_sampling
   (iterations run in each phase), uncertainty_model, with --n-chains the
   diagnostics rhat_chisq, rhat_patterns, rhat_amplitudes, ess_bulk_chisq,
-  ess_bulk_patterns and ess_bulk_amplitudes (split R-hat and bulk ESS), and
+  ess_bulk_patterns and ess_bulk_amplitudes (split R-hat and bulk ESS), with
+  --n-snapshots the kept states patterns_snapshots, amplitudes_snapshots,
+  snapshot_iterations (and snapshot_chains, the chain of each), and
   sample_names / feature_names when the input has them:
       r = numpy.load("OUT.npz"); r["patterns"]
   OUT.csv (or OUT.tsv) writes six tables with the common prefix OUT:
@@ -87,6 +89,17 @@ def _fraction(text):
         value = None
     if value is None or not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, got {text!r}")
+    return value
+
+
+def _non_negative_int(text):
+    """An integer of at least 0 (``--n-snapshots``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer of at least 0, got {text!r}")
     return value
 
 
@@ -198,6 +211,15 @@ def build_parser():
         "(default: run --max-iter iterations in each phase)",
     )
     parser.add_argument(
+        "--n-snapshots",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="states of W and H kept from each chain's sampling phase, evenly spaced "
+        "(CoGAPS's nSnapshots), written to an .npz output; with --n-chains they are the "
+        "draws the diagnostics read (0, the default: 100 per chain then, none for one chain)",
+    )
+    parser.add_argument(
         "--seed",
         type=int,
         default=0,
@@ -278,7 +300,7 @@ _R_OPTIONS = {
     "checkpointOutFile": "--checkpoint FILE",
     "checkpointInFile": "--checkpoint FILE (a run resumes from it when it exists)",
     "checkpointInterval": "--checkpoint-every N",
-    "nSnapshots": "nothing here: snapshots are kept by CoGAPS(n_snapshots=...) in Python",
+    "nSnapshots": "--n-snapshots N",
 }
 
 

@@ -362,6 +362,12 @@ def main(argv=None):
             "--tol ends the phases by the diagnostics of several chains: add --n-chains 4 "
             "(or 2 or more), or leave --tol out to run --max-iter iterations in each phase"
         )
+    if args.checkpoint is not None and args.n_chains > 1:
+        # refused before the data are read, not by the fit
+        parser.error(
+            "--checkpoint keeps the state of one chain; --n-chains runs several. Leave "
+            "--checkpoint out, or run one chain (--n-chains 1) with it"
+        )
     from .._cogaps import CoGAPS
 
     def make_model(K):
@@ -382,6 +388,7 @@ def main(argv=None):
             checkpoint_path=args.checkpoint,
             checkpoint_every=args.checkpoint_every,
             checkpoint_minutes=args.checkpoint_minutes,
+            n_snapshots=args.n_snapshots,
         )
 
     interrupted = "interrupted before the fit finished; nothing written."

@@ -113,6 +113,13 @@ def write_results(path, model, sample_names=None, feature_names=None):
                               ("amplitudes", "components")):  # fmt: skip
                 arrays[f"rhat_{name}"] = np.asarray(rhat[key])
                 arrays[f"ess_bulk_{name}"] = np.asarray(model.ess_bulk_[key])
+        if getattr(model, "n_snapshots", 0):
+            # the kept states (--n-snapshots), in the file's names of W and H
+            arrays["patterns_snapshots"] = model.loadings_snapshots_
+            arrays["amplitudes_snapshots"] = model.components_snapshots_
+            arrays["snapshot_iterations"] = model.snapshot_iterations_
+            if getattr(model, "snapshot_chains_", None) is not None:
+                arrays["snapshot_chains"] = model.snapshot_chains_
         if sample_names is not None:
             arrays["sample_names"] = np.asarray(sample_names, dtype=str)
         if feature_names is not None:
