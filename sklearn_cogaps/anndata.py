@@ -107,8 +107,11 @@ def anndata_results(estimator, key):
         ``estimator`` (the class name), ``params`` (the constructor parameters; values an
         .h5ad cannot store are kept as their repr), ``n_iter``, the per-iteration trace
         ``objective_history`` and its name ``trace_name``, and
-        the final ``chisq`` or ``lower_bound`` when the estimator has them, and CoGAPS's
-        ``uncertainty_model`` (``uncertainty_model_``).
+        the final ``chisq`` or ``lower_bound`` when the estimator has them, ``converged``
+        (``converged_``), and CoGAPS's ``uncertainty_model`` (``uncertainty_model_``),
+        ``n_calibration_iter`` (the calibration's length: the trace's sampling phase starts
+        there) and, with several chains, ``n_chains`` (those pooled), ``rhat_chisq`` and
+        ``ess_bulk_chisq``.
 
     Examples
     --------
@@ -152,6 +155,18 @@ def anndata_results(estimator, key):
     if hasattr(estimator, "uncertainty_model_"):
         # the chi-square depends on it, and it is a fit parameter, not in params
         uns["uncertainty_model"] = str(estimator.uncertainty_model_)
+    converged = getattr(estimator, "converged_", None)
+    if converged is not None:
+        uns["converged"] = bool(converged)
+    # CoGAPS: where the trace's sampling phase starts (tol may end the calibration early)
+    calibration = getattr(estimator, "n_calibration_iter_", None)
+    if calibration is not None:
+        uns["n_calibration_iter"] = int(calibration)
+    rhat = getattr(estimator, "rhat_", None)
+    if rhat is not None:  # several chains: the diagnostics of the chi-square
+        uns["n_chains"] = int(estimator.chain_loadings_.shape[0])
+        uns["rhat_chisq"] = float(rhat["chisq"])
+        uns["ess_bulk_chisq"] = float(estimator.ess_bulk_["chisq"])
     return obsm, varm, uns
 
 

@@ -53,6 +53,8 @@ def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
     assert_array_equal(uns["objective_history"], expected.objective_history_)
     assert uns["chisq"] == expected.chisq_ and uns["uncertainty_model"] == "relative"
     assert uns["params"]["n_components"] == 2 and uns["params"]["random_state"] == 0
+    assert uns["n_calibration_iter"] == 30 and uns["converged"] == expected.converged_
+    assert "rhat_chisq" not in uns
     assert_array_equal(model.components_, expected.components_)  # fitted in place
     # the results survive a round trip through an .h5ad file
     adata.write_h5ad(tmp_path / "a.h5ad")
@@ -60,6 +62,20 @@ def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
     assert_array_equal(back.obsm["X_cogaps"], expected.loadings_)
     assert_array_equal(back.uns["cogaps"]["objective_history"], expected.objective_history_)
     assert back.uns["cogaps"]["params"]["sparse_optimization"] == np.False_
+
+
+def test_several_chains_stopped_by_tol_record_their_phases(expression):
+    """The calibration that the diagnostics ended (not max_iter) and the chains' R-hat."""
+    adata = _adata(expression)
+    model = CoGAPS(n_components=2, max_iter=1000, n_chains=2, tol=0.5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit_anndata(adata, model)
+    uns = adata.uns["cogaps"]
+    assert uns["n_calibration_iter"] == model.n_calibration_iter_ < 1000
+    assert uns["n_iter"] == model.n_iter_ and uns["n_chains"] == 2
+    assert uns["rhat_chisq"] == model.rhat_["chisq"]
+    assert uns["ess_bulk_chisq"] == model.ess_bulk_["chisq"]
 
 
 def test_a_sparse_layer_a_key_and_a_copy(expression):
