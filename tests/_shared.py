@@ -26,6 +26,18 @@ def gamma_poisson_counts(n, p, K, seed):
     return sparse.csr_matrix(rng.poisson(mean).astype(np.float64))
 
 
+def partial_fit_epochs(est, X, n_epochs, batch, seed=0):
+    """``est.partial_fit`` on the rows of X in batches of ``batch`` rows, in a new random
+    order every epoch."""
+    n = X.shape[0]
+    rng = np.random.default_rng(seed)
+    for _ in range(n_epochs):
+        order = rng.permutation(n)
+        for a in range(0, n, batch):
+            est.partial_fit(X[np.sort(order[a : a + batch])])
+    return est
+
+
 @contextlib.contextmanager
 def local_cluster(n_workers):
     """A ``distributed.Client`` of a LocalCluster of ``n_workers`` worker processes with one

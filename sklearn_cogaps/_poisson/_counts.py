@@ -297,6 +297,39 @@ class CountModelMixin(RecommenderMixin):
     #: likelihood to them by Gamma(x + 1)).
     _warns_on_fractions = True
 
+    #: The attributes of the training rows of a fit, which ``partial_fit`` (keeping no rows)
+    #: removes.
+    _row_attributes = ()
+
+    def _absent_attribute(self, name):
+        """Why an attribute of the training rows is absent after ``partial_fit``."""
+        if name in self._row_attributes and "_svi_state" in self.__dict__:
+            return (
+                "the model was last updated by partial_fit, which keeps no training rows. "
+                "transform(X) gives the loadings of the rows X; fit(X) keeps its rows."
+            )
+        return None
+
+    def _check_batch(self, first, n_batch):
+        """Refuse a ``partial_fit`` batch the model cannot take: another ``n_components``
+        than the fitted model's, or more rows than ``total_samples``."""
+        if not first and self.components_.shape[0] != self.n_components:
+            raise ValueError(
+                f"n_components={self.n_components}, but the model being updated has "
+                f"{self.components_.shape[0]} components. partial_fit continues the fitted "
+                "model; call fit to start one with the new n_components."
+            )
+        if self.total_samples is not None and self.total_samples < n_batch:
+            raise ValueError(
+                f"total_samples={self.total_samples} is smaller than this batch of {n_batch} "
+                "rows: it is the number of rows of the whole data set the batches come from. "
+                "Set it to that number, or to None to count the rows given so far."
+            )
+
+    def _drop_row_attributes(self):
+        for name in self._row_attributes:
+            self.__dict__.pop(name, None)
+
     def _check_values(self, shape, all_zeros, totals, fractions):
         """What the counts must be beyond non-negative and finite: not all zeros (in fit),
         a total the updates can hold, and whole numbers (else a warning)."""

@@ -321,6 +321,7 @@ class HierarchicalPMF(
 
     _renamed_attributes = {"lower_bounds_": ("objective_history_", False)}
 
+    _row_attributes = _ROW_ATTRIBUTES
     _objective_name = "ELBO"
     _maximise = True
 
@@ -419,15 +420,6 @@ class HierarchicalPMF(
         self.new_rows = new_rows
         self.step_exponent = step_exponent
         self.total_samples = total_samples
-
-    def _absent_attribute(self, name):
-        """Why an attribute of the training rows is absent after ``partial_fit``."""
-        if name in _ROW_ATTRIBUTES and "_svi_state" in self.__dict__:
-            return (
-                "the model was last updated by partial_fit, which keeps no training rows. "
-                "transform(X) gives the loadings of the rows X; fit(X) keeps its rows."
-            )
-        return None
 
     # -- validation --------------------------------------------------------------------------
 
@@ -728,21 +720,11 @@ class HierarchicalPMF(
         check_ignored_y(self, y, X, method="partial_fit",
                         advice=_NO_SIDE_INPUT.replace("fit(X)", "partial_fit(X)"))  # fmt: skip
         first = not self.__sklearn_is_fitted__()
-        if not first and self.components_.shape[0] != self.n_components:
-            raise ValueError(
-                f"n_components={self.n_components}, but the model being updated has "
-                f"{self.components_.shape[0]} components. partial_fit continues the fitted "
-                "model; call fit to start one with the new n_components."
-            )
+        self._check_batch(first, 0)
         dtype, counts = self._read_counts(X, reset=first)
         counts = counts if isinstance(counts, (BlockCounts, DaskCounts)) else _Counts(counts)
         n_batch = counts.shape[0]
-        if self.total_samples is not None and self.total_samples < n_batch:
-            raise ValueError(
-                f"total_samples={self.total_samples} is smaller than this batch of {n_batch} "
-                "rows: it is the number of rows of the whole data set the batches come from. "
-                "Set it to that number, or to None to count the rows given so far."
-            )
+        self._check_batch(first, n_batch)
         if not first:  # the model keeps the dtype it started with, whatever the batch's
             dtype = self.components_.dtype
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
@@ -775,9 +757,7 @@ class HierarchicalPMF(
         n_rows = self.total_samples if self.total_samples is not None else seen
         prior, means, bound = svi_step(counts, prior, F, means, rho, n_rows, self.learn_prior,
                                        n_threads)  # fmt: skip
-        for name in _ROW_ATTRIBUTES:
-            if hasattr(self, name):
-                delattr(self, name)
+        self._drop_row_attributes()
         self._svi_state = (steps + 1, seen, means)
         self._set_components(F, prior)
         self.components_ = self.components_.astype(dtype, copy=False)

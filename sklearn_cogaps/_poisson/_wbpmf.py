@@ -8,6 +8,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from scipy import sparse
 from scipy.special import gammaln
 from sklearn.base import (
     BaseEstimator,
@@ -49,6 +50,7 @@ from ._dask_counts import DaskCounts
 from ._ebpm import EBPM_FAMILIES
 from ._wbpmf_blocks import BlockSweeper
 from ._wbpmf_fast import regress_rows, row_expected_counts
+from ._wbpmf_svi import ColumnStatistics, batch_statistics, global_step
 from ._wbpmf_updates import (
     _CLAMP,
     FitState,
@@ -77,6 +79,17 @@ _NO_SIDE_INPUT = (
     "fit the counts alone, call fit(X); initial factors for init='custom' go by keyword, "
     "fit(X, W=W0, H=H0)"
 )
+
+
+# The local step of partial_fit: from the rows' maximum-likelihood loadings, at most this
+# many sweeps of coordinate ascent, to this relative change of a row's loadings. Rows take
+# transform's 100 sweeps at its tol; on make_sc a step that short is five times faster and
+# reaches a better held-out score after three epochs (doc/wbpmf.rst).
+_SVI_LOCAL_SWEEPS = 10
+_SVI_LOCAL_TOL = 1e-3
+# The attributes of the training rows of a fit, which partial_fit (keeping no rows) removes.
+_ROW_ATTRIBUTES = ("loadings_", "loadings_mean_", "loadings_mean_log_", "l0_", "kl_loadings_",
+                   "reconstruction_err_", "validation_scores_")  # fmt: skip
 
 
 class _Problem:
@@ -128,6 +141,64 @@ class _Problem:
         """Remove the denominators of counts read by blocks."""
         if self._sweeper is not None and hasattr(self._sweeper, "close"):
             self._sweeper.close()
+
+
+class _SVIState:
+    """What ``partial_fit`` continues: the globals (``w``, ``f0``, ``q(f)``, both priors)
+    as the batch algorithm's updates leave them (``f0`` of the features without counts is
+    0 here; the fitted attributes give them their empirical-Bayes scales), the running
+    averages of the sums over rows, the steps taken and the rows seen."""
+
+    def __init__(self, state, stats, steps, seen):
+        self.w, self.f0 = state.w.copy(), state.f0.copy()
+        self.Ef, self.Elogf = state.Ef.copy(), state.Elogf.copy()
+        self.gL = tuple(np.array(a, dtype=np.float64) for a in state.gL)
+        self.gF = tuple(np.array(a, dtype=np.float64) for a in state.gF)
+        self.kl_F = np.array(state.kl_F, dtype=np.float64)
+        self.stats, self.steps, self.seen = stats, steps, seen
+
+    @classmethod
+    def of_fit(cls, model, n_batch):
+        """The state of a fitted model, its rows counted as if they had come in batches of
+        ``n_batch`` rows, so that the step size goes on from there instead of restarting at
+        its largest (one small batch would outweigh the whole fit)."""
+        stats = getattr(model, "_fit_statistics", None)
+        if stats is None:
+            raise ValueError(
+                "This model was fitted by an earlier release, which did not keep the sums "
+                "over rows that partial_fit continues; fit it again, then call partial_fit."
+            )
+        keys = ("pi0", "weights", "shape", "rate")
+        # the raw f0 and q(f) of the fit: the features without counts back at 0
+        f0 = np.where(stats.x > 0, model.f0_, 0.0)
+        state = _Globals(
+            model.w_,
+            f0,
+            *model._feature_moments(),
+            tuple(model.prior_loadings_[k] for k in keys),
+            tuple(model.prior_components_[k] for k in keys),
+            model.kl_components_,
+        )
+        seen = model.l0_.shape[0]
+        return cls(state, stats, int(round(seen / max(n_batch, 1))), seen)
+
+    def as_state(self):
+        """The globals as a state :func:`unseen_features` reads (``l0 @ El`` is ``T``)."""
+        return _Globals(self.w, self.f0, self.Ef, self.Elogf, self.gL, self.gF, self.kl_F,
+                        l0=np.ones(1), El=self.stats.T[None, :])  # fmt: skip
+
+    # global_step updates the globals in place through these names
+    @property
+    def state(self):
+        return self
+
+
+class _Globals:
+    """The globals of a state, by the names of :class:`FitState`."""
+
+    def __init__(self, w, f0, Ef, Elogf, gL, gF, kl_F, l0=None, El=None):
+        self.w, self.f0, self.Ef, self.Elogf = w, f0, Ef, Elogf
+        self.gL, self.gF, self.kl_F, self.l0, self.El = gL, gF, kl_F, l0, El
 
 
 class _FitState:
@@ -200,6 +271,13 @@ class WeightedBackgroundPMF(
         With held-out counts (``fit(X, X_val=...)``), the fit stops once this many
         iterations have not raised their log-likelihood, and keeps its best iteration, as in
         :class:`HierarchicalPMF`. Not used without ``X_val``.
+    step_exponent : float, default=0.6
+        The step of the ``t``-th call of :meth:`partial_fit` is ``(t + 2) **
+        -step_exponent`` (as :class:`HierarchicalPMF`'s); in (0.5, 1] for convergence
+        (Robbins-Monro).
+    total_samples : int or None, default=None
+        The number of rows of the data set whose batches :meth:`partial_fit` receives: each
+        batch stands for that many rows. None counts the rows given so far.
     prior_factors : str, default="deprecated"
         Former name of ``prior_components``.
 
@@ -215,7 +293,10 @@ class WeightedBackgroundPMF(
     w_ : ndarray of shape (n_components,)
         Topic weights ``w_k``.
     l0_ : ndarray of shape (n_samples,)
-        Row background scales of the training data.
+        Row background scales of the training data. This and the other attributes of the
+        training rows (``loadings_``, ``loadings_mean_``, ``loadings_mean_log_``,
+        ``kl_loadings_``, ``reconstruction_err_``, ``validation_scores_``) are set by
+        :meth:`fit` only: :meth:`partial_fit` keeps no rows.
     f0_ : ndarray of shape (n_features,)
         Column background scales; a feature without counts in the training data gets its
         empirical-Bayes posterior mean (positive), so that it may be non-zero in new rows.
@@ -236,17 +317,20 @@ class WeightedBackgroundPMF(
     kl_loadings_, kl_components_ : ndarray of shape (n_components,)
         ``KL(q_L,k || g_L,k)`` and ``KL(q_F,k || g_F,k)`` at the end of the fit.
     lower_bound_ : float
-        The final ELBO (eq. 3.20, including ``-sum log X_ij!``).
+        The final ELBO (eq. 3.20, including ``-sum log X_ij!``); after :meth:`partial_fit`,
+        the last batch's ELBO per row.
     reconstruction_err_ : float
         ``sqrt(2 D_KL(X || loadings_ @ components_))``, the Poisson deviance's square root:
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
     objective_history_ : ndarray of shape (``n_iter_``,)
-        The ELBO after each iteration.
+        The ELBO after each iteration; after :meth:`partial_fit`, each batch's ELBO per
+        row.
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
         iteration; None without.
     n_iter_ : int
-        Number of iterations run by the last call to ``fit``.
+        Number of iterations run by the last call to ``fit``; after :meth:`partial_fit`,
+        the number of its calls since the first or since ``fit``.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -289,6 +373,7 @@ class WeightedBackgroundPMF(
         "kl_factors_": ("kl_components_", False),
     }
 
+    _row_attributes = _ROW_ATTRIBUTES
     _objective_name = "ELBO"
     _maximise = True
 
@@ -321,6 +406,8 @@ class WeightedBackgroundPMF(
         "warm_start": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "step_exponent": [Interval(Real, 0.0, 1.0, closed="right")],
+        "total_samples": [Interval(Integral, 1, None, closed="left"), None],
         "prior_factors": [StrOptions(set(EBPM_FAMILIES)), Hidden(StrOptions({"deprecated"}))],
     }
 
@@ -338,6 +425,8 @@ class WeightedBackgroundPMF(
         warm_start=False,
         n_init=1,
         n_iter_no_change=20,
+        step_exponent=0.6,
+        total_samples=None,
         prior_factors="deprecated",
     ):
         self.n_components = n_components
@@ -351,6 +440,8 @@ class WeightedBackgroundPMF(
         self.warm_start = warm_start
         self.n_init = n_init
         self.n_iter_no_change = n_iter_no_change
+        self.step_exponent = step_exponent
+        self.total_samples = total_samples
         self.prior_factors = prior_factors
 
     # ------------------------------------------------------------------ helpers
@@ -412,7 +503,13 @@ class WeightedBackgroundPMF(
 
     def _warm_start_mismatch(self, problem):
         n, p = problem.X.shape
-        previous = (self.loadings_mean_.shape[0], *self.components_mean_.shape[::-1])
+        if "_svi_state" in self.__dict__:  # partial_fit: no rows, any number of them
+            if isinstance(problem.X, (BlockCounts, DaskCounts)):
+                return ("the model was last updated by partial_fit, and the rows of an "
+                        "out-of-core X are not started from it; fit X in memory")  # fmt: skip
+            previous = (n, *self.components_mean_.shape[::-1])
+        else:
+            previous = (self.loadings_mean_.shape[0], *self.components_mean_.shape[::-1])
         if previous != (n, p, self.n_components):
             return (f"X has shape {(n, p)} and n_components={self.n_components}, the "
                     f"previous fit had {previous[:2]} and {previous[2]}")  # fmt: skip
@@ -423,8 +520,16 @@ class WeightedBackgroundPMF(
         return None
 
     def _continue(self, problem):
-        """Copies of the previous fit's state."""
+        """Copies of the previous fit's state; after ``partial_fit``, its globals with the
+        rows of X at their local step's fixed point."""
         keys = ("pi0", "weights", "shape", "rate")
+        svi = self.__dict__.get("_svi_state")
+        if svi is not None:
+            _, _, l0, El, Elogl, kl = self._local_step(problem.X)
+            return _FitState(problem, FitState(*copy.deepcopy((
+                svi.w, l0, svi.f0, El, svi.Ef, Elogl, svi.Elogf, svi.gL, svi.gF,
+                kl.sum(axis=0), svi.kl_F,
+            ))))  # fmt: skip
         Ef, Elogf = self._feature_moments()
         return _FitState(problem, FitState(*copy.deepcopy((
             self.w_, self.l0_, self.f0_, self.loadings_mean_, Ef, self.loadings_mean_log_,
@@ -516,36 +621,189 @@ class WeightedBackgroundPMF(
             problem.close()
         self._end_run(run)
         s = run.state.fit
-        f0, Ef, Elogf = unseen_features(problem.x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf,
-                                        s.gF)  # fmt: skip
-        w, l0, El = s.w, s.l0, s.El
+        self._set_globals(s, problem.x_cols, problem.families, stacklevel=5)
+        l0, El = s.l0, s.El
+        self.l0_ = l0
+        self.loadings_ = l0[:, None] * El
+        self.loadings_mean_ = El
+        self.loadings_mean_log_ = s.Elogl
+        self.kl_loadings_ = s.kl_L
+        self.objective_history_ = np.asarray(run.history)
+        self.validation_scores_ = None if held is None else np.asarray(run.validation)
+        self.lower_bound_ = float(run.history[-1])
+        self._set_reconstruction_err(X)
+        # what a later partial_fit continues from: the sums over the fit's rows that its
+        # last iteration read (doc/wbpmf.rst, "Stochastic variational inference")
+        self.__dict__.pop("_svi_state", None)
+        self._fit_statistics = (
+            None if s.y_cols is None else ColumnStatistics(s.y_cols, l0 @ El, problem.x_cols)
+        )
+        return self
+
+    def _set_globals(self, s, x_cols, families, stacklevel):
+        """The fitted attributes of the features, the weights and the priors, from the state
+        ``s`` (with ``w``, ``f0``, ``Ef``, ``Elogf``, ``gL``, ``gF``, ``kl_F``) and the
+        columns' totals: the features without counts get their empirical-Bayes scales."""
+        f0, Ef, Elogf = unseen_features(x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf, s.gF)
+        w = s.w
         if np.any(w == 0):
             warnings.warn(
                 f"Components {np.flatnonzero(w == 0).tolist()} collapsed (weight w_k = 0: they "
                 "explain no count); refit with fewer n_components or another initialisation.",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=stacklevel,
             )
         self.w_ = w
-        self.l0_ = l0
         self.f0_ = f0
-        self.loadings_ = l0[:, None] * El
-        self.loadings_mean_ = El
-        self.loadings_mean_log_ = s.Elogl
         self.components_mean_ = np.ascontiguousarray(Ef.T)
         self.components_mean_log_ = np.ascontiguousarray(Elogf.T)
         keys = ("pi0", "weights", "shape", "rate")
         self.prior_loadings_ = dict(zip(keys, s.gL))
         self.prior_components_ = dict(zip(keys, s.gF))
-        self.kl_loadings_ = s.kl_L
         self.kl_components_ = s.kl_F
-        self.objective_history_ = np.asarray(run.history)
-        self.validation_scores_ = None if held is None else np.asarray(run.validation)
-        self.lower_bound_ = float(run.history[-1])
         self.components_ = (w[:, None] * (f0[:, None] * Ef).T).copy()
-        self._fit_families = problem.families
-        self._set_reconstruction_err(X)
+        self._fit_families = families
+
+    # ----------------------------------------------------------- partial_fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """One step of stochastic variational inference on a batch of rows.
+
+        Each row of the batch gets its background ``l0_i`` and ``q(l_i)`` at a fixed point
+        given the features (the fit's coordinate ascent from the rows' maximum-likelihood
+        loadings, as :meth:`transform` starts), then the sums over rows that the globals
+        read (the columns' expected counts per topic, ``sum_i l0_i E[l_ik]``, the columns'
+        totals) move a step ``(t + 2) ** -step_exponent`` towards the batch's sums times
+        the ``total_samples`` rows it stands for; ``q(f)``, ``g_F``, ``w`` and ``f0`` are
+        the batch algorithm's updates of these averages, and ``g_L`` moves the same step
+        towards the batch rows' EBPM estimate (``doc/wbpmf.rst``, "Stochastic variational
+        inference"). The first call starts the model on its batch as ``fit`` would (the
+        KL-NMF start and one iteration); a call after ``fit`` continues the fitted model.
+        The model keeps no rows: get them with :meth:`transform`. Give batches of similar
+        sizes: every batch gets a full step.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, AnnData} of shape (n_samples, n_features)
+            The batch: whole rows of counts. An out-of-core source is read block by block,
+            checked, and held in memory as one batch.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : WeightedBackgroundPMF
+            The updated estimator.
+        """
+        # every call (scikit-learn validates the first only): set_params may have changed them
+        self._validate_params()
+        check_ignored_y(self, y, X, method="partial_fit",
+                        advice=_NO_SIDE_INPUT.replace("fit(X)", "partial_fit(X)"))  # fmt: skip
+        first = not self.__sklearn_is_fitted__()
+        if first and self.init == "custom":
+            raise ValueError(
+                "partial_fit starts the model on its first batch from KL-NMF: set init='nmf', "
+                "or fit(X, W=..., H=...) with init='custom' first and continue it with "
+                "partial_fit."
+            )
+        self._check_batch(first, 0)
+        dtype, batch = self._batch(X, reset=first)
+        self._check_batch(first, batch.shape[0])
+        if not first:  # the model keeps the dtype it started with, whatever the batch's
+            dtype = self.components_.dtype
+        families = (self.prior_loadings, self._parameter("prior_components"))
+        with threadpool_limits(limits=1, user_api="blas"):
+            if first:
+                return self._start_on_batch(batch, dtype, families)
+            return self._svi_step(batch, dtype, families)
+
+    def _batch(self, X, reset):
+        """The dtype of the results and the batch as checked canonical CSR, read block by
+        block when out of core."""
+        if not is_out_of_core(X):
+            return data_dtype(X), self._validate_counts(X, reset)
+        blocks = RowBlocks(X, group_chunks=True)
+        if not reset:
+            out_of_core_features(self, X, blocks.shape[1], reset=False)
+        parts, fractions = [], False
+        for a, block in blocks:
+            fractions = _check_block(self, block, a) or fractions
+            parts.append(block)
+        batch = parts[0] if len(parts) == 1 else sparse.vstack(parts, format="csr")
+        self._check_values(batch.shape, reset and batch.nnz == 0, batch.data, fractions)
+        if reset:
+            out_of_core_features(self, X, batch.shape[1], reset=True)
+        return _source_dtype(X), canonical_csr(batch)
+
+    def _start_on_batch(self, batch, dtype, families):
+        """The first call: the fit's start on the batch and one iteration."""
+        if not batch.sum() > 0:
+            raise ValueError(
+                "X has no positive entry; the Poisson model needs at least one non-zero count."
+            )
+        rng = check_random_state(self.random_state)
+        problem = _Problem(batch, None, None, effective_n_threads(), families)
+        state = self._initialise(problem, rng).fit
+        iterate(state, problem.sweeper, problem.x_rows, problem.x_cols, problem.const, *families)
+        # the rows' part of the ELBO, per row, as the later calls report theirs
+        no_cols = np.zeros(batch.shape[1])
+        rows, _ = elbo_rows(problem.sweeper, problem.x_rows, no_cols, state.w, state.l0,
+                            state.f0, state.El, state.Ef, state.Elogl, state.Elogf)  # fmt: skip
+        log_factorial = row_entry_sums(compressed(batch))[0]
+        n_batch = batch.shape[0]
+        bound = float(np.sum(rows) - np.sum(state.kl_L) - np.sum(log_factorial)) / n_batch
+        n_rows = self.total_samples if self.total_samples is not None else n_batch
+        stats = ColumnStatistics(state.y_cols, state.l0 @ state.El, problem.x_cols)
+        svi = _SVIState(state, stats.scaled(n_rows / n_batch), 1, n_batch)
+        self._end_svi_step(svi, families, [], bound, dtype)
         return self
+
+    def _svi_step(self, batch, dtype, families):
+        """A later call: the local step, then the global step (``_wbpmf_svi``)."""
+        n_batch = batch.shape[0]
+        svi = self.__dict__.get("_svi_state")
+        if svi is None:  # continue a fit, as if its rows had come in batches of this size
+            svi = _SVIState.of_fit(self, n_batch)
+            history = []
+        else:
+            svi = copy.deepcopy(svi)  # an interrupted call leaves the estimator as it was
+            history = list(self.objective_history_)
+        seen = svi.seen + n_batch
+        rho = (svi.steps + 2.0) ** -self.step_exponent
+        n_rows = self.total_samples if self.total_samples is not None else seen
+        sweeper, x_rows, l0, El, Elogl, kl = self._local_step(batch)
+        bound = self._row_elbo(sweeper, x_rows, l0, El, Elogl, kl)
+        log_factorial = row_entry_sums(compressed(batch))[0]
+        bound = float(np.sum(bound) - np.sum(log_factorial)) / n_batch
+        Ef, Elogf = self._feature_moments()
+        stats, Z = batch_statistics(sweeper, self.w_, l0, El, Elogl, Elogf)
+        svi.stats = svi.stats.blend(stats.scaled(n_rows / n_batch), rho)
+        global_step(svi.stats, Z, l0, svi.state, rho, families)
+        svi.steps, svi.seen = svi.steps + 1, seen
+        self._end_svi_step(svi, families, history, bound, dtype)
+        return self
+
+    def _local_step(self, batch):
+        """The batch rows' ``l0`` and ``q(l)`` given the features: coordinate ascent from
+        their maximum-likelihood loadings (transform's search among fixed points is left
+        out, as HierarchicalPMF's stochastic step leaves it out)."""
+        sweeper = _Sweeper(batch, effective_n_threads())
+        x_rows = np.asarray(batch.sum(axis=1)).ravel()
+        start = self._ml_start(sweeper)
+        return (sweeper, x_rows, *self._sweep_rows(sweeper, x_rows, start, _SVI_LOCAL_TOL,
+                                                   _SVI_LOCAL_SWEEPS))  # fmt: skip
+
+    def _end_svi_step(self, svi, families, history, bound, dtype):
+        """Set the globals of ``svi`` and the trace; remove the training rows' attributes."""
+        self._drop_row_attributes()
+        self.__dict__.pop("_fit_statistics", None)
+        self._set_globals(svi.as_state(), svi.stats.x, families, stacklevel=5)
+        self._svi_state = svi
+        self.objective_history_ = np.asarray(history + [bound], dtype=np.float64)
+        self.lower_bound_ = float(bound)
+        self.n_iter_ = self.objective_history_.size
+        self.converged_ = False
+        self.components_ = self.components_.astype(dtype, copy=False)
 
     # ---------------------------------------------------------------- transform
     def _fit_rows(self, X):
@@ -638,9 +896,10 @@ class WeightedBackgroundPMF(
         scale = L.mean(axis=1, keepdims=True)
         return np.maximum(np.divide(L, scale, out=np.ones_like(L), where=scale > 0), _CLAMP)
 
-    def _sweep_rows(self, sweeper, x_rows, El):
+    def _sweep_rows(self, sweeper, x_rows, El, tol=None, max_iter=None):
         """Coordinate ascent on l0 and q(l) of every row from ``E[l] = El``, a point mass,
-        compiled row by row (``_wbpmf_fast.regress_rows``)."""
+        compiled row by row (``_wbpmf_fast.regress_rows``), to the relative change ``tol``
+        of a row's loadings or ``max_iter`` sweeps (None: the estimator's)."""
         n, K = El.shape
         w, f0 = self.w_, self.f0_
         Ef, Elogf = self._feature_moments()
@@ -655,7 +914,8 @@ class WeightedBackgroundPMF(
         threads = kernel_threads(_ROW_WORK * sweeper.data.size * K * K, effective_n_threads())
         regress_rows(sweeper.indptr, sweeper.indices, sweeper.data, _stabilised(lv)[0], lv,
                      logw, colw, *self._loadings_prior_arrays(), np.ascontiguousarray(x_rows),
-                     l0, El, Elogl, kl, self.max_iter, self.tol, threads)  # fmt: skip
+                     l0, El, Elogl, kl, self.max_iter if max_iter is None else max_iter,
+                     self.tol if tol is None else tol, threads)  # fmt: skip
         return l0, El, Elogl, kl
 
     def _loadings_prior_arrays(self):
@@ -756,7 +1016,12 @@ class WeightedBackgroundPMF(
             The shares, each row summing to 1 (0 for a row without counts).
         """
         check_is_fitted(self)
-        loadings = self.loadings_ if X is None else self.transform(X)
+        if X is None:
+            loadings = self._training_loadings(
+                "loading_scores(X) scores the rows X; fit(X) keeps its rows."
+            )
+        else:
+            loadings = self.transform(X)
         expected = np.asarray(loadings, dtype=np.float64) * self._topic_totals()
         totals = expected.sum(axis=1, keepdims=True)
         shares = np.divide(expected, totals, out=np.zeros_like(expected), where=totals > 0)

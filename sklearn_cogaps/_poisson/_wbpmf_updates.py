@@ -176,6 +176,7 @@ class FitState:
         self.w, self.l0, self.f0 = w, l0, f0
         self.El, self.Ef, self.Elogl, self.Elogf = El, Ef, Elogl, Elogf
         self.gL, self.gF, self.kl_L, self.kl_F = gL, gF, kl_L, kl_F
+        self.y_cols = None  # set by an iteration
 
     @classmethod
     def start(cls, L, F, prior_loadings, prior_components):
@@ -203,9 +204,12 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
     cols = _Exponentials(s_.Elogf)
     D = sweeper.denominators(rows, cols)
     changed = None
+    # the columns' expected counts each topic's factors were fitted to, kept for partial_fit
+    s_.y_cols = np.empty_like(s_.Ef)
     for k in range(K):
         # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
         y_rows, y_cols = sweeper.topic_counts(rows, cols, D, k, changed)
+        s_.y_cols[:, k] = y_cols
         # q_L,k and g_L,k (eq. 3.13).
         s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
         res = _solve(y_rows, s, prior_loadings, _prior_k(s_.gL, k))

@@ -13,14 +13,11 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_limits
 
 import sklearn_cogaps._poisson._hpmf as hpmf_module
-import sklearn_cogaps._utils._blocks as blocks_module
 from sklearn_cogaps import HierarchicalPMF
-from sklearn_cogaps._utils import _openmp_helpers
 
-from _shared import gamma_poisson_counts
+from _shared import gamma_poisson_counts, partial_fit_epochs
 
 
 def _programs(n, p=120, K=3, seed=0):
@@ -30,16 +27,6 @@ def _programs(n, p=120, K=3, seed=0):
     F = rng.gamma(0.3, 3.0, (p, K))
     L = rng.gamma(0.5, 4.0, (n, K))
     return sparse.csr_matrix(rng.poisson(L @ F.T).astype(np.float64)), F
-
-
-def _epochs(est, X, n_epochs, batch, seed=0):
-    n = X.shape[0]
-    rng = np.random.default_rng(seed)
-    for _ in range(n_epochs):
-        order = rng.permutation(n)
-        for a in range(0, n, batch):
-            est.partial_fit(X[np.sort(order[a : a + batch])])
-    return est
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +67,8 @@ def test_epochs_of_batches_reach_the_held_out_score_of_the_batch_fit():
     held = sparse.csr_matrix(rng.poisson(rng.gamma(0.5, 4.0, (300, 3)) @ F.T).astype(float))
     full = HierarchicalPMF(3, random_state=0).fit(X)
     est = HierarchicalPMF(3, random_state=0, total_samples=X.shape[0])
-    after_one = _epochs(est, X, 1, 150).score(held)
-    after_six = _epochs(est, X, 5, 150, seed=1).score(held)
+    after_one = partial_fit_epochs(est, X, 1, 150).score(held)
+    after_six = partial_fit_epochs(est, X, 5, 150, seed=1).score(held)
     assert est.n_iter_ == 60
     # the steps shrink as (t + 2) ** -0.6: the gap to the batch fit closes slowly
     target = full.score(held)
@@ -90,47 +77,6 @@ def test_epochs_of_batches_reach_the_held_out_score_of_the_batch_fit():
     # each batch's bound per row, before its step, rises with the epochs
     history = est.objective_history_
     assert np.mean(history[-10:]) > np.mean(history[:10])
-
-
-def test_the_steps_do_not_depend_on_the_threads(monkeypatch):
-    monkeypatch.setattr(_openmp_helpers, "MIN_WORK_PER_THREAD", 1)
-    X = gamma_poisson_counts(240, 60, 3, 3)
-    kw = dict(n_components=3, random_state=2, total_samples=240)
-    with threadpool_limits(1, user_api="openmp"):
-        one = _epochs(HierarchicalPMF(**kw), X, 2, 80)
-    with threadpool_limits(2, user_api="openmp"):
-        two = _epochs(HierarchicalPMF(**kw), X, 2, 80)
-    for name in ("components_shape_", "components_rate_", "prior_loadings_shape_",
-                 "prior_loadings_rate_", "objective_history_"):  # fmt: skip
-        assert_array_equal(getattr(two, name), getattr(one, name), err_msg=name)
-
-
-def test_a_batch_read_by_blocks_gives_the_in_memory_step(tmp_path, monkeypatch):
-    h5py = pytest.importorskip("h5py")
-    monkeypatch.setattr(blocks_module, "BLOCK_ENTRIES", 1000)
-    X = gamma_poisson_counts(200, 70, 3, 4)
-    first, second = X[:120], X[120:]
-    kw = dict(n_components=3, random_state=0, total_samples=400)
-    ref = HierarchicalPMF(**kw).partial_fit(first).partial_fit(second)
-    with h5py.File(tmp_path / "x.h5", "w") as f:
-        f["a"], f["b"] = first.toarray(), second.toarray()
-    with h5py.File(tmp_path / "x.h5", "r") as f:
-        est = HierarchicalPMF(**kw).partial_fit(f["a"]).partial_fit(f["b"])
-    for name in ("components_shape_", "components_rate_", "prior_loadings_shape_",
-                 "prior_components_shape_", "objective_history_"):  # fmt: skip
-        assert_array_equal(getattr(est, name), getattr(ref, name), err_msg=name)
-
-
-def test_total_samples_none_counts_the_rows_given_so_far():
-    X = gamma_poisson_counts(200, 50, 2, 6)
-    kw = dict(n_components=2, random_state=0)
-    auto = HierarchicalPMF(**kw).partial_fit(X[:100]).partial_fit(X[100:])
-    # the first batch stands for its own 100 rows, the second for the 200 seen
-    ref = HierarchicalPMF(total_samples=100, **kw).partial_fit(X[:100])
-    ref.set_params(total_samples=200).partial_fit(X[100:])
-    assert_array_equal(auto.components_shape_, ref.components_shape_)
-    other = HierarchicalPMF(total_samples=200, **kw).partial_fit(X[:100]).partial_fit(X[100:])
-    assert not np.array_equal(other.components_shape_, auto.components_shape_)
 
 
 def test_partial_fit_after_fit_continues_it_and_fit_after_partial_fit_keeps_rows(converged):
