@@ -150,11 +150,12 @@ class _SVIState:
     averages of the sums over rows, the steps taken and the rows seen."""
 
     def __init__(self, state, stats, steps, seen):
-        self.w, self.f0 = state.w.copy(), state.f0.copy()
-        self.Ef, self.Elogf = state.Ef.copy(), state.Elogf.copy()
-        self.gL = tuple(np.array(a, dtype=np.float64) for a in state.gL)
-        self.gF = tuple(np.array(a, dtype=np.float64) for a in state.gF)
-        self.kl_F = np.array(state.kl_F, dtype=np.float64)
+        self.globals = _Globals(
+            state.w.copy(), state.f0.copy(), state.Ef.copy(), state.Elogf.copy(),
+            tuple(np.array(a, dtype=np.float64) for a in state.gL),
+            tuple(np.array(a, dtype=np.float64) for a in state.gF),
+            np.array(state.kl_F, dtype=np.float64),
+        )  # fmt: skip
         self.stats, self.steps, self.seen = stats, steps, seen
 
     @classmethod
@@ -184,13 +185,9 @@ class _SVIState:
 
     def as_state(self):
         """The globals as a state :func:`unseen_features` reads (``l0 @ El`` is ``T``)."""
-        return _Globals(self.w, self.f0, self.Ef, self.Elogf, self.gL, self.gF, self.kl_F,
-                        l0=np.ones(1), El=self.stats.T[None, :])  # fmt: skip
-
-    # global_step updates the globals in place through these names
-    @property
-    def state(self):
-        return self
+        g = self.globals
+        return _Globals(g.w, g.f0, g.Ef, g.Elogf, g.gL, g.gF, g.kl_F, l0=np.ones(1),
+                        El=self.stats.T[None, :])  # fmt: skip
 
 
 class _Globals:
@@ -526,9 +523,9 @@ class WeightedBackgroundPMF(
         svi = self.__dict__.get("_svi_state")
         if svi is not None:
             _, _, l0, El, Elogl, kl = self._local_step(problem.X)
+            g = svi.globals
             return _FitState(problem, FitState(*copy.deepcopy((
-                svi.w, l0, svi.f0, El, svi.Ef, Elogl, svi.Elogf, svi.gL, svi.gF,
-                kl.sum(axis=0), svi.kl_F,
+                g.w, l0, g.f0, El, g.Ef, Elogl, g.Elogf, g.gL, g.gF, kl.sum(axis=0), g.kl_F,
             ))))  # fmt: skip
         Ef, Elogf = self._feature_moments()
         return _FitState(problem, FitState(*copy.deepcopy((
@@ -669,9 +666,9 @@ class WeightedBackgroundPMF(
     def partial_fit(self, X, y=None):
         """One step of stochastic variational inference on a batch of rows.
 
-        Each row of the batch gets its background ``l0_i`` and ``q(l_i)`` at a fixed point
-        given the features (the fit's coordinate ascent from the rows' maximum-likelihood
-        loadings, as :meth:`transform` starts), then the sums over rows that the globals
+        Each row of the batch gets its background ``l0_i`` and ``q(l_i)`` given the features
+        (from the rows' maximum-likelihood loadings, a few sweeps of :meth:`transform`'s
+        coordinate ascent), then the sums over rows that the globals
         read (the columns' expected counts per topic, ``sum_i l0_i E[l_ik]``, the columns'
         totals) move a step ``(t + 2) ** -step_exponent`` towards the batch's sums times
         the ``total_samples`` rows it stands for; ``q(f)``, ``g_F``, ``w`` and ``f0`` are
@@ -775,10 +772,10 @@ class WeightedBackgroundPMF(
         bound = self._row_elbo(sweeper, x_rows, l0, El, Elogl, kl)
         log_factorial = row_entry_sums(compressed(batch))[0]
         bound = float(np.sum(bound) - np.sum(log_factorial)) / n_batch
-        Ef, Elogf = self._feature_moments()
+        Elogf = self._feature_moments()[1]
         stats, Z = batch_statistics(sweeper, self.w_, l0, El, Elogl, Elogf)
         svi.stats = svi.stats.blend(stats.scaled(n_rows / n_batch), rho)
-        global_step(svi.stats, Z, l0, svi.state, rho, families)
+        global_step(svi.stats, Z, l0, svi.globals, rho, families)
         svi.steps, svi.seen = svi.steps + 1, seen
         self._end_svi_step(svi, families, history, bound, dtype)
         return self

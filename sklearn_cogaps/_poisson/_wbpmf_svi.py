@@ -75,6 +75,13 @@ def global_step(stats, Z, l0, state, rho, families):
     them."""
     prior_loadings, prior_components = families
     K = state.w.size
+    # a column seen for the first time (its background 0 so far) gets its background from
+    # its total before the factors' problems read it: an exposure of 0 with counts would
+    # have likelihood 0
+    new = (state.f0 <= 0) & (stats.x > 0)
+    if new.any():
+        state.f0 = state.f0.copy()
+        state.f0[new] = safe_divide(stats.x[new], state.Ef[new] @ (state.w * stats.T))
     # g_L,k: the EBPM estimate from the batch's rows (eq. 3.13) under the globals their
     # local step used, a step rho of the way
     for k in range(K):

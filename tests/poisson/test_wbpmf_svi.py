@@ -86,6 +86,21 @@ def test_epochs_of_batches_reach_the_held_out_score_of_the_batch_fit():
     assert np.mean(history[-6:]) > np.mean(history[:6])
 
 
+def test_a_column_first_seen_in_a_later_batch():
+    """A feature without counts so far has a background of 0 in the model's own state;
+    counts there in a later batch (after partial_fit or after fit) give it one."""
+    X = gamma_poisson_counts(300, 40, 3, 1).toarray()
+    first, later = X[:150].copy(), X[150:]
+    first[:, 5] = 0
+    streamed = WeightedBackgroundPMF(3, random_state=0, total_samples=300).partial_fit(first)
+    fitted = _fit(first, n_components=3, max_iter=20, random_state=0)
+    for model in (streamed, fitted):
+        before = model.f0_[5]
+        model.partial_fit(later)
+        assert np.all(np.isfinite(model.components_)) and model.f0_[5] > before
+        assert np.isfinite(model.score(later))
+
+
 def test_what_partial_fit_refuses_and_what_it_no_longer_keeps():
     X = gamma_poisson_counts(120, 40, 2, 7)
     est = WeightedBackgroundPMF(2, random_state=0).partial_fit(X)
