@@ -82,7 +82,7 @@ def _storable(value):
     return repr(value)
 
 
-def anndata_results(estimator, key):
+def anndata_results(estimator, key, *, loadings=None):
     """The results of a fitted factorisation, as AnnData's ``obsm``, ``varm`` and ``uns``.
 
     Parameters
@@ -93,6 +93,9 @@ def anndata_results(estimator, key):
     key : str
         Prefix of the names: ``obsm["X_<key>"]``, ``varm["<key>_components"]``,
         ``uns["<key>"]``.
+    loadings : ndarray of shape (n_obs, n_components), default=None
+        The per-sample factor to store; None stores the estimator's ``loadings_`` (a model
+        updated by ``partial_fit`` has none: pass ``transform`` of the rows).
 
     Returns
     -------
@@ -125,13 +128,13 @@ def anndata_results(estimator, key):
     ((10, 2), (20, 2))
     """
     check_is_fitted(estimator)
-    if not hasattr(estimator, "loadings_"):
+    if loadings is None and not hasattr(estimator, "loadings_"):
         raise TypeError(
             f"anndata_results stores a factorisation's per-sample and per-feature factors; "
             f"{type(estimator).__name__} has none (no loadings_). Store what it predicts "
             "yourself, for example adata.obs['component'] = estimator.predict(adata.X)."
         )
-    obsm = {f"X_{key}": np.asarray(estimator.loadings_)}
+    obsm = {f"X_{key}": np.asarray(estimator.loadings_ if loadings is None else loadings)}
     varm = {f"{key}_components": np.ascontiguousarray(np.asarray(estimator.components_).T)}
     std = getattr(estimator, "loadings_std_", None)
     if std is not None:
@@ -259,8 +262,20 @@ def fit_anndata(
     40
     """
     _check_anndata(adata)
+    if isinstance(estimator, type):
+        raise TypeError(
+            f"estimator must be an estimator object, not the class {estimator.__name__}: "
+            f"write fit_anndata(adata, {estimator.__name__}(n_components=...))."
+        )
     if not hasattr(estimator, "fit"):
         raise TypeError(f"estimator must be a scikit-learn estimator; got {estimator!r}.")
+    if copy and getattr(adata, "isbacked", False):
+        # refused before the fit, which would otherwise run and then fail at the copy
+        raise ValueError(
+            "adata is backed (read with backed='r'): anndata copies a backed AnnData only to "
+            "a new file. Pass copy=False to store the results in adata itself, or load it "
+            "first with adata.to_memory()."
+        )
     if not hasattr(estimator, "transform"):
         raise TypeError(
             f"{type(estimator).__name__} is not a factorisation (it has no transform); "
@@ -281,7 +296,12 @@ def fit_anndata(
         # so that transform(adata) can say that it reads .X, not this layer
         estimator._anndata_layer = layer
     check_is_fitted(estimator)
-    factors = estimator.loadings_
+    factors = getattr(estimator, "loadings_", None)
+    if factors is None and "_svi_state" in estimator.__dict__:
+        # a model updated by partial_fit keeps no rows: the cells' factors are transform's
+        factors = estimator.transform(adata if layer is None else _with_layer(adata, layer))
+    elif factors is None:
+        factors = estimator.loadings_  # the estimator's own message
     if factors.shape[0] != adata.n_obs or estimator.components_.shape[1] != adata.n_vars:
         raise ValueError(
             f"the estimator was fitted to {factors.shape[0]} samples x "
@@ -289,7 +309,7 @@ def fit_anndata(
             f"{adata.n_vars}. Use refit=True."
         )
     _check_fitted_genes(estimator, adata)
-    obsm, varm, uns = anndata_results(estimator, key)
+    obsm, varm, uns = anndata_results(estimator, key, loadings=factors)
     target = adata.copy() if copy else adata
     # an earlier fit under the same key may have stored what this one has not (standard
     # deviations): removed, so that every entry under the key is this fit's

@@ -283,3 +283,28 @@ def test_poisson_loglik_of_an_anndata_keeps_its_gene_names():
         warnings.simplefilter("error", UserWarning)
         value = model.poisson_loglik(adata)
     assert value == model.poisson_loglik(counts.astype(float))
+
+
+def test_a_streamed_model_a_class_and_a_backed_copy(expression, tmp_path):
+    """A model updated by partial_fit (no rows) stores transform's factors; the class
+    instead of an estimator, and copy=True of a backed AnnData, are refused before any
+    fit, with what to write."""
+    counts = np.round(expression * 3)
+    adata = _adata(counts)
+    streamed = WeightedBackgroundPMF(2, random_state=0, total_samples=20)
+    streamed.partial_fit(counts[:10]).partial_fit(counts[10:])
+    fit_anndata(adata, streamed, refit=False)
+    assert_array_equal(adata.obsm["X_weightedbackgroundpmf"], streamed.transform(counts))
+    with pytest.raises(
+        TypeError, match=r"not the class CoGAPS: write fit_anndata\(adata, CoGAPS\("
+    ):
+        fit_anndata(adata, CoGAPS)
+    adata.write_h5ad(tmp_path / "a.h5ad")
+    backed = anndata.read_h5ad(tmp_path / "a.h5ad", backed="r")
+    try:
+        model = CoGAPS(n_components=2, max_iter=5)
+        with pytest.raises(ValueError, match="adata is backed.*copy=False"):
+            fit_anndata(backed, model, copy=True)
+        assert not hasattr(model, "components_")  # refused before the fit
+    finally:
+        backed.file.close()

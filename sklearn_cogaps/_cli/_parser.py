@@ -41,12 +41,13 @@ output formats: {OUTPUT_FORMATS}
   patterns_std, amplitudes (K x features, components_), amplitudes_std,
   chisq_history, n_atoms_history (iterations x 2: atoms of W and of H), chisq
   (of the posterior mean), lambda (the prior rates of W and H), pattern_names,
-  complete (False when the chain was interrupted), n_calibration and n_sampling
-  (iterations run in each phase), uncertainty_model, with --n-chains the
-  diagnostics rhat_chisq, rhat_patterns, rhat_amplitudes, ess_bulk_chisq,
-  ess_bulk_patterns and ess_bulk_amplitudes (split R-hat and bulk ESS), with
-  --n-snapshots the kept states patterns_snapshots, amplitudes_snapshots,
-  snapshot_iterations (and snapshot_chains, the chain of each), and
+  complete (False when the chain was interrupted), converged (False after a
+  convergence warning), n_calibration and n_sampling (iterations run in each
+  phase), uncertainty_model, with --n-chains n_chains and the diagnostics
+  rhat_chisq, rhat_patterns, rhat_amplitudes, ess_bulk_chisq, ess_bulk_patterns
+  and ess_bulk_amplitudes (split R-hat and bulk ESS), with --n-snapshots the
+  kept states patterns_snapshots, amplitudes_snapshots, snapshot_iterations (and
+  snapshot_chains, the chain of each), and
   sample_names / feature_names when the input has them:
       r = numpy.load("OUT.npz"); r["patterns"]
   OUT.csv (or OUT.tsv) writes six tables with the common prefix OUT:
@@ -209,6 +210,14 @@ def build_parser():
         "the calibration once their chi-squares agree, the sampling once every posterior "
         "mean has a Monte Carlo error of at most TOL posterior standard deviations "
         "(default: run --max-iter iterations in each phase)",
+    )
+    parser.add_argument(
+        "--n-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --n-chains, chains run at a time in worker processes (-1: one per core; "
+        "default: one after the other); the results do not depend on it",
     )
     parser.add_argument(
         "--n-snapshots",

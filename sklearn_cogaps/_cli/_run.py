@@ -108,7 +108,18 @@ def _empty_model_chisq(X, uncertainty):
 
 
 # The estimator's advice names its Python parameters; on the command line they are options.
-_OPTION_NAMES = (("max_iter (now", "-n/--max-iter (now"), ("n_components=", "-k/--n-components "))
+_OPTION_NAMES = (
+    ("max_iter (now", "-n/--max-iter (now"),
+    ("n_components=", "-k/--n-components "),
+    ("Raise max_iter, or n_chains and n_snapshots", "Raise --max-iter, or --n-chains and "
+     "--n-snapshots"),
+    ("raise max_iter or n_snapshots", "raise --max-iter or --n-snapshots"),
+    ("or raise n_snapshots or n_chains", "or raise --n-snapshots or --n-chains"),
+    ("rhat_, ess_bulk_ and ess_tail_ hold the diagnostics", "the .npz output holds the "
+     "diagnostics (rhat_*, ess_bulk_*)"),
+    ("Fit again for the complete run (several chains do not continue with warm_start).",
+     "Run again for the complete run."),
+)  # fmt: skip
 
 
 def _fit(model, X, uncertainty, threads):
@@ -116,16 +127,19 @@ def _fit(model, X, uncertainty, threads):
     from threadpoolctl import threadpool_limits
 
     from .._utils._openmp_helpers import effective_n_threads
+    from .._utils._progress import FitInterruptedWarning
 
     with threadpool_limits(limits=threads, user_api="openmp"):
         n_threads = effective_n_threads()
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
+            warnings.simplefilter("always", FitInterruptedWarning)
             model.fit(X, uncertainty=uncertainty)
         wall = time.perf_counter() - start
     for w in caught:
-        if issubclass(w.category, ConvergenceWarning):
+        # the fit's verdicts, in the command line's words (not a Python warning's place)
+        if issubclass(w.category, (ConvergenceWarning, FitInterruptedWarning)):
             message = str(w.message)
             for name, option in _OPTION_NAMES:
                 message = message.replace(name, option)
@@ -183,10 +197,17 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
             f"{np.nanmax(rhat['loadings']):.3f}, of H {np.nanmax(rhat['components']):.3f} "
             "(above 1.01: run longer)"
         )
-    print(
-        f"time       {wall:.2f} s wall for {n_iter:,} iterations "
-        f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
-    )
+    if rhat is not None:  # several chains: n_iter_ is each chain's
+        print(
+            f"time       {wall:.2f} s wall for {n_kept} chains of {n_iter:,} iterations "
+            f"({1000.0 * wall / max(n_iter * n_kept, 1):.3f} ms per chain iteration), "
+            f"{n_threads} thread(s)"
+        )
+    else:
+        print(
+            f"time       {wall:.2f} s wall for {n_iter:,} iterations "
+            f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
+        )
     if not status["complete"] and rhat is not None:
         print(
             f"INTERRUPTED: {n_kept} of {model.n_chains} chains kept, each after "
@@ -389,6 +410,7 @@ def main(argv=None):
             checkpoint_every=args.checkpoint_every,
             checkpoint_minutes=args.checkpoint_minutes,
             n_snapshots=args.n_snapshots,
+            n_jobs=args.n_jobs,
         )
 
     interrupted = "interrupted before the fit finished; nothing written."

@@ -102,12 +102,16 @@ def write_results(path, model, sample_names=None, feature_names=None):
             "lambda": np.array([model.lambda_W_, model.lambda_H_]),
             "pattern_names": patterns,
             "complete": np.bool_(status["complete"]),
+            # converged_: a run that ran into a cap, or whose chains disagree, is complete
+            # but not converged
+            "converged": np.bool_(getattr(model, "converged_", True)),
             "n_calibration": np.int64(status["calibration"]),
             "n_sampling": np.int64(status["sampling"]),
             "uncertainty_model": np.str_(model.uncertainty_model_),
         }
         rhat = getattr(model, "rhat_", None)
         if rhat is not None:
+            arrays["n_chains"] = np.int64(model.chain_loadings_.shape[0])
             # several chains: their diagnostics, in the file's names of W and H
             for name, key in (("chisq", "chisq"), ("patterns", "loadings"),
                               ("amplitudes", "components")):  # fmt: skip

@@ -249,6 +249,17 @@ def fit_chains(model, X, uncertainty, fixed):
         calibration, stopped = model.max_iter, None
         interrupted = len(chains) < len(seeds)
     else:
+        if 1.0 / model.tol**2 > model.n_chains * n_draws:
+            # the effective draws cannot exceed the draws kept: say so now, not at the cap
+            warnings.warn(
+                f"tol={model.tol} asks a bulk ESS of {1.0 / model.tol**2:.0f} for every "
+                f"posterior mean, more than the {model.n_chains} chains x {n_draws} draws "
+                "kept: the sampling will run to max_iter. tol is the Monte Carlo error in "
+                "posterior standard deviations (0.05 to 0.2 are usual); or raise n_snapshots "
+                "or n_chains.",
+                UserWarning,
+                stacklevel=4,
+            )
         chains, calibration, stopped = _chains_by_diagnostics(model, template, seeds, X,
                                                               uncertainty, fixed)  # fmt: skip
         interrupted = stopped is None
@@ -429,11 +440,12 @@ def unstopped_message(model, agreed, precise):
                             f"the {MIN_DRAWS} the diagnostics need (raise max_iter or "
                             "n_snapshots)")  # fmt: skip
         else:
-            problems.append(f"after {model.max_iter} sampling iterations "
-                            + "; ".join(_rhat_problems(model)
-                                        + [f"the smallest bulk ESS is {least:.0f}, against "
-                                           f"the {1.0 / model.tol**2:.0f} that tol="
-                                           f"{model.tol} asks"]))  # fmt: skip
+            # only the tests that failed: R-hat, and the ESS when it is short of 1 / tol**2
+            failed = _rhat_problems(model)
+            if least < 1.0 / model.tol**2:
+                failed.append(f"the smallest bulk ESS is {least:.0f}, against the "
+                              f"{1.0 / model.tol**2:.0f} that tol={model.tol} asks")  # fmt: skip
+            problems.append(f"after {model.max_iter} sampling iterations " + "; ".join(failed))
     return (
         f"The {model.n_chains} chains ran into max_iter: {'; '.join(problems)}. Raise "
         "max_iter, or n_chains and n_snapshots for more draws; rhat_, ess_bulk_ and "

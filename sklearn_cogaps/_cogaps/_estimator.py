@@ -279,7 +279,8 @@ class CoGAPS(
         ``n_chains * n_snapshots`` must exceed ``1 / tol**2`` for the sampling to end
         before ``max_iter``. ``n_iter_`` is then the iterations run per chain. A fit that
         reaches a cap warns and says which test failed. None runs ``max_iter`` iterations
-        in each phase.
+        in each phase. It ends the phases of ``fit``: :meth:`transform` and :meth:`score`
+        run one chain per row, ``max_iter`` iterations in each phase, with or without it.
     alpha_W : float, default="deprecated"
         Former name of ``atom_density_W``.
 

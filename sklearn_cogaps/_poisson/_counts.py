@@ -3,6 +3,7 @@ they can fit, and their start: the Kullback-Leibler NMF (the maximum-likelihood 
 factorisation) from NNDSVDa, on the VBEM's compiled pass."""
 
 import functools
+import reprlib
 import warnings
 
 import numpy as np
@@ -283,6 +284,59 @@ def _source_dtype(X):
     if dtype is None and hasattr(source, "keys") and "data" in source:
         dtype = getattr(source["data"], "dtype", None)
     return np.float32 if dtype == np.float32 else np.float64
+
+
+#: hpfrec's and scHPF's names for what both Poisson models set the same way, and what to
+#: write instead.
+PEER_RUN_PARAMETERS = {
+    "k": ("hpfrec", "n_components=K"),
+    "nfactors": ("scHPF", "n_components=K"),
+    "ntrials": ("scHPF", "n_init=N (the best of N starts by the final ELBO)"),
+    "random_seed": ("hpfrec", "random_state=seed"),
+    "stop_thr": ("hpfrec", "tol=... (on the relative change of the ELBO)"),
+    "epsilon": ("scHPF", "tol=... (on the relative change of the ELBO)"),
+    "stop_crit": (
+        "hpfrec",
+        "fit(X, X_val=held_out_counts) for 'val-llk' (n_iter_no_change=N), tol for 'train-llk'",
+    ),
+    "ncores": ("hpfrec", "threadpoolctl.threadpool_limits(n) around fit, or OMP_NUM_THREADS"),
+    "users_per_batch": (
+        "hpfrec",
+        "partial_fit(X[rows]) on each batch of rows, with total_samples=n_rows",
+    ),
+    "items_per_batch": (
+        "hpfrec",
+        "partial_fit on batches of rows (transpose X to batch its columns)",
+    ),
+    "step_size": ("hpfrec", "step_exponent=kappa (steps (t + 2) ** -kappa)"),
+    "nusers": ("hpfrec", "total_samples=nusers (the rows partial_fit's batches come from)"),
+    "nitems": ("hpfrec", "nothing: the columns of X are the items"),
+}
+
+# hpfrec's arguments of partial_fit, and what to write instead ({model}: the estimator).
+_HPFREC_PARTIAL_FIT = {
+    "nusers": "{model}(total_samples=nusers)",
+    "nitems": "nothing: the columns of X are the items",
+    "step_size": "{model}(step_exponent=kappa), for steps (t + 2) ** -kappa",
+    "batch_type": "partial_fit on a matrix of whole rows (transpose X to batch its items)",
+    "users_in_batch": "nothing: the rows of the batch are its users",
+    "items_in_batch": "nothing: the columns of X are the items",
+    "new_users": "nothing: every batch may hold new rows",
+    "new_items": "fit again: the items are the columns the model was fitted on",
+    "random_seed": "{model}(random_state=seed)",
+}
+
+
+def refuse_hpfrec_arguments(model, arguments):
+    """Refuse keyword arguments of ``partial_fit``: hpfrec's with what to write instead."""
+    for name, value in arguments.items():
+        if name in _HPFREC_PARTIAL_FIT:
+            advice = _HPFREC_PARTIAL_FIT[name].format(model=type(model).__name__)
+            raise TypeError(
+                f"partial_fit() has no argument {name!r} (hpfrec's, given "
+                f"{reprlib.repr(value)}); write {advice}."
+            )
+        raise TypeError(f"partial_fit() got an unexpected keyword argument {name!r}")
 
 
 class CountModelMixin(RecommenderMixin):

@@ -6,7 +6,6 @@ and updates are in ``_hpmf_updates``.
 """
 
 import copy
-import reprlib
 from numbers import Integral, Real
 
 import numpy as np
@@ -35,11 +34,13 @@ from ._block_counts import BlockCounts
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
+    PEER_RUN_PARAMETERS,
     CountModelMixin,
     has_fractions,
     kl_nmf,
     log_of_factor,
     loglik,
+    refuse_hpfrec_arguments,
 )
 from ._dask_counts import DaskCounts
 from ._hpmf_updates import (
@@ -87,30 +88,6 @@ _ROW_ATTRIBUTES = (
     "augmented_lower_bound_", "exact_lower_bound_", "reconstruction_err_",
     "validation_scores_",
 )  # fmt: skip
-# hpfrec's arguments of partial_fit, and what to write instead.
-_HPFREC_PARTIAL_FIT = {
-    "nusers": "HierarchicalPMF(total_samples=nusers)",
-    "nitems": "nothing: the columns of X are the items",
-    "step_size": "HierarchicalPMF(step_exponent=kappa), for steps (t + 2) ** -kappa",
-    "batch_type": "partial_fit on a matrix of whole rows (transpose X to batch its items)",
-    "users_in_batch": "nothing: the rows of the batch are its users",
-    "items_in_batch": "nothing: the columns of X are the items",
-    "new_users": "nothing: every batch may hold new rows",
-    "new_items": "fit again: the items are the columns the model was fitted on",
-    "random_seed": "HierarchicalPMF(random_state=seed)",
-}
-
-
-def _refuse_hpfrec_arguments(arguments):
-    for name, value in arguments.items():
-        if name in _HPFREC_PARTIAL_FIT:
-            raise TypeError(
-                f"partial_fit() has no argument {name!r} (hpfrec's, given "
-                f"{reprlib.repr(value)}); write {_HPFREC_PARTIAL_FIT[name]}."
-            )
-        raise TypeError(f"partial_fit() got an unexpected keyword argument {name!r}")
-
-
 # What to do instead of passing data as the second positional argument.
 _NO_SIDE_INPUT = "fit the counts alone, call fit(X): HierarchicalPMF takes no per-entry side input"
 
@@ -326,33 +303,12 @@ class HierarchicalPMF(
     _maximise = True
 
     _peer_parameters = {
-        "k": ("hpfrec", "n_components=K"),
-        "nfactors": ("scHPF", "n_components=K"),
-        "ntrials": ("scHPF", "n_init=N (the best of N starts by the final ELBO)"),
+        **PEER_RUN_PARAMETERS,
         "maxiter": ("hpfrec", "max_iter=N"),
-        "random_seed": ("hpfrec", "random_state=seed"),
         "a": ("hpfrec and scHPF", "prior_shape=a (one shape for both factors)"),
         "c": ("hpfrec and scHPF", "prior_shape=c (one shape for both factors)"),
         **dict.fromkeys(["a_prime", "b_prime", "c_prime", "d_prime"], ("hpfrec", _LEARNED_RATES)),
         **dict.fromkeys(["ap", "bp", "cp", "dp"], ("scHPF", _LEARNED_RATES)),
-        "stop_thr": ("hpfrec", "tol=... (on the relative change of the ELBO)"),
-        "epsilon": ("scHPF", "tol=... (on the relative change of the ELBO)"),
-        "stop_crit": (
-            "hpfrec",
-            "fit(X, X_val=held_out_counts) for 'val-llk' (n_iter_no_change=N), tol for 'train-llk'",
-        ),
-        "ncores": ("hpfrec", "threadpoolctl.threadpool_limits(n) around fit, or OMP_NUM_THREADS"),
-        "users_per_batch": (
-            "hpfrec",
-            "partial_fit(X[rows]) on each batch of rows, with total_samples=n_rows",
-        ),
-        "items_per_batch": (
-            "hpfrec",
-            "partial_fit on batches of rows (transpose X to batch its columns)",
-        ),
-        "step_size": ("hpfrec", "step_exponent=kappa (steps (t + 2) ** -kappa)"),
-        "nusers": ("hpfrec", "total_samples=nusers (the rows partial_fit's batches come from)"),
-        "nitems": ("hpfrec", "nothing: the columns of X are the items"),
     }
 
     _negative_input_advice = COUNTS_ADVICE
@@ -714,7 +670,7 @@ class HierarchicalPMF(
         self : HierarchicalPMF
             The updated estimator.
         """
-        _refuse_hpfrec_arguments(hpfrec_arguments)
+        refuse_hpfrec_arguments(self, hpfrec_arguments)
         # every call (scikit-learn validates the first only): set_params may have changed them
         self._validate_params()
         check_ignored_y(self, y, X, method="partial_fit",

@@ -39,12 +39,14 @@ from ._block_counts import BlockCounts, compressed, entry_sums, row_entry_sums
 from ._counts import (
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
+    PEER_RUN_PARAMETERS,
     CountModelMixin,
     _check_block,
     _source_dtype,
     has_fractions,
     kl_nmf,
     loglik,
+    refuse_hpfrec_arguments,
 )
 from ._dask_counts import DaskCounts
 from ._ebpm import EBPM_FAMILIES
@@ -320,8 +322,8 @@ class WeightedBackgroundPMF(
         ``sqrt(2 D_KL(X || loadings_ @ components_))``, the Poisson deviance's square root:
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
     objective_history_ : ndarray of shape (``n_iter_``,)
-        The ELBO after each iteration; after :meth:`partial_fit`, each batch's ELBO per
-        row.
+        The ELBO after each iteration; after :meth:`partial_fit`, each batch's ELBO per row
+        before its step (as :meth:`score` of the batch).
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
         iteration; None without.
@@ -375,10 +377,30 @@ class WeightedBackgroundPMF(
     _maximise = True
 
     _peer_parameters = {
-        "K": ("R ebpmf", "n_components=K"),
         # the Poisson factorisations' users come from hpfrec and scHPF too
-        "k": ("hpfrec", "n_components=K"),
-        "nfactors": ("scHPF", "n_components=K"),
+        **PEER_RUN_PARAMETERS,
+        **dict.fromkeys(
+            [
+                "a",
+                "b",
+                "c",
+                "d",
+                "a_prime",
+                "b_prime",
+                "c_prime",
+                "d_prime",
+                "ap",
+                "bp",
+                "cp",
+                "dp",
+            ],
+            (
+                "hpfrec and scHPF",
+                "prior_loadings=... and prior_components=... (EBPM families "
+                "whose parameters are fitted, not set)",
+            ),
+        ),  # fmt: skip
+        "K": ("R ebpmf", "n_components=K"),
         "maxiter": ("R ebpmf", "max_iter=N"),
         "ebpm_fn": (
             "R ebpmf's ebpm.fn",
@@ -520,14 +542,17 @@ class WeightedBackgroundPMF(
         """Copies of the previous fit's state; after ``partial_fit``, its globals with the
         rows of X at their local step's fixed point."""
         keys = ("pi0", "weights", "shape", "rate")
+        Ef, Elogf = self._feature_moments()
         svi = self.__dict__.get("_svi_state")
         if svi is not None:
+            # the fitted features (those without counts so far at their empirical-Bayes
+            # scales, as a warm fit's are), the rows of X at the local step
             _, _, l0, El, Elogl, kl = self._local_step(problem.X)
             g = svi.globals
             return _FitState(problem, FitState(*copy.deepcopy((
-                g.w, l0, g.f0, El, g.Ef, Elogl, g.Elogf, g.gL, g.gF, kl.sum(axis=0), g.kl_F,
+                self.w_, l0, self.f0_, El, Ef, Elogl, Elogf, g.gL, g.gF, kl.sum(axis=0),
+                self.kl_components_,
             ))))  # fmt: skip
-        Ef, Elogf = self._feature_moments()
         return _FitState(problem, FitState(*copy.deepcopy((
             self.w_, self.l0_, self.f0_, self.loadings_mean_, Ef, self.loadings_mean_log_,
             Elogf, tuple(self.prior_loadings_[k] for k in keys),
@@ -663,7 +688,7 @@ class WeightedBackgroundPMF(
 
     # ----------------------------------------------------------- partial_fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X, y=None, **hpfrec_arguments):
         """One step of stochastic variational inference on a batch of rows.
 
         Each row of the batch gets its background ``l0_i`` and ``q(l_i)`` given the features
@@ -686,16 +711,20 @@ class WeightedBackgroundPMF(
             checked, and held in memory as one batch.
         y : Ignored
             Not used, present for API consistency.
+        **hpfrec_arguments
+            Refused, with what to write instead: hpfrec's ``partial_fit`` arguments
+            (``nusers``, ``step_size``...) are parameters here, or have no use.
 
         Returns
         -------
         self : WeightedBackgroundPMF
             The updated estimator.
         """
+        refuse_hpfrec_arguments(self, hpfrec_arguments)
         # every call (scikit-learn validates the first only): set_params may have changed them
         self._validate_params()
         check_ignored_y(self, y, X, method="partial_fit",
-                        advice=_NO_SIDE_INPUT.replace("fit(X)", "partial_fit(X)"))  # fmt: skip
+                        advice="partial_fit the counts alone, call partial_fit(X)")  # fmt: skip
         first = not self.__sklearn_is_fitted__()
         if first and self.init == "custom":
             raise ValueError(
@@ -709,6 +738,13 @@ class WeightedBackgroundPMF(
         if not first:  # the model keeps the dtype it started with, whatever the batch's
             dtype = self.components_.dtype
         families = (self.prior_loadings, self._parameter("prior_components"))
+        fitted = getattr(self, "_fit_families", None)
+        if not first and fitted is not None and fitted != families:
+            raise ValueError(
+                f"The prior families are {families}, but the model being updated has "
+                f"{fitted}. partial_fit continues the fitted priors; set prior_loadings and "
+                "prior_components back, or call fit to start a model with the new ones."
+            )
         with threadpool_limits(limits=1, user_api="blas"):
             if first:
                 return self._start_on_batch(batch, dtype, families)
@@ -742,13 +778,13 @@ class WeightedBackgroundPMF(
         problem = _Problem(batch, None, None, effective_n_threads(), families)
         state = self._initialise(problem, rng).fit
         iterate(state, problem.sweeper, problem.x_rows, problem.x_cols, problem.const, *families)
-        # the rows' part of the ELBO, per row, as the later calls report theirs
-        no_cols = np.zeros(batch.shape[1])
-        rows, _ = elbo_rows(problem.sweeper, problem.x_rows, no_cols, state.w, state.l0,
-                            state.f0, state.El, state.Ef, state.Elogl, state.Elogf)  # fmt: skip
-        log_factorial = row_entry_sums(compressed(batch))[0]
+        # the batch's ELBO per row with the features fixed (its score), as the later calls
+        # report theirs: the fit's ELBO less the features' KL
         n_batch = batch.shape[0]
-        bound = float(np.sum(rows) - np.sum(state.kl_L) - np.sum(log_factorial)) / n_batch
+        rows, cols = elbo_rows(problem.sweeper, problem.x_rows, problem.x_cols, state.w,
+                               state.l0, state.f0, state.El, state.Ef, state.Elogl,
+                               state.Elogf)  # fmt: skip
+        bound = float(np.sum(rows) + cols - np.sum(state.kl_L) - problem.const) / n_batch
         n_rows = self.total_samples if self.total_samples is not None else n_batch
         stats = ColumnStatistics(state.y_cols, state.l0 @ state.El, problem.x_cols)
         svi = _SVIState(state, stats.scaled(n_rows / n_batch), 1, n_batch)
@@ -769,11 +805,15 @@ class WeightedBackgroundPMF(
         rho = (svi.steps + 2.0) ** -self.step_exponent
         n_rows = self.total_samples if self.total_samples is not None else seen
         sweeper, x_rows, l0, El, Elogl, kl = self._local_step(batch)
-        bound = self._row_elbo(sweeper, x_rows, l0, El, Elogl, kl)
-        log_factorial = row_entry_sums(compressed(batch))[0]
-        bound = float(np.sum(bound) - np.sum(log_factorial)) / n_batch
         Elogf = self._feature_moments()[1]
         stats, Z = batch_statistics(sweeper, self.w_, l0, El, Elogl, Elogf)
+        # the batch's ELBO per row before the step, as score(batch) sums it (the rows from
+        # the local step rather than transform's)
+        rows = self._row_elbo(sweeper, x_rows, l0, El, Elogl, kl)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cols = np.sum(np.where(stats.x > 0, stats.x * np.log(self.f0_), 0.0))
+        log_factorial = row_entry_sums(compressed(batch))[0]
+        bound = float(np.sum(rows) + cols - np.sum(log_factorial)) / n_batch
         svi.stats = svi.stats.blend(stats.scaled(n_rows / n_batch), rho)
         global_step(svi.stats, Z, l0, svi.globals, rho, families)
         svi.steps, svi.seen = svi.steps + 1, seen

@@ -108,10 +108,23 @@ def test_chains_that_never_agree_run_to_the_caps_and_warn():
     X, _, _ = make_patterns(n_samples=40, n_features=200, n_components=3, random_state=0)
     # a loose tol asks few effective draws, not less agreement
     model = CoGAPS(3, max_iter=500, n_chains=4, tol=0.5, random_state=0)
-    with pytest.warns(ConvergenceWarning, match="ran into max_iter.*R-hat"):
+    with pytest.warns(ConvergenceWarning, match="ran into max_iter.*R-hat") as caught:
         model.fit(X)
     assert model.n_iter_ == model.n_calibration_iter_ + 500
     assert not model.converged_
+    # the warning names the tests that failed only: the ESS test (1 / 0.5**2 = 4) passed
+    least = min(np.nanmin(np.atleast_1d(v)) for v in model.ess_bulk_.values())
+    message = str(caught[-1].message)
+    assert ("bulk ESS" in message) == (least < 4), (least, message)
+
+
+def test_a_tol_the_draws_cannot_meet_is_said_at_the_start(fixed_problem):
+    X, _, H = fixed_problem
+    model = CoGAPS(2, max_iter=100, n_chains=2, tol=0.01, random_state=0)
+    with pytest.warns(UserWarning, match=r"bulk ESS of 10000 .* 2 chains x 100 draws"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, fixed_components=H)
 
 
 def test_tol_needs_several_chains(fixed_problem):

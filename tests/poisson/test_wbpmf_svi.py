@@ -41,14 +41,17 @@ def test_the_first_call_is_the_fits_start_and_first_iteration():
         assert_array_equal(getattr(first, name), getattr(one, name), err_msg=name)
     for key in ("pi0", "weights"):
         assert_array_equal(first.prior_loadings_[key], one.prior_loadings_[key])
-    # the bound is the rows' part of the fit's ELBO per row: the ELBO less the columns'
-    # background term and the factors' KL
-    x_cols = np.asarray(X.sum(axis=0)).ravel()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        columns = np.sum(np.where(x_cols > 0, x_cols * np.log(one.f0_), 0.0))
-    rows = one.lower_bound_ - columns + one.kl_components_.sum()
-    assert first.lower_bound_ == pytest.approx(rows / X.shape[0], rel=1e-9)
+    # the bound is the batch's ELBO per row with the features fixed, as score sums it: the
+    # fit's ELBO less the factors' KL
+    bound = (one.lower_bound_ + one.kl_components_.sum()) / X.shape[0]
+    assert first.lower_bound_ == pytest.approx(bound, rel=1e-9)
     assert first.n_iter_ == 1 and not first.converged_
+    # a later call's bound is score(batch) of the model before its step, with the rows of
+    # the local step (a few sweeps) where score fits them as transform does
+    batch = gamma_poisson_counts(150, 60, 3, 2)
+    before = first.score(batch)
+    first.set_params(total_samples=350).partial_fit(batch)
+    assert first.lower_bound_ == pytest.approx(before, rel=1e-3)
 
 
 def test_a_converged_fit_is_nearly_a_fixed_point_of_a_step_on_its_rows():
@@ -99,6 +102,24 @@ def test_a_column_first_seen_in_a_later_batch():
         model.partial_fit(later)
         assert np.all(np.isfinite(model.components_)) and model.f0_[5] > before
         assert np.isfinite(model.score(later))
+    # and a warm fit of all the rows after a stream that had not seen it
+    warm = WeightedBackgroundPMF(3, random_state=0, warm_start=True, max_iter=3)
+    warm.partial_fit(first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warm.fit(X)
+    assert np.all(np.isfinite(warm.components_)) and warm.loadings_.shape == (300, 3)
+
+
+def test_the_prior_families_do_not_change_in_a_stream():
+    X = gamma_poisson_counts(120, 40, 2, 7)
+    est = WeightedBackgroundPMF(2, random_state=0).partial_fit(X)
+    est.set_params(prior_loadings="gamma")
+    with pytest.raises(ValueError, match="partial_fit continues the fitted priors"):
+        est.partial_fit(X)
+    est.set_params(prior_loadings="gamma_mixture", prior_components="exponential_mixture")
+    with pytest.raises(ValueError, match="prior families are"):
+        est.partial_fit(X)
 
 
 def test_what_partial_fit_refuses_and_what_it_no_longer_keeps():
@@ -115,6 +136,13 @@ def test_what_partial_fit_refuses_and_what_it_no_longer_keeps():
         WeightedBackgroundPMF(2, total_samples=50).partial_fit(X)
     with pytest.raises(ValueError, match="n_components=3, but the model being updated has 2"):
         est.set_params(n_components=3).partial_fit(X)
+    # hpfrec's and scHPF's habits, as HierarchicalPMF answers them
+    with pytest.raises(TypeError, match=r"WeightedBackgroundPMF\(total_samples=nusers\)"):
+        est.partial_fit(X, nusers=4000)
+    for name, advice in [("random_seed", "random_state=seed"), ("users_per_batch",
+                         "partial_fit"), ("a", "prior_loadings=")]:  # fmt: skip
+        with pytest.raises(TypeError, match=advice):
+            WeightedBackgroundPMF(2, **{name: 1})
     with pytest.raises(ValueError, match="starts the model on its first batch from KL-NMF"):
         WeightedBackgroundPMF(2, init="custom").partial_fit(X)
     with pytest.raises(ValueError, match="expecting 40 features"):
