@@ -767,7 +767,9 @@ def test_convergence_advice_names_the_options(capsys, tmp_path):
 @pytest.mark.parametrize(
     "r_name, option",
     [("--nIterations", "--max-iter"), ("--nPatterns", "--n-components"),
-     ("--nThreads", "--threads"), ("--checkpointInFile", "--checkpoint")],
+     ("--nThreads", "--threads"), ("--checkpointInFile", "--checkpoint"),
+     ("--snapshotPhase", "--n-snapshots"), ("--outputFrequency", "--verbose"),
+     ("--nSets", "n_sets=N")],
 )  # fmt: skip
 def test_r_cogaps_names_as_options_say_what_to_write(r_name, option, capsys):
     with pytest.raises(SystemExit):

@@ -310,6 +310,13 @@ _R_OPTIONS = {
     "checkpointInFile": "--checkpoint FILE (a run resumes from it when it exists)",
     "checkpointInterval": "--checkpoint-every N",
     "nSnapshots": "--n-snapshots N",
+    "snapshotPhase": "--n-snapshots N for the sampling phase's states (other phases: "
+    "CoGAPS(snapshot_phase=...) in Python)",
+    "outputFrequency": "-v/--verbose (a progress line about every tenth of --max-iter)",
+    "nSets": "nothing here: distributed mode is CoGAPS(distributed='genome-wide', n_sets=N) "
+    "in Python",
+    "distributed": "nothing here: distributed mode is CoGAPS(distributed='genome-wide', "
+    "n_sets=N) in Python",
 }
 
 
