@@ -113,7 +113,8 @@ def anndata_results(estimator, key, *, loadings=None):
         the final ``chisq`` or ``lower_bound`` when the estimator has them, ``converged``
         (``converged_``), and CoGAPS's ``uncertainty_model`` (``uncertainty_model_``),
         ``n_calibration_iter`` (the calibration's length: the trace's sampling phase starts
-        there) and, with several chains, ``n_chains`` (those pooled), ``rhat_chisq`` and
+        there), ``complete`` and ``status`` (``"partial"`` after Ctrl-C) and, with several
+        chains, ``n_chains`` (those pooled), ``rhat_chisq`` and
         ``ess_bulk_chisq``.
 
     Examples
@@ -161,10 +162,16 @@ def anndata_results(estimator, key, *, loadings=None):
     converged = getattr(estimator, "converged_", None)
     if converged is not None:
         uns["converged"] = bool(converged)
-    # CoGAPS: where the trace's sampling phase starts (tol may end the calibration early)
+    # CoGAPS: where the trace's sampling phase starts (tol may end the calibration early),
+    # and whether Ctrl-C stopped the chain (or chains) before the end, as the command line
+    # records it
     calibration = getattr(estimator, "n_calibration_iter_", None)
     if calibration is not None:
+        from ._cli._write import chain_status
+
+        status = chain_status(estimator)
         uns["n_calibration_iter"] = int(calibration)
+        uns["complete"], uns["status"] = bool(status["complete"]), status["status"]
     rhat = getattr(estimator, "rhat_", None)
     if rhat is not None:  # several chains: the diagnostics of the chi-square
         uns["n_chains"] = int(estimator.chain_loadings_.shape[0])

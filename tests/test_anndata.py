@@ -54,6 +54,7 @@ def test_cogaps_results_in_obsm_varm_uns_and_through_h5ad(expression, tmp_path):
     assert uns["chisq"] == expected.chisq_ and uns["uncertainty_model"] == "relative"
     assert uns["params"]["n_components"] == 2 and uns["params"]["random_state"] == 0
     assert uns["n_calibration_iter"] == 30 and uns["converged"] == expected.converged_
+    assert uns["complete"] and uns["status"] == "complete"
     assert "rhat_chisq" not in uns
     assert_array_equal(model.components_, expected.components_)  # fitted in place
     # the results survive a round trip through an .h5ad file
@@ -308,3 +309,16 @@ def test_a_streamed_model_a_class_and_a_backed_copy(expression, tmp_path):
         assert not hasattr(model, "components_")  # refused before the fit
     finally:
         backed.file.close()
+
+
+def test_an_interrupted_cogaps_fit_is_marked_partial(expression, monkeypatch):
+    from sklearn_cogaps import FitInterruptedWarning
+
+    from _shared import interrupt_cogaps_at
+
+    interrupt_cogaps_at(monkeypatch, 41)  # 30 calibration and 10 sampling iterations done
+    adata = _adata(expression)
+    with pytest.warns(FitInterruptedWarning):
+        fit_anndata(adata, CoGAPS(n_components=2, max_iter=30, random_state=0))
+    uns = adata.uns["cogaps"]
+    assert not uns["complete"] and uns["status"] == "partial" and uns["n_iter"] == 40

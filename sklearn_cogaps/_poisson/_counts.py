@@ -380,6 +380,19 @@ class CountModelMixin(RecommenderMixin):
                 "Set it to that number, or to None to count the rows given so far."
             )
 
+    def _warn_small_batch(self, n_batch, seen, steps):
+        """Warn when a ``partial_fit`` batch is under a tenth of the mean size of the batches
+        so far: every batch gets a full step, so it moves the model as far as they did."""
+        if steps > 0 and n_batch < 0.1 * seen / steps:
+            warnings.warn(
+                f"This batch of {n_batch} rows is under a tenth of the {seen / steps:.0f} rows "
+                "of the batches so far; partial_fit gives every batch a full step, so it "
+                "moves the model as far as one of those. Give batches of similar sizes "
+                "(np.array_split(rows, n_batches)), or join the small ones.",
+                UserWarning,
+                stacklevel=4,
+            )
+
     def _drop_row_attributes(self):
         for name in self._row_attributes:
             self.__dict__.pop(name, None)

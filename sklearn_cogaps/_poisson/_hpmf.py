@@ -698,6 +698,7 @@ class HierarchicalPMF(
             prior = (self.prior_loadings_shape_, self.prior_loadings_rate_)
             if hasattr(self, "_svi_state"):
                 steps, seen, means = self._svi_state
+                self._warn_small_batch(n_batch, seen, steps)
                 history = list(self.objective_history_)
             else:
                 # continue a fit as if its rows had come before in batches of this size,

@@ -799,6 +799,7 @@ class WeightedBackgroundPMF(
             svi = _SVIState.of_fit(self, n_batch)
             history = []
         else:
+            self._warn_small_batch(n_batch, svi.seen, svi.steps)
             svi = copy.deepcopy(svi)  # an interrupted call leaves the estimator as it was
             history = list(self.objective_history_)
         seen = svi.seen + n_batch

@@ -2,6 +2,8 @@
 threads or on how a batch is read, and ``total_samples=None`` counting the rows given so
 far."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
@@ -62,3 +64,15 @@ def test_total_samples_none_counts_the_rows_given_so_far(Model, names):
     assert_array_equal(getattr(auto, names[0]), getattr(ref, names[0]))
     other = Model(total_samples=200, **kw).partial_fit(X[:100]).partial_fit(X[100:])
     assert not np.array_equal(getattr(other, names[0]), getattr(auto, names[0]))
+
+
+@pytest.mark.parametrize("Model, names", MODELS)
+def test_a_small_batch_after_large_ones_warns(Model, names):
+    X = gamma_poisson_counts(230, 50, 2, 8)
+    model = Model(n_components=2, random_state=0, total_samples=230)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.partial_fit(X[:100]).partial_fit(X[100:200])
+        model.partial_fit(X[200:220])  # a fifth of the mean: no warning
+    with pytest.warns(UserWarning, match="batch of 5 rows is under a tenth of the 73 rows"):
+        model.partial_fit(X[220:225])
