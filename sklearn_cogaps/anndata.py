@@ -7,6 +7,7 @@ factor goes to ``obsm``, the components (one column per component, a row per gen
 """
 
 import numbers
+import warnings
 
 import numpy as np
 from scipy import sparse
@@ -299,7 +300,20 @@ def fit_anndata(
         # fixed matrix as a DataFrame) are checked against obs_names and var_names, and the
         # gene names are recorded, so that transform and score refuse an AnnData whose genes
         # are not these, in this order; a layer is fitted in an AnnData with the same names
-        estimator.fit(adata if layer is None else _with_layer(adata, layer), **fit_params)
+        caught = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                estimator.fit(adata if layer is None else _with_layer(adata, layer),
+                              **fit_params)  # fmt: skip
+        finally:  # the fit's warnings, also when it fails
+            for w in caught:
+                message = str(w.message)
+                if layer is None and "non-integer values" in message:
+                    # scanpy's .X is often normalised, the counts kept in a layer
+                    message += (" If adata.X is normalised, fit the raw counts instead: "
+                                "fit_anndata(adata, model, layer='counts').")  # fmt: skip
+                warnings.warn_explicit(message, w.category, w.filename, w.lineno)
         # so that transform(adata) can say that it reads .X, not this layer
         estimator._anndata_layer = layer
     check_is_fitted(estimator)

@@ -322,3 +322,12 @@ def test_an_interrupted_cogaps_fit_is_marked_partial(expression, monkeypatch):
         fit_anndata(adata, CoGAPS(n_components=2, max_iter=30, random_state=0))
     uns = adata.uns["cogaps"]
     assert not uns["complete"] and uns["status"] == "partial" and uns["n_iter"] == 40
+
+
+def test_normalised_counts_get_the_layer_advice(expression):
+    adata = _adata(np.log1p(np.round(expression * 3)))
+    model = WeightedBackgroundPMF(n_components=2, max_iter=3, random_state=0)
+    with pytest.warns(UserWarning, match=r"non-integer.*layer='counts'"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit_anndata(adata, model)
