@@ -109,16 +109,17 @@ class _Pass:
     def _out(self, shape):
         return np.zeros(shape) if self.columns else np.empty(shape)
 
-    def expected_counts(self, major, minor, n_threads, kk=-1):
+    def expected_counts(self, major, minor, n_threads, kk=-1, want_log=True):
         n, K = major.shape
         z, xlogt, h = self._out((n, K)), self._out(n), self._out(n if kk >= 0 else 0)
         for rows, arrays in self._blocks():
             if self.columns:
                 _fast.expected_counts(*arrays, major, minor[rows], z, xlogt, h, kk, n_threads,
-                                      True)  # fmt: skip
+                                      True, want_log)  # fmt: skip
             else:
                 _fast.expected_counts(*arrays, major[rows], minor, z[rows], xlogt[rows],
-                                      h[rows] if kk >= 0 else h, kk, n_threads)  # fmt: skip
+                                      h[rows] if kk >= 0 else h, kk, n_threads, False,
+                                      want_log)  # fmt: skip
         return z, xlogt, h
 
     def product(self, Q, n_threads):

@@ -128,8 +128,10 @@ def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
     n_threads = kernel_threads(2 * n_components * counts.nnz)
     W, H = _nmf_start(counts, n_components, random_state, n_threads, random_start)
     for _ in range(max_iter):
-        W = _pass(counts.r, log_of_factor(W), log_of_factor(H), n_threads)[0] / H.sum(axis=0)
-        H = _pass(counts.c, log_of_factor(H), log_of_factor(W), n_threads)[0] / W.sum(axis=0)
+        W = _pass(counts.r, log_of_factor(W), log_of_factor(H), n_threads, want_log=False)[0]
+        W /= H.sum(axis=0)
+        H = _pass(counts.c, log_of_factor(H), log_of_factor(W), n_threads, want_log=False)[0]
+        H /= W.sum(axis=0)
     return W, H
 
 

@@ -57,11 +57,11 @@ def _second(pair):
     return pair[1]
 
 
-def _expected_counts(arrays, major, minor, kk):
+def _expected_counts(arrays, major, minor, kk, want_log=True):
     n, K = major.shape
     z, xlogt, h = np.empty((n, K)), np.empty(n), np.empty(n if kk >= 0 else 0)
     threads = kernel_threads(2 * K * arrays[2].size)
-    _fast.expected_counts(*arrays, major, minor, z, xlogt, h, kk, threads)
+    _fast.expected_counts(*arrays, major, minor, z, xlogt, h, kk, threads, False, want_log)
     return z, xlogt, h
 
 
@@ -175,8 +175,8 @@ class _DaskPass:
         ]
         return self.client.gather(futures)
 
-    def expected_counts(self, major, minor, n_threads, kk=-1):
-        parts = self._run(_expected_counts, lambda a, b: (major[a:b],), (minor, kk))
+    def expected_counts(self, major, minor, n_threads, kk=-1, want_log=True):
+        parts = self._run(_expected_counts, lambda a, b: (major[a:b],), (minor, kk, want_log))
         z = np.concatenate([part[0] for part in parts])
         xlogt = np.concatenate([part[1] for part in parts])
         h = np.concatenate([part[2] for part in parts]) if kk >= 0 else np.empty(0)

@@ -405,7 +405,7 @@ class HierarchicalPMF(
         if init == "vbem":
             # Sarkar (2021), section 4: "To initialize all methods, run 50 epochs of VBEM."
             for _ in range(_N_INIT_VBEM):
-                z_l = _pass(counts.r, L.elog, F.elog, n_threads)[0]
+                z_l = _pass(counts.r, L.elog, F.elog, n_threads, want_log=False)[0]
                 _vbem_step(counts, L, F, z_l, self.learn_prior, n_threads)
         return self._state(problem, L, F)
 

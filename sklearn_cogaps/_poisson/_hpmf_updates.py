@@ -166,27 +166,28 @@ def _solve_shape(s, a0):
     return np.where(big, _SHAPE_MAX, a)
 
 
-def _pass(compressed, major, minor, n_threads, kk=-1):
+def _pass(compressed, major, minor, n_threads, kk=-1, want_log=True):
     """One pass over the stored entries of X (CSR: major = L; CSC: major = F).
 
     ``major`` and ``minor`` are the E[ln] of the two sides (or log samples of them). Returns
-    the expected counts sum_j E[z_ijk] of the major side, sum_ij x ln t_ij, and the Newton
-    curvature sum_j x pi (1 - pi) of component ``kk`` (if kk >= 0).
+    the expected counts sum_j E[z_ijk] of the major side, sum_ij x ln t_ij (NaN without
+    ``want_log``: the pass then takes no logarithm, and costs about half as much), and the
+    Newton curvature sum_j x pi (1 - pi) of component ``kk`` (if kk >= 0).
     """
-    z, xlogt, h = _pass_rows(compressed, major, minor, n_threads, kk)
+    z, xlogt, h = _pass_rows(compressed, major, minor, n_threads, kk, want_log)
     return z, float(np.sum(xlogt)), h
 
 
-def _pass_rows(compressed, major, minor, n_threads, kk=-1):
+def _pass_rows(compressed, major, minor, n_threads, kk=-1, want_log=True):
     """As :func:`_pass`, with sum_j x_ij ln t_ij for each major index i. ``compressed`` is
     ``(indptr, indices, data)``, or a pass over blocks (``BlockCounts.r`` or ``.c``)."""
     if not isinstance(compressed, tuple):
-        return compressed.expected_counts(major, minor, n_threads, kk)
+        return compressed.expected_counts(major, minor, n_threads, kk, want_log)
     n, K = major.shape
     z = np.empty((n, K))
     xlogt = np.empty(n)
     h = np.empty(n if kk >= 0 else 0)
-    _fast.expected_counts(*compressed, major, minor, z, xlogt, h, kk, n_threads)
+    _fast.expected_counts(*compressed, major, minor, z, xlogt, h, kk, n_threads, False, want_log)
     return z, xlogt, h
 
 
@@ -252,7 +253,7 @@ def _vbem_step(counts, L, F, z_l, learn, n_threads):
     L.alpha = L.a + z_l
     L.beta = L.b + F.mean.sum(axis=0)
     L.refresh()
-    z_f, _, _ = _pass(counts.c, F.elog, L.elog, n_threads)
+    z_f, _, _ = _pass(counts.c, F.elog, L.elog, n_threads, want_log=False)
     F.alpha = F.a + z_f
     F.beta = F.b + L.mean.sum(axis=0)
     F.refresh()
@@ -370,7 +371,7 @@ def _pathwise_step(counts, L, F, rng, opt, params, n_mc, learn, n_threads):
     for _ in range(n_mc):
         lL, dL, lF, dF = _sample(L, F, rng, n_threads)
         z_l, xl, _ = _pass(counts.r, lL, lF, n_threads)
-        z_f, _, _ = _pass(counts.c, lF, lL, n_threads)
+        z_f, _, _ = _pass(counts.c, lF, lL, n_threads, want_log=False)
         xlog += xl
         for i, g in enumerate(
             _pathwise_grads(L, z_l, dL, F.mean.sum(axis=0))
@@ -512,7 +513,7 @@ def svi_step(counts, prior, F, row_means, rho, n_rows, learn, n_threads):
     L = _Side(alpha, beta, a, b)
     cross = float(np.sum(L.mean @ components.sum(axis=1)))
     bound = (float(np.sum(xlogt)) - cross - counts.log_factorial + L.neg_kl()) / n_batch
-    z_f = _pass(counts.c, F.elog, L.elog, n_threads)[0]
+    z_f = _pass(counts.c, F.elog, L.elog, n_threads, want_log=False)[0]
     scale = n_rows / n_batch
     F.alpha = (1.0 - rho) * F.alpha + rho * (F.a + scale * z_f)
     F.beta = (1.0 - rho) * F.beta + rho * (F.b + scale * L.mean.sum(axis=0))

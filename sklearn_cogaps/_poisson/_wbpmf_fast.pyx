@@ -125,6 +125,15 @@ cdef inline double _follow(double D, double old, double new, const double* u,
     return _scaled_dot(u, v, K)
 
 
+cdef inline double _expected_count(double x, double D, const double* u, const double* v,
+                                   const double* lu, const double* lv, intp_t k,
+                                   intp_t K) noexcept nogil:
+    """E[Z_ijk] = X_ij U_ik V_jk / D_ij, the log-space zeta where D_ij is tiny."""
+    if D > TINY:
+        return x * (u[k] * v[k] / D)
+    return x * _zeta(u, v, lu, lv, k, K)
+
+
 def topic_counts(
     const idx_t[::1] indptr,
     const idx_t[::1] indices,
@@ -155,35 +164,77 @@ def topic_counts(
     ``col_partial`` (n_chunks, n_features) must be zero on entry and receives each chunk's
     column sums (sum over axis 0 for the total); chunk ``c`` is the rows ``starts[c]`` to
     ``starts[c + 1]``.
+
+    The sweep is bound by its instructions, not by memory (it runs twice as fast on two
+    threads as on one): the arrays are read through pointers set once, and the test of
+    which path a row takes is made once per row, not once per entry.
     """
     cdef intp_t K = U.shape[1]
     cdef intp_t n_chunks = col_partial.shape[0]
     cdef intp_t c, i, ptr, j, lo, hi
-    cdef double z, acc
+    cdef double z, acc, ut_old, ut_new
+    cdef const double* Ub
+    cdef const double* Vb
+    cdef const double* lub
+    cdef const double* lvb
+    cdef const double* x
+    cdef const idx_t* ind
+    cdef double* Dp
+    cdef double* colp
+    cdef const double* u
+    cdef const double* v
     status_arr = np.zeros(n_chunks, dtype=np.intc)
     cdef int[::1] status = status_arr
+    if data.shape[0] == 0 or K == 0:
+        for i in range(row_sums.shape[0]):
+            row_sums[i] = 0.0
+        return
+    Ub = &U[0, 0]
+    Vb = &V[0, 0]
+    lub = &lu[0, 0]
+    lvb = &lv[0, 0]
+    x = &data[0]
+    ind = &indices[0]
+    Dp = &D[0]
     for c in prange(n_chunks, nogil=True, schedule="static", num_threads=n_threads):
         status[c] = item_status(SITE_WBPMF_COUNTS, c, True)
         if status[c] != 0:
             continue
         lo = starts[c]
         hi = starts[c + 1]
+        colp = &col_partial[c, 0]
         for i in range(lo, hi):
             acc = 0.0
-            for ptr in range(indptr[i], indptr[i + 1]):
-                j = indices[ptr]
-                if changed >= 0:
-                    if row_new[i] or col_new[j]:
-                        D[ptr] = _scaled_dot(&U[i, 0], &V[j, 0], K)
+            u = Ub + i * K
+            if changed < 0:
+                for ptr in range(indptr[i], indptr[i + 1]):
+                    j = ind[ptr]
+                    z = _expected_count(x[ptr], Dp[ptr], u, Vb + j * K, lub + i * K,
+                                        lvb + j * K, k, K)
+                    acc = acc + z
+                    colp[j] += z
+            elif row_new[i]:
+                for ptr in range(indptr[i], indptr[i + 1]):
+                    j = ind[ptr]
+                    v = Vb + j * K
+                    Dp[ptr] = _scaled_dot(u, v, K)
+                    z = _expected_count(x[ptr], Dp[ptr], u, v, lub + i * K, lvb + j * K, k, K)
+                    acc = acc + z
+                    colp[j] += z
+            else:
+                ut_old = u_old[i]
+                ut_new = u[changed]
+                for ptr in range(indptr[i], indptr[i + 1]):
+                    j = ind[ptr]
+                    v = Vb + j * K
+                    if col_new[j]:
+                        Dp[ptr] = _scaled_dot(u, v, K)
                     else:
-                        D[ptr] = _follow(D[ptr], u_old[i] * v_old[j],
-                                         U[i, changed] * V[j, changed], &U[i, 0], &V[j, 0], K)
-                if D[ptr] > TINY:
-                    z = data[ptr] * (U[i, k] * V[j, k] / D[ptr])
-                else:
-                    z = data[ptr] * _zeta(&U[i, 0], &V[j, 0], &lu[i, 0], &lv[j, 0], k, K)
-                acc = acc + z
-                col_partial[c, j] += z
+                        Dp[ptr] = _follow(Dp[ptr], ut_old * v_old[j], ut_new * v[changed], u,
+                                          v, K)
+                    z = _expected_count(x[ptr], Dp[ptr], u, v, lub + i * K, lvb + j * K, k, K)
+                    acc = acc + z
+                    colp[j] += z
             row_sums[i] = acc
             if not isfinite(acc):
                 status[c] = FAIL_NOT_FINITE

@@ -91,3 +91,42 @@ def test_exact_elbo_estimate_does_not_depend_on_the_grouping_of_draws(monkeypatc
         monkeypatch.setattr(updates, "_DRAWS_A_PASS", group)
         values.append(_exact_elbo_estimate(counts, L, F, check_random_state(0), 7, 2))
     assert_allclose(values[0], values[1], rtol=1e-13)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("kk", [-1, 2])
+def test_expected_counts_without_the_log_are_the_same_counts(n_threads, kk):
+    # the column pass and the KL-NMF start skip the logarithm; their counts must not move.
+    # Scales of e^-800 make some entries underflow, so both the shifted-exponential and the
+    # log-sum-exp weights are compared.
+    X = _counts(seed=5)
+    rng = np.random.default_rng(4)
+    log_l = rng.normal(size=(70, 5))
+    log_f = rng.normal(size=(40, 5))
+    log_l[::7] -= 800.0
+    log_f[::5, 1:] -= 800.0
+    counts = _Counts(X)
+    outs = []
+    for want_log in (True, False):
+        z, xlogt, h = np.empty((70, 5)), np.empty(70), np.empty(70 if kk >= 0 else 0)
+        _hpmf_fast.expected_counts(
+            *counts.r, log_l, log_f, z, xlogt, h, kk, n_threads, False, want_log
+        )
+        outs.append((z, xlogt, h))
+    assert_array_equal(outs[0][0], outs[1][0])
+    assert_array_equal(outs[0][2], outs[1][2])
+    assert np.isnan(outs[1][1]).all()
+    assert_allclose(outs[0][1].sum(), _data_term(X, log_l, log_f), rtol=1e-12)
+    # the counts sum to the data over the components, whichever weights an entry took
+    assert_allclose(outs[1][0].sum(axis=1), np.asarray(X.sum(axis=1)).ravel(), rtol=1e-12)
+
+
+def test_expected_counts_without_the_log_still_refuse_an_impossible_entry():
+    X = _counts(seed=6)
+    counts = _Counts(X)
+    log_l = np.zeros((70, 3))
+    log_f = np.zeros((40, 3))
+    log_l[int(np.flatnonzero(np.diff(X.indptr))[0])] = -np.inf  # a row with counts, t = 0
+    z, xlogt, h = np.empty((70, 3)), np.empty(70), np.empty(0)
+    with np.errstate(invalid="ignore"), pytest.raises(ValueError, match="NaN or infinite"):
+        _hpmf_fast.expected_counts(*counts.r, log_l, log_f, z, xlogt, h, -1, 1, False, False)
