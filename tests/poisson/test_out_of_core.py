@@ -128,6 +128,41 @@ def test_small_dask_chunks_are_read_together(small_blocks, monkeypatch):
     assert 2 not in grouped.chunk_groups[0] and sum(b - a for a, b in grouped.bounds) == 113
 
 
+def test_merge_groups_reach_the_least_size_in_order():
+    from sklearn_cogaps._poisson._dask_counts import merge_groups
+
+    assert merge_groups([1] * 7, 3) == [range(0, 3), range(3, 7)]
+    assert merge_groups([5, 1, 1, 4, 9], 5) == [range(0, 1), range(1, 4), range(4, 5)]
+    assert merge_groups([1, 1], 5) == [range(0, 2)]  # too small for a group: one block
+    assert merge_groups([2, 3], 0) == [range(0, 1), range(1, 2)]  # 0: every block alone
+    assert merge_groups([], 5) == []
+
+
+def test_tiny_dask_chunks_are_merged_on_a_cluster():
+    """Chunks of one row are merged into blocks before the passes (one task per block and
+    pass): the fit is still the in-memory one to the bit, and the blocks cover the rows in
+    order."""
+    da = pytest.importorskip("dask.array")
+    from sklearn_cogaps._poisson._dask_counts import DaskCounts
+
+    X = _counts(n=150, p=30, seed=7)
+    Xd = da.from_array(X, chunks=(1, -1))
+    kw = dict(n_components=2, max_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = HierarchicalPMF(**kw).fit(X)
+        with local_cluster(2) as client:
+            counts = DaskCounts(RowBlocks(Xd), client)
+            # two workers: blocks of about a quarter of the counts each
+            assert 2 <= len(counts.rows) <= 5
+            bounds = np.array(counts.row_bounds)
+            assert bounds[0, 0] == 0 and bounds[-1, 1] == 150
+            assert_array_equal(bounds[1:, 0], bounds[:-1, 1])
+            assert_array_equal(counts.row_sums, np.asarray(X.sum(axis=1)).ravel())
+            est = HierarchicalPMF(**kw).fit(Xd)
+    _assert_same_fit(est, ref)
+
+
 def test_dense_hdf5_and_zarr_datasets_are_read_by_blocks(tmp_path, small_blocks):
     X = _counts(n=150, seed=2)
     kw = dict(n_components=3, max_iter=10, random_state=0)
