@@ -269,7 +269,9 @@ def mixsqp(L, x0=None, tol=1e-10, max_iter=500):
     if x.sum() <= 0 or np.any(L @ x <= 0):
         x = np.full(m, 1.0 / m)
     x /= x.sum()
-    kkt = mixsqp_solve(L, x, float(tol), int(max_iter))
+    # a pass over L is a few operations per entry and a logarithm per row; the chunks'
+    # sums are added in a fixed order, so the threads change only the speed
+    kkt = mixsqp_solve(L, x, float(tol), int(max_iter), kernel_threads(4 * L.size))
     return x, kkt
 
 

@@ -13,14 +13,63 @@ free set, built on demand and kept for the iteration, and its products ``H u``, 
 ``A'(A u) / n`` at ``n (m + |support of u|)``. EBPM's priors keep a few of the grid's
 components, so an iteration costs a few passes over ``L``.
 
-Everything runs in one thread in a fixed order: the solution does not depend on the thread
-count.
+Every pass over the rows of ``L`` is cut into a number of chunks fixed by ``n`` alone
+(``_n_chunks``); each chunk makes its own partial sums, which are then added in the chunks'
+order, so the chunks run on several threads and the solution does not depend on the thread
+count. Below ``2 * CHUNK_ROWS`` rows there is one chunk: the sums are those of a plain loop.
 """
 
+from cython.parallel cimport prange
 from libc.math cimport fabs, log, INFINITY
 from libc.stdlib cimport free, malloc
 
 ctypedef Py_ssize_t intp_t
+
+# Rows per chunk of the passes (at least), and the most chunks.
+cdef intp_t CHUNK_ROWS = 2048
+cdef intp_t MAX_CHUNKS = 16
+
+
+cdef struct Chunks:
+    # the passes' partition of the rows and their scratch: per chunk, m partial sums and
+    # a compensated sum with its compensation
+    intp_t n
+    intp_t count
+    int n_threads
+    double* part      # count x m
+    double* acc       # count
+    double* comp      # count
+    char* bad         # count
+
+
+cdef inline intp_t _n_chunks(intp_t n) noexcept nogil:
+    cdef intp_t c = n // CHUNK_ROWS
+    if c < 1:
+        return 1
+    return c if c < MAX_CHUNKS else MAX_CHUNKS
+
+
+cdef inline intp_t _lo(const Chunks* ch, intp_t c) noexcept nogil:
+    return (ch.n * c) // ch.count
+
+
+cdef inline void _neumaier(double* acc, double* comp, double term) noexcept nogil:
+    cdef double t = acc[0] + term
+    if fabs(acc[0]) >= fabs(term):
+        comp[0] = comp[0] + ((acc[0] - t) + term)
+    else:
+        comp[0] = comp[0] + ((term - t) + acc[0])
+    acc[0] = t
+
+
+cdef void _add_parts(const Chunks* ch, intp_t m, double* out) noexcept nogil:
+    """out[j] = the chunks' partial sums of j, added in the chunks' order."""
+    cdef intp_t c, j
+    for j in range(m):
+        out[j] = 0.0
+    for c in range(ch.count):
+        for j in range(m):
+            out[j] = out[j] + ch.part[c * m + j]
 
 # Ridge added to the Hessian's diagonal, so the free set's system is positive definite when
 # components have (nearly) equal likelihood columns (the grid's Gamma(1e-8) and
@@ -29,27 +78,33 @@ cdef double RIDGE = 1e-10
 
 
 cdef double _objective(const double[:, ::1] L, const double* z, const intp_t* nz, intp_t n_nz,
-                       double* v) noexcept nogil:
+                       double* v, Chunks* ch) noexcept nogil:
     """f(z) = -(1/n) sum_i log (L z)_i + sum_j z_j, +inf where some (L z)_i <= 0; ``nz``
     lists the positive entries of z; ``v`` receives L z."""
-    cdef intp_t n = L.shape[0], i, a
-    cdef double acc = 0.0, comp = 0.0, total = 0.0, vi, term, t
-    for i in range(n):
-        vi = 0.0
-        for a in range(n_nz):
-            vi = vi + L[i, nz[a]] * z[nz[a]]
-        v[i] = vi
-        if vi <= 0.0:
+    cdef intp_t n = L.shape[0], i, a, c, lo, hi
+    cdef double acc = 0.0, comp = 0.0, total = 0.0, vi
+    for c in prange(ch.count, nogil=True, schedule="static", num_threads=ch.n_threads):
+        lo = _lo(ch, c)
+        hi = _lo(ch, c + 1)
+        ch.acc[c] = 0.0
+        ch.comp[c] = 0.0
+        ch.bad[c] = 0
+        for i in range(lo, hi):
+            vi = 0.0
+            for a in range(n_nz):
+                vi = vi + L[i, nz[a]] * z[nz[a]]
+            v[i] = vi
+            if vi <= 0.0:
+                ch.bad[c] = 1
+            elif not ch.bad[c]:
+                # compensated (Neumaier) sum: near the optimum the line search compares
+                # values of f that differ by 1e-15 relative, below the error of a plain sum
+                # of n logarithms
+                _neumaier(&ch.acc[c], &ch.comp[c], log(vi))
+    for c in range(ch.count):
+        if ch.bad[c]:
             return INFINITY
-        # compensated (Neumaier) sum: near the optimum the line search compares values of
-        # f that differ by 1e-15 relative, below the error of a plain sum of n logarithms
-        term = log(vi)
-        t = acc + term
-        if fabs(acc) >= fabs(term):
-            comp = comp + ((acc - t) + term)
-        else:
-            comp = comp + ((term - t) + acc)
-        acc = t
+        _neumaier(&acc, &comp, ch.acc[c] + ch.comp[c])
     for a in range(n_nz):
         total = total + z[nz[a]]
     return -(acc + comp) / n + total
@@ -65,32 +120,45 @@ cdef intp_t _support(const double* z, intp_t m, intp_t* nz) noexcept nogil:
 
 
 cdef void _hess_times(const double[:, ::1] L, const double* d, const double* u, intp_t m,
-                      const intp_t* nz, intp_t n_nz, double* out) noexcept nogil:
+                      const intp_t* nz, intp_t n_nz, double* out, Chunks* ch) noexcept nogil:
     """out = H u (with the ridge), ``nz`` the non-zero entries of u."""
-    cdef intp_t n = L.shape[0], i, j, a
+    cdef intp_t n = L.shape[0], i, j, a, c, lo, hi
     cdef double ti
-    for j in range(m):
-        out[j] = 0.0
-    for i in range(n):
-        ti = 0.0
-        for a in range(n_nz):
-            ti = ti + L[i, nz[a]] * u[nz[a]]
-        ti = ti * d[i] * d[i]
-        if ti != 0.0:
-            for j in range(m):
-                out[j] = out[j] + L[i, j] * ti
+    cdef double* part
+    for c in prange(ch.count, nogil=True, schedule="static", num_threads=ch.n_threads):
+        part = ch.part + c * m
+        for j in range(m):
+            part[j] = 0.0
+        lo = _lo(ch, c)
+        hi = _lo(ch, c + 1)
+        for i in range(lo, hi):
+            ti = 0.0
+            for a in range(n_nz):
+                ti = ti + L[i, nz[a]] * u[nz[a]]
+            ti = ti * d[i] * d[i]
+            if ti != 0.0:
+                for j in range(m):
+                    part[j] = part[j] + L[i, j] * ti
+    _add_parts(ch, m, out)
     for j in range(m):
         out[j] = out[j] / n + RIDGE * u[j]
 
 
 cdef double _hess_entry(const double[:, ::1] L, const double* d, intp_t j, intp_t k,
-                        double* H, char* known, intp_t m) noexcept nogil:
+                        double* H, char* known, intp_t m, Chunks* ch) noexcept nogil:
     """H_jk, computed on first use in this iteration and kept in ``H``."""
-    cdef intp_t n = L.shape[0], i
-    cdef double acc = 0.0
+    cdef intp_t n = L.shape[0], i, c, lo, hi
+    cdef double acc = 0.0, s
     if not known[j * m + k]:
-        for i in range(n):
-            acc = acc + L[i, j] * L[i, k] * d[i] * d[i]
+        for c in prange(ch.count, nogil=True, schedule="static", num_threads=ch.n_threads):
+            lo = _lo(ch, c)
+            hi = _lo(ch, c + 1)
+            s = 0.0
+            for i in range(lo, hi):
+                s = s + L[i, j] * L[i, k] * d[i] * d[i]
+            ch.acc[c] = s
+        for c in range(ch.count):
+            acc = acc + ch.acc[c]
         acc = acc / n
         if j == k:
             acc = acc + RIDGE
@@ -139,7 +207,8 @@ cdef bint _solve(double* A, double* b, intp_t q) noexcept nogil:
 
 cdef void _quadratic_step(const double[:, ::1] L, const double* d, const double* g,
                           const double* x, double* y, intp_t m, double* H, char* known,
-                          double* work, intp_t* iwork, int max_iter) noexcept nogil:
+                          double* work, intp_t* iwork, int max_iter,
+                          Chunks* ch) noexcept nogil:
     """Minimise the model ``g'(y - x) + (y - x)'H(y - x)/2`` over ``y >= 0`` from ``y = x``
     (primal active set: Nocedal & Wright 2006, algorithm 16.3)."""
     cdef double* grad = work
@@ -166,7 +235,7 @@ cdef void _quadratic_step(const double[:, ::1] L, const double* d, const double*
                 if u[j] != 0.0:
                     nz[n_nz] = j
                     n_nz += 1
-            _hess_times(L, d, u, m, nz, n_nz, grad)
+            _hess_times(L, d, u, m, nz, n_nz, grad, ch)
             for j in range(m):
                 grad[j] = grad[j] + g[j]
             moved = False
@@ -180,7 +249,8 @@ cdef void _quadratic_step(const double[:, ::1] L, const double* d, const double*
             if n_free:
                 for a in range(n_free):
                     for b in range(n_free):
-                        A[a * n_free + b] = _hess_entry(L, d, free_[a], free_[b], H, known, m)
+                        A[a * n_free + b] = _hess_entry(L, d, free_[a], free_[b], H, known, m,
+                                                        ch)
                     u[a] = -grad[free_[a]]
                 if not _solve(A, u, n_free):
                     return
@@ -223,21 +293,34 @@ cdef void _quadratic_step(const double[:, ::1] L, const double* d, const double*
         stationary = False
 
 
-def mixsqp_solve(const double[:, ::1] L, double[::1] x, double tol, int max_iter):
+def mixsqp_solve(const double[:, ::1] L, double[::1] x, double tol, int max_iter,
+                 int n_threads=1):
     """Solve in place from the weights ``x`` (non-negative, sum 1, ``L x > 0``); returns the
     KKT residual ``max(0, -min_j g_j, max_{x_j > 0} |g_j|)`` of ``g = grad f`` at the last
-    iterate. On return ``x`` is non-negative and sums to 1."""
-    cdef intp_t n = L.shape[0], m = L.shape[1], i, j, a, n_nz
+    iterate. On return ``x`` is non-negative and sums to 1. The passes over the rows run
+    on ``n_threads`` threads; the result does not depend on them."""
+    cdef intp_t n = L.shape[0], m = L.shape[1], i, j, a, n_nz, c, lo, hi
     cdef double kkt = INFINITY, fx, fn, slope, alpha, total, gmin, gabs
     cdef int it
+    cdef double* part
+    cdef Chunks ch
+    ch.n = n
+    ch.count = _n_chunks(n)
+    ch.n_threads = n_threads if n_threads > 0 else 1
     cdef double* buf = <double*> malloc(sizeof(double) * (2 * n + 9 * m + 2 * m * m))
     cdef intp_t* ibuf = <intp_t*> malloc(sizeof(intp_t) * 4 * m)
     cdef char* known = <char*> malloc(m * m)
-    if buf == NULL or ibuf == NULL or known == NULL:
+    ch.part = <double*> malloc(sizeof(double) * ch.count * (m + 2))
+    ch.bad = <char*> malloc(ch.count)
+    if buf == NULL or ibuf == NULL or known == NULL or ch.part == NULL or ch.bad == NULL:
         free(buf)
         free(ibuf)
         free(known)
+        free(ch.part)
+        free(ch.bad)
         raise MemoryError()
+    ch.acc = ch.part + ch.count * m
+    ch.comp = ch.acc + ch.count
     cdef double* v = buf
     cdef double* d = buf + n
     cdef double* g = buf + 2 * n
@@ -248,15 +331,19 @@ def mixsqp_solve(const double[:, ::1] L, double[::1] x, double tol, int max_iter
     cdef intp_t* nz = ibuf
     with nogil:
         n_nz = _support(&x[0], m, nz)
-        fx = _objective(L, &x[0], nz, n_nz, v)
+        fx = _objective(L, &x[0], nz, n_nz, v, &ch)
         for it in range(max_iter):
-            for i in range(n):
-                d[i] = 1.0 / v[i]
-            for j in range(m):
-                g[j] = 0.0
-            for i in range(n):
+            for c in prange(ch.count, schedule="static", num_threads=ch.n_threads):
+                part = ch.part + c * m
                 for j in range(m):
-                    g[j] = g[j] + L[i, j] * d[i]
+                    part[j] = 0.0
+                lo = _lo(&ch, c)
+                hi = _lo(&ch, c + 1)
+                for i in range(lo, hi):
+                    d[i] = 1.0 / v[i]
+                    for j in range(m):
+                        part[j] = part[j] + L[i, j] * d[i]
+            _add_parts(&ch, m, g)
             gmin = 0.0
             gabs = 0.0
             for j in range(m):
@@ -270,7 +357,7 @@ def mixsqp_solve(const double[:, ::1] L, double[::1] x, double tol, int max_iter
                 break
             for j in range(m * m):
                 known[j] = 0
-            _quadratic_step(L, d, g, &x[0], y, m, H, known, work, ibuf, 200)
+            _quadratic_step(L, d, g, &x[0], y, m, H, known, work, ibuf, 200, &ch)
             slope = 0.0
             for j in range(m):
                 y[j] = y[j] - x[j]  # the search direction p
@@ -286,7 +373,7 @@ def mixsqp_solve(const double[:, ::1] L, double[::1] x, double tol, int max_iter
                 for j in range(m):
                     xn[j] = x[j] + alpha * y[j]
                 n_nz = _support(xn, m, nz)
-                fn = _objective(L, xn, nz, n_nz, v)
+                fn = _objective(L, xn, nz, n_nz, v, &ch)
                 if fn <= fx + 0.01 * alpha * slope:
                     break
                 alpha = alpha * 0.5
@@ -309,4 +396,6 @@ def mixsqp_solve(const double[:, ::1] L, double[::1] x, double tol, int max_iter
     free(buf)
     free(ibuf)
     free(known)
+    free(ch.part)
+    free(ch.bad)
     return kkt
