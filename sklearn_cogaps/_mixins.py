@@ -31,6 +31,9 @@ class DataInFitMixin:
     #: The peers' spellings of parameters this estimator names otherwise:
     #: ``{name: (whose spelling, what to write instead)}``.
     _peer_parameters = {}
+    #: What to write when more parameters are given positionally than the estimator takes
+    #: (a peer's positional habit, ``XDGMM(3, 100)``); None for the generic advice.
+    _positional_advice = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -47,6 +50,20 @@ class DataInFitMixin:
                     f"{position + 1} is a data set of shape {shape_of(value)}. Create the "
                     f"estimator, then give it the data: {cls._fit_advice}."
                 )
+        positional = [
+            p.name
+            for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self"
+        ]
+        if len(args) > len(positional):
+            advice = cls._positional_advice or (
+                f"{cls.__name__}({', '.join(positional)}, <parameter>=<value>)"
+            )
+            raise TypeError(
+                f"{cls.__name__}() takes {len(positional)} positional parameter"
+                f"{'s' if len(positional) != 1 else ''} ({', '.join(positional)}) and the "
+                f"others by keyword; {len(args)} were given positionally. Write {advice}."
+            )
         for name, value in kwargs.items():
             if name in cls._peer_parameters:
                 whose, instead = cls._peer_parameters[name]

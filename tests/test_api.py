@@ -161,6 +161,15 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
             "max_iter=N",
         ),
         (lambda: ExtremeDeconvolution(xcovar=1), r"precisions_init=np.linalg.inv\(xcovar\)"),
+        # astroML's XDGMM(n_components, n_iter), positionally
+        (
+            lambda: ExtremeDeconvolution(3, 100),
+            r"takes 1 positional parameter \(n_components\).*max_iter=N",
+        ),
+        (lambda: CoGAPS(3, 100), r"CoGAPS\(n_components, <parameter>=<value>\)"),
+        (lambda: MaxMarginMF(k=5), r"'k' \(hpfrec's name, given 5\); write n_components="),
+        (lambda: MaxMarginMF(n_factors=5), "surprise's name"),
+        (lambda: MaxMarginMF(iterations=5), r"implicit's name.*write max_iter="),
     ],
 )
 def test_a_peer_s_parameter_name_says_ours(call, match):

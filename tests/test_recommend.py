@@ -107,6 +107,34 @@ def test_recommend_refuses_what_it_cannot_read(fitted):
         est.recommend(X[:2], users=[0])
 
 
+def test_implicit_and_hpfrec_calls_of_recommend_say_what_to_write(fitted):
+    est, X = fitted
+    with pytest.raises(TypeError, match=r"users' rows of the matrix first.*users=\[user\]"):
+        est.recommend(0, X[0])  # implicit's recommend(userid, user_items)
+    with pytest.raises(TypeError, match="takes n=, not N="):
+        est.recommend(X[:2], N=3, users=[0, 1])
+    with pytest.raises(TypeError, match="filter_seen=, not filter_already_liked_items="):
+        est.recommend(X[:2], 3, users=[0, 1], filter_already_liked_items=True)
+    with pytest.raises(TypeError, match="filter_seen=, not exclude_seen="):
+        est.recommend(X[:2], 3, users=[0, 1], exclude_seen=True)
+    with pytest.raises(ValueError, match="number of items; the users' rows come first"):
+        est.recommend(X[:2], X[:2])
+
+
+def test_max_margin_mf_rates_chosen_training_users():
+    """surprise's predict(uid, iid) for some training users: their rows with users=."""
+    est = MaxMarginMF(2, max_iter=20, burn_in=5, random_state=0).fit(RATINGS)
+    all_users = est.predict_ratings(RATINGS)
+    some = est.predict_ratings(RATINGS[[4, 1]], users=[4, 1])
+    assert_array_equal(some, all_users[[4, 1]])
+    with pytest.raises(ValueError, match=r"Pass users=rows to rate some of them"):
+        est.predict_ratings(RATINGS[:2])
+    with pytest.raises(ValueError, match="pass one of them"):
+        est.predict_ratings(RATINGS[:2], observed=RATINGS[:2], users=[0, 1])
+    with pytest.raises(AttributeError, match=r"predict_ratings\(X\[rows\], users=rows\)"):
+        _ = est.predict
+
+
 def test_peers_method_names_say_what_to_call(fitted):
     est, _ = fitted
     with pytest.raises(AttributeError, match=r"'topN' \(hpfrec's\); write recommend"):

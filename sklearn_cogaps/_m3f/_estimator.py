@@ -232,12 +232,26 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
     }
 
     _fit_advice = "MaxMarginMF(n_components=K).fit(R)"
+    _peer_parameters = {
+        "k": ("hpfrec", "n_components=k"),
+        "n_factors": ("surprise", "n_components=n_factors"),
+        "factors": ("implicit", "n_components=factors"),
+        "n_epochs": ("surprise", "max_iter=n_epochs (Gibbs iterations, burn_in of them first)"),
+        "iterations": ("implicit", "max_iter=iterations (Gibbs iterations)"),
+        "random_seed": ("hpfrec", "random_state=random_seed"),
+        "regularization": (
+            "implicit",
+            "C (the hinge loss's weight) and prior (the factors' prior); there is no ridge "
+            "penalty to set",
+        ),
+    }
     _masked_advice = "MaxMarginMF reads NaN as a missing rating: pass R.filled(np.nan)."
     _peer_methods = {
         "predict": (
             "a rating library",
-            "predict_ratings(X) for the ratings of the pairs of X, or score_pairs(users, "
-            "items) for their scores",
+            "predict_ratings(X[rows], users=rows) for the ratings of training users' pairs "
+            "(surprise's predict(uid, iid)), predict_ratings(X_new, observed=R_new) for "
+            "new users', or score_pairs(users, items) for their latent scores",
         ),
         "topN": ("hpfrec", "recommend(R_user_rows, n=..., users=user_indices)"),
     }
@@ -690,12 +704,13 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         dense[rows, P.indices] = values
         return dense
 
-    def predict_ratings(self, X, observed=None):
+    def predict_ratings(self, X, observed=None, *, users=None):
         """Predicted ratings at the (user, item) pairs of X.
 
-        Without ``observed``, the rows of X are the training users in the order of the fit
-        ("weak generalisation"): the ratings come from the running means of the fitted
-        parameters, 1 + sum_r 1[U_i . V_j >= theta_ir] mapped to the levels.
+        Without ``observed``, the rows of X are training users ("weak generalisation"):
+        all of them in the order of the fit, or the rows ``users`` of the fitted matrix.
+        Their ratings come from the running means of the fitted parameters,
+        1 + sum_r 1[U_i . V_j >= theta_ir] mapped to the levels.
 
         With ``observed``, the rows are new users described by their ratings ("strong
         generalisation"): each user's factors and thresholds are sampled with the item
@@ -715,6 +730,11 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             of a dense array (their values are ignored).
         observed : {array-like, sparse matrix} of shape (n_users, n_items), default=None
             Known ratings of new users, one row per row of X, with the levels of the fit.
+        users : array-like of int of shape (n_users,), default=None
+            The training users the rows of X are (row indices of the fitted matrix), to rate
+            some of them: ``predict_ratings(X[rows], users=rows)`` (surprise's
+            ``predict(uid, iid)`` for the pairs of those rows). None: X has every training
+            user's row, or ``observed`` describes new users.
 
         Returns
         -------
@@ -733,20 +753,36 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         )
         R = None
         if observed is not None:
+            if users is not None:
+                raise ValueError(
+                    "users names training users and observed describes new ones: pass one of them."
+                )
             # the new users' ratings are paired with the pairs of X by position
             check_side_labels(X, "observed", observed)
             R = self._validate_ratings(observed, reset=False, name="observed")
-        return self._predict(X_checked, R)
+        if users is not None:
+            users = self._indices(users, self.loadings_.shape[0], "users", "training users")
+            if users.shape[0] != X_checked.shape[0]:
+                raise ValueError(
+                    f"users must name the training user of each row of X ({X_checked.shape[0]}"
+                    f" rows); got {users.shape[0]} indices."
+                )
+        return self._predict(X_checked, R, users)
 
-    def _predict(self, X_checked, R):
-        """predict_ratings on validated pairs and validated ratings of new users (or None)."""
+    def _predict(self, X_checked, R, users=None):
+        """predict_ratings on validated pairs and validated ratings of new users (or None),
+        or of the training users ``users`` (validated indices, or None for all)."""
         P = _pattern_csr(X_checked)
         rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
-        if R is None:
+        if R is None and users is not None:
+            U, theta = self.loadings_[users], self.thresholds_[users]
+        elif R is None:
             if X_checked.shape[0] != self.loadings_.shape[0]:
                 raise ValueError(
                     f"X must have one row per training user ({self.loadings_.shape[0]}); "
-                    f"got {X_checked.shape[0]}. Pass observed=... to rate new users."
+                    f"got {X_checked.shape[0]}. Pass users=rows to rate some of them "
+                    "(predict_ratings(X[rows], users=rows)), or observed=... to rate new "
+                    "users."
                 )
             U, theta = self.loadings_, self.thresholds_
         else:

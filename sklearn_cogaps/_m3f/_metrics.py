@@ -8,7 +8,30 @@ from ._ratings import _as_ratings_csr, _level_spread
 __all__ = ["neg_mae_scorer", "neg_nmae_scorer", "rating_mae", "rating_nmae"]
 
 
+def _paired_vectors(y_true, y_pred):
+    """Two vectors of ratings of the same pairs (scikit-learn's ``mean_absolute_error``
+    habit): the pairs where ``y_true`` is not NaN."""
+    t = np.asarray(y_true, dtype=np.float64)
+    p = np.asarray(y_pred, dtype=np.float64)
+    if t.shape != p.shape:
+        raise ValueError(
+            f"X_true and X_pred must rate the same pairs; got vectors of {t.size} and "
+            f"{p.size} ratings."
+        )
+    rated = ~np.isnan(t)
+    if not rated.any():
+        raise ValueError("X_true holds no rating: there is nothing to score.")
+    if not np.all(np.isfinite(t[rated])) or not np.all(np.isfinite(p[rated])):
+        raise ValueError("The ratings must be finite (NaN in X_true marks a pair not rated).")
+    return t[rated], p[rated]
+
+
 def _paired_values(X_true, X_pred):
+    one_d = [
+        not hasattr(X, "tocsr") and np.ndim(X) == 1 for X in (X_true, X_pred)
+    ]  # fmt: skip
+    if all(one_d):
+        return _paired_vectors(X_true, X_pred)
     T = _as_ratings_csr(X_true, "X_true")
     P = _as_ratings_csr(X_pred, "X_pred")
     if (
@@ -30,9 +53,10 @@ def rating_mae(X_true, X_pred):
 
     Parameters
     ----------
-    X_true : {array-like, sparse matrix} of shape (n_users, n_items)
-        True ratings (stored entries, or non-NaN entries of a dense array).
-    X_pred : {array-like, sparse matrix} of shape (n_users, n_items)
+    X_true : {array-like, sparse matrix} of shape (n_users, n_items) or (n_pairs,)
+        True ratings (stored entries, or non-NaN entries of a dense array); or a vector of
+        ratings, as scikit-learn's ``mean_absolute_error`` takes them.
+    X_pred : {array-like, sparse matrix} of shape (n_users, n_items) or (n_pairs,)
         Predicted ratings at the same pairs, e.g. from :meth:`MaxMarginMF.predict_ratings`.
 
     Returns
@@ -59,12 +83,14 @@ def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
 
     Parameters
     ----------
-    X_true : {array-like, sparse matrix} of shape (n_users, n_items)
-        True ratings.
-    X_pred : {array-like, sparse matrix} of shape (n_users, n_items)
+    X_true : {array-like, sparse matrix} of shape (n_users, n_items) or (n_pairs,)
+        True ratings, as in :func:`rating_mae`.
+    X_pred : {array-like, sparse matrix} of shape (n_users, n_items) or (n_pairs,)
         Predicted ratings at the same pairs.
     levels : array-like, default=(1, 2, 3, 4, 5)
-        The rating levels, e.g. ``MaxMarginMF.levels_``.
+        The rating levels, e.g. ``MaxMarginMF.levels_``. A true rating that is not one of
+        them is an error: E_L is that of the scale the levels describe, and the default
+        scale would misnormalise the errors of any other.
 
     Returns
     -------
@@ -78,7 +104,18 @@ def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
     >>> rating_nmae(np.array([[1.0, 4.0]]), np.array([[2.0, 4.0]]))
     0.3125
     """
-    return rating_mae(X_true, X_pred) / _level_spread(levels)
+    spread = _level_spread(levels)
+    t, p = _paired_values(X_true, X_pred)
+    values = np.asarray(levels, dtype=np.float64).ravel()
+    outside = np.unique(t[~np.isin(t, values)])
+    if outside.size:
+        shown = ", ".join(f"{v:g}" for v in outside[:5]) + (", ..." if outside.size > 5 else "")
+        raise ValueError(
+            f"X_true has ratings that are not among levels={tuple(values.tolist())}: {shown}. "
+            "Pass the levels of the rating scale, e.g. levels=MaxMarginMF.levels_ or "
+            "levels=range(1, 11) for ratings 1 to 10."
+        )
+    return float(np.mean(np.abs(t - p))) / spread
 
 
 def neg_nmae_scorer(estimator, X, y):
@@ -103,7 +140,9 @@ def neg_nmae_scorer(estimator, X, y):
     score : float
         Minus the NMAE (higher is better).
     """
-    return -rating_nmae(y, estimator.predict_ratings(y, observed=X), estimator.levels_)
+    # a held-out rating of a level no training rating had belongs to the scale all the same
+    levels = np.union1d(estimator.levels_, _as_ratings_csr(y, "y").data)
+    return -rating_nmae(y, estimator.predict_ratings(y, observed=X), levels)
 
 
 def neg_mae_scorer(estimator, X, y):

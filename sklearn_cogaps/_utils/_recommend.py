@@ -2,6 +2,8 @@
 (user, item) pairs, each user's best items not yet seen, and the matrix built from a table
 of (user, item, value) triplets with its labels kept."""
 
+import functools
+import numbers
 import warnings
 
 import numpy as np
@@ -93,6 +95,42 @@ def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
     return X, user_labels, item_labels
 
 
+# The recommender libraries' names of recommend's arguments: {name: (whose, ours)}.
+_PEER_RECOMMEND_ARGUMENTS = {
+    "N": ("implicit's", "n"),
+    "filter_already_liked_items": ("implicit's", "filter_seen"),
+    "exclude_seen": ("hpfrec's", "filter_seen"),
+    "user_items": ("implicit's", "X"),
+    "userid": ("implicit's", "users"),
+    "user": ("hpfrec's", "users"),
+}
+
+
+def _recommend_habits(method):
+    """Wrap ``recommend`` so that implicit's and hpfrec's habits get what to write: their
+    argument names (``N=``, ``filter_already_liked_items=``) and implicit's order
+    ``recommend(userid, user_items, N)``."""
+
+    @functools.wraps(method)
+    def recommend(self, *args, **kwargs):
+        for old, (whose, new) in _PEER_RECOMMEND_ARGUMENTS.items():
+            if old in kwargs:
+                raise TypeError(
+                    f"recommend() takes {new}=, not {old}= ({whose} name): write "
+                    f"recommend(X[rows], n=..., users=rows, filter_seen=...)."
+                )
+        first = args[0] if args else kwargs.get("X")
+        if isinstance(first, (numbers.Integral, np.integer)) and not isinstance(first, bool):
+            raise TypeError(
+                "recommend() takes the users' rows of the matrix first, then n: write "
+                "recommend(X[[user]], n=N, users=[user]) for a training user (implicit's "
+                "recommend(userid, user_items, N)), or recommend(X_new, n=N) for new users."
+            )
+        return method(self, *args, **kwargs)
+
+    return recommend
+
+
 class RecommenderMixin:
     """Scores of (user, item) pairs and top-n recommendations (hpfrec's ``predict`` and
     ``topN``), for an estimator of a users x items matrix.
@@ -112,9 +150,12 @@ class RecommenderMixin:
         Parameters
         ----------
         users : array-like of int of shape (n_pairs,)
-            Training users: rows of the fitted matrix.
+            Training users: row indices of the fitted matrix, not hpfrec's user IDs. With
+            the labels of :func:`triplets_to_matrix` (sorted), the rows of IDs ``ids`` are
+            ``np.searchsorted(user_labels, ids)``.
         items : array-like of int of shape (n_pairs,)
-            Items: its columns.
+            Items: column indices of the fitted matrix (``np.searchsorted(item_labels,
+            ids)``).
 
         Returns
         -------
@@ -137,6 +178,7 @@ class RecommenderMixin:
         V = np.asarray(self.components_, dtype=np.float64).T[items]
         return np.einsum("pk,pk->p", U, V)
 
+    @_recommend_habits
     def recommend(self, X, n=10, *, users=None, filter_seen=True):
         """The best ``n`` items of each user, by score (hpfrec's ``topN``).
 
@@ -165,7 +207,13 @@ class RecommenderMixin:
         """
         check_is_fitted(self)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n must be a positive integer; got {n!r}.")
+            hint = ""
+            if sparse.issparse(n) or np.ndim(n) > 0:
+                hint = (
+                    " The second argument is the number of items; the users' rows come "
+                    "first: recommend(X[rows], n=N, users=rows)."
+                )
+            raise ValueError(f"n must be a positive integer; got {n!r}.{hint}")
         given, (X, seen) = X, self._recommend_input(X)
         if users is None:
             U = np.asarray(self._new_user_factors(X, given), dtype=np.float64)

@@ -8,6 +8,54 @@ from scipy.special import logsumexp
 __all__ = ["condition_mixture", "given_values"]
 
 
+def _labels(obj):
+    """The labels of a pandas Series (its index) or of a one-row DataFrame (its columns),
+    as strings; None for anything else, or labels that are not all strings."""
+    if hasattr(obj, "columns") and hasattr(obj, "iloc"):
+        labels = list(obj.columns)
+    elif hasattr(obj, "index") and hasattr(obj, "iloc") and getattr(obj, "ndim", 0) == 1:
+        labels = list(obj.index)
+    else:
+        return None
+    return labels if labels and all(isinstance(x, str) for x in labels) else None
+
+
+def aligned_by_name(values, value_cov, names):
+    """``values`` and ``value_cov`` in the order of the fitted feature ``names``, where they
+    are labelled (pandas): a Series of values or of variances is read by its labels, as a
+    labelled vector, not by position (a point written as ``pd.Series({"z": 1.0, "r": nan,
+    "g": nan})`` would otherwise condition on the first feature); a DataFrame must have the
+    fitted names in their order, as every method of a scikit-learn estimator requires."""
+    out = []
+    for what, obj in (("X", values), ("X_cov", value_cov)):
+        labels = _labels(obj)
+        if labels is None or names is None:
+            out.append(obj)
+            continue
+        missing = [n for n in names if n not in labels]
+        extra = [x for x in labels if x not in set(names)]
+        if missing or extra or len(labels) != len(names):
+            raise ValueError(
+                f"The labels of {what} must be the feature names seen in fit, "
+                f"{list(names)}; missing: {missing}, unknown: {extra}. Give every feature, "
+                "with NaN for those to predict."
+            )
+        if hasattr(obj, "columns"):
+            rows = list(obj.index)
+            square = obj.shape[0] == len(names) and all(isinstance(x, str) for x in rows)
+            if list(obj.columns) != list(names) or (square and rows != list(names)):
+                fix = f"{what}.loc[names, names]" if square else f"{what}[names]"
+                raise ValueError(
+                    f"The columns (and, for a covariance, the rows) of {what} must be the "
+                    f"feature names in the order seen in fit, names = {list(names)}; got "
+                    f"{labels}. Write {fix}."
+                )
+            out.append(obj.to_numpy())
+            continue
+        out.append(obj[list(names)].to_numpy())
+    return out[0], out[1]
+
+
 def given_values(values, value_cov, n_dims):
     """The values to condition on (NaN for the coordinates left free) and the covariance of
     their noise, checked: ``(known, values, cov)`` with ``known`` a boolean mask."""

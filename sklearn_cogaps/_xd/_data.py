@@ -110,6 +110,13 @@ class Observations:
         return sub
 
 
+# The habit of writing a huge or infinite variance for a coordinate that was not measured.
+_MISSING_AS_NAN = (
+    " A coordinate that was not measured is NaN in X (its noise entries are then ignored), "
+    "not an infinite variance."
+)
+
+
 def check_noise_block(S, missing, offset):
     """Check full noise covariances (finite, symmetric, PSD) on their observed coordinates."""
     S = np.where(missing[:, :, None] | missing[:, None, :], 0.0, S.astype(np.float64))
@@ -118,6 +125,7 @@ def check_noise_block(S, missing, offset):
         raise ValueError(
             f"X_cov must be finite where X is observed; the covariance of point "
             f"{offset + bad} has non-finite entries."
+            + (_MISSING_AS_NAN if np.isinf(S[bad]).any() else "")
         )
     asym = np.abs(S - np.swapaxes(S, 1, 2)).max(axis=(1, 2))
     scale = np.abs(S).max(axis=(1, 2))
@@ -206,6 +214,7 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
                     f"X_cov given as variances of shape (n_samples, n_features) must be "
                     f"finite and non-negative where X is observed; row {offset + bad} is "
                     f"{S[bad].tolist()}. Pass the noise variances of each coordinate."
+                    + (_MISSING_AS_NAN if np.isinf(S[bad]).any() else "")
                 )
             Sdiag, noise_mode = np.ascontiguousarray(S, dtype=dtype), 1
         elif S.shape == (n, p, p):

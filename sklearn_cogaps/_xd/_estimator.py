@@ -7,6 +7,7 @@ E-step (``_estep``, ``_fast``): Bovy's batch EM (``_em``), the minibatch online 
 with Adam on softmax / Cholesky parameters (``_online``); split and merge in ``_split_merge``.
 """
 
+import functools
 import warnings
 from numbers import Integral, Real
 
@@ -24,7 +25,7 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._validation import check_ignored_y, out_of_core_features
 from ._blocks import ObservationBlocks
-from ._condition import condition_mixture, given_values
+from ._condition import aligned_by_name, condition_mixture, given_values
 from ._data import (
     MASKED_ADVICE,
     NOISE_ADVICE,
@@ -71,6 +72,47 @@ _OBSERVATIONS = """X : {array-like, AnnData} of shape (n_samples, n_features)
 def _observations_doc(method):
     method.__doc__ = method.__doc__.replace("{observations}", _OBSERVATIONS)
     return method
+
+
+# astroML's and extreme-deconvolution's names of the methods' arguments: {name: ours}.
+_PEER_ARGUMENTS = {
+    "Xerr": "X_cov",
+    "xerr": "X_cov",
+    "ycovar": "X_cov",
+    "ydata": "X",
+    "weight": "sample_weight",
+    "X_input": "X",
+    "Xerr_input": "X_cov",
+}
+
+
+def _peer_arguments(method, n_positional):
+    """Wrap ``method`` so that astroML's habits get what to write: its names of the noise
+    and the weights (``fit(X, Xerr=S)``, ``weight=w``, ``condition(X_input=x)``), and the
+    noise passed positionally to a method that takes the observations alone
+    (``score_samples(X, Xerr)``). ``n_positional`` is the number of positional arguments
+    after ``self``; the signature seen by ``inspect`` (and by scikit-learn's metadata
+    routing) stays the method's."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        for old, new in _PEER_ARGUMENTS.items():
+            if old in kwargs:
+                write = f"{name}(X)" if new == "X" else f"{name}(X, {new}=...)"
+                raise TypeError(
+                    f"{name}() takes {'X as its first argument' if new == 'X' else new + '='}"
+                    f", not {old}= (astroML's and extreme-deconvolution's name): write "
+                    f"{write}."
+                )
+        if len(args) > n_positional:
+            raise TypeError(
+                f"{name}() takes the observations X positionally and their noise by "
+                f"keyword: write {name}(X, X_cov=Xerr) (astroML's {name}(X, Xerr))."
+            )
+        return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class ExtremeDeconvolution(
@@ -147,7 +189,7 @@ class ExtremeDeconvolution(
     warm_start : bool, default=False
         Start from the previous fit's parameters (one run, whatever ``n_init``); the
         components named by ``fixed_weights``, ``fixed_means`` or ``fixed_covariances`` are
-        held at ``weights_init``, ``means_init`` or ``covariances_init``. On data of another
+        held at ``weights_init``, ``means_init`` or ``precisions_init``. On data of another
         dimension or with another ``n_components``, the fit starts anew with a
         ``UserWarning``.
     verbose : int, default=0
@@ -323,6 +365,41 @@ class ExtremeDeconvolution(
     _renamed_parameters = {"method": "solver"}
     _retired_defaults = {"verbose_interval": None}
     _renamed_attributes = {"lower_bounds_": ("objective_history_", False)}
+
+    _peer_methods = {
+        "logL": ("xdgmm", "score(X, X_cov=Xerr) * len(X) for the total log-likelihood"),
+        "logprob_a": (
+            "astroML",
+            "np.log(predict_proba(X, X_cov=Xerr)) + score_samples(X, X_cov=Xerr)[:, None] "
+            "for log(alpha_j N_j) of each point and component; score_samples(X, "
+            "X_cov=Xerr) for their logsumexp",
+        ),
+        "mu": ("astroML", "means_"),
+        "V": ("astroML", "covariances_"),
+        "alpha": ("astroML", "weights_"),
+        "bic_test": (
+            "xdgmm",
+            "bic(X, X_cov=Xerr) of a fit for each n_components, or GridSearchCV over "
+            "n_components (score is the held-out log-likelihood)",
+        ),
+        "save_model": ("xdgmm", "joblib.dump(xd, path) (or pickle)"),
+        "read_model": ("xdgmm", "xd = joblib.load(path)"),
+    }
+
+    # astroML's XDGMM(n_components, max_iter): the second positional parameter
+    _positional_advice = "ExtremeDeconvolution(n_components, max_iter=N) (astroML's XDGMM(K, N))"
+
+    def _validate_params(self):
+        method = self.method
+        if isinstance(method, str) and method.lower() in ("bovy", "astroml"):
+            from sklearn.utils._param_validation import InvalidParameterError
+
+            raise InvalidParameterError(
+                f"method={method!r} is xdgmm's choice between two implementations of the same "
+                "EM (Bovy et al. 2011); there is one here. Drop it: 'method' is the "
+                "deprecated name of solver, whose default 'em' is that EM."
+            )
+        super()._validate_params()
 
     _objective_name = "mean log-likelihood per point"
     _maximise = True
@@ -807,10 +884,12 @@ class ExtremeDeconvolution(
         Parameters
         ----------
         X : array-like of shape (n_dims,)
-            Values of the deconvolved coordinates; NaN marks those to predict.
+            Values of the deconvolved coordinates; NaN marks those to predict. A pandas
+            Series is read by its labels, which must be the feature names seen in fit (in
+            any order); a one-row DataFrame must have them as its columns, in their order.
         X_cov : array-like of shape (n_dims,) or (n_dims, n_dims), default=None
             Noise of the given values: variances or a covariance (entries of the NaN
-            coordinates are ignored). None means exact values.
+            coordinates are ignored), labelled as ``X`` may be. None means exact values.
 
         Returns
         -------
@@ -831,6 +910,7 @@ class ExtremeDeconvolution(
         """
         check_is_fitted(self)
         d = self.means_.shape[1]
+        X, X_cov = aligned_by_name(X, X_cov, getattr(self, "feature_names_in_", None))
         known, x, noise = given_values(X, X_cov, d)
         weights, means, covs = condition_mixture(
             *(np.asarray(a, dtype=np.float64) for a in self._fitted_params()), known, x, noise
@@ -872,13 +952,24 @@ class ExtremeDeconvolution(
         self.fit(X, y, X_cov=X_cov, projection=projection, sample_weight=sample_weight)
         return self.predict(X, X_cov=X_cov, projection=projection)
 
-    def sample(self, n_samples=1):
+    def sample(self, n_samples=1, *, random_state=None, size=None):
         """Draw from the deconvolved mixture (reproducible from ``random_state``).
+
+        As in scikit-learn's mixtures, an integer ``random_state`` of the estimator gives
+        the same draws at every call, and so do the conditional mixtures of
+        :meth:`condition` (clones of this estimator) for every point conditioned on: their
+        draws are not independent. To draw independently across calls or across a
+        catalogue's points, pass one ``numpy.random.Generator`` as ``random_state`` here.
 
         Parameters
         ----------
         n_samples : int, default=1
             Number of draws.
+        random_state : int, RandomState instance, Generator or None, default=None
+            The draws' randomness for this call; None uses the estimator's
+            ``random_state``.
+        size : None
+            The name astroML gives ``n_samples``: refused with what to write.
 
         Returns
         -------
@@ -888,9 +979,18 @@ class ExtremeDeconvolution(
             Their components.
         """
         check_is_fitted(self)
+        if size is not None:
+            raise TypeError(f"sample takes n_samples, astroML's size: write sample({size!r}).")
+        if isinstance(n_samples, bool) or not isinstance(n_samples, Integral):
+            raise TypeError(
+                f"n_samples must be an integer; got {n_samples!r}. Write "
+                f"sample({int(n_samples) if isinstance(n_samples, Real) else 1})."
+            )
         if n_samples < 1:
             raise ValueError(f"n_samples must be at least 1; got {n_samples}.")
-        rng = check_random_state(self.random_state)
+        rng = self.random_state if random_state is None else random_state
+        if not isinstance(rng, np.random.Generator):
+            rng = check_random_state(rng)
         weights = np.asarray(self.weights_, dtype=np.float64)
         counts = rng.multinomial(n_samples, weights / weights.sum())
         X = np.vstack(
@@ -945,3 +1045,26 @@ class ExtremeDeconvolution(
         self._warn_if_missing("aic", "projection", projection)
         log_prob = self._log_likelihoods(X, X_cov, projection)
         return -2 * log_prob.sum() + 2 * self._n_parameters()
+
+
+# The methods that take observations: astroML's argument names and its positional noise get
+# what to write (the number: positional arguments after self that each one takes).
+for _name, _n_positional in (
+    ("fit", 2),
+    ("partial_fit", 2),
+    ("fit_predict", 2),
+    ("score", 2),
+    ("score_samples", 1),
+    ("predict", 1),
+    ("predict_proba", 1),
+    ("deconvolve", 1),
+    ("bic", 1),
+    ("aic", 1),
+    ("condition", 2),
+):
+    setattr(
+        ExtremeDeconvolution,
+        _name,
+        _peer_arguments(getattr(ExtremeDeconvolution, _name), _n_positional),
+    )
+del _name, _n_positional

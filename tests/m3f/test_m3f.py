@@ -504,6 +504,21 @@ def test_holdout_and_errors_helpers():
     assert rating_nmae(np.array([[1.0, 5.0]]), np.array([[2.0, 5.0]])) == pytest.approx(0.5 / 1.6)
 
 
+def test_errors_take_vectors_and_refuse_ratings_off_the_scale():
+    # scikit-learn's mean_absolute_error habit: two vectors of the same pairs
+    assert rating_mae([5, 3, 2], [4, 3, 2]) == pytest.approx(1 / 3)
+    assert rating_mae(np.array([5.0, np.nan, 2.0]), np.array([4.0, 9.0, 2.0])) == 0.5
+    with pytest.raises(ValueError, match="vectors of 3 and 2"):
+        rating_mae([5, 3, 2], [4, 3])
+    # a 10-level scale scored with the default levels 1..5 was misnormalised quietly
+    with pytest.raises(ValueError, match=r"not among levels=.*: 10\. .*range\(1, 11\)"):
+        rating_nmae([[1.0, 10.0]], [[2.0, 9.0]])
+    spread = np.abs(np.arange(1, 11)[:, None] - np.arange(1, 11)[None, :]).mean()
+    assert rating_nmae([[1.0, 10.0]], [[2.0, 9.0]], levels=range(1, 11)) == pytest.approx(
+        1.0 / spread
+    )
+
+
 # -- input errors -----------------------------------------------------------------------------
 
 

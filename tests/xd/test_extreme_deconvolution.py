@@ -720,6 +720,101 @@ def test_condition_keeps_names_and_refuses_what_it_cannot_read():
         xd.condition([1.0, np.nan, 3.0], np.ones(2))
 
 
+def test_condition_reads_a_labelled_point_by_its_labels():
+    """A pandas Series is a labelled vector: its values are taken by name, not by position
+    (reordered, it used to condition on the wrong features); a DataFrame must have the
+    fitted names in order, as scikit-learn requires of every method."""
+    pd = pytest.importorskip("pandas")
+    model = _mixture(d=3, seed=1)
+    v = _draw(model, 300, seed=1)[2]
+    names = ["mag_g", "mag_r", "redshift"]
+    xd = ExtremeDeconvolution(2, random_state=0).fit(pd.DataFrame(v, columns=names))
+    point = pd.Series({"redshift": 0.4, "mag_r": np.nan, "mag_g": np.nan})
+    noise = pd.Series({"mag_g": 0.0, "redshift": 0.01, "mag_r": 0.0})
+    by_name = xd.condition(point, X_cov=noise)
+    by_position = xd.condition([np.nan, np.nan, 0.4], X_cov=[0.0, 0.0, 0.01])
+    assert list(by_name.feature_names_in_) == ["mag_g", "mag_r"]
+    assert_array_equal(by_name.means_, by_position.means_)
+    assert_array_equal(by_name.covariances_, by_position.covariances_)
+    cov = pd.DataFrame(np.diag([0.0, 0.0, 0.01]), index=names, columns=names)
+    assert_array_equal(xd.condition(point, X_cov=cov).means_, by_position.means_)
+    with pytest.raises(ValueError, match=r"missing: \['mag_g'\]"):
+        xd.condition(point.drop("mag_g"))
+    with pytest.raises(ValueError, match=r"Write X\[names\]"):
+        xd.condition(pd.DataFrame([[0.4, np.nan, np.nan]], columns=names[::-1]))
+    with pytest.raises(ValueError, match=r"Write X_cov.loc\[names, names\]"):
+        xd.condition(point, X_cov=cov.loc[names[::-1], names[::-1]])
+
+
+def test_astroml_habits_say_what_to_write():
+    model = _mixture(d=2, seed=3)
+    x, S, _, _ = _draw(model, 200, seed=3)
+    xd = ExtremeDeconvolution(2, random_state=0).fit(x, X_cov=S)
+    with pytest.raises(TypeError, match=r"takes X_cov=, not Xerr=.*fit\(X, X_cov=...\)"):
+        ExtremeDeconvolution(2).fit(x, Xerr=S)
+    with pytest.raises(TypeError, match="takes X_cov=, not ycovar="):
+        ExtremeDeconvolution(2).fit(x, ycovar=S)
+    with pytest.raises(TypeError, match="takes sample_weight=, not weight="):
+        ExtremeDeconvolution(2).fit(x, X_cov=S, weight=np.ones(len(x)))
+    for method in ("score_samples", "predict", "predict_proba", "deconvolve", "bic", "aic"):
+        with pytest.raises(TypeError, match=rf"write {method}\(X, X_cov=Xerr\)"):
+            getattr(xd, method)(x, S)
+    with pytest.raises(TypeError, match=r"X as its first argument, not X_input="):
+        xd.condition(X_input=[0.1, np.nan])
+    with pytest.raises(TypeError, match="takes X_cov=, not Xerr_input="):
+        xd.condition([0.1, np.nan], Xerr_input=[0.1, 0.0])
+    for name, match in [
+        ("logL", r"score\(X, X_cov=Xerr\)"),
+        ("logprob_a", r"np.log\(predict_proba\(X, X_cov=Xerr\)\)"),
+        ("mu", "means_"),
+        ("V", "covariances_"),
+        ("alpha", "weights_"),
+        ("bic_test", r"bic\(X, X_cov=Xerr\)"),
+        ("save_model", r"joblib.dump"),
+    ]:
+        with pytest.raises(AttributeError, match=match):
+            getattr(xd, name)
+    with pytest.raises(ValueError, match="one here. Drop it"):
+        ExtremeDeconvolution(2, method="Bovy").fit(x, X_cov=S)
+    # the advice for logprob_a is astroML's per-component log(alpha_j N_j)
+    per_component = np.log(xd.predict_proba(x, X_cov=S)) + xd.score_samples(x, X_cov=S)[:, None]
+    from scipy.special import logsumexp
+
+    assert_allclose(logsumexp(per_component, axis=1), xd.score_samples(x, X_cov=S))
+    # the methods keep their signatures (scikit-learn's metadata routing reads them)
+    import inspect
+
+    assert "X_cov" in inspect.signature(ExtremeDeconvolution.fit).parameters
+
+
+def test_missing_coordinates_written_as_infinite_variances_are_sent_to_nan():
+    model = _mixture(d=2, seed=4)
+    x, S, _, _ = _draw(model, 100, seed=4)
+    V = np.abs(np.diagonal(S, axis1=1, axis2=2)).copy()
+    V[:10, 1] = np.inf
+    with pytest.raises(ValueError, match="not measured is NaN in X"):
+        ExtremeDeconvolution(2).fit(x, X_cov=V)
+    full = np.stack([np.diag(v) for v in V])
+    with pytest.raises(ValueError, match="not measured is NaN in X"):
+        ExtremeDeconvolution(2).fit(x, X_cov=full)
+
+
+def test_sample_draws_independently_from_a_generator_given_to_the_call():
+    model = _mixture(d=2, seed=5)
+    x = _draw(model, 300, seed=5)[2]
+    xd = ExtremeDeconvolution(2, random_state=0).fit(x)
+    # scikit-learn's convention: an integer random_state repeats the draws
+    assert_array_equal(xd.sample(4)[0], xd.sample(4)[0])
+    rng = np.random.default_rng(1)
+    first, second = xd.sample(4, random_state=rng)[0], xd.sample(4, random_state=rng)[0]
+    assert not np.array_equal(first, second)
+    assert_array_equal(xd.sample(4, random_state=7)[0], xd.sample(4, random_state=7)[0])
+    with pytest.raises(TypeError, match=r"must be an integer; got 1.5. Write sample\(1\)"):
+        xd.sample(1.5)
+    with pytest.raises(TypeError, match=r"astroML's size: write sample\(10\)"):
+        xd.sample(size=10)
+
+
 def test_fit_predict_is_fit_then_predict():
     model = _mixture(seed=2)
     x, S, _, _ = _draw(model, 300, seed=2)
