@@ -110,9 +110,19 @@ def denominators(
     cdef intp_t n = indptr.shape[0] - 1
     cdef intp_t K = U.shape[1]
     cdef intp_t i, ptr
+    cdef const double* Ub
+    cdef const double* Vb
+    cdef const idx_t* ind
+    cdef double* Dp
+    if D.shape[0] == 0 or K == 0:
+        return
+    Ub = &U[0, 0]
+    Vb = &V[0, 0]
+    ind = &indices[0]
+    Dp = &D[0]
     for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
         for ptr in range(indptr[i], indptr[i + 1]):
-            D[ptr] = _scaled_dot(&U[i, 0], &V[indices[ptr], 0], K)
+            Dp[ptr] = _scaled_dot(Ub + i * K, Vb + ind[ptr] * K, K)
 
 
 cdef inline double _follow(double D, double old, double new, const double* u,
@@ -306,18 +316,37 @@ def data_term(
     cdef intp_t n = indptr.shape[0] - 1
     cdef intp_t K = U.shape[1]
     cdef intp_t i, ptr, j
-    cdef double acc
+    cdef double acc, mu_i
+    cdef const double* Ub
+    cdef const double* Vb
+    cdef const double* lub
+    cdef const double* lvb
+    cdef const double* x
+    cdef const double* mvp
+    cdef const idx_t* ind
     status_arr = np.zeros(n, dtype=np.intc)
     cdef int[::1] status = status_arr
+    if data.shape[0] == 0 or K == 0:
+        for i in range(n):
+            row_terms[i] = 0.0
+        return
+    Ub = &U[0, 0]
+    Vb = &V[0, 0]
+    lub = &lu[0, 0]
+    lvb = &lv[0, 0]
+    x = &data[0]
+    mvp = &mv[0]
+    ind = &indices[0]
     for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
         status[i] = item_status(SITE_WBPMF_DATA_TERM, i, True)
         if status[i] != 0:
             continue
         acc = 0.0
+        mu_i = mu[i]
         for ptr in range(indptr[i], indptr[i + 1]):
-            j = indices[ptr]
-            acc = acc + data[ptr] * _log_b(&U[i, 0], &V[j, 0], &lu[i, 0], &lv[j, 0],
-                                           mu[i], mv[j], K)
+            j = ind[ptr]
+            acc = acc + x[ptr] * _log_b(Ub + i * K, Vb + j * K, lub + i * K, lvb + j * K,
+                                        mu_i, mvp[j], K)
         row_terms[i] = acc
         if not isfinite(acc):
             status[i] = FAIL_NOT_FINITE
