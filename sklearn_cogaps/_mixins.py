@@ -1,6 +1,7 @@
 """The mixins the estimators share: data refused in the constructor, and what the
 non-negative factorisation transformers have in common."""
 
+import functools
 import inspect
 
 import numpy as np
@@ -41,6 +42,33 @@ class DataInFitMixin:
         # and the API pages would otherwise show the *args, **kwargs of __new__ below.
         signature = inspect.signature(cls.__init__)
         cls.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+        if "fit" in cls.__dict__:
+            cls.fit = _parameters_not_in_fit(cls.fit)
+
+    def set_params(self, **params):
+        """Set the parameters of this estimator, as scikit-learn's ``set_params``.
+
+        A peer's name of a parameter (``set_params(nPatterns=5)``) raises an error that
+        gives ours.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters.
+
+        Returns
+        -------
+        self : estimator instance
+            Estimator instance.
+        """
+        for name in params:
+            if name in type(self)._peer_parameters:
+                whose, instead = type(self)._peer_parameters[name]
+                raise ValueError(
+                    f"{type(self).__name__} has no parameter {name!r} ({whose}'s name); "
+                    f"write set_params({instead})."
+                )
+        return super().set_params(**params)
 
     def __new__(cls, *args, **kwargs):
         for position, value in enumerate(args):
@@ -72,6 +100,35 @@ class DataInFitMixin:
                     f"{value!r}); write {instead}."
                 )
         return super().__new__(cls)
+
+
+def _parameters_not_in_fit(fit):
+    """Wrap ``fit`` so that a parameter of the estimator given to it (R's habit of
+    ``CoGAPS(data, nPatterns=3, seed=1)``, written ``fit(X, seed=1)``) says that parameters
+    go to the constructor, under our name; other unknown arguments keep Python's error."""
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        cls = type(self)
+        accepted = inspect.signature(fit).parameters
+        for name in kwargs:
+            if name in accepted:
+                continue
+            if name in cls._peer_parameters:
+                whose, instead = cls._peer_parameters[name]
+                raise TypeError(
+                    f"fit() takes the data; {name!r} is {whose}'s name of a parameter, which "
+                    f"goes to the constructor: write {cls.__name__}({instead}).fit(X)."
+                )
+            if name in self.get_params(deep=False):
+                raise TypeError(
+                    f"fit() takes the data; {name!r} is a parameter, which goes to the "
+                    f"constructor: write {cls.__name__}({name}=...).fit(X), or "
+                    f"set_params({name}=...)."
+                )
+        return fit(self, *args, **kwargs)
+
+    return wrapper
 
 
 class NonNegativeFactorisationMixin:

@@ -328,7 +328,11 @@ def fit_distributed(model, X, uncertainty=None):
             "warm_start=True cannot continue a distributed fit: its chains are the subsets'. "
             "Set warm_start=False, or distributed=None to continue a single chain."
         )
-    if uncertainty is not None and not isinstance(uncertainty, str):
+    if uncertainty is None:
+        # the default, named: the subsets' fits do not repeat the warnings about it that
+        # the whole data's fit gave once
+        uncertainty = "relative"
+    elif not isinstance(uncertainty, str):
         uncertainty = uncertainty_array(uncertainty, X.shape)
     if sparse.issparse(X) and genome_wide:
         # column subsets of a CSR matrix are cheaper from its CSC form

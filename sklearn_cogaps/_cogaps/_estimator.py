@@ -26,6 +26,7 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._checkpoint import Checkpoint
 from .._utils._deprecation import RenamedMixin
+from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
 from ._chain import (
@@ -55,12 +56,13 @@ from ._distributed import (
     fit_distributed,
 )
 from ._markers import pattern_markers, z_scores
-from ._r_names import R_PARAMETERS
+from ._r_names import R_ATTRIBUTES, R_PARAMETERS
 from ._rows import held_out_loglik, row_chunks, sample_patterns, sample_sparse_patterns
 from ._uncertainty import (
     LARGEST_VALUE,
     UNCERTAINTY_ADVICE,
     advise_counts,
+    advise_scale,
     check_uncertainty_shape,
     likelihood_digest,
     uncertainty_name,
@@ -374,8 +376,9 @@ class CoGAPS(
         The chain of each snapshot when several chains keep them (``n_snapshots`` per
         chain, fewer when ``tol`` ended the sampling early).
     n_components_ : int
-        Number of consensus patterns of a distributed fit (the columns of ``loadings_``).
-        Set only in distributed mode, like the five attributes below.
+        Number of fitted patterns (the columns of ``loadings_``): ``n_components``, or the
+        number of consensus patterns of a distributed fit, which can differ from it. The
+        five attributes below are set only in distributed mode.
     subsets_ : list of ndarray
         The feature (genome-wide) or sample (single-cell) indices of each subset in the
         second phase: a partition of the axis (the explicit sets with what they leave out
@@ -452,6 +455,7 @@ class CoGAPS(
     )
 
     _peer_parameters = R_PARAMETERS
+    _peer_methods = R_ATTRIBUTES
     _missing_value_advice = (
         "CoGAPS weighs each entry of X by 1 / uncertainty**2; to leave entries out of the "
         "fit, give them a value of 0 and a large standard deviation: "
@@ -763,6 +767,7 @@ class CoGAPS(
         name = uncertainty_name(uncertainty)
         if uncertainty is None:
             advise_counts(X)
+            advise_scale(X)
         self.uncertainty_model_ = "array" if name is None else name
         if getattr(self, "tol", None) is not None and self.n_chains == 1:
             raise ValueError(
@@ -817,6 +822,7 @@ class CoGAPS(
                 )
             check_single_chain_parameters(self, several_chains=True)
             clear_distributed_attributes(self)
+            self.n_components_ = self.n_components
             fixed = {}
             if fixed_components is not None:
                 fixed["fixed_components"] = fixed_components
@@ -828,6 +834,7 @@ class CoGAPS(
         check_single_chain_parameters(self)
         clear_distributed_attributes(self)
         clear_chain_attributes(self)
+        self.n_components_ = self.n_components
         fixed = validate_fixed(X, self.n_components, fixed_components, fixed_patterns)
         # the chain gets the cap and decides per batch; a pass over the data, by its size
         n_threads = effective_n_threads()
@@ -1056,6 +1063,7 @@ class CoGAPS(
         W = np.concatenate(blocks) if blocks else np.empty((0, self.n_components))
         return as_dtype(W, X.dtype)
 
+    @peer_arguments({"lp": ("R CoGAPS's", "weights")}, example="{name}({new}=...)")
     def pattern_markers(self, threshold="all", *, axis="features", weights=None):
         """The features (or samples) that mark each pattern (CoGAPS's ``patternMarkers``).
 
@@ -1083,8 +1091,10 @@ class CoGAPS(
         """
         check_is_fitted(self)
         if axis not in ("features", "samples"):
+            r_axis = {1: "features", 2: "samples"}.get(axis) if type(axis) is int else None
             raise ValueError(
                 f"axis must be 'features' or 'samples' (R's axis = 1 or 2); got {axis!r}."
+                + (f" Write axis={r_axis!r}." if r_axis else "")
             )
         if axis == "features":
             amplitudes, patterns = self.components_.T, self.loadings_

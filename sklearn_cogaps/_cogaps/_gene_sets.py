@@ -100,8 +100,9 @@ def gene_set_statistic(
     (CoGAPS's ``calcZ`` of ``Amean`` and ``Asd``, which are ``components_.T`` and
     ``components_std_.T`` here); a set's statistic in a pattern is the mean z-score of its
     members. The null distribution for a set of ``n`` members is the mean z-score of ``n``
-    features drawn uniformly with replacement, ``n_permutations`` times (one null per set
-    size, shared by the sets of that size).
+    distinct features drawn uniformly (without replacement, as R's ``sample(...,
+    replace=FALSE)``: a set holds each feature once), ``n_permutations`` times (one null
+    per set size, shared by the sets of that size).
 
     Parameters
     ----------
@@ -154,7 +155,7 @@ def gene_set_statistic(
     >>> result = gene_set_statistic(H, np.ones_like(H), {"planted": range(10)},
     ...                             random_state=0)
     >>> result["p_up"].round(3)
-    array([[0.001, 0.35 ]])
+    array([[0.001, 0.41 ]])
     """
     mean = np.asarray(components, dtype=np.float64)
     std = np.asarray(components_std, dtype=np.float64)
@@ -180,10 +181,18 @@ def gene_set_statistic(
         if n in nulls:
             continue
         null = np.empty((n_permutations, K))
-        block = max(1, _DRAW_BLOCK // n)
+        # n distinct features per draw: the n smallest of uniform keys (a uniformly random
+        # subset); drawing with replacement made the null of a set that is a fair share of
+        # the features too wide (p-values of random sets of 200 among 300 features below
+        # 0.05 in 0.3% of cases, not 5%)
+        block = max(1, _DRAW_BLOCK // max(n_features, n * 8))
         for start in range(0, n_permutations, block):
             stop = min(n_permutations, start + block)
-            draws = rng.randint(0, n_features, size=(stop - start, n))
+            if n < n_features:
+                keys = rng.random_sample((stop - start, n_features))
+                draws = np.argpartition(keys, n - 1, axis=1)[:, :n]
+            else:
+                draws = np.broadcast_to(np.arange(n_features), (stop - start, n_features))
             null[start:stop] = z[draws].mean(axis=1)
         nulls[n] = null
 

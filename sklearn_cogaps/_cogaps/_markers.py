@@ -5,6 +5,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._utils._habits import peer_arguments
+
 __all__ = ["PatternMarkers", "pattern_markers", "z_scores"]
 
 
@@ -27,6 +29,9 @@ class PatternMarkers(NamedTuple):
     scores: np.ndarray
 
 
+@peer_arguments(
+    {"lp": ("R CoGAPS's", "weights")}, example="{name}(amplitudes, patterns, {new}=...)"
+)
 def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
     """Rank the features by how specifically they follow each pattern.
 
@@ -50,7 +55,12 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
         ``"all"`` gives each feature to the pattern where it ranks best, so the markers
         partition the features (those with some amplitude); ``"cut"`` keeps, for each
         pattern, the features in rank order up to the first one that ranks better in
-        another pattern. Not used with ``weights``.
+        another pattern. Not used with ``weights``. These are the rules of R CoGAPS's
+        source since its 2024 rewrite of ``patternMarkers``; PyCoGAPS and the R releases
+        before it give each feature, under ``"all"``, to the pattern at the smallest
+        *distance* (``scores.argmin(axis=1)`` of the result), and under ``"cut"`` keep
+        the first feature that ranks better elsewhere too, so their marker lists can
+        differ from these by a few features.
     weights : array-like of shape (n_components,), default=None
         One profile over the patterns to score the features against (R's ``lp``): for
         example ``[1, 1, 0]`` for the features of patterns 1 and 2 together. Every feature

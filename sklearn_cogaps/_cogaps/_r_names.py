@@ -2,7 +2,7 @@
 ``CoGAPS(nPatterns=3)`` or ``CoGAPS(seed=1)`` gets a ``TypeError`` that says it (see
 ``DataInFitMixin``)."""
 
-__all__ = ["R_PARAMETERS"]
+__all__ = ["R_ATTRIBUTES", "R_PARAMETERS"]
 
 #: ``{R's name: ("R CoGAPS", what to write instead)}``.
 R_PARAMETERS = {
@@ -55,5 +55,30 @@ R_PARAMETERS = {
             "CoGAPS(...).fit(X, fixed_components=H) for 'A' (whichMatrixFixed), or "
             "fit(X, fixed_patterns=W) for 'P'",
         ),
+    }.items()
+}
+
+#: The names of R CoGAPS's and PyCoGAPS's results and functions, read on a fitted model:
+#: ``{name: (whose, what to write instead)}`` (their A, genes x patterns, is our
+#: ``components_.T``; their P, samples x patterns, our ``loadings_``).
+R_ATTRIBUTES = {
+    name: ("R CoGAPS's and PyCoGAPS", instead)
+    for name, instead in {
+        **dict.fromkeys(["featureLoadings", "Amean"], "components_.T (genes x patterns)"),
+        **dict.fromkeys(["sampleFactors", "Pmean"], "loadings_ (samples x patterns)"),
+        **dict.fromkeys(["featureStdDev", "Asd"], "components_std_.T"),
+        **dict.fromkeys(["sampleStdDev", "Psd"], "loadings_std_"),
+        "patternMarkers": 'pattern_markers(threshold="all") (axis="samples" for R\'s axis=2)',
+        "calcZ": "z_scores()",
+        "calcCoGAPSStat": "sklearn_cogaps.gene_set_statistic(model.components_, "
+        "model.components_std_, sets, feature_names=model.feature_names_in_)",
+        "getPatternGeneSet": "sklearn_cogaps.marker_overrepresentation(model.components_, "
+        "model.loadings_, sets)",
+        "plotPatternMarkers": "sklearn_cogaps.plotting.plot_markers(model, X=X)",
+        "getClusteredPatterns": "subset_patterns_ with pattern_clusters_ (distributed fits)",
+        "getUnmatchedPatterns": "subset_patterns_ where pattern_clusters_ is -1 (distributed fits)",
+        "getCorrelationToMeanPattern": "consensus_correlation_ (distributed fits)",
+        "getSubsets": "subsets_ (distributed fits)",
+        **dict.fromkeys(["getMeanChiSq", "meanChiSq"], "chisq_"),
     }.items()
 }

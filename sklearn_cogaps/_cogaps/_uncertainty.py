@@ -17,6 +17,7 @@ __all__ = [
     "SPARSE_SIGMA0",
     "UNCERTAINTY_ADVICE",
     "advise_counts",
+    "advise_scale",
     "check_uncertainty_shape",
     "default_uncertainty",
     "likelihood_digest",
@@ -80,6 +81,43 @@ def advise_counts(X):
         "which gives a count of 1 a hundred times the weight of a count of 10. For counts "
         "pass uncertainty='poisson'; for data that are not counts pass "
         "uncertainty='relative' to silence this warning.",
+        UserWarning,
+        stacklevel=4,  # the caller of fit, beneath scikit-learn's fit context
+    )
+
+
+def advise_scale(X):
+    """Warn when the floor of the default uncertainty, 0.1, exceeds most of X.
+
+    ``max(0.1 * X, 0.1)`` is meant for data whose values are mostly above 1; on data of a
+    smaller scale (proportions, counts divided by library size) the floor makes the entries
+    look like noise, the likelihood is nearly flat and the patterns are arbitrary, with a
+    chi-square far below the number of entries. On ``make_patterns(30, 100, 3)`` (300
+    iterations), the worst correlation of a fitted pattern with a planted one was 0.998 at
+    the data's scale and at a tenth of it (median non-zero value 0.28), 0.966 at 0.03 (median
+    0.085) and 0.50 at 0.01: the warning is given when the median is below the floor.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The validated data.
+    """
+    values = X.data if sparse.issparse(X) else np.ravel(X)
+    values = values[values > 0]
+    if values.size == 0:
+        return
+    # a strided sample bounds the cost on atlas-sized data
+    step = max(1, values.size // 1_000_000)
+    median = float(np.median(values[::step]))
+    if median >= 0.1:
+        return
+    warnings.warn(
+        f"The median non-zero value of X is {median:.3g}, below the floor 0.1 of the default "
+        "uncertainty max(0.1 * X, 0.1): at this scale most entries look like noise and the "
+        "patterns can be arbitrary. Pass an uncertainty of the data's scale (its "
+        "measurement errors, or for example uncertainty=np.maximum(0.1 * X, "
+        f"{median / 10:.2g})), or rescale X so that its values are mostly above 1; pass "
+        "uncertainty='relative' to keep the default and silence this warning.",
         UserWarning,
         stacklevel=4,  # the caller of fit, beneath scikit-learn's fit context
     )

@@ -10,6 +10,8 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
 
+from ._habits import peer_arguments
+
 __all__ = ["RecommenderMixin", "triplets_to_matrix"]
 
 # Users scored at once by recommend: a block of scores is this many rows x n_items.
@@ -95,30 +97,22 @@ def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
     return X, user_labels, item_labels
 
 
-# The recommender libraries' names of recommend's arguments: {name: (whose, ours)}.
+# The recommender libraries' names of recommend's arguments.
 _PEER_RECOMMEND_ARGUMENTS = {
     "N": ("implicit's", "n"),
     "filter_already_liked_items": ("implicit's", "filter_seen"),
     "exclude_seen": ("hpfrec's", "filter_seen"),
-    "user_items": ("implicit's", "X"),
+    "user_items": ("implicit's", None),
     "userid": ("implicit's", "users"),
     "user": ("hpfrec's", "users"),
 }
 
 
-def _recommend_habits(method):
-    """Wrap ``recommend`` so that implicit's and hpfrec's habits get what to write: their
-    argument names (``N=``, ``filter_already_liked_items=``) and implicit's order
-    ``recommend(userid, user_items, N)``."""
+def _implicit_order(method):
+    """Refuse implicit's order ``recommend(userid, user_items, N)`` with what to write."""
 
     @functools.wraps(method)
     def recommend(self, *args, **kwargs):
-        for old, (whose, new) in _PEER_RECOMMEND_ARGUMENTS.items():
-            if old in kwargs:
-                raise TypeError(
-                    f"recommend() takes {new}=, not {old}= ({whose} name): write "
-                    f"recommend(X[rows], n=..., users=rows, filter_seen=...)."
-                )
         first = args[0] if args else kwargs.get("X")
         if isinstance(first, (numbers.Integral, np.integer)) and not isinstance(first, bool):
             raise TypeError(
@@ -178,7 +172,10 @@ class RecommenderMixin:
         V = np.asarray(self.components_, dtype=np.float64).T[items]
         return np.einsum("pk,pk->p", U, V)
 
-    @_recommend_habits
+    @peer_arguments(
+        _PEER_RECOMMEND_ARGUMENTS, example="recommend(X[rows], n=..., users=rows, filter_seen=...)"
+    )
+    @_implicit_order
     def recommend(self, X, n=10, *, users=None, filter_seen=True):
         """The best ``n`` items of each user, by score (hpfrec's ``topN``).
 

@@ -319,6 +319,14 @@ def check_ignored_y(estimator, y, X, *, method="fit", advice):
     """
     if y is None:
         return
+    if isinstance(y, dict) or type(y).__name__ in ("CoParams", "CogapsParams", "GapsParameters"):
+        # PyCoGAPS's CoGAPS(adata, params) and R's CoGAPS(data, params)
+        raise TypeError(
+            f"{type(estimator).__name__}.{method} takes the data; its parameters (a dict or "
+            f"a params object, as in PyCoGAPS's CoGAPS(adata, params)) go to the "
+            f"constructor under their names here: {type(estimator).__name__}(**parameters)"
+            f".{method}(X)."
+        )
     x_shape = shape_of(X)
     y_shape = shape_of(y)
     n = x_shape[0] if x_shape else None

@@ -7,7 +7,6 @@ E-step (``_estep``, ``_fast``): Bovy's batch EM (``_em``), the minibatch online 
 with Adam on softmax / Cholesky parameters (``_online``); split and merge in ``_split_merge``.
 """
 
-import functools
 import warnings
 from numbers import Integral, Real
 
@@ -22,6 +21,7 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
 from .._utils._blocks import current_client, is_out_of_core
 from .._utils._deprecation import RenamedMixin
+from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._validation import check_ignored_y, out_of_core_features
 from ._blocks import ObservationBlocks
@@ -74,45 +74,17 @@ def _observations_doc(method):
     return method
 
 
-# astroML's and extreme-deconvolution's names of the methods' arguments: {name: ours}.
+# astroML's and extreme-deconvolution's names of the methods' arguments.
 _PEER_ARGUMENTS = {
-    "Xerr": "X_cov",
-    "xerr": "X_cov",
-    "ycovar": "X_cov",
-    "ydata": "X",
-    "weight": "sample_weight",
-    "X_input": "X",
-    "Xerr_input": "X_cov",
+    **dict.fromkeys(["Xerr", "xerr", "ycovar", "Xerr_input"], ("astroML's", "X_cov")),
+    "weight": ("extreme-deconvolution's", "sample_weight"),
+    **dict.fromkeys(["ydata", "X_input"], ("astroML's", None)),
 }
-
-
-def _peer_arguments(method, n_positional):
-    """Wrap ``method`` so that astroML's habits get what to write: its names of the noise
-    and the weights (``fit(X, Xerr=S)``, ``weight=w``, ``condition(X_input=x)``), and the
-    noise passed positionally to a method that takes the observations alone
-    (``score_samples(X, Xerr)``). ``n_positional`` is the number of positional arguments
-    after ``self``; the signature seen by ``inspect`` (and by scikit-learn's metadata
-    routing) stays the method's."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        for old, new in _PEER_ARGUMENTS.items():
-            if old in kwargs:
-                write = f"{name}(X)" if new == "X" else f"{name}(X, {new}=...)"
-                raise TypeError(
-                    f"{name}() takes {'X as its first argument' if new == 'X' else new + '='}"
-                    f", not {old}= (astroML's and extreme-deconvolution's name): write "
-                    f"{write}."
-                )
-        if len(args) > n_positional:
-            raise TypeError(
-                f"{name}() takes the observations X positionally and their noise by "
-                f"keyword: write {name}(X, X_cov=Xerr) (astroML's {name}(X, Xerr))."
-            )
-        return method(self, *args, **kwargs)
-
-    return wrapper
+# astroML's noise given positionally to a method that takes the observations alone
+_POSITIONAL_NOISE = (
+    "{name}() takes the observations X positionally and their noise by keyword: write "
+    "{name}(X, X_cov=Xerr) (astroML's {name}(X, Xerr))."
+)
 
 
 class ExtremeDeconvolution(
@@ -1062,9 +1034,8 @@ for _name, _n_positional in (
     ("aic", 1),
     ("condition", 2),
 ):
-    setattr(
-        ExtremeDeconvolution,
-        _name,
-        _peer_arguments(getattr(ExtremeDeconvolution, _name), _n_positional),
+    _habits = peer_arguments(
+        _PEER_ARGUMENTS, n_positional=_n_positional, positional_advice=_POSITIONAL_NOISE
     )
-del _name, _n_positional
+    setattr(ExtremeDeconvolution, _name, _habits(getattr(ExtremeDeconvolution, _name)))
+del _name, _n_positional, _habits

@@ -6,6 +6,7 @@ caller's object is bit-for-bit the same afterwards.
 """
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -270,3 +271,62 @@ def test_large_but_representable_values_fit_finitely(dense):
         model = CoGAPS(**FAST).fit(X, uncertainty=np.maximum(0.1 * X, 0.1 * scale))
         for name in ("components_", "components_std_", "loadings_", "chisq_", "objective_history_"):
             assert np.all(np.isfinite(getattr(model, name))), (scale, name)
+
+
+def _small_fit():
+    from sklearn_cogaps.datasets import make_patterns
+
+    X = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)[0]
+    return CoGAPS(2, max_iter=30, random_state=0).fit(X), X
+
+
+@pytest.mark.parametrize(
+    "name, advice",
+    [
+        ("featureLoadings", r"components_.T"),
+        ("Amean", r"components_.T"),
+        ("sampleFactors", "loadings_"),
+        ("sampleStdDev", "loadings_std_"),
+        ("calcZ", r"z_scores\(\)"),
+        ("patternMarkers", r"pattern_markers\(threshold="),
+        ("calcCoGAPSStat", r"gene_set_statistic\(model.components_"),
+        ("getUnmatchedPatterns", "pattern_clusters_ is -1"),
+        ("getMeanChiSq", "chisq_"),
+    ],
+)
+def test_r_and_pycogaps_result_names_say_ours(name, advice):
+    model, _ = _small_fit()
+    with pytest.raises(AttributeError, match=r"R CoGAPS.s and PyCoGAPS.s\); write .*" + advice):
+        getattr(model, name)
+
+
+def test_r_habits_of_fit_and_set_params_say_what_to_write():
+    model, X = _small_fit()
+    with pytest.raises(TypeError, match=r"'seed' is R CoGAPS's name.*CoGAPS\(random_state=seed"):
+        CoGAPS(2).fit(X, seed=1)
+    with pytest.raises(TypeError, match=r"'max_iter' is a parameter.*set_params\(max_iter="):
+        CoGAPS(2).fit(X, max_iter=10)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        CoGAPS(2).fit(X, bogus=1)
+    with pytest.raises(ValueError, match=r"no parameter 'nPatterns'.*set_params\(n_components"):
+        CoGAPS(2).set_params(nPatterns=5)
+    with pytest.raises(TypeError, match=r"PyCoGAPS's CoGAPS\(adata, params\)"):
+        CoGAPS(2).fit(X, {"nPatterns": 3})
+    with pytest.raises(TypeError, match=r"takes weights=, not lp="):
+        model.pattern_markers(lp=[1, 0])
+    with pytest.raises(ValueError, match=r"Write axis='samples'"):
+        model.pattern_markers(axis=2)
+    # the number of fitted patterns is there whatever the mode
+    assert model.n_components_ == 2
+
+
+def test_data_below_the_default_uncertainty_floor_warn():
+    from sklearn_cogaps.datasets import make_patterns
+
+    X = make_patterns(n_samples=30, n_features=100, n_components=3, random_state=0)[0]
+    with pytest.warns(UserWarning, match=r"median non-zero value of X is 0.0282, below"):
+        CoGAPS(3, max_iter=5, random_state=0).fit(X * 0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        CoGAPS(3, max_iter=5, random_state=0).fit(X * 0.01, uncertainty="relative")
+        CoGAPS(3, max_iter=5, random_state=0).fit(X * 0.1)

@@ -209,3 +209,21 @@ def test_shapes_are_checked():
         gene_set_statistic(np.ones((2, 5)), np.ones((2, 4)), {"a": [0]})
     with pytest.raises(ValueError, match="n_components"):
         marker_overrepresentation(np.ones((2, 5)), np.ones((4, 3)), {"a": [0]})
+
+
+def test_the_null_of_large_sets_draws_distinct_features(fitted):
+    """R's calcCoGAPSStat samples without replacement. Drawn with replacement, the null of
+    a set of 200 among 300 features was too wide: 0.3% of random sets had p_up < 0.05."""
+    model, _, _, _ = fitted
+    rng = np.random.RandomState(11)
+    sets = {f"r{i}": rng.choice(300, 200, replace=False) for i in range(300)}
+    result = gene_set_statistic(
+        model.components_, model.components_std_, sets, n_permutations=400, random_state=2
+    )
+    rate = np.mean(result["p_up"][:, 0] < 0.05)
+    assert 0.02 < rate < 0.09, rate
+    # every feature of the null draws at most once: a set of all features has a constant null
+    everything = gene_set_statistic(
+        model.components_, model.components_std_, {"all": range(300)}, n_permutations=50
+    )
+    assert_array_equal(everything["p_up"], np.ones((1, 3)))

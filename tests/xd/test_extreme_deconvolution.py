@@ -759,7 +759,7 @@ def test_astroml_habits_say_what_to_write():
     for method in ("score_samples", "predict", "predict_proba", "deconvolve", "bic", "aic"):
         with pytest.raises(TypeError, match=rf"write {method}\(X, X_cov=Xerr\)"):
             getattr(xd, method)(x, S)
-    with pytest.raises(TypeError, match=r"X as its first argument, not X_input="):
+    with pytest.raises(TypeError, match=r"that value as its first argument, not X_input="):
         xd.condition(X_input=[0.1, np.nan])
     with pytest.raises(TypeError, match="takes X_cov=, not Xerr_input="):
         xd.condition([0.1, np.nan], Xerr_input=[0.1, 0.0])
