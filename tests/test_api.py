@@ -170,6 +170,8 @@ def test_data_given_to_the_constructor_is_refused_with_the_call_to_write(cls, ad
         (lambda: MaxMarginMF(k=5), r"'k' \(hpfrec's name, given 5\); write n_components="),
         (lambda: MaxMarginMF(n_factors=5), "surprise's name"),
         (lambda: MaxMarginMF(iterations=5), r"implicit's name.*write max_iter="),
+        (lambda: WeightedBackgroundPMF(pm_func="x"), r"'pm_func' \(R ebpmf's name"),
+        (lambda: WeightedBackgroundPMF(seed=1), r"write random_state=seed"),
     ],
 )
 def test_a_peer_s_parameter_name_says_ours(call, match):

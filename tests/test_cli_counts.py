@@ -139,6 +139,17 @@ def test_prep_reads_schpf_txt(capsys, counts, tmp_path):
     assert_array_equal(genes, np.column_stack([ids, names]))
 
 
+def test_schpf_txt_content_under_another_name_says_to_name_it_txt(capsys, counts, tmp_path):
+    X, ids, names = counts
+    for name in ("umis.tsv", "umis.dat"):
+        with open(tmp_path / name, "w") as f:
+            for j in range(X.shape[1]):
+                f.write("\t".join([ids[j], names[j], *map(str, X[:, j])]) + "\n")
+        status, out, err = _run(capsys, "prep", "-i", tmp_path / name, "-m", "0")
+        assert status != 0
+        assert "scHPF's count format" in err and ".txt" in err, err
+
+
 def test_train_writes_the_fitted_estimator(capsys, trained):
     model = joblib.load(trained / "run.model.joblib")
     assert isinstance(model, HierarchicalPMF)
@@ -252,6 +263,7 @@ def test_h5ad_names(capsys, counts, tmp_path):
         (["train-pool", "-i", "x.mtx", "-k", "3"], "--n-init N"),
         (["prep-like", "-i", "x.txt", "-r", "genes.txt"], "project selects"),
         (["prep", "-i", "x.mtx", "-nvc", "100"], "sets no cells aside"),
+        (["train", "-i", "x.mtx", "-k", "3", "-nvc", "100"], "no set of validation cells"),
         (["project", "-m", "m.joblib", "-i", "x.mtx", "--recalc-bp"], "trained model's"),
     ],
 )

@@ -353,6 +353,7 @@ def _add_train(subparsers):
         (("--float32",), "drop it: the fit computes in float64."),
         (("-sa", "--save-all"), "only the best start is saved; run train once per --seed."),
         (("--validation-cells",), _NO_VALIDATION),
+        (("-nvc", "--n-validation-cells"), _NO_VALIDATION),
         (("--njobs",), "write --threads N."),
     ]:
         _refuse(sub, flags, advice)

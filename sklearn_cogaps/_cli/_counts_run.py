@@ -56,6 +56,22 @@ def _read_gene_file(path, what):
     return np.array(rows, dtype=object)
 
 
+def _schpf_format_hint(path, message):
+    """What to add to a reading error of a file that may be in scHPF's own format (gene id,
+    gene name, one count per cell, whitespace-delimited, no header), which is read from a
+    .txt or .txt.gz name only."""
+    name = str(path).lower()
+    if "cannot tell the format" in message:
+        return " scHPF's count format (id, name, counts; no header) is read as .txt or .txt.gz."
+    if name.endswith((".tsv", ".csv")) and "is not a number" in message:
+        return (
+            " If this is scHPF's count format (gene id, gene name, then one count per cell, "
+            "no header), name the file .txt (or .txt.gz): a .tsv is read as a table with a "
+            "header line."
+        )
+    return ""
+
+
 def _read_schpf_txt(path):
     """scHPF's count table: whitespace-separated, genes x cells, no header, each line a
     gene's ENSEMBL id, its name and its counts. Returns cells x genes counts (CSR) and the
@@ -121,7 +137,10 @@ def _read_counts(path, transpose=False, layer=None, genes_file=None):
         X, genes = _read_schpf_txt(path)
         cells = None
     else:
-        X, cells, names = read_matrix(path, transpose=transpose, layer=layer)
+        try:
+            X, cells, names = read_matrix(path, transpose=transpose, layer=layer)
+        except CommandLineError as exc:
+            raise CommandLineError(f"{exc}{_schpf_format_hint(path, str(exc))}") from None
         genes = None if names is None else np.asarray(names, dtype=object)[:, None]
     X = sparse.csr_matrix(X)
     if genes_file is not None:

@@ -376,7 +376,7 @@ def _point_gamma_objective(params, y, s, zero, fit_pi0):
     with np.errstate(divide="ignore", invalid="ignore"):
         lg = _component_loglik(y, s, np.array([a]), np.array([b]))[:, 0]
     # d/da and d/db of the Gamma component's log marginal.
-    da = digamma(y + a) - digamma(a) - np.log1p(s / b)
+    da = _digamma_ratio(y, a) - np.log1p(s / b)
     db = a / b - (a + y) / (b + s)
     if pi0 > 0:
         # Mixture with the spike where y = 0; the spike has likelihood 0 where y > 0.
@@ -394,6 +394,15 @@ def _point_gamma_objective(params, y, s, zero, fit_pi0):
     with np.errstate(divide="ignore", invalid="ignore"):
         d_pi = np.where(zero, (1.0 - np.exp(lg)) / np.exp(lp), -1.0 / (1.0 - pi0))
     return val, np.array([-np.sum(d_pi) / n, g_la, g_lb])
+
+
+def _digamma_ratio(y, a):
+    """psi(y + a) - psi(a), for large ``a`` from the asymptotic series of psi, log1p(y/a) +
+    y / (2 a (a + y)): the direct difference of two numbers near log a loses the digits of
+    their difference, about y / a (the gradient of a prior collapsing to a point mass)."""
+    if a < 1e7:
+        return digamma(y + a) - digamma(a)
+    return np.log1p(y / a) + y / (2.0 * a * (a + y))
 
 
 def _moment_start(y, s):

@@ -38,6 +38,7 @@ from .._utils._validation import (
 from ._block_counts import BlockCounts, compressed, entry_sums, row_entry_sums
 from ._counts import (
     COUNTS_ADVICE,
+    HPFREC_METHODS,
     MISSING_COUNTS_ADVICE,
     PEER_RUN_PARAMETERS,
     CountModelMixin,
@@ -250,7 +251,9 @@ class WeightedBackgroundPMF(
         ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the factors
         are clamped below at 1e-8, ``l0`` and ``f0`` are the row means of ``W`` and of
         ``H.T`` over the components, ``E[l_ik] = W_ik / l0_i``, ``E[f_jk] = H_kj / f0_j``,
-        ``w = 1`` and the mixture priors start from uniform weights.
+        ``w = 1`` and the mixture priors start from uniform weights: factors from an
+        earlier fit start near it, not at it (its priors and weights are reset). To
+        continue an earlier fit (R's ``init = fit``), use ``warm_start=True``.
     random_state : int, RandomState instance or None, default=None
         Seed of the NMF initialisation (the iterations are deterministic).
     verbose : int, default=0
@@ -264,8 +267,9 @@ class WeightedBackgroundPMF(
     n_init : int, default=1
         Number of fits from different starts; the one with the highest final ELBO is kept.
         The first starts from KL-NMF from NNDSVDa, the others from KL-NMF from random
-        factors (NNDSVDa is deterministic: its seed does not change it). Ignored when
-        ``warm_start`` continues a fit.
+        factors (NNDSVDa's seed drives only its randomised SVD, to the same leading vectors:
+        it changes the fit at the level of rounding). Ignored when ``warm_start``
+        continues a fit.
     n_iter_no_change : int, default=20
         With held-out counts (``fit(X, X_val=...)``), the fit stops once this many
         iterations have not raised their log-likelihood, and keeps its best iteration, as in
@@ -316,8 +320,10 @@ class WeightedBackgroundPMF(
     kl_loadings_, kl_components_ : ndarray of shape (n_components,)
         ``KL(q_L,k || g_L,k)`` and ``KL(q_F,k || g_F,k)`` at the end of the fit.
     lower_bound_ : float
-        The final ELBO (eq. 3.20, including ``-sum log X_ij!``); after :meth:`partial_fit`,
-        the last batch's ELBO per row.
+        The final ELBO (eq. 3.20, including ``-sum log X_ij!``), of the last iteration:
+        before the features without counts get their empirical-Bayes ``f0_`` (above),
+        which the ELBO of the returned attributes includes; after :meth:`partial_fit`, the
+        last batch's ELBO per row.
     reconstruction_err_ : float
         ``sqrt(2 D_KL(X || loadings_ @ components_))``, the Poisson deviance's square root:
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
@@ -402,10 +408,49 @@ class WeightedBackgroundPMF(
         ),  # fmt: skip
         "K": ("R ebpmf", "n_components=K"),
         "maxiter": ("R ebpmf", "max_iter=N"),
-        "ebpm_fn": (
-            "R ebpmf's ebpm.fn",
-            "prior_loadings=... and prior_components=... (one of "
-            "'gamma_mixture', 'gamma', 'point_gamma', 'exponential_mixture')",
+        **dict.fromkeys(
+            ["ebpm_fn", "pm_func"],
+            (
+                "R ebpmf",
+                "prior_loadings=... and prior_components=... (one of "
+                "'gamma_mixture', 'gamma', 'point_gamma', 'exponential_mixture')",
+            ),
+        ),
+        "seed": ("R ebpmf", "random_state=seed"),
+        "fix_option": (
+            "R ebpmf",
+            "init='custom' with fit(X, W=..., H=...) to start from given factors; nothing "
+            "holds a factor fixed during the fit",
+        ),
+        "pm_control": (
+            "R ebpmf",
+            "nothing: the prior solvers run to their tolerance (mix-SQP's KKT conditions)",
+        ),
+    }
+
+    def _validate_params(self):
+        if hasattr(self.init, "get_params") or isinstance(self.init, (dict, list, tuple)):
+            from sklearn.utils._param_validation import InvalidParameterError
+
+            raise InvalidParameterError(
+                "init takes 'nmf' or 'custom', not a fit (R ebpmf's init = fit). To continue "
+                "a fitted model, fit it again with warm_start=True (model.set_params("
+                "warm_start=True).fit(X)); to start from given factors, init='custom' "
+                "with fit(X, W=..., H=...)."
+            )
+        super()._validate_params()
+
+    # R ebpmf_wbg's results, read on a fitted model
+    _peer_methods = {
+        **HPFREC_METHODS,
+        "l0": ("R ebpmf", "l0_"),
+        "f0": ("R ebpmf", "f0_"),
+        "w": ("R ebpmf", "w_"),
+        "ELBO": ("R ebpmf", "objective_history_ (the trace) or lower_bound_ (the last)"),
+        "qg": (
+            "R ebpmf",
+            "loadings_mean_ (qls_mean), components_mean_.T (qfs_mean), their _log "
+            "attributes, and prior_loadings_, prior_components_ (gls, gfs)",
         ),
     }
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import io, sparse
-from scipy.special import gammaln
+from scipy.special import gammaln, xlogy
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
@@ -427,3 +427,46 @@ def test_denominators_follow_topic_updates():
             y_rows, _ = sweeper.topic_counts(rows, cols, D, t)
             np.testing.assert_allclose(y_rows, dense[:, t], rtol=1e-12, atol=1e-300)
     assert restabilised > 0
+
+
+@pytest.mark.parametrize(
+    "prior_loadings, prior_components, K",
+    [("gamma", "gamma", 6), ("point_gamma", "gamma_mixture", 6)],
+)
+def test_a_spare_topic_whose_prior_collapses_keeps_a_valid_bound(
+    prior_loadings, prior_components, K
+):
+    """With more topics than the data hold, a spare topic's fitted Gamma prior collapses to
+    a point mass (shape ~1e16). Its KL came out at -142,948 and the ELBO positive, above
+    the saturated log-likelihood, which no bound of count data can be; the ELBO also fell."""
+    rng = np.random.default_rng(0)
+    L, F = rng.gamma(0.5, 2, (500, 3)), rng.gamma(0.3, 3, (300, 3))
+    l0, f0 = rng.gamma(5, 0.2, 500), rng.gamma(2, 0.5, 300)
+    X = rng.poisson(0.3 * (l0[:, None] * L) @ (f0[:, None] * F).T)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = WeightedBackgroundPMF(
+            K,
+            prior_loadings=prior_loadings,
+            prior_components=prior_components,
+            random_state=0,
+            max_iter=60,
+        ).fit(X)
+    saturated = float(np.sum(xlogy(X, X) - X - gammaln(X + 1.0)))
+    assert m.lower_bound_ < saturated
+    assert m.kl_loadings_.min() > -1e-6 and m.kl_components_.min() > -1e-6
+    history = np.asarray(m.objective_history_)
+    assert np.all(np.diff(history) >= -1e-8 * np.abs(history[1:]))
+
+
+def test_r_ebpmf_results_and_init_from_a_fit_say_ours():
+    X = np.random.default_rng(0).poisson(1.0, (40, 25))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = WeightedBackgroundPMF(2, max_iter=5, random_state=0).fit(X)
+    for name, ours in [("l0", "l0_"), ("f0", "f0_"), ("w", "w_"), ("ELBO", "lower_bound_"),
+                       ("qg", "loadings_mean_")]:  # fmt: skip
+        with pytest.raises(AttributeError, match=rf"\(R ebpmf's\); write .*{ours}"):
+            getattr(model, name)
+    with pytest.raises(ValueError, match=r"not a fit .*warm_start=True"):
+        WeightedBackgroundPMF(2, init=model).fit(X)
