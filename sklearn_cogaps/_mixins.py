@@ -107,10 +107,11 @@ def _parameters_not_in_fit(fit):
     ``CoGAPS(data, nPatterns=3, seed=1)``, written ``fit(X, seed=1)``) says that parameters
     go to the constructor, under our name; other unknown arguments keep Python's error."""
 
+    accepted = inspect.signature(fit).parameters
+
     @functools.wraps(fit)
     def wrapper(self, *args, **kwargs):
         cls = type(self)
-        accepted = inspect.signature(fit).parameters
         for name in kwargs:
             if name in accepted:
                 continue
