@@ -248,7 +248,8 @@ def rowwise_dot(A, v):
 def elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf, rowwise=False):
     """Per-row ELBO terms without the KLs and the log X! constant, plus the column part
     (``rowwise``: each row's terms from that row alone, :func:`rowwise_dot`)."""
-    lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
+    with np.errstate(divide="ignore"):  # a topic of weight 0 has log w = -inf
+        lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
     lv = np.ascontiguousarray(Elogf)
     sparse_rows = sweeper.data_term(lu, lv)
     # Dense part: -sum_ij l0_i f0_j Lambda_ij as a rank-K product (never n x p).
