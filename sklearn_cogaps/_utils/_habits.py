@@ -20,8 +20,8 @@ def peer_arguments(renamed, *, n_positional=None, positional_advice=None, exampl
         ``{peer's name: (whose name, our name)}``; ``our name`` None when the value is our
         first positional argument.
     n_positional : int or None, default=None
-        The positional arguments the callable takes (``self`` excluded); more are refused
-        with ``positional_advice``. None: left to Python.
+        The positional arguments the callable takes, ``self`` included for a method; more
+        are refused with ``positional_advice``. None: left to Python.
     positional_advice : str or None, default=None
         What to write when too many positional arguments are given.
     example : str or None, default=None
@@ -46,17 +46,10 @@ def peer_arguments(renamed, *, n_positional=None, positional_advice=None, exampl
                     raise TypeError(
                         f"{name}() takes {takes}, not {old}= ({whose} name): write {write}."
                     )
-            given = len(args) - (1 if _is_method(function, args) else 0)
-            if n_positional is not None and given > n_positional:
+            if n_positional is not None and len(args) > n_positional:
                 raise TypeError(positional_advice.format(name=name))
             return function(*args, **kwargs)
 
         return wrapper
 
     return decorate
-
-
-def _is_method(function, args):
-    """Whether ``args[0]`` is the instance of a method call (the function is defined on a
-    class: its qualified name has a dot)."""
-    return bool(args) and "." in function.__qualname__ and "<locals>" not in function.__qualname__

@@ -1020,19 +1020,19 @@ class ExtremeDeconvolution(
 
 
 # The methods that take observations: astroML's argument names and its positional noise get
-# what to write (the number: positional arguments after self that each one takes).
+# what to write (the number: positional arguments that each one takes, self included).
 for _name, _n_positional in (
-    ("fit", 2),
-    ("partial_fit", 2),
-    ("fit_predict", 2),
-    ("score", 2),
-    ("score_samples", 1),
-    ("predict", 1),
-    ("predict_proba", 1),
-    ("deconvolve", 1),
-    ("bic", 1),
-    ("aic", 1),
-    ("condition", 2),
+    ("fit", 3),
+    ("partial_fit", 3),
+    ("fit_predict", 3),
+    ("score", 3),
+    ("score_samples", 2),
+    ("predict", 2),
+    ("predict_proba", 2),
+    ("deconvolve", 2),
+    ("bic", 2),
+    ("aic", 2),
+    ("condition", 3),
 ):
     _habits = peer_arguments(
         _PEER_ARGUMENTS, n_positional=_n_positional, positional_advice=_POSITIONAL_NOISE
