@@ -760,6 +760,11 @@ def test_float32_counts_give_float32_factors_computed_in_float64(estimator):
     assert one.transform(X32.astype(np.float64)).dtype == np.float64
     assert one.inverse_transform(W).dtype == np.float32
     assert _quiet(clone(estimator).fit_transform, X32).dtype == np.float32
+    # pandas' nullable Float32 is float32 data too
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X32).astype("Float32")
+    assert_array_equal(one.transform(frame), one.transform(X32))
+    assert one.transform(frame).dtype == np.float32
 
 
 @pytest.mark.parametrize("estimator", _all_estimators(), ids=lambda e: type(e).__name__)

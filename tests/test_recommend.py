@@ -56,6 +56,7 @@ def test_scores_of_pairs_are_the_expected_counts(fitted):
         est.score_pairs([0], [30])
     with pytest.raises(ValueError, match="must pair up"):
         est.score_pairs([0, 1], [0])
+    assert est.score_pairs([], []).shape == (0,)  # no pairs: no scores
 
 
 @pytest.mark.parametrize("n", [1, 5, 30, 40])

@@ -40,10 +40,11 @@ def test_a_release_0_1_pickle_loads_and_predicts_what_it_did(name):
             # rows give the same bits): the score's constant is equal to round-off.
             assert_allclose(est.score(X[:4]), EXPECTED[f"{name}.score"], rtol=1e-14)
         elif name == "wbpmf":
-            # The compiled row kernel of 0.2 sums the row posteriors in
-            # another order than 0.1's numpy code: equal to round-off.
-            assert_allclose(est.transform(X[:4]), EXPECTED[f"{name}.transform"], rtol=1e-12)
-            assert_allclose(est.score(X[:4]), EXPECTED[f"{name}.score"], rtol=1e-12)
+            # 0.1 stopped the new rows' sweeps at max_iter (5 for this model); 0.2 sweeps
+            # them to convergence, extrapolated (SQUAREM): near 0.1's rows, at a higher
+            # bound.
+            assert_allclose(est.transform(X[:4]), EXPECTED[f"{name}.transform"], rtol=1e-3)
+            assert est.score(X[:4]) > EXPECTED[f"{name}.score"]
         elif name == "xd":
             assert_array_equal(est.predict_proba(P[:6]), EXPECTED[f"{name}.predict_proba"])
             assert_array_equal(est.score_samples(P[:6]), EXPECTED[f"{name}.score_samples"])

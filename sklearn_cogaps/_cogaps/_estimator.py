@@ -57,7 +57,13 @@ from ._distributed import (
 )
 from ._markers import pattern_markers, z_scores
 from ._r_names import R_ATTRIBUTES, R_PARAMETERS
-from ._rows import held_out_loglik, row_chunks, sample_patterns, sample_sparse_patterns
+from ._rows import (
+    held_out_loglik,
+    row_chunks,
+    sample_patterns,
+    sample_sparse_patterns,
+    warn_few_entries,
+)
 from ._uncertainty import (
     LARGEST_VALUE,
     UNCERTAINTY_ADVICE,
@@ -78,6 +84,13 @@ class _Problem:
     def __init__(self, X, data, fixed, likelihood, n_threads, pass_threads):
         self.X, self.data, self.fixed, self.likelihood = X, data, fixed, likelihood
         self.n_threads, self.pass_threads = n_threads, pass_threads
+
+
+# How to give score or transform the uncertainty a fit got, inside scikit-learn's tools.
+_ROUTE_UNCERTAINTY = (
+    "sklearn.set_config(enable_metadata_routing=True) and "
+    "estimator.set_fit_request(uncertainty=True).set_score_request(uncertainty=True)"
+)
 
 
 class CoGAPS(
@@ -1043,7 +1056,10 @@ class CoGAPS(
                 default=None
             Standard deviation of each entry, or the name of a model of it (see
             :meth:`fit`); None uses the fitted ``uncertainty_model_`` (``"relative"``,
-            ``max(0.1 * X, 0.1)``, after a fit with an array).
+            ``max(0.1 * X, 0.1)``, after a fit with an array, with a warning: in a
+            ``Pipeline``, route the array to ``transform`` with
+            ``sklearn.set_config(enable_metadata_routing=True)`` and
+            ``set_fit_request(uncertainty=True).set_transform_request(uncertainty=True)``).
 
         Returns
         -------
@@ -1053,6 +1069,17 @@ class CoGAPS(
         """
         check_is_fitted(self)
         check_side_labels(X, "uncertainty", uncertainty)
+        if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
+            warnings.warn(
+                "CoGAPS was fitted with an uncertainty array, but transform got no "
+                "uncertainty: it samples the patterns of X under the 'relative' model "
+                "max(0.1 * X, 0.1), not the likelihood of the fit. Pass "
+                "transform(X, uncertainty=U); in a Pipeline, route it: "
+                + _ROUTE_UNCERTAINTY.replace("score", "transform")
+                + ".",
+                UserWarning,
+                stacklevel=2,
+            )
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         check_uncertainty_shape(uncertainty, X)
@@ -1170,9 +1197,7 @@ class CoGAPS(
                 "it scores X under the 'relative' model max(0.1 * X, 0.1), not the "
                 "likelihood of the fit, so models compared this way are not compared on "
                 "your uncertainty. Pass score(X, uncertainty=U); in GridSearchCV or "
-                "cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) "
-                "and estimator.set_fit_request(uncertainty=True)"
-                ".set_score_request(uncertainty=True).",
+                "cross_validate, route it: " + _ROUTE_UNCERTAINTY + ".",
                 UserWarning,
                 stacklevel=2,
             )
@@ -1181,6 +1206,7 @@ class CoGAPS(
         check_uncertainty_shape(uncertainty, X)
         if X.shape[0] == 0:
             raise ValueError("score needs at least one sample; got X of shape (0, n_features).")
+        warn_few_entries(X.shape[1], self.components_.shape[0])
         total = 0.0
         for x, sigma in row_chunks(X, uncertainty):
             total += float(np.sum(held_out_loglik(self, x, sigma)))

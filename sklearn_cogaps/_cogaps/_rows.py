@@ -6,6 +6,8 @@ Each row's chain is seeded from ``random_state`` and the row's values, so a row 
 result whatever else is in the batch, in whatever order, on any number of threads.
 """
 
+import warnings
+
 import numpy as np
 from scipy import sparse
 
@@ -113,6 +115,23 @@ def _entry_folds(seeds, n_features, n_folds):
     for i, seed in enumerate(seeds):
         folds[i] = np.random.default_rng(int(seed)).permutation(base)
     return folds
+
+
+def warn_few_entries(n_features, n_components):
+    """Warn when the fits of ``score`` see fewer than twice ``n_components`` entries of a
+    row: its held-out predictions are then mostly the prior's, and the score does not
+    compare numbers of patterns."""
+    seen = n_features - -(-n_features // SCORE_FOLDS)  # the entries outside the largest fold
+    if seen < 2 * n_components:
+        warnings.warn(
+            f"score fits the patterns of each row from {seen} of its {n_features} entries "
+            f"(one of {SCORE_FOLDS} folds held out), fewer than twice n_components="
+            f"{n_components}: the held-out entries are predicted mostly by the prior, and "
+            "the score is no guide to the number of patterns. Score samples with more "
+            "features.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def held_out_loglik(est, x, sigma):

@@ -840,4 +840,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         rows = np.repeat(np.arange(R.shape[0]), counts)
         train = sparse.csr_matrix((R.data[~held], (rows[~held], R.indices[~held])), shape=R.shape)
         test = sparse.csr_matrix((R.data[held], (rows[held], R.indices[held])), shape=R.shape)
-        return -rating_nmae(test, self._predict(test, train), self.levels_)
+        # scored as vectors in the CSR order of both: a dense X may hold ratings of 0, which
+        # a sparse matrix of true ratings cannot (a stored 0 is refused there)
+        predicted = self._predict(test, train).data
+        return -rating_nmae(R.data[held], predicted, self.levels_)

@@ -152,6 +152,13 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
             f"{n_per_user}, min_ratings={min_ratings}."
         )
     R = _as_ratings_csr(X)
+    if np.any(R.data == 0):
+        raise ValueError(
+            "X has ratings of 0, which the sparse matrices holdout_ratings returns cannot "
+            "hold (a stored 0 is not a rating there). Shift the scale to start at 1 "
+            "(holdout_ratings(X + 1)), or pass np.where(X == 0, np.nan, X) if 0 means "
+            "'not rated'."
+        )
     rng = check_random_state(random_state)
     counts = np.diff(R.indptr)
     held = np.zeros(R.nnz, dtype=bool)

@@ -283,6 +283,8 @@ class RecommenderMixin:
         idx = np.asarray(values)
         if idx.ndim == 0:
             idx = idx.reshape(1)
+        if idx.ndim == 1 and idx.size == 0:
+            return np.empty(0, dtype=np.int64)  # no pairs (``[]`` is read as float64)
         if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(
                 f"{name} must be integer indices of the {what} (0 to {size - 1}); got "

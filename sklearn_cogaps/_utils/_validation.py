@@ -207,8 +207,13 @@ def data_dtype(X):
     X = getattr(X, "X", X) if is_anndata(X) else X
     dtypes = getattr(X, "dtypes", None)
     if dtypes is not None and not hasattr(X, "dtype"):  # a DataFrame
-        return np.float32 if len(dtypes) and all(d == np.float32 for d in dtypes) else np.float64
-    return np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
+        return np.float32 if len(dtypes) and all(map(_is_float32, dtypes)) else np.float64
+    return np.float32 if _is_float32(getattr(X, "dtype", None)) else np.float64
+
+
+def _is_float32(dtype):
+    """A numpy float32, or pandas' nullable ``Float32`` (whose ``numpy_dtype`` is float32)."""
+    return dtype == np.float32 or getattr(dtype, "numpy_dtype", None) == np.float32
 
 
 def shape_of(obj):

@@ -126,3 +126,46 @@ def test_scoring_without_the_uncertainty_array_of_the_fit_warns_and_routing_pass
             fold = CoGAPS(n_components=2, max_iter=5, random_state=0)
             fold.fit(X[train], uncertainty=U[train])
             assert score == pytest.approx(fold.score(X[test], uncertainty=U[test]))
+
+
+def test_transform_without_the_uncertainty_array_of_the_fit_warns_and_routing_passes_it():
+    """A Pipeline calls transform(X) without the fit's uncertainty unless it is routed: the
+    patterns are then sampled under the relative model, and transform says so."""
+    import sklearn
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+
+    rng = np.random.RandomState(0)
+    X = rng.poisson(4.0, (12, 8)).astype(float)
+    U = np.full_like(X, 0.5)
+    y = rng.normal(size=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = CoGAPS(n_components=2, max_iter=5, random_state=0).fit(X, uncertainty=U)
+        with pytest.warns(UserWarning, match="transform got no uncertainty.*set_transform_request"):
+            model.transform(X)
+        warnings.filterwarnings("error", message=".*fitted with an uncertainty array")
+        with_u = model.transform(X, uncertainty=U)
+        with sklearn.config_context(enable_metadata_routing=True):
+            est = CoGAPS(n_components=2, max_iter=5, random_state=0)
+            est.set_fit_request(uncertainty=True).set_transform_request(uncertainty=True)
+            pipe = make_pipeline(est, Ridge().set_fit_request(sample_weight=False))
+            pipe.fit(X, y, uncertainty=U)
+            pipe.predict(X, uncertainty=U)
+        np.testing.assert_array_equal(pipe[0].transform(X, uncertainty=U), with_u)
+
+
+def test_scoring_rows_of_few_entries_warns():
+    """With fewer than twice n_components entries seen by each fold's fit, the held-out
+    entries are predicted mostly by the prior (scores of -1e9 on one feature): score says
+    so, and not with ten features for three patterns."""
+    X, _, _ = make_patterns(n_samples=30, n_features=40, n_components=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for n_features, warns in [(1, True), (5, True), (10, False)]:
+            model = CoGAPS(3, max_iter=20, random_state=0).fit(X[:, :n_features])
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model.score(X[:, :n_features])
+            said = [w for w in caught if "fewer than twice n_components=3" in str(w.message)]
+            assert bool(said) == warns, n_features

@@ -569,8 +569,10 @@ def test_dense_zeros_are_named_wherever_ratings_are_read(split):
     with pytest.warns(UserWarning, match=advice):
         m0 = MaxMarginMF(2, max_iter=2, burn_in=1).fit(dense)
     assert m0.levels_[0] == 0
+    # the held-out split is sparse, where a stored 0 is no rating: refused, with the shift
     with pytest.warns(UserWarning, match=advice):
-        holdout_ratings(dense, 1, random_state=0)
+        with pytest.raises(ValueError, match=r"ratings of 0.*holdout_ratings\(X \+ 1\)"):
+            holdout_ratings(dense, 1, random_state=0)
     with pytest.warns(UserWarning, match="X_true has .* zeros"):
         rating_mae(dense, dense)
     # new users are rated on the fitted levels, which 0 is not
@@ -1048,3 +1050,21 @@ def test_many_inferred_levels_warn_and_n_levels_confirms():
         m = MaxMarginMF(2, n_levels=25, max_iter=2, burn_in=1, random_state=0).fit(scale)
         MaxMarginMF(2, max_iter=2, burn_in=1, random_state=0).fit(np.minimum(scale, 5))
     assert m.n_levels_ == 25
+
+
+def test_a_scale_from_0_is_scored_as_fitted():
+    """A dense matrix of ratings 0..4 (fitted with a warning, level 0 included) is scored,
+    also by cross_val_score: the held-out ratings of 0 are not taken for stored zeros."""
+    from sklearn.model_selection import cross_val_score
+
+    R = np.random.default_rng(0).integers(0, 5, size=(30, 20)).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        m = MaxMarginMF(3, max_iter=20, burn_in=5, random_state=0).fit(R)
+        shifted = MaxMarginMF(3, max_iter=20, burn_in=5, random_state=0).fit(R + 1)
+        np.testing.assert_array_equal(m.levels_, np.arange(5.0))
+        assert -1.0 < m.score(R) < 0.0
+        # the model of the shifted scale is the same, and so are its predictions
+        np.testing.assert_array_equal(m.predict_ratings(R) + 1, shifted.predict_ratings(R + 1))
+        scores = cross_val_score(MaxMarginMF(3, max_iter=20, burn_in=5, random_state=0), R, cv=3)
+    assert np.all(np.isfinite(scores))
