@@ -45,6 +45,7 @@ The hooks:
 """
 
 import copy
+import functools
 import time
 import warnings
 
@@ -96,6 +97,27 @@ class Run:
         self.n_starts = 1
 
 
+def _left_as_it_was(method):
+    """Wrap ``fit`` or ``partial_fit`` so that a call that raises (an error, or Ctrl-C
+    before the loop has an iteration to keep) leaves the estimator's attributes as they
+    were: validation sets ``n_features_in_`` and ``feature_names_in_`` from the new data
+    before the fit can fail, and a previous fit kept beside them would then transform data
+    of another shape, or with other names, without a word. The attributes are put back as
+    objects (a shallow copy): the fits build their fitted arrays anew."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        before = dict(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    return wrapper
+
+
 class IterativeMixin:
     """The shared fitting loop. Put it left of ``BaseEstimator``.
 
@@ -120,6 +142,12 @@ class IterativeMixin:
     _maximise = True
     _fitted_attribute = "components_"
     _stops_early = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("fit", "partial_fit"):
+            if name in cls.__dict__:
+                setattr(cls, name, _left_as_it_was(cls.__dict__[name]))
 
     @classmethod
     def _converged_of_earlier_fit(cls, state):

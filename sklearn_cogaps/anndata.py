@@ -229,14 +229,18 @@ def fit_anndata(
     Parameters
     ----------
     adata : anndata.AnnData
-        Cells × genes. ``.X`` or the layer may be dense or sparse.
+        Cells × genes. ``.X`` or the layer may be dense or sparse. A backed AnnData's ``.X``
+        is read a block of cells at a time by the Poisson factorisations; the results are
+        stored in memory (write a backed file's with ``adata.write()``).
     estimator : estimator
         An unfitted (or, with ``refit=False``, fitted) :class:`~sklearn_cogaps.CoGAPS`,
         :class:`~sklearn_cogaps.HierarchicalPMF` or
         :class:`~sklearn_cogaps.WeightedBackgroundPMF`. It is fitted in place.
     layer : str, default=None
         Fit ``adata.layers[layer]`` instead of ``adata.X`` (for example raw ``"counts"``
-        for the Poisson factorisations).
+        for the Poisson factorisations). The layer is read into memory, also from a backed
+        AnnData; to fit a backed layer a block at a time, fit the estimator on the file's
+        group of it: ``estimator.fit(adata.file["layers/counts"])``.
     key_added : str, default=None
         Prefix of the stored names; the estimator's class name in lower case (``"cogaps"``,
         ``"hierarchicalpmf"``, ...) by default.

@@ -475,6 +475,34 @@ def test_an_interrupt_before_anything_is_complete_leaves_the_estimator_unfitted(
         estimator.score(X)
 
 
+@pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])
+@pytest.mark.parametrize(
+    "estimator", _all_estimators() + [_m3f_model()], ids=lambda e: type(e).__name__
+)
+def test_a_refit_that_fails_leaves_the_previous_fit_whole(estimator, failure, monkeypatch):
+    """A refit that raises after validating its data (a chunk that cannot be read, Ctrl-C
+    in the start) must not leave the new data's n_features_in_ and feature names beside
+    the old fit: transform would then take rows of another width, or names in another
+    order, without a word. Every attribute is the object it was."""
+    pd = pytest.importorskip("pandas")
+    X = {ExtremeDeconvolution: POINTS, MaxMarginMF: RATINGS}.get(type(estimator), COUNTS)
+    names = [f"f{j}" for j in range(X.shape[1])]
+    model = _quiet(clone(estimator).fit, pd.DataFrame(X, columns=names))
+    before = dict(model.__dict__)
+    wider = pd.DataFrame(np.hstack([X, X]), columns=names + [f"g{j}" for j in names])
+
+    def fail(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(type(model), "_initialise", fail)
+    with pytest.raises(failure):
+        _quiet(model.fit, wider)
+    assert model.__dict__.keys() == before.keys()
+    assert all(model.__dict__[key] is value for key, value in before.items())
+    with pytest.raises(ValueError, match="feature names"):
+        _quiet(model.score, pd.DataFrame(X, columns=names[::-1]))
+
+
 def test_an_interrupted_max_margin_mf_keeps_its_last_complete_iteration(monkeypatch):
     model = _m3f_model(max_iter=50)
     original = _interrupt_on_call(monkeypatch, _m3f.MaxMarginMF, "_sweep", 6)

@@ -135,6 +135,17 @@ def kl_nmf(X, n_components, max_iter, random_state, random_start=False):
     return W, H
 
 
+def _refuse_out_of_core(X, method):
+    """Refuse an out-of-core X in a method that reads its counts in memory, with how to load
+    the rows (where it would otherwise fail inside numpy, or load the whole source)."""
+    if is_out_of_core(X):
+        raise ValueError(
+            f"{method} reads the counts in memory; X is read by blocks ({type(X).__name__}). "
+            "Load the rows to use: adata[rows].to_memory() for a backed AnnData, "
+            "X[rows].compute() for a Dask array, X[rows] for an HDF5 or zarr dataset."
+        )
+
+
 def _nmf_start(counts, n_components, random_state, n_threads, random_start=False, eps=1e-6):
     """scikit-learn's start of NMF with ``init=None``: NNDSVDa, or random beyond
     ``min(n_samples, n_features)`` components, without a copy of X.
@@ -238,11 +249,29 @@ def held_out(X):
     return counts
 
 
+# Stored entries whose factors loglik gathers at a time: its temporaries are this many rows
+# of W and columns of H (16 MB at K = 10), not the held-out counts times K.
+_ENTRIES_A_STEP = 2**17
+
+
+def _means_at_entries(W, H, counts):
+    """``(W @ H)_ij`` at the stored entries of the CSR ``counts``, in their order, gathered a
+    step of rows at a time: each entry's sum over the components is the same whatever the
+    steps."""
+    out = np.empty(counts.nnz)
+    bounds = np.searchsorted(counts.indptr, np.arange(0, counts.nnz, _ENTRIES_A_STEP))
+    starts = np.unique(np.append(np.minimum(bounds, counts.shape[0]), counts.shape[0]))
+    for a, b in zip(starts[:-1], starts[1:]):
+        lo, hi = counts.indptr[a], counts.indptr[b]
+        rows = np.repeat(np.arange(a, b), np.diff(counts.indptr[a : b + 1]))
+        out[lo:hi] = np.einsum("pk,kp->p", W[rows], H[:, counts.indices[lo:hi]])
+    return out
+
+
 def loglik(W, H, counts, average):
     """Poisson log-likelihood of ``counts`` (from :func:`held_out`) under the means ``W @ H``:
     O(nnz K) for the counts' terms, the means' total from the factors' sums."""
-    rows = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-    mean_at = np.einsum("pk,kp->p", W[rows], H[:, counts.indices])
+    mean_at = _means_at_entries(W, H, counts)
     x = counts.data
     with np.errstate(divide="ignore"):
         terms = x * np.log(mean_at) - gammaln(x + 1.0)
@@ -480,6 +509,7 @@ class CountModelMixin(RecommenderMixin):
                 "Give the rows' loadings one way: users=... (training rows) or fit_on=... "
                 "(counts to fit them on), not both."
             )
+        _refuse_out_of_core(X, "poisson_loglik")
         given, X = X, self._validate_counts(X, reset=False)
         if users is not None:
             W = self._loadings_of(users, X.shape[0])
@@ -543,6 +573,7 @@ class CountModelMixin(RecommenderMixin):
         return held
 
     def _recommend_input(self, X):
+        _refuse_out_of_core(X, "recommend")
         X = self._validate_counts(X, reset=False)
         return X, held_out(X)  # a row's seen items: its non-zero counts
 

@@ -159,7 +159,24 @@ def _kind(X):
         return "sparse_group"  # the group of a sparse matrix in an .h5ad or .zarr store
     if module in ("h5py", "zarr") and hasattr(X, "shape") and hasattr(X, "dtype"):
         return "dense_dataset"
+    if module in ("h5py", "zarr") and hasattr(X, "keys"):
+        # a file or a group that holds matrices, not a matrix
+        members = ", ".join(sorted(X.keys())[:6]) or "nothing"
+        raise ValueError(
+            f"X is an {module} {type(X).__name__.lower()} that holds {members}, not a matrix: "
+            "pass the matrix in it, for example f['X'] or f['layers/counts'] of an .h5ad."
+        )
     return None
+
+
+def _refuse_complex(dtype):
+    """Complex data, refused as scikit-learn refuses them in memory (a cast to float64 would
+    drop the imaginary parts)."""
+    if np.dtype(dtype).kind == "c":
+        raise ValueError(
+            f"Complex data not supported: X has dtype {np.dtype(dtype)}. Pass its real part "
+            "or its absolute values."
+        )
 
 
 def canonical_block(block, first_row=None):
@@ -168,6 +185,7 @@ def canonical_block(block, first_row=None):
     check_not_masked(block, "X", first_row=first_row)
     if hasattr(block, "to_scipy_sparse"):  # pydata/sparse arrays from a Dask array
         block = block.to_scipy_sparse()
+    _refuse_complex(getattr(block, "dtype", np.asarray(block).dtype))
     if not sparse.issparse(block):
         block = np.asarray(block, dtype=np.float64)
         if block.ndim != 2:
@@ -223,10 +241,12 @@ class RowBlocks:
             self.group = self.source
             self.format = _encoding(self.source)[:3]
             shape = self.source.attrs["shape"]
+            _refuse_complex(self.group["data"].dtype)
         else:
             self.group = getattr(self.source, "group", None)
             self.format = getattr(self.source, "format", None)
             shape = self.source.shape
+            _refuse_complex(self.source.dtype)
         if len(shape) != 2:
             raise ValueError(f"X must be 2-D; got shape {tuple(shape)}.")
         self.shape = tuple(int(s) for s in shape)

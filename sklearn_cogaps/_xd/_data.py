@@ -183,6 +183,21 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
                         None if reset else estimator.means_.shape[1])  # fmt: skip
 
 
+def _warn_unobserved(missing, offset):
+    """Warn about points whose every coordinate is missing: they carry no information, and
+    counted as points they dilute ``score``'s mean and BIC's number of points."""
+    empty = np.flatnonzero(missing.all(axis=1)) if missing.shape[1] else np.zeros(0, int)
+    if empty.size:
+        warnings.warn(
+            f"X has {empty.size} point(s) with no observed coordinate (all NaN; the first: "
+            f"point {offset + empty[0]}). They carry no information: their log-likelihood "
+            "is 0, which counts in score's mean and in the number of points of bic and "
+            "aic, and they slow the fit. Drop them: X[~np.isnan(X).all(axis=1)].",
+            UserWarning,
+            stacklevel=5,
+        )
+
+
 def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offset=0, check=True):
     """The :class:`Observations` of validated points ``X`` (float32 or float64, C order,
     NaN for missing) with their noise, projection and weights, checked.
@@ -198,6 +213,7 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
     missing = np.isnan(X)
     if check:
         check_magnitude(X, missing, n if n_total is None else n_total)
+        _warn_unobserved(missing, offset)
     # Noise.
     Sdiag = np.zeros((0, 0), dtype=dtype)
     Sfull = np.zeros((0, 0, 0), dtype=dtype)

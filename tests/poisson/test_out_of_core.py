@@ -276,6 +276,18 @@ def test_sources_that_cannot_be_read_by_rows_are_refused(tmp_path):
         closed = f.create_dataset("X", data=X.toarray())
     with pytest.raises(ValueError, match=r"file that has been closed.*h5py.File\(path\)"):
         HierarchicalPMF(2).fit(closed)
+    # a file or group that holds the matrix, not the matrix: numpy's error named 'X'
+    with h5py.File(tmp_path / "x.h5", "r") as f:
+        with pytest.raises(ValueError, match=r"h5py file that holds X, not a matrix.*f\['X'\]"):
+            HierarchicalPMF(2).fit(f)
+    # complex data, read by blocks, were cast with numpy's warnings (their imaginary parts
+    # lost); in memory they are refused
+    complex_counts = X.toarray() + 1j
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        f["X"] = complex_counts
+        for source in (f["X"], da.from_array(complex_counts, chunks=(20, -1))):
+            with pytest.raises(ValueError, match="Complex data not supported.*real part"):
+                HierarchicalPMF(2).fit(source)
 
 
 def test_blocks_are_checked_as_in_memory_data_are(tmp_path):
@@ -298,6 +310,11 @@ def test_blocks_are_checked_as_in_memory_data_are(tmp_path):
     est = HierarchicalPMF(2, max_iter=2).fit(np.round(X))
     with pytest.raises(ValueError, match="X has 5 features"):
         est.transform(da.from_array(X[:, :5], chunks=(20, -1)))
+    # the methods that read the counts in memory say how to load the rows, rather than
+    # failing inside numpy on a sparse Dask array or loading the whole source
+    for method in (est.poisson_loglik, est.recommend):
+        with pytest.raises(ValueError, match=r"in memory.*X\[rows\].compute\(\)"):
+            method(da.from_array(np.round(X), chunks=(20, -1)))
 
 
 def test_local_cluster_fit_equals_the_in_memory_fit():

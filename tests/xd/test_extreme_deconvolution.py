@@ -467,6 +467,21 @@ def test_partial_fit_after_fit_counts_the_fitted_data():
     assert xd.n_iter_ == 2 and xd.objective_history_.shape == (2,)
 
 
+def test_points_without_an_observed_coordinate_are_named():
+    """A point whose every coordinate is NaN carries nothing; its log-likelihood of 0 counts
+    in score's mean, so fit and score say how many there are and how to drop them."""
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    X[[7, 30]] = np.nan
+    message = r"2 point\(s\) with no observed coordinate.*point 7.*X\[~np.isnan\(X\).all"
+    with pytest.warns(UserWarning, match=message):
+        model = ExtremeDeconvolution(2, max_iter=5, random_state=0).fit(X)
+    with pytest.warns(UserWarning, match=message):
+        assert model.score_samples(X)[7] == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.score(X[~np.isnan(X).all(axis=1)])
+
+
 def test_noise_of_missing_coordinates_is_ignored():
     model = _mixture(d=2, seed=31)
     X, S, _, _ = _draw(model, 400, seed=31)
