@@ -1,5 +1,14 @@
 """Bayesian matrix factorisation and deconvolution estimators for scikit-learn."""
 
+try:
+    from ._utils import _openmp_helpers  # noqa: F401  (the first of the compiled modules)
+except ImportError as exc:  # the source tree, whose kernels are not built
+    raise ImportError(
+        f"sklearn_cogaps is imported from its source folder ({__path__[0]}), where its "
+        "compiled kernels are not built. Install it (pip install .) and run Python from "
+        "another folder, or install it editable (pip install --no-build-isolation -e .)."
+    ) from exc
+
 from ._cogaps import (
     CoGAPS,
     PatternMarkers,

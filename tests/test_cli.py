@@ -485,6 +485,9 @@ def test_snapshots_are_written_and_checkpoints_with_chains_refused_first(data, t
         assert r["amplitudes_snapshots"].shape == (10, 2, 25)
         assert list(r["snapshot_chains"]) == [0] * 5 + [1] * 5
         assert r["snapshot_iterations"].max() == 30
+        # each chain's own means, which the warnings on disagreeing chains point to
+        assert r["chain_patterns"].shape == (2, 12, 2)
+        assert r["chain_amplitudes"].shape == (2, 2, 25)
     status, _, _ = _run(capsys, [tmp_path / "x.npy", *FAST, "--n-snapshots", "3", "-o",
                                  tmp_path / "one.npz"])  # fmt: skip
     with np.load(tmp_path / "one.npz") as r:
@@ -726,6 +729,8 @@ def test_checkpoint_resumes_an_interrupted_run_to_the_uninterrupted_results(
         capsys, [tmp_path / "x.npy", *FAST, *checkpoint, "-o", tmp_path / "r.npz"]
     )
     assert status == 0 and "INTERRUPTED" not in out
+    # the time is that of the iterations run after the checkpoint of iteration 20
+    assert "s wall for 10 iterations (resumed after iteration 20 of 30;" in out
     assert not (tmp_path / "run.ckpt").exists()
     with np.load(tmp_path / "r.npz") as r, np.load(tmp_path / "ref.npz") as ref:
         assert set(r.files) == set(ref.files)

@@ -119,6 +119,11 @@ _OPTION_NAMES = (
      "diagnostics (rhat_*, ess_bulk_*)"),
     ("Fit again for the complete run (several chains do not continue with warm_start).",
      "Run again for the complete run."),
+    # each chain's means: chain_patterns and chain_amplitudes of the .npz output
+    ("chain_loadings_ and chain_components_", "the .npz's chain_patterns and "
+     "chain_amplitudes"),
+    ("(chain_loadings_[c], chain_components_[c])", "(chain_patterns[c] and "
+     "chain_amplitudes[c] of the .npz output)"),
 )  # fmt: skip
 
 
@@ -204,9 +209,13 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
             f"{n_threads} thread(s)"
         )
     else:
+        # a resumed chain ran only the iterations after its checkpoint here
+        resumed = getattr(model, "_resumed_at", 0)
+        run = n_iter - resumed
         print(
-            f"time       {wall:.2f} s wall for {n_iter:,} iterations "
-            f"({1000.0 * wall / max(n_iter, 1):.3f} ms per iteration), {n_threads} thread(s)"
+            f"time       {wall:.2f} s wall for {run:,} iterations "
+            + (f"(resumed after iteration {resumed:,} of {n_iter:,}; " if resumed else "(")
+            + f"{1000.0 * wall / max(run, 1):.3f} ms per iteration), {n_threads} thread(s)"
         )
     if not status["complete"] and rhat is not None:
         print(

@@ -117,6 +117,10 @@ def write_results(path, model, sample_names=None, feature_names=None):
                               ("amplitudes", "components")):  # fmt: skip
                 arrays[f"rhat_{name}"] = np.asarray(rhat[key])
                 arrays[f"ess_bulk_{name}"] = np.asarray(model.ess_bulk_[key])
+            # each chain's own means, which the pooled ones are not when the chains
+            # disagree (the fit's warning then points to them)
+            arrays["chain_patterns"] = model.chain_loadings_
+            arrays["chain_amplitudes"] = model.chain_components_
         if getattr(model, "n_snapshots", 0):
             # the kept states (--n-snapshots), in the file's names of W and H
             arrays["patterns_snapshots"] = model.loadings_snapshots_

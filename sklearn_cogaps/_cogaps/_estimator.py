@@ -274,7 +274,8 @@ class CoGAPS(
         uninterrupted fit; a file from other data or other parameters is refused. A fit that
         runs to its end deletes the file. One fit at a time: another fit of the same file
         (a parallel search's clone) is refused while this one runs. A new chain only: not
-        with a ``warm_start`` continuation or ``distributed``.
+        with a ``warm_start`` continuation or ``distributed``. The file is read as data: a
+        pickle that names anything but numpy's arrays is refused before it can run.
     checkpoint_every : int, default=500
         Iterations (calibration and sampling counted together) between two checkpoints.
     checkpoint_minutes : float, default=None
@@ -881,10 +882,28 @@ class CoGAPS(
                 if checkpoint is not None:
                     self._checkpoint_key = checkpoint_key(self, problem)
                     payload = checkpoint.read()
+                self._resumed_at = 0
                 if payload is None:
                     state = self._initialise(problem, None)
                 else:
-                    state, resume = self._resume(problem, payload)
+                    try:
+                        state, resume = self._resume(problem, payload)
+                        # the iterations this call did not run (the command line's timing)
+                        self._resumed_at = int(resume[0])
+                        if self.verbose:
+                            print(
+                                f"CoGAPS: resumed from the checkpoint "
+                                f"{os.fspath(self.checkpoint_path)!r} after iteration "
+                                f"{self._resumed_at:,}",
+                                flush=True,
+                            )
+                    except KeyError as exc:
+                        raise ValueError(
+                            f"The checkpoint file {os.fspath(self.checkpoint_path)!r} lacks "
+                            f"the chain's {exc.args[0]!r}: it was not written whole by this "
+                            "version of the package. Delete it, or pass another checkpoint "
+                            "file, to start the fit from the beginning."
+                        ) from None
                 history, atoms = np.empty(0), np.empty((0, 2), dtype=np.int64)
             run = self._run(state, len(state.sampling), resume=resume, checkpoint=checkpoint)
             if checkpoint is not None and not run.interrupted:

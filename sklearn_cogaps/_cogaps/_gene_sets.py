@@ -132,11 +132,13 @@ def gene_set_statistic(
         - ``"gene_set"``: ndarray of shape (n_sets,), the set names;
         - ``"set_size"``: ndarray of shape (n_sets,), members found among the features;
         - ``"mean_z"``: ndarray of shape (n_sets, K), the statistic;
-        - ``"p_up"``: ndarray of shape (n_sets, K), the fraction of the null at or above the
-          statistic, at least ``1 / n_permutations`` (R: ``GSUpreg``);
-        - ``"p_down"``: ndarray of shape (n_sets, K), the fraction at or below it, at least
-          ``1 / n_permutations`` (R: ``GSDownreg``);
-        - ``"activity"``: ndarray of shape (n_sets, K), ``1 - 2 * p_up`` (R: ``GSActEst``).
+        - ``"p_up"``: ndarray of shape (n_sets, K), the fraction of the null above the
+          statistic, the draws equal to it counted half, at least ``1 / n_permutations``
+          (R: ``GSUpreg``, which counts only the draws above: the same without ties);
+        - ``"p_down"``: ndarray of shape (n_sets, K), ``1 - p_up`` (before the floor), at
+          least ``1 / n_permutations`` (R: ``GSDownreg``);
+        - ``"activity"``: ndarray of shape (n_sets, K), ``1 - 2 * p_up`` (before the
+          floor; R: ``GSActEst``), 0 for a set whose every draw ties with it.
 
         Note that the R package returns these matrices transposed (patterns × sets).
 
@@ -163,6 +165,13 @@ def gene_set_statistic(
         raise ValueError(
             "components and components_std must be 2-d arrays of the same shape "
             f"(n_components, n_features); got {mean.shape} and {std.shape}."
+        )
+    if mean.shape[0] > mean.shape[1]:
+        # R's Amean and Asd are genes x patterns: read as ours, each gene became a pattern
+        raise ValueError(
+            f"components must have shape (n_components, n_features); got {mean.shape}, more "
+            "patterns than features. Pass CoGAPS.components_ and components_std_ (R's Amean "
+            "and Asd transposed: Amean.T, Asd.T)."
         )
     if not isinstance(n_permutations, Integral) or n_permutations < 1:
         raise ValueError(f"n_permutations must be a positive integer; got {n_permutations!r}.")
@@ -197,22 +206,20 @@ def gene_set_statistic(
         nulls[n] = null
 
     floor = 1.0 / n_permutations
-    p_up = np.empty_like(observed)
-    p_down = np.empty_like(observed)
+    up = np.empty_like(observed)
     for s, n in enumerate(sizes):
         null = nulls[n]
-        # R: 1 - #(null < stat) / n_perm, and 1 - #(null > stat) / n_perm
-        p_up[s] = np.mean(null >= observed[s], axis=0)
-        p_down[s] = np.mean(null <= observed[s], axis=0)
-    p_up = np.maximum(p_up, floor)
-    p_down = np.maximum(p_down, floor)
+        # R: #(null > stat) / n_perm, its complement down. Ties (amplitudes of exactly 0,
+        # which the sampler gives) count half on each side: counted as above, as they were,
+        # a set at the null's typical value got an activity of -1.
+        up[s] = np.mean(null > observed[s], axis=0) + 0.5 * np.mean(null == observed[s], axis=0)
     return {
         "gene_set": np.asarray(names, dtype=object),
         "set_size": sizes,
         "mean_z": observed,
-        "p_up": p_up,
-        "p_down": p_down,
-        "activity": 1.0 - 2.0 * p_up,
+        "p_up": np.maximum(up, floor),
+        "p_down": np.maximum(1.0 - up, floor),
+        "activity": 1.0 - 2.0 * up,
     }
 
 

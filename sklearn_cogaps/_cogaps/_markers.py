@@ -103,6 +103,13 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
             raise ValueError(
                 f"{name} must be finite and non-negative (CoGAPS's factors are); got {problem}."
             )
+    if amplitudes.ndim != 2 or patterns.ndim != 2 or amplitudes.shape[1] != patterns.shape[1]:
+        raise ValueError(
+            "amplitudes (n_features, n_components) and patterns (n_samples, n_components) "
+            f"must have one column per pattern; got shapes {amplitudes.shape} and "
+            f"{patterns.shape}. From a fitted CoGAPS, pass components_.T and loadings_ "
+            "(R's Amean and Pmean), or call model.pattern_markers()."
+        )
     K = amplitudes.shape[1]
     if weights is None:
         targets = np.eye(K)

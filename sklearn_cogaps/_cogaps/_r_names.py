@@ -64,10 +64,21 @@ R_PARAMETERS = {
 R_ATTRIBUTES = {
     name: ("R CoGAPS's and PyCoGAPS", instead)
     for name, instead in {
-        **dict.fromkeys(["featureLoadings", "Amean"], "components_.T (genes x patterns)"),
-        **dict.fromkeys(["sampleFactors", "Pmean"], "loadings_ (samples x patterns)"),
-        **dict.fromkeys(["featureStdDev", "Asd"], "components_std_.T"),
-        **dict.fromkeys(["sampleStdDev", "Psd"], "loadings_std_"),
+        **dict.fromkeys(
+            ["featureLoadings", "Amean", "getFeatureLoadings", "getAmplitudeMatrix"],
+            "components_.T (genes x patterns)",
+        ),
+        **dict.fromkeys(
+            ["sampleFactors", "Pmean", "getSampleFactors", "getPatternMatrix"],
+            "loadings_ (samples x patterns)",
+        ),
+        # R's loadingStdDev is that of the genes' amplitudes, not of our loadings_
+        **dict.fromkeys(
+            ["loadingStdDev", "Asd"], "components_std_.T (the genes' amplitudes' deviations)"
+        ),
+        **dict.fromkeys(
+            ["factorStdDev", "Psd"], "loadings_std_ (the samples' patterns' deviations)"
+        ),
         "patternMarkers": 'pattern_markers(threshold="all") (axis="samples" for R\'s axis=2)',
         "calcZ": "z_scores()",
         "calcCoGAPSStat": "sklearn_cogaps.gene_set_statistic(model.components_, "

@@ -182,7 +182,7 @@ class Checkpoint:
             return None
         try:
             with open(self.path, "rb") as f:
-                payload = pickle.load(f)
+                payload = _ArraysOnly(f).load()
         except Exception as exc:
             raise ValueError(
                 f"The checkpoint file {self.path!r} cannot be read ({type(exc).__name__}: "
@@ -201,6 +201,31 @@ class Checkpoint:
         """Delete the file (a fit that ran to its end has nothing to resume)."""
         if os.path.exists(self.path):
             os.unlink(self.path)
+
+
+# The only callables a checkpoint's pickle may name: numpy's reconstructors of arrays, their
+# dtypes and scalars (under numpy 2's module names and numpy 1's). A pickle runs whatever
+# callable it names while it loads; a checkpoint file is data, and one that names anything
+# else (a file planted under the checkpoint's name) is refused before it runs.
+_ALLOWED_GLOBALS = {
+    (module, name)
+    for prefix in ("numpy._core", "numpy.core")
+    for module, name in (
+        (f"{prefix}.numeric", "_frombuffer"),
+        (f"{prefix}.multiarray", "_reconstruct"),
+        (f"{prefix}.multiarray", "scalar"),
+    )
+} | {("numpy", "dtype"), ("numpy", "ndarray")}
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """An unpickler of dicts, lists, numbers, strings and numpy arrays, nothing callable
+    besides numpy's array reconstructors."""
+
+    def find_class(self, module, name):
+        if (module, name) in _ALLOWED_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it names {module}.{name}, which a checkpoint never holds")
 
 
 def _sync_directory(directory):

@@ -51,6 +51,13 @@ def test_diagnostics_equal_arviz():
     np.testing.assert_allclose(rhat(x), expected, rtol=1e-10)
     expected = az.ess(az.convert_to_dataset({"x": x}), method="tail")["x"].values
     np.testing.assert_allclose(ess_tail(x), expected, rtol=1e-10)
+    # an amplitude left at 1e-18 in one chain and at exactly 0 in the others is not
+    # constant: its draws rank apart (it was R-hat NaN and an ESS of every draw here)
+    tiny = np.zeros((3, 100))
+    tiny[0] = rng.uniform(0.0, 1.8e-18, 100)
+    np.testing.assert_allclose(rhat(tiny), float(az.rhat(tiny, method="rank")), rtol=1e-10)
+    np.testing.assert_allclose(ess_bulk(tiny), float(az.ess(tiny, method="bulk")), rtol=1e-10)
+    assert rhat(tiny) > 2.0
 
 
 def test_diagnostics_of_a_fit_equal_arviz_on_its_draws(fitted):

@@ -4,6 +4,7 @@ parameters."""
 
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from scipy import sparse
 
 from sklearn_cogaps import CoGAPS
+from sklearn_cogaps._utils._checkpoint import Checkpoint
 from sklearn_cogaps.datasets import make_patterns
 
 from _shared import interrupt_cogaps_at
@@ -65,7 +67,7 @@ def _assert_same_fit(a, b):
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse", "float32"])
-def test_resumed_after_ctrl_c_equals_the_uninterrupted_fit(monkeypatch, tmp_path, kind):
+def test_resumed_after_ctrl_c_equals_the_uninterrupted_fit(monkeypatch, tmp_path, kind, capsys):
     X = _data(kind)
     path = tmp_path / "chain.ckpt"
     reference = _fit(_model(), X)
@@ -75,9 +77,13 @@ def test_resumed_after_ctrl_c_equals_the_uninterrupted_fit(monkeypatch, tmp_path
     with open(path, "rb") as f:
         assert pickle.load(f)["iteration"] == 80  # the last checkpoint due
     monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
-    resumed = _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
+    capsys.readouterr()
+    resumed = _fit(_model(checkpoint_path=path, checkpoint_every=10, verbose=1), X)
     _assert_same_fit(resumed, reference)
     assert not path.exists()  # a complete fit leaves nothing to resume
+    assert re.search(
+        r"resumed from the checkpoint .* after iteration 80\b", capsys.readouterr().out
+    )
 
 
 def test_resume_during_calibration_keeps_the_annealing(monkeypatch, tmp_path):
@@ -210,6 +216,16 @@ def test_checkpoint_of_other_data_or_parameters_is_refused(monkeypatch, tmp_path
     _fit(_model(checkpoint_path=path, checkpoint_every=3), X)
 
 
+class _Planted:
+    """A pickle that creates a file when it is loaded."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
 def test_bad_checkpoint_files_and_combinations_are_refused(tmp_path):
     X = _data()
     path = tmp_path / "chain.ckpt"
@@ -220,6 +236,26 @@ def test_bad_checkpoint_files_and_combinations_are_refused(tmp_path):
         pickle.dump({"format": 0}, f)
     with pytest.raises(ValueError, match="not a checkpoint of this version"):
         _fit(_model(checkpoint_path=path), X)
+    # a pickle runs the callables it names while it loads: a file that names anything but
+    # numpy's arrays is refused before it runs
+    planted = tmp_path / "ran"
+    with open(path, "wb") as f:
+        pickle.dump(_Planted(planted), f)
+    with pytest.raises(ValueError, match=r"cannot be read.*names (builtins|io).open"):
+        _fit(_model(checkpoint_path=path), X)
+    assert not planted.exists()
+    # a checkpoint of this fit that lacks part of the chain's state
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Checkpoint, "remove", lambda self: None)  # keep the last one
+        path.unlink()
+        _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
+    with open(path, "rb") as f:
+        payload = pickle.load(f)
+    del payload["prior_rates"]
+    with open(path, "wb") as f:
+        pickle.dump(payload, f)
+    with pytest.raises(ValueError, match=r"lacks the chain's 'prior_rates'.*Delete it"):
+        _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
     with pytest.raises(ValueError, match="distributed fit runs one per set"):
         _fit(_model(checkpoint_path=path, distributed="genome-wide", n_sets=2), X)
     model = _fit(_model(warm_start=True), X)

@@ -286,7 +286,11 @@ def _small_fit():
         ("featureLoadings", r"components_.T"),
         ("Amean", r"components_.T"),
         ("sampleFactors", "loadings_"),
-        ("sampleStdDev", "loadings_std_"),
+        # R's slots of the standard deviations: factorStdDev is P's (our loadings_std_),
+        # loadingStdDev A's (our components_std_, transposed), not our loadings_std_
+        ("factorStdDev", "loadings_std_"),
+        ("loadingStdDev", r"components_std_.T"),
+        ("getSampleFactors", "loadings_"),
         ("calcZ", r"z_scores\(\)"),
         ("patternMarkers", r"pattern_markers\(threshold="),
         ("calcCoGAPSStat", r"gene_set_statistic\(model.components_"),

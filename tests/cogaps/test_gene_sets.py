@@ -48,7 +48,11 @@ def test_planted_set_is_significant_in_its_pattern_and_a_random_set_is_not(fitte
     # random: no signal anywhere
     assert np.all(result["p_up"][1] > 0.05), result["p_up"][1]
     assert np.all(result["p_down"][1] > 0.05), result["p_down"][1]
-    assert_allclose(result["activity"], 1 - 2 * result["p_up"])
+    # R's 1 - 2 GSUpreg, before the p-values' floor of 1 / n_permutations
+    unfloored = (result["p_up"] > 1e-3) & (result["p_down"] > 1e-3)
+    assert_allclose(result["activity"][unfloored], 1 - 2 * result["p_up"][unfloored])
+    assert_allclose(result["p_up"][unfloored] + result["p_down"][unfloored], 1.0)
+    assert result["activity"][0, k] == 1.0
     # the statistic is the mean z-score of the members
     z = z_scores(model.components_, model.components_std_)
     assert_allclose(result["mean_z"][0, k], np.mean(z[k, planted]))
@@ -209,6 +213,14 @@ def test_shapes_are_checked():
         gene_set_statistic(np.ones((2, 5)), np.ones((2, 4)), {"a": [0]})
     with pytest.raises(ValueError, match="n_components"):
         marker_overrepresentation(np.ones((2, 5)), np.ones((4, 3)), {"a": [0]})
+    # R's orientation (Amean, Asd: genes x patterns) would make every gene a pattern
+    with pytest.raises(ValueError, match=r"more patterns than features.*Amean.T"):
+        gene_set_statistic(np.ones((50, 3)), np.ones((50, 3)), {"a": [0, 1, 2]})
+    from sklearn_cogaps import pattern_markers
+
+    # components_ (patterns x genes) given where the amplitudes go (genes x patterns)
+    with pytest.raises(ValueError, match=r"one column per pattern.*components_.T and loadings_"):
+        pattern_markers(np.ones((3, 50)), np.ones((20, 3)))
 
 
 def test_the_null_of_large_sets_draws_distinct_features(fitted):
@@ -222,8 +234,26 @@ def test_the_null_of_large_sets_draws_distinct_features(fitted):
     )
     rate = np.mean(result["p_up"][:, 0] < 0.05)
     assert 0.02 < rate < 0.09, rate
-    # every feature of the null draws at most once: a set of all features has a constant null
+    # every feature of the null draws at most once: a set of all features has a constant
+    # null, every draw tied with the statistic: neither up nor down (it was p_up = 1 and an
+    # activity of -1 in every pattern)
     everything = gene_set_statistic(
         model.components_, model.components_std_, {"all": range(300)}, n_permutations=50
     )
-    assert_array_equal(everything["p_up"], np.ones((1, 3)))
+    assert_array_equal(everything["p_up"], np.full((1, 3), 0.5))
+    assert_array_equal(everything["p_down"], np.full((1, 3), 0.5))
+    assert_array_equal(everything["activity"], np.zeros((1, 3)))
+
+
+def test_features_tied_at_zero_are_neither_up_nor_down():
+    """Amplitudes of exactly 0 tie with null draws of zeros: counted half on each side, a
+    set of such features sits in the middle of the null, as without ties (counted as above,
+    its activity was -1 in every pattern)."""
+    z = np.zeros((2, 40))
+    z[:, 20:] = np.random.RandomState(0).gamma(1.0, 1.0, (2, 20))
+    result = gene_set_statistic(z, np.ones_like(z), {"zeros": [0]}, n_permutations=2000,
+                                random_state=0)  # fmt: skip
+    # half of the features are 0: the statistic ties with half the draws, the others above
+    assert_allclose(result["p_up"], 0.75, atol=0.03)
+    assert_allclose(result["p_up"] + result["p_down"], 1.0)
+    assert_allclose(result["activity"], -0.5, atol=0.06)
