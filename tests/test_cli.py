@@ -781,3 +781,19 @@ def test_r_cogaps_names_as_options_say_what_to_write(r_name, option, capsys):
         main([r_name, "100"])
     err = capsys.readouterr().err
     assert "R CoGAPS's name" in err and option in err
+
+
+@pytest.mark.parametrize(
+    "written, option",
+    [("--n_components", "write --n-components"), ("--max_iter", "write --max-iter"),
+     ("--n-patterns", "write -k/--n-components"), ("--sede", "write --seed")],
+)  # fmt: skip
+def test_a_misspelt_option_gets_the_option_meant(written, option, capsys):
+    with pytest.raises(SystemExit):
+        main(["x.npy", written, "3"])
+    err = capsys.readouterr().err
+    assert f"unrecognized arguments: {written}" in err and f"({written}: {option})" in err
+    # an option far from every one keeps argparse's message alone
+    with pytest.raises(SystemExit):
+        main(["x.npy", "--frobnicate", "2"])
+    assert "unrecognized arguments: --frobnicate 2\n" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The command line's arguments and help."""
 
 import argparse
+import difflib
 import math
 
 from ._read import INPUT_FORMATS
@@ -104,9 +105,48 @@ def _non_negative_int(text):
     return value
 
 
+class SuggestingParser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of options it does not know names the option
+    meant: the same name with ``-`` for ``_`` (``--n_components``), a near spelling, or the
+    option of a word of R's (``--n-patterns``)."""
+
+    _MEANT = {
+        "n-patterns": "-k/--n-components",
+        "patterns": "-k/--n-components",
+        "n-iterations": "-n/--max-iter",
+        "iterations": "-n/--max-iter",
+        "n-iter": "-n/--max-iter",
+        "random-state": "--seed",
+    }
+
+    def error(self, message):
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            options = [
+                name
+                for action in self._actions
+                if action.help is not argparse.SUPPRESS
+                for name in action.option_strings
+                if name.startswith("--")
+            ]
+            hints = []
+            for word in message[len(prefix) :].split():
+                if not word.startswith("--"):
+                    continue
+                written = word.split("=")[0]
+                name = written[2:].replace("_", "-").lower()
+                close = difflib.get_close_matches(f"--{name}", options, n=1, cutoff=0.8)
+                meant = self._MEANT.get(name) or (close[0] if close else None)
+                if meant:
+                    hints.append(f"{written}: write {meant}")
+            if hints:
+                message += " (" + "; ".join(hints) + ")"
+        super().error(message)
+
+
 def build_parser():
     """The argument parser of ``sklearn-cogaps``."""
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="sklearn-cogaps",
         description=DESCRIPTION,
         epilog=EPILOG,
