@@ -1,6 +1,8 @@
 """The command line: the built-in example, every input format, the outputs, the errors."""
 
+import bz2
 import gzip
+import lzma
 import subprocess
 import sys
 import warnings
@@ -114,19 +116,26 @@ def reference_sparse(data):
     return CoGAPS(n_components=2, max_iter=15, random_state=3, sparse_optimization=True).fit(X)
 
 
-@pytest.mark.parametrize("suffix", [".npy", ".csv", ".tsv", ".mtx", ".mtx.gz"])
+@pytest.mark.parametrize(
+    "suffix", [".npy", ".csv", ".tsv", ".mtx", ".mtx.gz", ".csv.bz2", ".tsv.xz", ".mtx.bz2"]
+)
 def test_each_input_format_round_trips(suffix, data, reference, reference_sparse, tmp_path, capsys):
     X, samples, features = data
-    path = tmp_path / f"data{suffix}"
-    named = suffix in (".csv", ".tsv")
-    if suffix == ".npy":
+    plain, _, compression = suffix.partition(".")[2].partition(".")
+    path = tmp_path / f"data.{plain}"
+    named = plain in ("csv", "tsv")
+    if plain == "npy":
         np.save(path, X)
     elif named:
-        _write_delimited(path, X, samples, features, "," if suffix == ".csv" else "\t")
+        _write_delimited(path, X, samples, features, "," if plain == "csv" else "\t")
     else:
-        sio.mmwrite(tmp_path / "data.mtx", sparse.coo_matrix(X), precision=17)
-        if suffix == ".mtx.gz":
-            path.write_bytes(gzip.compress((tmp_path / "data.mtx").read_bytes()))
+        sio.mmwrite(path, sparse.coo_matrix(X), precision=17)
+    if compression:
+        pack = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[compression]
+        packed = tmp_path / f"data{suffix}"
+        packed.write_bytes(pack(path.read_bytes()))
+        path.unlink()
+        path = packed
     status, out, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
     assert status == 0, err
     assert f"{X.shape[0]} samples x {X.shape[1]} features" in out

@@ -126,12 +126,15 @@ def test_prep_refuses_what_is_not_counts(capsys, counts, tmp_path):
     assert not (tmp_path / "filtered.mtx").exists()
 
 
-def test_prep_reads_schpf_txt(capsys, counts, tmp_path):
+@pytest.mark.parametrize("suffix", [".txt", ".txt.bz2"])
+def test_prep_reads_schpf_txt(capsys, counts, tmp_path, suffix):
+    import bz2
+
     X, ids, names = counts
-    with open(tmp_path / "umis.txt", "w") as f:
-        for j in range(X.shape[1]):
-            f.write(" ".join([ids[j], names[j], *map(str, X[:, j])]) + "\n")
-    status, out, err = _run(capsys, "prep", "-i", tmp_path / "umis.txt", "-m", "0")
+    lines = [" ".join([ids[j], names[j], *map(str, X[:, j])]) + "\n" for j in range(X.shape[1])]
+    text = "".join(lines).encode()
+    (tmp_path / f"umis{suffix}").write_bytes(bz2.compress(text) if suffix.endswith("2") else text)
+    status, out, err = _run(capsys, "prep", "-i", tmp_path / f"umis{suffix}", "-m", "0")
     assert status == 0, err
     assert "60 cells x 40 genes" in out
     assert_array_equal(sio.mmread(tmp_path / "filtered.mtx").toarray(), X)

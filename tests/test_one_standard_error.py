@@ -36,6 +36,21 @@ def test_the_smallest_model_within_one_standard_error_of_the_best():
     assert one_standard_error(_results([-3, -2, -1], [0, 0, 0], [1, 2, 3])) == 2
 
 
+def test_the_standard_error_is_that_of_the_sample_standard_deviation():
+    # two folds scoring -1 and -3 for K = 3: scikit-learn's std_test_score is 1 (divided by
+    # n_splits), the rule's standard error sqrt(2) / sqrt(2) = 1 (sample standard deviation);
+    # K = 2 at 0.9 below the best is within it, not within 1 / sqrt(2)
+    splits = np.array([[-9.0, -9.0], [-2.9, -2.9], [-1.0, -3.0]])
+    out = _results(splits.mean(axis=1), splits.std(axis=1), [1, 2, 3], n_splits=2)
+    assert one_standard_error(out) == 1
+    se = np.std(splits[2], ddof=1) / np.sqrt(2)
+    out = _results(splits.mean(axis=1) + [0, 0.9 - se - 1e-9, 0], splits.std(axis=1), [1, 2, 3],
+                   n_splits=2)  # fmt: skip
+    assert one_standard_error(out) == 2
+    # one fold: no standard error, the best
+    assert one_standard_error(_results([-2.0, -1.0], [0.0, 0.0], [1, 2], n_splits=1)) == 1
+
+
 def test_ties_failed_fits_metrics_and_other_parameters():
     # two candidates of the same size (another parameter differs): the better score
     assert one_standard_error(_results([-5, -1.2, -1.1, -1.0], [0, 0, 0, 0.4], [1, 2, 2, 3])) == 2

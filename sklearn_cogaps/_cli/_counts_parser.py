@@ -10,7 +10,9 @@ __all__ = ["build_counts_parser", "refuse_peer_commands"]
 
 PROG = "sklearn-cogaps-counts"
 
-COUNT_FORMATS = ".mtx (or .mtx.gz), .h5ad, .csv, .tsv, .npy, scHPF's .txt (or .txt.gz)"
+COUNT_FORMATS = (
+    ".mtx, .h5ad, .csv, .tsv, .npy, scHPF's .txt (the text formats also as .gz, .bz2 or .xz)"
+)
 
 DESCRIPTION = """\
 Poisson factorisation of count matrices (single-cell UMI counts, word counts) from the

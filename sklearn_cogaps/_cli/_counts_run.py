@@ -1,7 +1,6 @@
 """Running ``sklearn-cogaps-counts``: prep, train, score and project on count matrices."""
 
 import contextlib
-import gzip
 import re
 import sys
 import time
@@ -13,7 +12,7 @@ import numpy as np
 from scipy import sparse
 
 from ._counts_parser import build_counts_parser, refuse_peer_commands
-from ._read import CommandLineError, read_matrix
+from ._read import COMPRESSIONS, CommandLineError, open_text, read_matrix
 from ._run import _PipeTolerantOutput
 
 __all__ = ["main"]
@@ -27,17 +26,13 @@ _ENSEMBL_VERSION = re.compile(r"^(ENS[A-Z]*\d+)\.\d+$")
 # -- reading ------------------------------------------------------------------------------
 
 
-def _open_text(path):
-    return gzip.open(path, "rt") if str(path).lower().endswith(".gz") else open(path)
-
-
 def _read_gene_file(path, what):
     """A gene file as a 2-D array of str (genes x columns): one name a line, or columns
     separated by tabs (or by spaces when a line has no tab)."""
     if not Path(path).is_file():
         raise CommandLineError(f"no such file: '{path}' ({what}).")
     rows, line_numbers = [], []
-    with _open_text(path) as f:
+    with open_text(path) as f:
         for number, line in enumerate(f, start=1):
             line = line.rstrip("\r\n")
             if not line.strip() or line.startswith("#"):
@@ -78,7 +73,7 @@ def _read_schpf_txt(path):
     genes' id and name."""
     genes, indptr, indices, data = [], [0], [], []
     n_cells = None
-    with _open_text(path) as f:
+    with open_text(path) as f:
         for number, line in enumerate(f, start=1):
             fields = line.split()
             if not fields:
@@ -126,7 +121,7 @@ def _read_counts(path, transpose=False, layer=None, genes_file=None):
             f"'{path}' is a loom file, which is not read here: convert it with anndata, "
             "anndata.io.read_loom(path).write_h5ad('counts.h5ad'), and give the .h5ad."
         )
-    if name.endswith((".txt", ".txt.gz")):
+    if name.endswith((".txt", *(".txt" + c for c in COMPRESSIONS))):
         if not Path(path).is_file():
             raise CommandLineError(f"no such file: '{path}'.")
         if transpose or layer is not None:

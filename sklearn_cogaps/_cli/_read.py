@@ -1,28 +1,48 @@
 """Reading the command line's input: a matrix from .npy, .csv/.tsv, .gct, .mtx or .h5ad, with
 its sample and feature names."""
 
+import bz2
 import csv
+import gzip
+import lzma
 from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
-__all__ = ["INPUT_FORMATS", "CommandLineError", "read_matrix"]
+__all__ = ["INPUT_FORMATS", "CommandLineError", "open_text", "read_matrix"]
 
-INPUT_FORMATS = ".npy, .csv, .tsv, .gct, .mtx (or .mtx.gz), .h5ad"
+# text formats are also read compressed, as GEO and the 10x pipelines distribute them
+COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+TEXT_FORMATS = (".csv", ".tsv", ".gct", ".mtx")
+INPUT_FORMATS = ".npy, .csv, .tsv, .gct, .mtx, .h5ad (the text formats also as .gz, .bz2 or .xz)"
 
 
 class CommandLineError(ValueError):
     """A problem with the command line's input, reported without a traceback."""
 
 
-def _kind(path, formats, what):
+def open_text(path, newline=None):
+    """A text file for reading, decompressed when its name ends with .gz, .bz2 or .xz."""
+    opener = COMPRESSIONS.get(Path(path).suffix.lower())
+    if opener is None:
+        return open(path, newline=newline)
+    return opener(path, "rt", newline=newline)
+
+
+def _kind(path, formats, what, compressed=()):
+    """The format of ``path`` among ``formats`` by its name; those in ``compressed`` may
+    also end with a compression's suffix."""
     name = Path(path).name.lower()
     for suffix in formats:
-        if name.endswith(suffix):
+        if name.endswith(suffix) or (
+            suffix in compressed and any(name.endswith(suffix + c) for c in COMPRESSIONS)
+        ):
             return suffix
+    also = f" ({', '.join(compressed)} also as {', '.join(COMPRESSIONS)})" if compressed else ""
     raise CommandLineError(
-        f"cannot tell the format of {what} '{path}' from its name; use one of {', '.join(formats)}."
+        f"cannot tell the format of {what} '{path}' from its name; use one of "
+        f"{', '.join(formats)}{also}."
     )
 
 
@@ -107,7 +127,7 @@ def _check_table(X, rows, cols, path, sep):
 
 def _read_delimited_numpy(path, sep):
     """The same without pandas, with the csv module (empty cells and NA read as NaN)."""
-    with open(path, newline="") as f:
+    with open_text(path, newline="") as f:
         rows = [row for row in csv.reader(f, delimiter=sep) if row]
     if len(rows) < 2:
         raise CommandLineError(
@@ -177,7 +197,7 @@ def _read_gct(path):
     """A GCT file (the Broad's format that R CoGAPS reads, versions 1.2 and 1.3): genes in
     rows after their name and annotation columns, samples in columns. Returns the values
     (genes x samples), the gene names and the sample names."""
-    with open(path, newline="") as f:
+    with open_text(path, newline="") as f:
         lines = f.read().splitlines()
     version = lines[0].strip() if lines else ""
     if version not in ("#1.2", "#1.3"):
@@ -267,7 +287,9 @@ def read_matrix(path, transpose=False, layer=None):
     path : str or path-like
         A ``.npy`` array, a ``.csv``/``.tsv`` table with a header row and an index column
         (read with pandas when it is installed, else with the csv module), a MatrixMarket
-        ``.mtx`` or ``.mtx.gz`` file, or an AnnData ``.h5ad`` file (needs anndata).
+        ``.mtx`` file, or an AnnData ``.h5ad`` file (needs anndata). The text formats
+        (``.csv``, ``.tsv``, ``.gct``, ``.mtx``) are also read compressed, named with
+        ``.gz``, ``.bz2`` or ``.xz`` after their suffix.
     transpose : bool, default=False
         The file is genes × samples as CoGAPS writes it: return its transpose. A ``.gct``
         file is genes × samples by its format and is always returned transposed.
@@ -283,7 +305,7 @@ def read_matrix(path, transpose=False, layer=None):
     feature_names : ndarray of str of shape (n_features,) or None
         Column names, when the format has them.
     """
-    kind = _kind(path, (".npy", ".csv", ".tsv", ".gct", ".mtx", ".mtx.gz", ".h5ad"), "the file")
+    kind = _kind(path, (".npy", *TEXT_FORMATS, ".h5ad"), "the file", TEXT_FORMATS)
     if not Path(path).is_file():
         raise CommandLineError(f"no such file: '{path}'.")
     if layer is not None and kind != ".h5ad":
@@ -298,10 +320,11 @@ def read_matrix(path, transpose=False, layer=None):
     elif kind == ".gct":
         X, rows, cols = _read_gct(path)
         transpose = True  # genes x samples by definition
-    elif kind in (".mtx", ".mtx.gz"):
+    elif kind == ".mtx":
         from scipy.io import mmread
 
-        X = mmread(path)
+        with open_text(path) as f:
+            X = mmread(f)
         X = X.tocsr() if sparse.issparse(X) else np.asarray(X)
     else:
         X, rows, cols = _read_h5ad(path, layer)

@@ -39,11 +39,13 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
     pattern, each feature's amplitudes are divided by their largest one, and for pattern
     ``k`` every feature is scored by the Euclidean distance of that profile to the one-hot
     vector of ``k`` (0: the feature loads on pattern ``k`` only). Ranks are taken per
-    pattern (1 = closest; ties share the average rank). A feature whose amplitudes are all
-    0 has no profile: its scores are NaN, it shares the last ranks of every pattern and it
-    marks none (R ranks its NaN scores last). With ``weights`` (R's ``lp``) the features are
-    scored against that one profile instead. To rank samples rather than features (R's
-    ``axis = 2``), pass the patterns as ``amplitudes`` and the amplitudes as ``patterns``.
+    pattern (1 = closest; equal scores ranked in the features' order, as R's
+    ``rank(ties.method = "first")``). A feature whose amplitudes are all 0 has no profile:
+    its scores are NaN, it takes the last ranks of every pattern, in the features' order,
+    as R ranks NaN scores, and, unlike in R, it marks none. With ``weights`` (R's ``lp``)
+    the features are scored against that one profile instead. To rank samples rather than
+    features (R's ``axis = 2``), pass the patterns as ``amplitudes`` and the amplitudes as
+    ``patterns``.
 
     Parameters
     ----------
@@ -128,11 +130,13 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
     scores = np.empty((A.shape[0], targets.shape[0]))
     for k, target in enumerate(targets):
         scores[:, k] = np.sqrt(np.sum((profile - target) ** 2, axis=1))
-    # the undetected features share the last ranks of every pattern
+    # R's rank(ties.method = "first", na.last = TRUE): ties in the features' order, the
+    # undetected features (NaN scores) after every other, in their order
     n_detected = int(detected.sum())
-    ranks = np.full_like(scores, (n_detected + 1 + A.shape[0]) / 2.0)
+    ranks = np.empty_like(scores)
+    ranks[~detected] = np.arange(n_detected + 1, A.shape[0] + 1, dtype=np.float64)[:, None]
     for k in range(scores.shape[1]):
-        ranks[detected, k] = rankdata(scores[detected, k])
+        ranks[detected, k] = rankdata(scores[detected, k], method="ordinal")
     best = ranks.min(axis=1)
     markers = []
     for k in range(scores.shape[1]):

@@ -12,10 +12,10 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     has the components the data hold, then stay on a plateau (or fall slowly) while the
     extra components fit noise; the best mean on that plateau is often a larger model by
     chance. The rule (Hastie, Tibshirani & Friedman 2009, section 7.10) takes the best mean
-    score, its standard error over the folds (standard deviation / sqrt(n_folds)), and picks
-    the candidate with the smallest ``param`` among those whose mean score is at least the
-    best mean minus that standard error. Use it as the ``refit`` of
-    :class:`~sklearn.model_selection.GridSearchCV` or
+    score, its standard error over the folds (the sample standard deviation of the fold
+    scores over sqrt(n_folds)), and picks the candidate with the smallest ``param`` among
+    those whose mean score is at least the best mean minus that standard error. Use it as
+    the ``refit`` of :class:`~sklearn.model_selection.GridSearchCV` or
     :class:`~sklearn.model_selection.RandomizedSearchCV`; for another parameter or a
     named metric, pass ``functools.partial(one_standard_error, param=..., metric=...)``.
 
@@ -78,7 +78,10 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
             "error_score='raise' shows the first error)."
         )
     best = int(np.nanargmax(np.where(scored, mean, -np.inf)))
-    threshold = mean[best] - std[best] / np.sqrt(max(n_splits, 1))
+    # scikit-learn's std_test_score divides by n_splits; the rule's standard error is the
+    # sample standard deviation (divided by n_splits - 1) over sqrt(n_splits)
+    se = std[best] / np.sqrt(n_splits - 1) if n_splits > 1 else 0.0
+    threshold = mean[best] - se
     within = np.flatnonzero(scored & (mean >= threshold))
     # the smallest parameter value; among equal ones, the best score
     return int(min(within, key=lambda i: (values[i], -mean[i])))

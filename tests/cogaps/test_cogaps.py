@@ -371,8 +371,19 @@ def test_a_feature_without_amplitude_marks_no_pattern(threshold):
     markers, ranks, scores = pattern_markers(amplitudes, np.ones((3, 2)), threshold)
     assert [m.tolist() for m in markers] == [[0, 1], [3, 4]]
     assert np.all(np.isnan(scores[[2, 5]]))
-    assert_array_equal(ranks[[2, 5]], 5.5)  # the shared last ranks, 5 and 6
+    assert_array_equal(ranks[[2, 5]], [[5, 5], [6, 6]])  # the last ranks, in order (R's)
     assert_array_equal(np.sort(ranks[[0, 1, 3, 4], 0]), [1, 2, 3, 4])
+
+
+def test_equal_scores_rank_in_the_features_order_as_r():
+    from sklearn_cogaps import pattern_markers
+
+    # features 0 and 2 have the same profile, as do 1 and 3: R's rank(ties.method =
+    # "first") ranks each pair in the features' order (R gives these ranks)
+    amplitudes = [[1.0, 0.5], [1.0, 1.0], [1.0, 0.5], [1.0, 1.0]]
+    markers, ranks, _ = pattern_markers(amplitudes, np.ones((2, 2)))
+    assert_array_equal(ranks, [[1, 3], [3, 1], [2, 4], [4, 2]])
+    assert [m.tolist() for m in markers] == [[0, 2], [1, 3]]
 
 
 def test_pattern_markers_use_feature_names_and_z_scores_are_mean_over_sd(simulated):
