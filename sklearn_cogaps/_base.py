@@ -47,12 +47,13 @@ The hooks:
 import copy
 import functools
 import time
-import warnings
 
+import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ._utils._params import warn_warm_start_ignored
 from ._utils._progress import Progress
+from ._utils._warnings import warn
 
 __all__ = ["IterativeMixin", "Run"]
 
@@ -342,13 +343,41 @@ class IterativeMixin:
         """Why the fit has not converged, for a ConvergenceWarning, or None."""
         if not self._stops_early or run.converged or run.interrupted or not self.tol > 0:
             return None
+        diverged = self._diverged(run.history)
+        if diverged is not None:
+            return diverged
         return (
             f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
             f"iterations: the {self._objective_name} still changed by more than tol="
             f"{self.tol} (relative) in the last one. Increase max_iter or tol."
         )
 
-    def _end_run(self, run, *, total=None, stacklevel=4):
+    def _diverged(self, history):
+        """The message of a fit whose objective ended far worse than its best, or a thousand
+        times larger in magnitude than at its start (stochastic steps too large), or None:
+        more iterations would not help it."""
+        values = [v for v in history if np.isfinite(v)]
+        if len(values) < 2:
+            return None
+        best = max(values) if self._maximise else min(values)
+        final = history[-1]
+        worse = final < best if self._maximise else final > best
+        exploded = abs(final) > 1e3 * max(abs(values[0]), 1.0)
+        far = worse and abs(final - best) > 0.1 * max(abs(best), 1.0)
+        if np.isfinite(final) and not (far or exploded):
+            return None
+        advice = (
+            "lower learning_rate"
+            if "learning_rate" in self.get_params(deep=False)
+            else "start it from other parameters"
+        )
+        return (
+            f"{type(self).__name__} diverged: its {self._objective_name} went from "
+            f"{values[0]:.6g} to {final:.6g} in {len(history)} iterations; more iterations "
+            f"would not help. To fit, {advice}."
+        )
+
+    def _end_run(self, run, *, total=None):
         """Say how the fit ended (the last progress line, a warning after an interruption
         or for a fit that has not converged); set ``n_iter_`` and ``converged_``."""
         progress = Progress(
@@ -368,8 +397,11 @@ class IterativeMixin:
         if run.interrupted:
             advice = self._interrupted_advice()
             if advice is not False:
-                progress.interrupted(run.n_iter, stacklevel=stacklevel + 1, advice=advice)
+                progress.interrupted(run.n_iter, advice=advice)
         if message is not None:
-            warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
+            warn(message, ConvergenceWarning)
         self.n_iter_ = int(run.n_iter)
-        self.converged_ = bool(run.converged) if self._stops_early else message is None
+        # an interrupted fit has not converged, whether or not it stops early by itself
+        self.converged_ = (
+            bool(run.converged) if self._stops_early else message is None and not run.interrupted
+        )

@@ -3,6 +3,7 @@ non-negative factorisation transformers have in common."""
 
 import functools
 import inspect
+import re
 
 import numpy as np
 from scipy import sparse
@@ -102,6 +103,17 @@ class DataInFitMixin:
         return super().__new__(cls)
 
 
+def _what_to_write(cls, instead):
+    """The advice of a peer's parameter given to ``fit``: a constructor assignment
+    (``n_components=K``) is shown in the constructor; other advice (a call, "nothing
+    here: ...") is shown as written."""
+    if re.match(r"[A-Za-z_]\w*=", instead):
+        return f", which goes to the constructor: write {cls.__name__}({instead}).fit(X)"
+    if instead.startswith("nothing"):
+        return f"; it needs {instead}"
+    return f"; write {instead}"
+
+
 def _parameters_not_in_fit(fit):
     """Wrap ``fit`` so that a parameter of the estimator given to it (R's habit of
     ``CoGAPS(data, nPatterns=3, seed=1)``, written ``fit(X, seed=1)``) says that parameters
@@ -118,8 +130,8 @@ def _parameters_not_in_fit(fit):
             if name in cls._peer_parameters:
                 whose, instead = cls._peer_parameters[name]
                 raise TypeError(
-                    f"fit() takes the data; {name!r} is {whose}'s name of a parameter, which "
-                    f"goes to the constructor: write {cls.__name__}({instead}).fit(X)."
+                    f"fit() takes the data; {name!r} is {whose}'s name of a parameter"
+                    f"{_what_to_write(cls, instead)}."
                 )
             if name in self.get_params(deep=False):
                 raise TypeError(

@@ -439,7 +439,7 @@ def test_an_interrupted_fit_keeps_its_last_complete_iteration(case, monkeypatch)
     original = _interrupt_on_call(monkeypatch, owner, name, call)
     with pytest.warns(FitInterruptedWarning, match=f"interrupted after {complete} of 50"):
         est = _quiet(estimator.fit, X)
-    assert est.n_iter_ == complete
+    assert est.n_iter_ == complete and not est.converged_
     assert isinstance(est.objective_history_, np.ndarray) and est.objective_history_.shape == (
         complete,
     )
@@ -811,3 +811,17 @@ def test_an_integral_float_for_an_int_says_what_to_write(estimator):
 def test_an_integral_float_for_an_int_says_what_to_write_maxmarginmf():
     with pytest.raises(InvalidParameterError, match=r"must be an int.*Write max_iter=50:"):
         _m3f_model(max_iter=50.0).fit(RATINGS)
+
+
+@pytest.mark.parametrize(
+    "Estimator",
+    [CoGAPS, HierarchicalPMF, WeightedBackgroundPMF, ExtremeDeconvolution, MaxMarginMF],
+)
+def test_a_bool_for_a_number_is_refused(Estimator):
+    # a bool is an int to Python: n_components=True (a boolean grid) fitted one component
+    # or failed inside numpy
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="'n_components' parameter of .* must be a "
+                       "number, not a bool; got True"):  # fmt: skip
+        Estimator(n_components=True).fit(np.ones((6, 5)))

@@ -64,6 +64,8 @@ def test_ties_failed_fits_metrics_and_other_parameters():
     assert one_standard_error(pipe, param="model__n_components") == 1
     with pytest.raises(ValueError, match="compares the candidates by 'n_components'"):
         one_standard_error(pipe)
+    with pytest.raises(ValueError, match=r"values cannot be ordered: \['1.0', 'None'\]"):
+        one_standard_error(_results([-1, -1], [0, 0], [None, 1.0]))
     with pytest.raises(ValueError, match="each fit, or its scoring on the held-out fold"):
         one_standard_error(_results([np.nan, np.nan], [0, 0], [1, 2]))
 

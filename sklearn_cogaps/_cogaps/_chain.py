@@ -152,6 +152,75 @@ def validate_fixed(X, n_components, fixed_components, fixed_patterns):
     return which, M, M
 
 
+# The most atoms the prior may expect in one matrix: each atom takes about 80 bytes (its
+# position, mass, neighbours and treap links), so 1e8 atoms are about 8 GB.
+_MAX_PRIOR_ATOMS = 1e8
+
+
+def _check_atom_budget(est, shape):
+    """Refuse atom densities whose prior expects more atoms than memory holds: the chain
+    gains atoms towards ``alpha * n_bins`` and would grow until memory ran out."""
+    K = est.n_components
+    for name, density, bins in (
+        ("atom_density_W", est._atom_densities[0], shape[0] * K),
+        ("atom_density_H", est._atom_densities[1], shape[1] * K),
+    ):
+        if density * bins > _MAX_PRIOR_ATOMS:
+            raise ValueError(
+                f"{name}={density:g} makes the prior expect {density * bins:.3g} atoms in "
+                f"its {bins} matrix elements (atom density times elements), more than "
+                f"{_MAX_PRIOR_ATOMS:.0e} (about 8 GB): the chain would grow until memory ran "
+                "out. atom_density is the prior's expected number of atoms per element: "
+                "CoGAPS's default is 0.01; 1 is already a dense prior."
+            )
+
+
+def _check_fixed_scale(est, X, fixed):
+    """Refuse a fixed matrix the chain cannot be sampled against: zero everywhere, so large
+    that its products overflow, or so small that the sampled matrix would need entries
+    beyond the largest Gibbs mass of an atom (the chain would stop at that cap and return a
+    model of nothing)."""
+    which, given, _ = fixed
+    if which is None:
+        return
+    name, free = ("fixed_components", "W") if which == "H" else ("fixed_patterns", "H")
+    scale_advice = (
+        f"Rescale it to the data's scale (CoGAPS's patterns have maximum 1: {name} / "
+        f"{name}.max(axis={1 if which == 'H' else 0}, keepdims=True) with X unchanged)."
+    )
+    if not np.any(given > 0):
+        raise ValueError(
+            f"'{name}' is zero everywhere: it explains no part of X, and {free} cannot be "
+            "sampled against it. Pass the factors to hold fixed (for example a previous "
+            f"fit's {'components_' if which == 'H' else 'loadings_'})."
+        )
+    largest = float(given.max())
+    if largest > np.sqrt(np.finfo(np.float64).max / max(given.shape)):
+        raise ValueError(
+            f"'{name}' has entries up to {largest:.3g}: its products overflow in double "
+            f"precision. {scale_advice}"
+        )
+    values = X.data if sparse.issparse(X) else X
+    n_nonzero = np.count_nonzero(values)
+    if n_nonzero == 0:
+        return
+    data_mean = float(values.sum(dtype=np.float64)) / n_nonzero
+    # X ~ W H: an entry sums n_components products, so the sampled factor's entries are
+    # about the data's mean over n_components times the fixed factor's typical entry
+    needed = data_mean / (est.n_components * float(given[given > 0].mean()))
+    if free == "W":
+        cap = est.max_gibbs_mass_W / est.lambda_W_
+    else:
+        cap = est.max_gibbs_mass_H / est.lambda_H_
+    if needed > cap:
+        raise ValueError(
+            f"'{name}' is on a scale that leaves {free} to reach entries of about "
+            f"{needed:.3g}, beyond its largest Gibbs mass "
+            f"({cap:.3g}, max_gibbs_mass_{free} / lambda_{free}_): the chain would stop at "
+            f"that cap. {scale_advice}"
+        )
+
+
 def new_sampler(est, X, data, fixed):
     """A new chain from an empty atomic domain (or the fixed matrix), or with
     ``init="nmf"`` from :func:`nmf_start`; sets the prior rates and the seed of the
@@ -161,6 +230,8 @@ def new_sampler(est, X, data, fixed):
     est._transform_seed = draw_seeds(rng)
     # from the canonical data: duplicates of a sparse X are summed there
     est.lambda_W_, est.lambda_H_ = prior_rates(data[1], est.n_components, est._atom_densities)
+    _check_fixed_scale(est, data[1], fixed)
+    _check_atom_budget(est, X.shape)
     K = est.n_components
     which, _, matrix = fixed
     W0 = matrix if which == "W" else np.zeros((X.shape[0], K))

@@ -10,8 +10,6 @@ every chain is matched to the first by the correlation of its patterns and ampli
 (Hungarian algorithm) before anything is pooled or compared.
 """
 
-import warnings
-
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import clone
@@ -23,6 +21,7 @@ from .._utils._matching import match_components
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._progress import FitInterruptedWarning
 from .._utils._seeding import draw_seeds
+from .._utils._warnings import warn
 from ._chain import (
     as_dtype,
     cast_attributes,
@@ -251,14 +250,13 @@ def fit_chains(model, X, uncertainty, fixed):
     else:
         if 1.0 / model.tol**2 > model.n_chains * n_draws:
             # the effective draws cannot exceed the draws kept: say so now, not at the cap
-            warnings.warn(
+            warn(
                 f"tol={model.tol} asks a bulk ESS of {1.0 / model.tol**2:.0f} for every "
                 f"posterior mean, more than the {model.n_chains} chains x {n_draws} draws "
                 "kept: the sampling will run to max_iter. tol is the Monte Carlo error in "
                 "posterior standard deviations (0.05 to 0.2 are usual); or raise n_snapshots "
                 "or n_chains.",
                 UserWarning,
-                stacklevel=4,
             )
         chains, calibration, stopped = _chains_by_diagnostics(model, template, seeds, X,
                                                               uncertainty, fixed)  # fmt: skip
@@ -333,8 +331,8 @@ def fit_chains(model, X, uncertainty, fixed):
     model._chains_complete = not interrupted
     if interrupted:
         model.converged_ = False
-        warnings.warn(_interrupted_message(model, len(chains), calibration),
-                      FitInterruptedWarning, stacklevel=4)  # fmt: skip
+        warn(_interrupted_message(model, len(chains), calibration),
+                      FitInterruptedWarning)  # fmt: skip
         return
     if stopped is None:
         message = unconverged_chains_message(model)
@@ -344,7 +342,7 @@ def fit_chains(model, X, uncertainty, fixed):
         message += _pooling_warning(model)
     model.converged_ = message is None
     if message is not None:
-        warnings.warn(message, ConvergenceWarning, stacklevel=4)
+        warn(message, ConvergenceWarning)
 
 
 def _interrupted_message(model, n_kept, calibration):

@@ -470,7 +470,6 @@ def check_single_chain_parameters(model, several_chains=False):
         "in distributed mode",
         "Set distributed to 'genome-wide' or 'single-cell'",
         note=threads if model.n_jobs is not None and not several_chains else "",
-        stacklevel=5,  # the caller of fit: past this function and fit's wrapper
     )
 
 

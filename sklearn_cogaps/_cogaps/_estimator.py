@@ -8,7 +8,6 @@ per-row chains of ``transform`` and ``score`` from ``_rows``; the uncertainty is
 """
 
 import os
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -29,6 +28,7 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
+from .._utils._warnings import warn
 from ._chain import (
     ChainState,
     as_dtype,
@@ -366,6 +366,12 @@ class CoGAPS(
     lambda_W_, lambda_H_ : float
         Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
         the mean over the non-zero entries.
+    converged_ : bool
+        One chain: whether its chi-square had stopped falling in the sampling phase (the
+        test of its ``ConvergenceWarning``). Several: whether their diagnostics pass (split
+        R-hat at most 1.01 everywhere and enough effective draws of the chi-square; with
+        ``tol``, whether both phases ended by their tests before ``max_iter``). False after
+        an interruption.
     n_iter_ : int
         Number of iterations run by the last call to ``fit``, calibration plus sampling:
         ``2 * max_iter`` for a new chain, ``max_iter`` (sampling only) when ``warm_start``
@@ -1089,7 +1095,7 @@ class CoGAPS(
         check_is_fitted(self)
         check_side_labels(X, "uncertainty", uncertainty)
         if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
-            warnings.warn(
+            warn(
                 "CoGAPS was fitted with an uncertainty array, but transform got no "
                 "uncertainty: it samples the patterns of X under the 'relative' model "
                 "max(0.1 * X, 0.1), not the likelihood of the fit. Pass "
@@ -1097,7 +1103,6 @@ class CoGAPS(
                 + _ROUTE_UNCERTAINTY.replace("score", "transform")
                 + ".",
                 UserWarning,
-                stacklevel=2,
             )
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
@@ -1211,14 +1216,13 @@ class CoGAPS(
         )
         check_side_labels(X, "uncertainty", uncertainty)
         if uncertainty is None and getattr(self, "uncertainty_model_", None) == "array":
-            warnings.warn(
+            warn(
                 "CoGAPS was fitted with an uncertainty array, but score got no uncertainty: "
                 "it scores X under the 'relative' model max(0.1 * X, 0.1), not the "
                 "likelihood of the fit, so models compared this way are not compared on "
                 "your uncertainty. Pass score(X, uncertainty=U); in GridSearchCV or "
                 "cross_validate, route it: " + _ROUTE_UNCERTAINTY + ".",
                 UserWarning,
-                stacklevel=2,
             )
         X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)

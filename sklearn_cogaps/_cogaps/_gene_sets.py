@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from numbers import Integral
 
 import numpy as np
-from sklearn.utils import check_random_state
 
+from .._utils._seeding import check_seed
+from .._utils._validation import dense_matrix
 from ._markers import pattern_markers, z_scores
 
 __all__ = ["gene_set_statistic", "marker_overrepresentation"]
@@ -159,8 +160,8 @@ def gene_set_statistic(
     >>> result["p_up"].round(3)
     array([[0.001, 0.41 ]])
     """
-    mean = np.asarray(components, dtype=np.float64)
-    std = np.asarray(components_std, dtype=np.float64)
+    mean = dense_matrix(components, "components", ndim=None)
+    std = dense_matrix(components_std, "components_std", non_negative=True, ndim=None)
     if mean.ndim != 2 or std.shape != mean.shape:
         raise ValueError(
             "components and components_std must be 2-d arrays of the same shape "
@@ -175,7 +176,7 @@ def gene_set_statistic(
         )
     if not isinstance(n_permutations, Integral) or n_permutations < 1:
         raise ValueError(f"n_permutations must be a positive integer; got {n_permutations!r}.")
-    rng = check_random_state(random_state)
+    rng = check_seed(random_state)
     # genes x patterns, as CoGAPS's zMatrix
     z = z_scores(mean, std).T
     n_features, K = z.shape

@@ -6,6 +6,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._utils._habits import peer_arguments
+from .._utils._validation import dense_matrix
 
 __all__ = ["PatternMarkers", "pattern_markers", "z_scores"]
 
@@ -175,7 +176,7 @@ def z_scores(mean, std):
         does (an element that kept one value in every sample: 0 when it never held an atom;
         a matrix held fixed has standard deviation 0 everywhere).
     """
-    mean = np.asarray(mean, dtype=np.float64)
-    std = np.array(std, dtype=np.float64)
+    mean = dense_matrix(mean, "mean", ndim=None)
+    std = dense_matrix(std, "std", non_negative=True, ndim=None).copy()
     std[std == 0] = ZERO_STD
     return mean / std

@@ -6,13 +6,12 @@ Each row's chain is seeded from ``random_state`` and the row's values, so a row 
 result whatever else is in the batch, in whatever order, on any number of threads.
 """
 
-import warnings
-
 import numpy as np
 from scipy import sparse
 
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import keyed_digest_seeds, stream_seeds
+from .._utils._warnings import warn
 from ._chain import as_dtype, canonical_csr, n_entries
 from ._sampler import sample_fixed_rows, sample_fixed_sparse_rows
 from ._uncertainty import NAMED_UNCERTAINTIES, precision, uncertainty_name, validate_uncertainty
@@ -123,14 +122,13 @@ def warn_few_entries(n_features, n_components):
     compare numbers of patterns."""
     seen = n_features - -(-n_features // SCORE_FOLDS)  # the entries outside the largest fold
     if seen < 2 * n_components:
-        warnings.warn(
+        warn(
             f"score fits the patterns of each row from {seen} of its {n_features} entries "
             f"(one of {SCORE_FOLDS} folds held out), fewer than twice n_components="
             f"{n_components}: the held-out entries are predicted mostly by the prior, and "
             "the score is no guide to the number of patterns. Score samples with more "
             "features.",
             UserWarning,
-            stacklevel=3,
         )
 
 

@@ -3,12 +3,11 @@ as an array or as a named model (Sherman, Gao & Fertig 2019, supplement section 
 sparse-data model, which computes it from each stored value), and the precisions the
 sampler reads."""
 
-import warnings
-
 import numpy as np
 from scipy import sparse
 
 from .._utils._seeding import fingerprint
+from .._utils._warnings import warn
 from ._chisq import aligned_empty, padded_empty
 
 __all__ = [
@@ -75,14 +74,13 @@ def advise_counts(X):
     values = X.data if sparse.issparse(X) else X
     if values.size == 0 or float(values.max()) < 2 or np.any(np.mod(values, 1)):
         return
-    warnings.warn(
+    warn(
         f"X holds only whole numbers up to {float(values.max()):g}, like counts, and the "
         "uncertainty is CoGAPS's default for continuous data, 'relative' (max(0.1 * X, 0.1)), "
         "which gives a count of 1 a hundred times the weight of a count of 10. For counts "
         "pass uncertainty='poisson'; for data that are not counts pass "
         "uncertainty='relative' to silence this warning.",
-        UserWarning,
-        stacklevel=4,  # the caller of fit, beneath scikit-learn's fit context
+        UserWarning,  # the caller of fit, beneath scikit-learn's fit context
     )
 
 
@@ -111,15 +109,14 @@ def advise_scale(X):
     median = float(np.median(values[::step]))
     if median >= 0.1:
         return
-    warnings.warn(
+    warn(
         f"The median non-zero value of X is {median:.3g}, below the floor 0.1 of the default "
         "uncertainty max(0.1 * X, 0.1): at this scale most entries look like noise and the "
         "patterns can be arbitrary. Pass an uncertainty of the data's scale (its "
         "measurement errors, or for example uncertainty=np.maximum(0.1 * X, "
         f"{median / 10:.2g})), or rescale X so that its values are mostly above 1; pass "
         "uncertainty='relative' to keep the default and silence this warning.",
-        UserWarning,
-        stacklevel=4,  # the caller of fit, beneath scikit-learn's fit context
+        UserWarning,  # the caller of fit, beneath scikit-learn's fit context
     )
 
 
@@ -216,7 +213,7 @@ def _warn_unconstrained(u):
     if free.size == 0:
         return
     shown = ", ".join(str(i) for i in free[:10]) + (", ..." if free.size > 10 else "")
-    warnings.warn(
+    warn(
         f"Samples {shown} ({free.size} of {u.shape[0]}) have no effective data: each of "
         f"their entries' uncertainty is over {_UNCONSTRAINED_RATIO:g} times the median "
         f"({typical:.3g}), so their patterns are not constrained by X. CoGAPS scales each "
@@ -224,7 +221,6 @@ def _warn_unconstrained(u):
         "that maximum, shrinking every other sample's pattern. Fit without these samples "
         "(X[keep], uncertainty[keep]) and transform them later if they get data.",
         UserWarning,
-        stacklevel=5,
     )
 
 

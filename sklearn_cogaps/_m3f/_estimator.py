@@ -166,7 +166,8 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         The max-margin objective of each sample: squared norms of the factors (or -ln of the
         IBP prior), C times the summed hinge losses and the threshold prior term.
     converged_ : bool
-        True: the chain runs ``max_iter`` iterations, as every sampler of the package.
+        True: the chain runs ``max_iter`` iterations, as every sampler of the package;
+        False after an interruption.
     n_features_history_ : ndarray of shape (n_iter,)
         Number of features of each sample (constant for ``prior="gaussian"``).
     held_out_nmae_ : ndarray of shape (n_iter,)
@@ -373,6 +374,12 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                 raise ValueError(
                     f"The {name} must be below {_MAX_SCALE:.3g} (its square must be finite in "
                     f"double precision); got {value:g}. Rescale the ratings' scores: lower "
+                    "margin, threshold_scale or factor_scale."
+                )
+            if not value > 1.0 / _MAX_SCALE:
+                raise ValueError(
+                    f"The {name} must be above {1.0 / _MAX_SCALE:.3g} (the prior precision "
+                    f"1 / scale^2 must be finite in double precision); got {value:g}. Raise "
                     "margin, threshold_scale or factor_scale."
                 )
         return rho, scale

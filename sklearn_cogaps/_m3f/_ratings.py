@@ -2,13 +2,13 @@
 ordered levels, their validation, the split of held-out ratings, and the per-row seeds of
 the chains of new users."""
 
-import warnings
+from numbers import Integral
 
 import numpy as np
 from scipy import sparse
-from sklearn.utils import check_random_state
 
-from .._utils._seeding import fingerprint, keyed_digest_seeds, stream_seeds
+from .._utils._seeding import check_seed, fingerprint, keyed_digest_seeds, stream_seeds
+from .._utils._warnings import warn
 
 __all__ = ["check_levels", "holdout_ratings", "infer_levels"]
 
@@ -83,13 +83,12 @@ def _as_ratings_csr(X, name="X"):
         # a dense matrix often holds 0 for "not rated": fitted as ratings they would become
         # a level 0 and predictions of it (scikit-learn's checks give integer data with 0,
         # so this warns rather than refuses)
-        warnings.warn(
+        warn(
             f"{name} has {n_zeros} zeros, read as ratings of 0. In a dense ratings matrix a "
             f"missing rating is NaN; if 0 means 'not rated', pass np.where({name} == 0, "
             f"np.nan, {name}) or a sparse matrix of the ratings. A scale that starts at 0 "
             "can be shifted to 1..L, which silences this warning.",
             UserWarning,
-            stacklevel=4,
         )
     rows, cols = np.nonzero(observed)
     return sparse.csr_matrix((X[rows, cols], (rows, cols)), shape=X.shape)
@@ -144,6 +143,11 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
     >>> test.getnnz(axis=1).tolist(), train.getnnz(axis=1).tolist()
     ([1, 1], [1, 2])
     """
+    for name, value in (("n_per_user", n_per_user), ("min_ratings", min_ratings)):
+        if value is not None and (
+            isinstance(value, (bool, np.bool_)) or not isinstance(value, (Integral, np.integer))
+        ):
+            raise ValueError(f"{name} must be an integer (a number of ratings); got {value!r}.")
     if min_ratings is None:
         min_ratings = n_per_user + 1
     if n_per_user < 1 or min_ratings <= n_per_user:
@@ -159,7 +163,7 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
             "(holdout_ratings(X + 1)), or pass np.where(X == 0, np.nan, X) if 0 means "
             "'not rated'."
         )
-    rng = check_random_state(random_state)
+    rng = check_seed(random_state)
     counts = np.diff(R.indptr)
     held = np.zeros(R.nnz, dtype=bool)
     for i in np.flatnonzero(counts >= min_ratings):
@@ -264,14 +268,13 @@ def infer_levels(R, n_levels):
             "least two. Pass n_levels if the scale has more levels than X shows."
         )
     if n_levels is None and levels.size > _MANY_LEVELS:
-        warnings.warn(
+        warn(
             f"X has {levels.size} rating levels ({levels[0]:g} to {levels[-1]:g}); each "
             f"is an ordered class with one threshold per user, which suits a few levels "
             f"(stars), not continuous values or counts. If these are ratings on a scale "
             f"of that many levels, map them to 1..L and pass n_levels=L to say so; else "
             f"bin them (or use another model).",
             UserWarning,
-            stacklevel=3,
         )
     return levels
 

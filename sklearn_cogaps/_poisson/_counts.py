@@ -4,19 +4,19 @@ factorisation) from NNDSVDa, on the VBEM's compiled pass."""
 
 import functools
 import reprlib
-import warnings
 
 import numpy as np
 from scipy import sparse
 from scipy.special import gammaln
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from .._utils._anndata import is_anndata
 from .._utils._blocks import RowBlocks, current_client, is_out_of_core
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._recommend import RecommenderMixin
+from .._utils._seeding import check_seed
 from .._utils._validation import data_dtype, out_of_core_features, validate_input
+from .._utils._warnings import warn
 from . import _hpmf_fast
 from ._block_counts import BlockCounts
 from ._dask_counts import DaskCounts
@@ -166,7 +166,7 @@ def _nmf_start(counts, n_components, random_state, n_threads, random_start=False
     n, p = counts.shape
     mean = float(counts.row_sums.sum()) / (n * p)
     if random_start or n_components > min(n, p):
-        rng = check_random_state(random_state)
+        rng = check_seed(random_state)
         scale = np.sqrt(mean / n_components)
         H = np.abs(scale * rng.standard_normal(size=(n_components, p)))
         W = np.abs(scale * rng.standard_normal(size=(n, n_components)))
@@ -216,7 +216,7 @@ def _randomized_svd(counts, n_components, random_state, n_threads):
     Vt : ndarray of shape (n_components, n_features)
     """
     n, p = counts.shape
-    rng = check_random_state(random_state)
+    rng = check_seed(random_state)
     Q = rng.normal(size=(p, min(n_components + 10, n, p)))
 
     def product(compressed, A, n_out):
@@ -415,13 +415,12 @@ class CountModelMixin(RecommenderMixin):
         """Warn when a ``partial_fit`` batch is under a tenth of the mean size of the batches
         so far: every batch gets a full step, so it moves the model as far as they did."""
         if steps > 0 and n_batch < 0.1 * seen / steps:
-            warnings.warn(
+            warn(
                 f"This batch of {n_batch} rows is under a tenth of the {seen / steps:.0f} rows "
                 "of the batches so far; partial_fit gives every batch a full step, so it "
                 "moves the model as far as one of those. Give batches of similar sizes "
                 "(np.array_split(rows, n_batches)), or join the small ones.",
                 UserWarning,
-                stacklevel=4,
             )
 
     def _drop_row_attributes(self):
@@ -438,12 +437,11 @@ class CountModelMixin(RecommenderMixin):
             )
         check_total(totals, type(self).__name__)
         if fractions and self._warns_on_fractions:
-            warnings.warn(
+            warn(
                 f"X contains non-integer values; {type(self).__name__} models counts. The fit "
                 "uses the Poisson likelihood extended to real x >= 0 by Gamma(x + 1), which "
                 "stays well defined. Round X to silence this warning.",
                 UserWarning,
-                stacklevel=4,
             )
 
     def _read_counts(self, X, reset):

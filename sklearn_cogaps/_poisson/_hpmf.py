@@ -28,6 +28,7 @@ from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import (
     check_ignored_y,
+    check_side_labels,
     validate_input,
 )
 from ._block_counts import BlockCounts
@@ -259,6 +260,9 @@ class HierarchicalPMF(
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
         iteration; None without.
+    converged_ : bool
+        Whether the last fit met ``tol`` (or, with ``X_val``, stopped at its best held-out
+        score); False after an interruption.
     n_iter_ : int
         Number of iterations run by the last call to ``fit``; after :meth:`partial_fit`,
         the number of its calls since the model was started or fitted
@@ -583,6 +587,8 @@ class HierarchicalPMF(
             The fitted estimator.
         """
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
+        # held-out counts are matched to X by position: their labels must be X's
+        check_side_labels(X, "X_val", X_val)
         dtype, counts = self._read_counts(X, reset=True)
         counts = counts if isinstance(counts, (BlockCounts, DaskCounts)) else _Counts(counts)
         if self.solver != "pathwise":

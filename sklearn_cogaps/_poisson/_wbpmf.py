@@ -4,7 +4,6 @@ that learn the priors in ``_ebpm``.
 """
 
 import copy
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -35,6 +34,7 @@ from .._utils._validation import (
     out_of_core_features,
     validate_input,
 )
+from .._utils._warnings import warn
 from ._block_counts import BlockCounts, compressed, entry_sums, row_entry_sums
 from ._counts import (
     COUNTS_ADVICE,
@@ -104,6 +104,31 @@ _ROW_ATTRIBUTES = ("loadings_", "loadings_mean_", "loadings_mean_log_", "l0_", "
                    "reconstruction_err_", "validation_scores_")  # fmt: skip
 
 
+def _without_rows_of_no_count(held, x_rows):
+    """The held-out counts without those of rows that have no training count.
+
+    Such a row's background ``l0_i`` is 0 at the maximum likelihood (eq. 3.16) and the model
+    gives its entries a mean of 0, so a held-out count there scores -inf at every iteration
+    and early stopping would end the fit at its first as if it were the best. Unlike a
+    feature's (``unseen_features``), a row's background has no prior to fall back on: its
+    held-out counts are left out of the score, with a warning."""
+    rows = np.flatnonzero((np.diff(held.indptr) > 0) & (np.asarray(x_rows) == 0))
+    if rows.size == 0:
+        return held
+    warn(
+        f"{rows.size} row(s) of X_val hold counts where X has none (the first: row "
+        f"{rows[0]}); the model gives such a row a mean of 0, so their held-out counts are "
+        "left out of validation_scores_. Hold out a share of each row's counts (X_val = "
+        "rng.binomial(X, 0.2)) or drop the rows without training counts.",
+        UserWarning,
+    )
+    held = held.copy()
+    for i in rows:
+        held.data[held.indptr[i] : held.indptr[i + 1]] = 0.0
+    held.eliminate_zeros()
+    return held
+
+
 class _Problem:
     """What every run of one fit shares: the counts, the starts given for init='custom', the
     compiled sweeps, the row and column sums, the log X! constant and the prior families
@@ -121,6 +146,8 @@ class _Problem:
             # the sum of the rows' sums, as the blocks of an out-of-core X give it
             self.const = entry_sums(*row_entry_sums(compressed(X)), self.x_rows)[0]
         self.n_started = 0
+        if held is not None:
+            self.held = _without_rows_of_no_count(held, self.x_rows)
 
     @property
     def sweeper(self):
@@ -342,6 +369,9 @@ class WeightedBackgroundPMF(
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
         iteration; None without.
+    converged_ : bool
+        Whether the last fit met ``tol`` (or, with ``X_val``, stopped at its best held-out
+        score); False after an interruption.
     n_iter_ : int
         Number of iterations run by the last call to ``fit``; after :meth:`partial_fit`,
         the number of its calls since the first or since ``fit``.
@@ -669,6 +699,7 @@ class WeightedBackgroundPMF(
         # labelled starts are read by position: their samples and features must be X's
         check_side_labels(X, "W", W, axes=("row",))
         check_side_labels(X, "H", H, axes=("column",))
+        check_side_labels(X, "X_val", X_val)
         dtype, X = self._read_counts(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
         held = self._held_out_counts(X_val, X.shape)
@@ -697,7 +728,7 @@ class WeightedBackgroundPMF(
             problem.close()
         self._end_run(run)
         s = run.state.fit
-        self._set_globals(s, problem.x_cols, problem.families, stacklevel=5)
+        self._set_globals(s, problem.x_cols, problem.families)
         l0, El = s.l0, s.El
         self.l0_ = l0
         self.loadings_ = l0[:, None] * El
@@ -716,18 +747,17 @@ class WeightedBackgroundPMF(
         )
         return self
 
-    def _set_globals(self, s, x_cols, families, stacklevel):
+    def _set_globals(self, s, x_cols, families):
         """The fitted attributes of the features, the weights and the priors, from the state
         ``s`` (with ``w``, ``f0``, ``Ef``, ``Elogf``, ``gL``, ``gF``, ``kl_F``) and the
         columns' totals: the features without counts get their empirical-Bayes scales."""
         f0, Ef, Elogf = unseen_features(x_cols, s.w, s.l0, s.f0, s.El, s.Ef, s.Elogf, s.gF)
         w = s.w
         if np.any(w == 0):
-            warnings.warn(
+            warn(
                 f"Components {np.flatnonzero(w == 0).tolist()} collapsed (weight w_k = 0: they "
                 "explain no count); refit with fewer n_components or another initialisation.",
                 RuntimeWarning,
-                stacklevel=stacklevel,
             )
         self.w_ = w
         self.f0_ = f0
@@ -891,7 +921,7 @@ class WeightedBackgroundPMF(
         """Set the globals of ``svi`` and the trace; remove the training rows' attributes."""
         self._drop_row_attributes()
         self.__dict__.pop("_fit_statistics", None)
-        self._set_globals(svi.as_state(), svi.stats.x, families, stacklevel=5)
+        self._set_globals(svi.as_state(), svi.stats.x, families)
         self._svi_state = svi
         self.objective_history_ = np.asarray(history + [bound], dtype=np.float64)
         self.lower_bound_ = float(bound)

@@ -4,10 +4,11 @@ anndata is optional: an AnnData is recognised by its module and attributes, neve
 """
 
 import functools
-import warnings
 
 import numpy as np
 from scipy import sparse
+
+from ._warnings import warn
 
 __all__ = [
     "index_by_obs_names",
@@ -84,12 +85,11 @@ def warn_if_fitted_on_a_layer(estimator, adata):
     layer = getattr(estimator, "_anndata_layer", None)
     if layer is None or layer not in adata.layers:
         return
-    warnings.warn(
+    warn(
         f"This {type(estimator).__name__} was fitted on the layer {layer!r} (fit_anndata), "
         f"but an AnnData passed here is read through its .X, which may be on another "
         f"scale. Pass adata.layers[{layer!r}] to use the fitted layer.",
         UserWarning,
-        stacklevel=4,
     )
 
 

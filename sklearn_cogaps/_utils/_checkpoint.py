@@ -14,7 +14,8 @@ import socket
 import tempfile
 import time
 import uuid
-import warnings
+
+from ._warnings import warn
 
 __all__ = ["Checkpoint", "CHECKPOINT_FORMAT"]
 
@@ -149,11 +150,10 @@ class Checkpoint:
         try:
             self._write(payload)
         except OSError as exc:
-            warnings.warn(
+            warn(
                 f"The checkpoint could not be written to {self.path!r} ({exc}); the fit goes "
                 "on, and the file keeps the previous checkpoint, if any.",
                 RuntimeWarning,
-                stacklevel=4,
             )
             self.failed = True
             self.last = time.monotonic()

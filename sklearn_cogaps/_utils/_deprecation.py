@@ -4,7 +4,10 @@ load with the new ones."""
 
 import inspect
 import re
-import warnings
+
+import numpy as np
+
+from ._warnings import warn
 
 __all__ = ["RenamedMixin"]
 
@@ -34,10 +37,23 @@ class RenamedMixin:
 
     def _validate_params(self):
         # scikit-learn's refusal of max_iter=1e4 says only "must be an int": say what to write
-        from sklearn.utils._param_validation import InvalidParameterError
+        # a bool is an int to Python and to scikit-learn's intervals: n_components=True
+        # (a boolean grid) would fit one component, or fail inside numpy
+        from sklearn.utils._param_validation import Interval, InvalidParameterError
 
         from ._params import integral_float_hint
 
+        for name, constraints in type(self)._parameter_constraints.items():
+            value = getattr(self, name, None)
+            if (
+                isinstance(value, (bool, np.bool_))
+                and "boolean" not in constraints
+                and any(isinstance(c, Interval) for c in constraints)
+            ):
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {type(self).__name__} must be a number, not "
+                    f"a bool; got {value!r}."
+                )
         try:
             super()._validate_params()
         except InvalidParameterError as exc:
@@ -71,11 +87,10 @@ class RenamedMixin:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         new, transposed = renamed
         value = getattr(self, new)  # an AttributeError here: the estimator is not fitted
-        warnings.warn(
+        warn(
             f"'{name}' was renamed '{new}' in {RENAMED_IN} and will be removed in "
             f"{REMOVED_IN}; use {new}{'.T' if transposed else ''}.",
             FutureWarning,
-            stacklevel=2,
         )
         return value.T if transposed else value
 
@@ -95,11 +110,10 @@ class RenamedMixin:
                 f"{old}={old_value!r} and {new}={value!r} are both set; '{old}' is the old name "
                 f"of '{new}': set {new} only."
             )
-        warnings.warn(
+        warn(
             f"'{old}' was renamed '{new}' in {RENAMED_IN} and will be removed in "
             f"{REMOVED_IN}. Use {new}={old_value!r}.",
             FutureWarning,
-            stacklevel=4,
         )
         return old_value
 

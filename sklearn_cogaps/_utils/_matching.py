@@ -3,6 +3,8 @@
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from ._validation import dense_matrix
+
 __all__ = ["match_components"]
 
 
@@ -28,8 +30,11 @@ def match_components(reference, estimate, axis=1):
     correlation : ndarray of shape (k_ref,)
         The correlation of each matched pair (NaN-free: a constant factor has 0).
     """
-    ref = np.asarray(reference, dtype=float)
-    est = np.asarray(estimate, dtype=float)
+    if axis not in (0, 1):
+        raise ValueError(f"axis must be 0 (factors in rows) or 1 (in columns); got {axis!r}.")
+    what = "a 2-d array (n, k) or, with axis=0, (k, n); a single factor as x.reshape(-1, 1)"
+    ref = dense_matrix(reference, "reference", what=what)
+    est = dense_matrix(estimate, "estimate", what=what)
     if axis == 0:
         ref, est = ref.T, est.T
     if ref.shape[0] != est.shape[0]:

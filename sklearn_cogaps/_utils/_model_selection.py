@@ -84,4 +84,12 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     threshold = mean[best] - se
     within = np.flatnonzero(scored & (mean >= threshold))
     # the smallest parameter value; among equal ones, the best score
-    return int(min(within, key=lambda i: (values[i], -mean[i])))
+    try:
+        return int(min(within, key=lambda i: (values[i], -mean[i])))
+    except TypeError:
+        raise ValueError(
+            f"one_standard_error takes the candidate with the smallest {param!r}, but its "
+            f"values cannot be ordered: {sorted(set(map(repr, values.tolist())))}. Pass "
+            "param= a parameter whose smallest value is the simplest model "
+            "(functools.partial(one_standard_error, param=...))."
+        ) from None

@@ -2,9 +2,10 @@
 continue."""
 
 import inspect
-import warnings
 
 import numpy as np
+
+from ._warnings import warn
 
 __all__ = ["warn_unused_parameters", "warn_warm_start_ignored"]
 
@@ -20,16 +21,15 @@ def warn_warm_start_ignored(estimator, reason):
         Why the earlier fit cannot be continued (for example ``"X has 30 rows, the
         previous fit had 40"``).
     """
-    warnings.warn(
+    warn(
         f"warm_start=True, but {reason}: {type(estimator).__name__} cannot continue the "
         "previous fit and starts a new one. To continue it, fit the previous fit's data "
         "with its settings; or set warm_start=False to start anew without this warning.",
         UserWarning,
-        stacklevel=3,
     )
 
 
-def warn_unused_parameters(estimator, names, used_when, advice, note="", stacklevel=4):
+def warn_unused_parameters(estimator, names, used_when, advice, note=""):
     """Warn about parameters set away from their defaults that this fit does not read.
 
     scikit-learn warns so about ``l1_ratio`` without an elastic-net penalty: a value that
@@ -48,9 +48,6 @@ def warn_unused_parameters(estimator, names, used_when, advice, note="", stackle
         What to set to use them, for the message.
     note : str, default=""
         A sentence added to the message (for example what to use instead).
-    stacklevel : int, default=4
-        As for :func:`warnings.warn`; 4 names the caller of ``fit`` when ``fit`` calls
-        this function (past scikit-learn's ``_fit_context`` wrapper).
     """
     defaults = inspect.signature(type(estimator).__init__).parameters
     changed = [
@@ -61,13 +58,12 @@ def warn_unused_parameters(estimator, names, used_when, advice, note="", stackle
     if not changed:
         return
     one = len(changed) == 1
-    warnings.warn(
+    warn(
         f"{', '.join(changed)} {'is' if one else 'are'} used only {used_when}, and this "
         f"fit ignores {'it' if one else 'them'}. {advice}, or leave "
         f"{', '.join(c.split('=')[0] for c in changed)} at "
         f"{'its default' if one else 'their defaults'}.{' ' + note if note else ''}",
         UserWarning,
-        stacklevel=stacklevel,
     )
 
 

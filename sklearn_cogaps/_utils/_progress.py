@@ -10,7 +10,8 @@ interrupted with Ctrl-C keeps its last complete iteration and warns with
 
 import sys
 import time
-import warnings
+
+from ._warnings import warn
 
 __all__ = ["FitInterruptedWarning", "Progress"]
 
@@ -154,15 +155,13 @@ class Progress:
         if self.verbose:
             print(f"[{self.name}] {text}", file=sys.stdout, flush=True)
 
-    def interrupted(self, done, stacklevel=3, advice=None):
+    def interrupted(self, done, advice=None):
         """Warn that the fit stopped at Ctrl-C after ``done`` complete iterations.
 
         Parameters
         ----------
         done : int
             The number of complete iterations the estimator keeps.
-        stacklevel : int, default=3
-            Passed to :func:`warnings.warn`.
         advice : str or None, default=None
             How to complete the fit; None advises fitting again with ``warm_start=True``.
         """
@@ -170,9 +169,8 @@ class Progress:
             advice = (
                 "Fit again (with warm_start=True to continue where it stopped) for a complete fit."
             )
-        warnings.warn(
+        warn(
             f"{self.name}: interrupted after {done} of {self.total} iterations; the estimator "
             f"keeps the last complete iteration. {advice}",
             FitInterruptedWarning,
-            stacklevel=stacklevel,
         )

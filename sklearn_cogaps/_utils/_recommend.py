@@ -4,13 +4,13 @@ of (user, item, value) triplets with its labels kept."""
 
 import functools
 import numbers
-import warnings
 
 import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
 
 from ._habits import peer_arguments
+from ._warnings import warn
 
 __all__ = ["RecommenderMixin", "triplets_to_matrix"]
 
@@ -223,13 +223,12 @@ class RecommenderMixin:
         if unranked.any():
             first = np.flatnonzero(unranked)[:5].tolist()
             more = ", ..." if unranked.sum() > 5 else ""
-            warnings.warn(
+            warn(
                 f"{int(unranked.sum())} user(s) (rows {first}{more}) have zero loadings: "
                 f"{type(self).__name__} expects no count of any item for them and ranks "
                 "none; their items are -1 and their scores NaN. A row without counts has no "
                 "ranking under this model.",
                 UserWarning,
-                stacklevel=2,
             )
         n_items = V.shape[1]
         width = min(int(n), n_items)

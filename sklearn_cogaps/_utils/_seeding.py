@@ -4,7 +4,7 @@ import hashlib
 
 import numpy as np
 
-__all__ = ["draw_seeds", "fingerprint", "keyed_digest_seeds", "stream_seeds"]
+__all__ = ["check_seed", "draw_seeds", "fingerprint", "keyed_digest_seeds", "stream_seeds"]
 
 
 def draw_seeds(rng, size=None):
@@ -103,3 +103,18 @@ def stream_seeds(seeds, stream):
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
+
+
+def check_seed(random_state):
+    """``sklearn.utils.check_random_state`` for the public functions, which refuses a numpy
+    ``Generator`` with what to pass instead (numpy's own message says only that it cannot
+    seed a RandomState)."""
+    from sklearn.utils import check_random_state
+
+    if isinstance(random_state, np.random.Generator):
+        raise ValueError(
+            "random_state must be an int, a numpy RandomState or None, as in scikit-learn; "
+            "got a numpy Generator. Pass an int drawn from it, "
+            "random_state=int(rng.integers(2**32)), or np.random.RandomState(seed)."
+        )
+    return check_random_state(random_state)

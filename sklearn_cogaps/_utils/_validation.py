@@ -15,6 +15,7 @@ __all__ = [
     "check_not_triplets",
     "check_side_labels",
     "data_dtype",
+    "dense_matrix",
     "is_data",
     "label_mismatch",
     "shape_of",
@@ -407,3 +408,24 @@ def out_of_core_features(estimator, X, n_features, reset, check=True):
             "The AnnData's var_names differ from the feature names seen in fit; "
             f"select them: adata[:, {name.lower()}.feature_names_in_]."
         )
+
+
+def dense_matrix(value, name, *, non_negative=False, what="a 2-d array", ndim=2):
+    """``value`` as a float64 array of ``ndim`` dimensions (any with None), finite (and
+    non-negative), else a ``ValueError`` that names it; a sparse matrix is refused with the
+    call that densifies it.
+
+    For the helper functions' matrices (fitted factors, their deviations), which small
+    sizes make dense and whose NaN would otherwise come out as a number (a correlation of
+    0, the most significant p-value).
+    """
+    if sparse.issparse(value):
+        raise ValueError(f"{name} must be dense; got a sparse matrix. Pass {name}.toarray().")
+    array = np.asarray(value, dtype=np.float64)
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{name} must be {what}; got an array of shape {array.shape}.")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite; got NaN or infinite values.")
+    if non_negative and np.any(array < 0):
+        raise ValueError(f"{name} must be non-negative; got negative values.")
+    return array

@@ -92,6 +92,8 @@ def given_values(values, value_cov, n_dims):
                 f"their covariance, ({n_dims}, {n_dims}); got shape {c.shape}."
             )
         kk = cov[np.ix_(known, known)]
+        if kk.size == 0:  # nothing given: the noise of no value, the mixture unconditioned
+            return known, x, cov
         if not np.all(np.isfinite(kk)) or not np.allclose(kk, kk.T):
             raise ValueError("X_cov of the given values must be finite and symmetric.")
         if np.any(np.linalg.eigvalsh(kk) < -1e-12 * max(1.0, np.abs(kk).max())):

@@ -6,12 +6,12 @@ projection. This module validates the observations, their noise, projections and
 and the habits of astroML's ``XDGMM.fit(X, Xerr)``.
 """
 
-import warnings
-
 import numpy as np
+from scipy import sparse
 from sklearn.utils.validation import _check_sample_weight, check_array
 
 from .._utils._validation import check_side_labels, validate_input
+from .._utils._warnings import warn
 
 __all__ = [
     "NOISE_ADVICE",
@@ -173,11 +173,13 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
     # be X's, in X's order
     check_side_labels(X, "X_cov", X_cov)
     kw = dict(dtype=[np.float64, np.float32], ensure_all_finite="allow-nan", order="C")
-    if reset or projection is None:
+    if reset or projection is None and not getattr(estimator, "_fitted_with_projection", False):
         X = validate_input(estimator, X, reset=reset, **kw)
     else:
         # With a projection, the points scored may observe a different number of
-        # coordinates than the training points: the projection maps v to them.
+        # coordinates than the training points: the projection maps v to them. A model
+        # fitted with projections reads points given without one as points of v, which
+        # must have v's dimension (checked by observations), not the training points'.
         X = validate_input(estimator, X, reset=False, check=check_array, **kw)
     return observations(X, X_cov, projection, sample_weight,
                         None if reset else estimator.means_.shape[1])  # fmt: skip
@@ -188,13 +190,12 @@ def _warn_unobserved(missing, offset):
     counted as points they dilute ``score``'s mean and BIC's number of points."""
     empty = np.flatnonzero(missing.all(axis=1)) if missing.shape[1] else np.zeros(0, int)
     if empty.size:
-        warnings.warn(
+        warn(
             f"X has {empty.size} point(s) with no observed coordinate (all NaN; the first: "
             f"point {offset + empty[0]}). They carry no information: their log-likelihood "
             "is 0, which counts in score's mean and in the number of points of bic and "
             "aic, and they slow the fit. Drop them: X[~np.isnan(X).all(axis=1)].",
             UserWarning,
-            stacklevel=5,
         )
 
 
@@ -218,6 +219,12 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
     Sdiag = np.zeros((0, 0), dtype=dtype)
     Sfull = np.zeros((0, 0, 0), dtype=dtype)
     noise_mode = 0
+    for name, value in (("X_cov", X_cov), ("projection", projection)):
+        if sparse.issparse(value):
+            raise ValueError(
+                f"{name} must be dense (an array of shape (n, p), (n, p, p) or (p, d)); got "
+                f"a sparse matrix. Pass {name}.toarray()."
+            )
     if X_cov is not None:
         S = np.asarray(X_cov)
         if S.dtype.kind not in "fiu":
@@ -353,14 +360,13 @@ def warn_if_noise_like(estimator, y, X_cov, method):
     finite = values[np.isfinite(values)]
     if finite.size == 0 or np.any(finite < 0) or np.all(finite == np.round(finite)):
         return
-    warnings.warn(
+    warn(
         f"{type(estimator).__name__}.{method} ignores y, whose values look like each point's "
         "noise variance (non-negative, not integers). To use them, pass them by keyword: "
         f"{method}(X, X_cov=np.repeat(y[:, None], n_features, axis=1)) for one variance "
         "per point and coordinate, or X_cov of shape (n_samples, n_features, n_features) "
         "for covariances.",
         UserWarning,
-        stacklevel=3,
     )
 
 

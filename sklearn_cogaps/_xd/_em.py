@@ -2,9 +2,10 @@
 conjugate prior on the covariances of section 3.3 when ``w > 0``."""
 
 import copy
-import warnings
 
 import numpy as np
+
+from .._utils._warnings import warn
 
 __all__ = ["EMRun", "m_step", "penalty", "renormalise"]
 
@@ -19,11 +20,10 @@ def m_step(stats, params, fixed, warned, w, reg_covar):
     dead = tuple(np.flatnonzero(~alive & ~(fixed_m & fixed_c)))
     if dead and dead not in warned:
         warned.add(dead)  # once per collapse, not at every iteration
-        warnings.warn(
+        warn(
             f"Components {list(dead)} have no responsibility left; their parameters are "
             f"kept. Fewer components, or other initial parameters, may fit better.",
             RuntimeWarning,
-            stacklevel=2,
         )
     qa = np.where(alive, q, 1.0)
     shift = np.where((alive & ~fixed_m)[:, None], s1 / qa[:, None], 0.0)
@@ -98,11 +98,10 @@ class EMRun:
         new_obj = (new_stats[3] + est._penalty(new[2], self.fixed[2])) / p.total
         change = new_obj - self.objective
         if change < -p.roundoff * max(1.0, abs(self.objective)):
-            warnings.warn(
+            warn(
                 f"The EM objective decreased by {-change:.3g} at iteration {iteration}; "
                 f"stopping with the previous parameters.",
                 RuntimeWarning,
-                stacklevel=2,
             )
             return None
         self.params, self.stats, self.objective = new, new_stats, new_obj

@@ -7,7 +7,6 @@ E-step (``_estep``, ``_fast``): Bovy's batch EM (``_em``), the minibatch online 
 with Adam on softmax / Cholesky parameters (``_online``); split and merge in ``_split_merge``.
 """
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -24,6 +23,7 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads
 from .._utils._validation import check_ignored_y, out_of_core_features
+from .._utils._warnings import warn
 from ._blocks import ObservationBlocks
 from ._condition import aligned_by_name, condition_mixture, given_values
 from ._data import (
@@ -150,7 +150,8 @@ class ExtremeDeconvolution(
         the two most overlapping components, split the worst-fitting one, re-run EM, and keep
         the result only if it raises the likelihood (Bovy et al. 2011, section 3.2).
     batch_size : int, default=1000
-        Minibatch size of the stochastic methods.
+        Minibatch size of the stochastic methods; one larger than the number of points
+        makes each step a pass over all of them.
     step_exponent : float, default=0.6
         Exponent ``kappa`` of the online-EM step size ``lambda_t = (t + 2) ** -kappa`` after
         ``t`` steps; in (0.5, 1] for convergence (Cappe & Moulines 2009).
@@ -431,9 +432,11 @@ class ExtremeDeconvolution(
         if problem.solver == "em":
             return EMRun(problem, params, fixed)
         if problem.solver == "minibatch_em":
-            optimiser = OnlineEMState(
-                params, problem.data.mean_weight() * self.batch_size,
-                reg_covar=self.reg_covar)  # fmt: skip
+            # a batch is at most all the points: the running statistics start with the
+            # weight of one batch, which a larger batch_size would inflate
+            batch = min(self.batch_size, problem.data.n)
+            optimiser = OnlineEMState(params, problem.data.mean_weight() * batch,
+                                      reg_covar=self.reg_covar)  # fmt: skip
         else:
             optimiser = AdamState(params, fixed, self.reg_covar)
         return StochasticRun(problem, optimiser, fixed)
@@ -481,9 +484,9 @@ class ExtremeDeconvolution(
         return None if isinstance(every, str) else every
 
     def _unconverged_message(self, run):
-        # The stochastic methods run the epochs asked for; only batch EM has a convergence
-        # promise to break.
-        if run.state.problem.solver != "em" or self.max_iter == 0:
+        # every solver stops by tol (the stochastic ones between epochs), so every one
+        # warns when max_iter came first
+        if self.max_iter == 0:
             return None
         return super()._unconverged_message(run)
 
@@ -534,11 +537,10 @@ class ExtremeDeconvolution(
         if data.total <= 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
         if not (isinstance(self.verbose_interval, str) and self.verbose_interval == "deprecated"):
-            warnings.warn(
+            warn(
                 "verbose_interval is deprecated in 0.2 and will be removed in 0.3: verbose=1 "
                 "prints about every tenth of the iterations, verbose=2 every one.",
                 FutureWarning,
-                stacklevel=3,
             )
         problem = Problem(data, fixed_masks(self, self.n_components), effective_n_threads(), rng,
                           self._parameter("solver"))  # fmt: skip
@@ -719,13 +721,12 @@ class ExtremeDeconvolution(
         flag, consequence, plain = _MISSING_INPUTS[keyword]
         if value is not None or not getattr(self, flag, False):
             return
-        warnings.warn(
+        warn(
             f"{type(self).__name__} was fitted with {keyword}, but {method} got no {keyword}: "
             f"{consequence} Pass it, {method}(X, {keyword}=...), or {plain}. In GridSearchCV "
             "or cross_validate, route it: sklearn.set_config(enable_metadata_routing=True) "
             f"and estimator.set_fit_request({keyword}=True).set_score_request({keyword}=True).",
             UserWarning,
-            stacklevel=3,
         )
 
     def _log_likelihoods(self, X, X_cov, projection):

@@ -106,7 +106,10 @@ def initial_params(est, data, rng):
     resp = np.zeros((n, K))
     resp[pos] = initial_responsibilities(est, Vu, wu, rng)[inverse]
     wr = resp * sw[:, None]
-    nk = wr.sum(axis=0) + 10 * np.finfo(float).eps
+    # "one point" below is a point of weight 1, or of the mean weight when the weights are
+    # smaller (weights of 1e-20 are relative weights: with 1 the start would ignore them)
+    unit = min(1.0, float(sw[pos].mean())) if pos.size else 1.0
+    nk = wr.sum(axis=0) + 10 * np.finfo(float).eps * unit
     mean = np.average(V, axis=0, weights=sw if sw.sum() > 0 else None)
     # A component without points starts at the mean.
     mk = np.where((wr.sum(axis=0) > 0)[:, None], (wr.T @ V) / nk[:, None], mean)
@@ -119,7 +122,7 @@ def initial_params(est, data, rng):
         ck[j] = (wr[:, j, None] * diff).T @ diff
         # Shrink towards the overall variances, with the weight of one point, so that a
         # component starting from few points is still positive definite.
-        ck[j] = (ck[j] + np.diag(overall)) / (nk[j] + 1) + est.reg_covar * np.eye(d)
+        ck[j] = (ck[j] + unit * np.diag(overall)) / (nk[j] + unit) + est.reg_covar * np.eye(d)
     return (
         nk / nk.sum() if weights is None else weights,
         mk if means is None else means,

@@ -1,7 +1,8 @@
 """Simulated data sets with their ground truth, reproducible from ``random_state``."""
 
 import numpy as np
-from sklearn.utils import check_random_state
+
+from .._utils._seeding import check_seed
 
 __all__ = ["make_patterns", "make_background_counts", "make_single_cell"]
 
@@ -65,7 +66,7 @@ def make_patterns(
         raise ValueError(f"density must lie in (0, 1]; got {density}.")
     if noise < 0:
         raise ValueError(f"noise must be non-negative; got {noise}.")
-    rng = check_random_state(random_state)
+    rng = check_seed(random_state)
     t = np.linspace(0.0, 1.0, n_samples)
     centres = np.linspace(0.0, 1.0, n_components + 2)[1:-1]
     width = 0.7 / (n_components + 1)
@@ -149,7 +150,7 @@ def make_background_counts(
             "n_samples, n_features and n_components must be positive; got "
             f"{n_samples}, {n_features}, {n_components}."
         )
-    rng = check_random_state(random_state)
+    rng = check_seed(random_state)
     l0 = 0.35 * rng.gamma(2.0, 0.5, n_samples)
     f0 = rng.gamma(0.5, 2.0, n_features)
     L = np.full((n_samples, n_components), float(baseline))
@@ -227,7 +228,7 @@ def make_single_cell(
         raise ValueError(
             f"depth must be positive and background non-negative; got {depth} and {background}."
         )
-    rng = check_random_state(random_state)
+    rng = check_seed(random_state)
     cell_type = rng.randint(n_components, size=n_samples)
     W = rng.uniform(0.0, 0.3, (n_samples, n_components)) * (
         rng.random_sample((n_samples, n_components)) < 0.2

@@ -300,6 +300,7 @@ def test_ctrl_c_leaves_a_usable_estimator_at_the_last_completed_iteration(
     with pytest.warns(FitInterruptedWarning, match="interrupted after 30 of 40 iterations"):
         est = CoGAPS(n_components=3, max_iter=20, random_state=0, warm_start=warm_start).fit(X)
     assert est.n_iter_ == 30 and est.objective_history_.shape == (30,)
+    assert not est.converged_  # an interrupted chain has not converged
     assert np.all(np.isfinite(est.components_)) and est.transform(X[:2]).shape == (2, 3)
     # the chain can be continued from where it stopped (as the warning advises, also when
     # the interrupted fit ran without warm_start): 20 more iterations in this fit

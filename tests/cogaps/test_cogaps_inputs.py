@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_cogaps import CoGAPS
+from sklearn_cogaps.datasets import make_patterns
 
 K = 2
 FAST = dict(n_components=K, max_iter=15, random_state=0)
@@ -310,6 +312,15 @@ def test_r_habits_of_fit_and_set_params_say_what_to_write():
         CoGAPS(2).fit(X, seed=1)
     with pytest.raises(TypeError, match=r"'max_iter' is a parameter.*set_params\(max_iter="):
         CoGAPS(2).fit(X, max_iter=10)
+    # advice that is not a constructor argument is given as written
+    for name, advice in [
+        ("nThreads", "; it needs nothing here: the fit uses OpenMP's threads"),
+        ("params", r"; write CoGAPS\(\*\*parameters\), with our names"),
+        ("whichMatrixFixed", r"; write CoGAPS\(...\).fit\(X, fixed_components=H\)"),
+        ("transposeData", r"; write fit\(X.T\)"),
+    ]:
+        with pytest.raises(TypeError, match=f"'{name}' is R CoGAPS's name of a parameter{advice}"):
+            CoGAPS(2).fit(X, **{name: 1})
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         CoGAPS(2).fit(X, bogus=1)
     with pytest.raises(ValueError, match=r"no parameter 'nPatterns'.*set_params\(n_components"):
@@ -334,3 +345,30 @@ def test_data_below_the_default_uncertainty_floor_warn():
         warnings.simplefilter("error", UserWarning)
         CoGAPS(3, max_iter=5, random_state=0).fit(X * 0.01, uncertainty="relative")
         CoGAPS(3, max_iter=5, random_state=0).fit(X * 0.1)
+
+
+def test_a_fixed_matrix_the_chain_cannot_fit_against_is_refused():
+    """A fixed matrix of zeros, or scaled by 1e-200, returned the empty model without a word;
+    one scaled by 1e200 gave numpy's overflow warnings. Each is refused with what to do;
+    scales from 1e-4 to 1e6 still fit."""
+    X, W, H = make_patterns(20, 30, 2, random_state=0)
+    for scale, match in (
+        (0.0, "'fixed_components' is zero everywhere"),
+        (1e-200, "leaves W to reach entries of about 3.3.e\\+199, beyond its largest Gibbs"),
+        (1e200, "'fixed_components' has entries up to .*: its products overflow"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            CoGAPS(2, max_iter=5, random_state=0).fit(X, fixed_components=H * scale)
+    with pytest.raises(ValueError, match="'fixed_patterns' is zero everywhere"):
+        CoGAPS(2, max_iter=5, random_state=0).fit(X, fixed_patterns=W * 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for scale in (1e-4, 1e6):
+            CoGAPS(2, max_iter=5, random_state=0).fit(X, fixed_components=H * scale)
+
+
+def test_an_atom_density_beyond_memory_is_refused():
+    # atom_density_H=1e10 ran for minutes and took gigabytes before it was killed
+    X = np.abs(np.random.default_rng(0).normal(size=(20, 30)))
+    with pytest.raises(ValueError, match=r"atom_density_H=1e\+10 makes the prior expect 6e\+11"):
+        CoGAPS(2, max_iter=5, atom_density_H=1e10).fit(X)

@@ -145,6 +145,30 @@ def test_markers_and_nmae_refuse_inputs_they_would_misread():
             rating_nmae(np.array([[1.0]]), np.array([[2.0]]), levels=levels)
 
 
+def test_statistics_and_matching_refuse_what_would_come_out_as_a_number():
+    """NaN deviations gave the most significant p-values, negative ones flipped the
+    z-scores, and NaN factors matched with correlation 0: each is refused, by name."""
+    from scipy import sparse
+
+    from sklearn_cogaps import match_components, z_scores
+
+    H = np.abs(np.random.default_rng(0).normal(size=(3, 10)))
+    for std, what in ((H * np.nan, "components_std must be finite"),
+                      (-H, "components_std must be non-negative")):  # fmt: skip
+        with pytest.raises(ValueError, match=what):
+            gene_set_statistic(H, std, {"a": [0, 1]}, random_state=0)
+    with pytest.raises(ValueError, match=r"components must be dense.*components.toarray\(\)"):
+        gene_set_statistic(sparse.csr_matrix(H), H, {"a": [0, 1]}, random_state=0)
+    with pytest.raises(ValueError, match="std must be non-negative"):
+        z_scores(H, -H)
+    with pytest.raises(ValueError, match="reference must be finite"):
+        match_components(np.full((5, 2), np.nan), np.ones((5, 2)))
+    with pytest.raises(ValueError, match=r"a single factor as x.reshape\(-1, 1\)"):
+        match_components(np.ones(5), np.ones(5))
+    with pytest.raises(ValueError, match="axis must be 0"):
+        match_components(np.ones((5, 2)), np.ones((5, 2)), axis=2)
+
+
 def test_markers_over_represented_in_the_planted_set_only(fitted):
     model, k, planted, random_set = fitted
     sets = {"planted": planted, "random": random_set}

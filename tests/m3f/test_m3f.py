@@ -1068,3 +1068,11 @@ def test_a_scale_from_0_is_scored_as_fitted():
         np.testing.assert_array_equal(m.predict_ratings(R) + 1, shifted.predict_ratings(R + 1))
         scores = cross_val_score(MaxMarginMF(3, max_iter=20, burn_in=5, random_state=0), R, cv=3)
     assert np.all(np.isfinite(scores))
+
+
+@pytest.mark.parametrize("scale, match", [(1e300, "must be below"), (1e-300, "must be above")])
+def test_a_factor_scale_whose_precision_is_not_finite_is_refused(scale, match):
+    # 1e-300 ended in a ZeroDivisionError inside the sweep
+    R = np.ceil(np.random.default_rng(0).uniform(0, 5, (20, 15)))
+    with pytest.raises(ValueError, match=f"The factor_scale {match}"):
+        MaxMarginMF(factor_scale=scale, max_iter=20, burn_in=2).fit(R)

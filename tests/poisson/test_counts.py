@@ -89,6 +89,41 @@ def test_held_out_counts_in_a_column_without_training_counts_are_scored():
                     rtol=1e-12)  # fmt: skip
 
 
+def test_held_out_counts_in_a_row_without_training_counts_are_left_out_with_a_warning():
+    # A row without a training count has background 0: its held-out counts would score
+    # -inf at every iteration and stop the fit at its first one.
+    rng = np.random.default_rng(0)
+    X = rng.poisson(rng.gamma(0.5, 2.0, (150, 3)) @ rng.gamma(0.3, 3.0, (80, 3)).T)
+    X_val = np.random.default_rng(0).binomial(X, 0.2)
+    X_val[7] = 0
+    X_val[7, :3] = 1
+    X[7] = X_val[7]  # row 7: all its counts held out
+    with pytest.warns(UserWarning, match=r"1 row\(s\) of X_val hold counts where X has none "
+                      r"\(the first: row 7\)"):  # fmt: skip
+        est = WeightedBackgroundPMF(3, random_state=0, max_iter=300).fit(X - X_val, X_val=X_val)
+    assert np.all(np.isfinite(est.validation_scores_)) and est.n_iter_ > 1
+    kept = X_val.copy()
+    kept[7] = 0
+    assert_allclose(est.poisson_loglik(kept, users=np.arange(150)), est.validation_scores_[-1],
+                    rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_held_out_counts_with_labels_must_be_aligned_with_x(Estimator):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.poisson(2, (30, 12)).astype(float), columns=[f"g{j}" for j in range(12)])
+    X_val = X * 0 + rng.poisson(0.5, X.shape)
+    est = Estimator(2, max_iter=3, tol=0.0)
+    with pytest.raises(ValueError, match=r"column labels of 'X_val' are the column labels of X"):
+        est.fit(X, X_val=X_val[X.columns[::-1]])
+    with pytest.raises(ValueError, match=r"row labels of 'X_val' are the row labels of X"):
+        est.fit(X, X_val=X_val.iloc[::-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, X_val=X_val)  # aligned: accepted
+
+
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
 def test_held_out_counts_are_refused_by_their_own_name(Estimator):
     rng = np.random.default_rng(0)

@@ -27,6 +27,7 @@ from sklearn_cogaps._poisson._hpmf_fast import (
     transform_rows,
 )
 from sklearn_cogaps._utils import _openmp_helpers
+from sklearn_cogaps.datasets import make_single_cell
 
 
 def make_paper_example():
@@ -444,3 +445,12 @@ def test_held_out_counts_stop_the_fit_at_its_best_iteration():
         HierarchicalPMF(2).fit(X_fit, X_val=X_val[:10])
     with pytest.raises(TypeError, match=r"stop_crit.*X_val=held_out_counts"):
         HierarchicalPMF(stop_crit="val-llk")
+
+
+def test_a_diverging_fit_says_so_and_not_to_raise_max_iter():
+    # learning_rate=10 took the pathwise ELBO estimates to 1e69; the warning advised more
+    # iterations
+    X = make_single_cell(100, 40, 3, random_state=0)[0]
+    with pytest.warns(ConvergenceWarning, match=r"diverged: its ELBO went from .* To fit, "
+                      "lower learning_rate"):  # fmt: skip
+        HierarchicalPMF(3, solver="pathwise", learning_rate=10, max_iter=50, random_state=0).fit(X)

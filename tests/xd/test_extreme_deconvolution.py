@@ -611,6 +611,16 @@ def test_points_without_the_projection_of_a_projected_fit_warn():
         xd.score(X, projection=R)
         xd.predict(v, projection=np.eye(2))
         plain.score(v)
+    # a projection to fewer coordinates: points of v, given without one, are read as v
+    # with the warning, as with a square projection; others are refused with the advice
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        one = ExtremeDeconvolution(n_components=2, max_iter=30, random_state=0)
+        one.fit(v @ R[:1].T, projection=R[:1])
+    with pytest.warns(UserWarning, match="fitted with projection, but score got no projection"):
+        assert one.score(v) == one.score(v, projection=np.eye(2))
+    with pytest.raises(ValueError, match="must have the fitted dimension 2; got 3 features"):
+        one.score(np.ones((4, 3)), projection=None)
 
 
 def test_noise_variances_given_as_y_are_named():
@@ -733,6 +743,14 @@ def test_condition_keeps_names_and_refuses_what_it_cannot_read():
         xd.condition(np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"shape \(3,\), or their covariance"):
         xd.condition([1.0, np.nan, 3.0], np.ones(2))
+    # nothing given: the mixture itself, with or without the noise of no value
+    free = xd.condition([np.nan] * 3, X_cov=np.zeros(3))
+    assert_allclose(free.means_, xd.means_)
+    assert_allclose(free.means_, xd.condition([np.nan] * 3).means_)
+    # a sparse side input is refused with the call that densifies it
+    sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(ValueError, match=r"X_cov must be dense .* Pass X_cov.toarray\(\)"):
+        ExtremeDeconvolution(2).fit(v, X_cov=sparse.csr_matrix(np.ones(v.shape)))
 
 
 def test_condition_reads_a_labelled_point_by_its_labels():
@@ -836,3 +854,32 @@ def test_fit_predict_is_fit_then_predict():
     labels = ExtremeDeconvolution(3, random_state=0).fit_predict(x, X_cov=S)
     xd = ExtremeDeconvolution(3, random_state=0).fit(x, X_cov=S)
     assert_array_equal(labels, xd.predict(x, X_cov=S))
+
+
+def test_a_batch_larger_than_the_data_and_tiny_weights_change_nothing():
+    """A minibatch of more points than the data is a pass over all of them, and a uniform
+    rescaling of the weights (even to 1e-20) gives the same fit: the weights are relative.
+    Before, the online statistics started with the weight of batch_size points, so a batch
+    of 10**9 left the fit at its start, and the start's one-point shrinkage ignored points
+    of tiny weight (both components at the overall mean)."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 1, (100, 2)), rng.normal(5, 1, (100, 2))])
+    kw = dict(n_components=2, solver="minibatch_em", max_iter=100, random_state=0)
+    whole = ExtremeDeconvolution(batch_size=200, **kw).fit(X)
+    huge = ExtremeDeconvolution(batch_size=10**9, **kw).fit(X)
+    assert_array_equal(huge.means_, whole.means_)
+    plain = ExtremeDeconvolution(2, random_state=0).fit(X)
+    for w in (1e-20, 1e-10, 0.5):
+        weighted = ExtremeDeconvolution(2, random_state=0).fit(X, sample_weight=np.full(200, w))
+        assert_allclose(weighted.means_, plain.means_, atol=1e-12)
+    assert np.abs(plain.means_[0] - plain.means_[1]).max() > 4
+
+
+@pytest.mark.parametrize("solver", ["em", "minibatch_em", "sgd"])
+def test_every_solver_warns_when_max_iter_comes_before_tol(solver):
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 1, (100, 2)), rng.normal(5, 1, (100, 2))])
+    est = ExtremeDeconvolution(2, solver=solver, max_iter=1, batch_size=50, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=1"):
+        est.fit(X)
+    assert not est.converged_
