@@ -90,15 +90,20 @@ def model_data(est, X, uncertainty):
     return ("dense", X, precision(sigma, X.dtype, padded=True), name)
 
 
+def _nonzero_mean(X):
+    """The mean of X's non-zero entries (1 when there are none), as the C++ CoGAPS takes
+    the data's scale."""
+    values = X.data if sparse.issparse(X) else X
+    # X is non-negative: the sum over the non-zeros is the sum over all entries
+    n_nonzero = np.count_nonzero(values)
+    return float(values.sum(dtype=np.float64)) / n_nonzero if n_nonzero else 1.0
+
+
 def prior_rates(X, n_components, atom_densities):
     """The rates ``lambda_W``, ``lambda_H`` of the exponential priors of the atoms' masses,
     ``alpha * sqrt(K / mean(X))`` (Sherman, Gao & Fertig 2019, section 1.1, eq. 1), with the
     mean over the non-zero entries, as the C++ CoGAPS takes it."""
-    values = X.data if sparse.issparse(X) else X
-    # X is non-negative: the sum over the non-zeros is the sum over all entries
-    n_nonzero = np.count_nonzero(values)
-    data_mean = float(values.sum(dtype=np.float64)) / n_nonzero if n_nonzero else 1.0
-    root = np.sqrt(n_components / data_mean)
+    root = np.sqrt(n_components / _nonzero_mean(X))
     return atom_densities[0] * root, atom_densities[1] * root
 
 
@@ -200,14 +205,9 @@ def _check_fixed_scale(est, X, fixed):
             f"'{name}' has entries up to {largest:.3g}: its products overflow in double "
             f"precision. {scale_advice}"
         )
-    values = X.data if sparse.issparse(X) else X
-    n_nonzero = np.count_nonzero(values)
-    if n_nonzero == 0:
-        return
-    data_mean = float(values.sum(dtype=np.float64)) / n_nonzero
     # X ~ W H: an entry sums n_components products, so the sampled factor's entries are
     # about the data's mean over n_components times the fixed factor's typical entry
-    needed = data_mean / (est.n_components * float(given[given > 0].mean()))
+    needed = _nonzero_mean(X) / (est.n_components * float(given[given > 0].mean()))
     if free == "W":
         cap = est.max_gibbs_mass_W / est.lambda_W_
     else:

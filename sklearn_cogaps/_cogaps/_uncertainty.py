@@ -80,7 +80,7 @@ def advise_counts(X):
         "which gives a count of 1 a hundred times the weight of a count of 10. For counts "
         "pass uncertainty='poisson'; for data that are not counts pass "
         "uncertainty='relative' to silence this warning.",
-        UserWarning,  # the caller of fit, beneath scikit-learn's fit context
+        UserWarning,
     )
 
 
@@ -116,7 +116,7 @@ def advise_scale(X):
         "measurement errors, or for example uncertainty=np.maximum(0.1 * X, "
         f"{median / 10:.2g})), or rescale X so that its values are mostly above 1; pass "
         "uncertainty='relative' to keep the default and silence this warning.",
-        UserWarning,  # the caller of fit, beneath scikit-learn's fit context
+        UserWarning,
     )
 
 
