@@ -21,8 +21,9 @@ alone.
    iterations per phase: the start's seconds, the seconds per iteration at the start's atom
    count and at the end, the chi-square trace, peak memory. With ``--chains C``, C chains
    in parallel (one thread each) and their diagnostics (split R-hat of the chi-square and
-   the largest over the matrices' entries; bulk ESS of the chi-square); with ``--tol``,
-   the phases end by those diagnostics and ``--iter`` caps each.
+   the largest over the matrices' entries; bulk ESS of the chi-square), on threads of one
+   process so that the peak memory covers every chain; with ``--tol``, the phases end by
+   those diagnostics and ``--iter`` caps each.
 
 The C++ CoGAPS must be built by the user (see ``bench_cogaps.py``); without
 ``--peer-python`` part 1 runs ours alone. pycogaps#77 reports 9.5 hours for 10,000
@@ -76,6 +77,7 @@ def _peak_after(reset):
 
 
 def worker_ours(args):
+    import joblib
     from threadpoolctl import threadpool_limits
 
     from sklearn_cogaps import CoGAPS
@@ -94,7 +96,11 @@ def worker_ours(args):
     )
     log = io.StringIO()
     threads = 1 if args.chains > 1 else args.threads
-    with threadpool_limits(limits=threads, user_api="openmp"), contextlib.redirect_stdout(log):
+    # several chains run on threads of this process (the sampler releases the GIL), so
+    # that the peak memory measured here covers all of them
+    backend = joblib.parallel_config(backend="threading")
+    with threadpool_limits(limits=threads, user_api="openmp"), contextlib.redirect_stdout(log), \
+            backend:  # fmt: skip
         wall0 = time.perf_counter()
         model.fit(X)
         wall = time.perf_counter() - wall0
