@@ -28,11 +28,12 @@ from ._m3f import (
     rating_nmae,
 )
 from ._poisson import HierarchicalPMF, WeightedBackgroundPMF
+from ._poisson._thinning import thin_counts
 from ._utils._matching import match_components
 from ._utils._model_selection import one_standard_error
 from ._utils._openmp_helpers import effective_n_threads, openmp_enabled
 from ._utils._progress import FitInterruptedWarning
-from ._utils._recommend import triplets_to_matrix
+from ._utils._recommend import label_indices, triplets_to_matrix
 from ._xd import ExtremeDeconvolution
 
 _register_moved_modules()
@@ -44,6 +45,7 @@ __all__ = [
     "default_uncertainty",
     "one_standard_error",
     "HierarchicalPMF",
+    "thin_counts",
     "MaxMarginMF",
     "holdout_ratings",
     "neg_mae_scorer",
@@ -57,6 +59,7 @@ __all__ = [
     "marker_overrepresentation",
     "match_components",
     "openmp_enabled",
+    "label_indices",
     "triplets_to_matrix",
     "pattern_markers",
     "PatternMarkers",

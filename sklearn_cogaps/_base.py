@@ -209,7 +209,8 @@ class IterativeMixin:
         """Run up to ``n_iterations`` iterations from ``state``.
 
         Ctrl-C ends the run after its last complete iteration, whose state is kept
-        (``_snapshot``); with nothing kept yet, the ``KeyboardInterrupt`` propagates.
+        (``_snapshot``); with nothing kept yet (or a snapshot of None, an estimator whose
+        start is not a fit), the ``KeyboardInterrupt`` propagates.
 
         ``resume = (iteration, history, start)`` continues a run whose first ``iteration``
         iterations (with their traced values and starting objective) a checkpoint holds;
@@ -228,7 +229,10 @@ class IterativeMixin:
         history = []
         first = 1
         start = None
-        saved = None
+        # the last complete iteration's snapshot and number, bound together in one assignment:
+        # Ctrl-C may come between any two statements (in a snapshot's copies most often), and
+        # the history must end at the state kept, not one iteration after it
+        kept = None
         n_kept = 0
         converged = interrupted = False
         # early stopping: the held-out scores, and the best iteration with its snapshot
@@ -239,7 +243,7 @@ class IterativeMixin:
             else:
                 n_kept, history, start = resume[0], list(resume[1]), resume[2]
                 first = n_kept + 1
-            saved = self._snapshot(state, n_kept)
+            kept = (self._snapshot(state, n_kept), n_kept)
             previous = None if start is None else self._monitored(state, start)
             if history:
                 previous = self._monitored(state, history[-1])
@@ -247,9 +251,9 @@ class IterativeMixin:
                 value = self._iterate(state, iteration)
                 if value is None:
                     break
+                snapshot = self._snapshot(state, iteration)
                 history.append(value)
-                n_kept = iteration
-                saved = self._snapshot(state, iteration)
+                kept = (snapshot, iteration)
                 if (
                     checkpoint is not None
                     and iteration < n_iterations
@@ -265,7 +269,7 @@ class IterativeMixin:
                 if score is not None:
                     validation.append(score)
                     if best is None or score > best[0]:
-                        best = (score, saved, iteration)
+                        best = (score, snapshot, iteration)
                     elif iteration - best[2] >= self.n_iter_no_change:
                         converged = True
                         break
@@ -275,10 +279,10 @@ class IterativeMixin:
                     break
                 previous = current
         except KeyboardInterrupt:
-            if saved is None:
+            if kept is None or kept[0] is None:
                 raise  # nothing complete: the estimator is left as it was
-            state = self._restore(saved)
-            del history[n_kept:]
+            state = self._restore(kept[0])
+            del history[kept[1] :]
             interrupted = True
         if best is not None and best[2] < len(history):
             # the iterations after the best held-out score are dropped, interrupted or not

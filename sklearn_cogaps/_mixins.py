@@ -10,6 +10,7 @@ from scipy import sparse
 from sklearn.decomposition._nmf import _beta_divergence
 from sklearn.utils._set_output import ADAPTERS_MANAGER, _get_output_config
 from sklearn.utils.validation import check_array, check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from ._utils._anndata import index_by_obs_names
 from ._utils._validation import is_data, shape_of
@@ -230,9 +231,13 @@ class NonNegativeFactorisationMixin:
             X.eliminate_zeros()
         else:
             X = np.asarray(X, dtype=np.float64)
-        self.reconstruction_err_ = float(
-            _beta_divergence(X, W, H, self._reconstruction_beta, square_root=True)
-        )
+        # one BLAS thread: the divergence's dot products sum in an order that depends on
+        # BLAS's thread count (OPENBLAS_NUM_THREADS, or OMP_NUM_THREADS, which OpenBLAS also
+        # reads), and their last bit with it
+        with threadpool_limits(limits=1, user_api="blas"):
+            self.reconstruction_err_ = float(
+                _beta_divergence(X, W, H, self._reconstruction_beta, square_root=True)
+            )
 
     @property
     def _n_features_out(self):

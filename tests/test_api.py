@@ -503,6 +503,32 @@ def test_a_refit_that_fails_leaves_the_previous_fit_whole(estimator, failure, mo
         _quiet(model.score, pd.DataFrame(X, columns=names[::-1]))
 
 
+@pytest.mark.parametrize(
+    "estimator", _all_estimators() + [_m3f_model()], ids=lambda e: type(e).__name__
+)
+def test_an_interrupt_inside_a_snapshot_keeps_the_history_of_the_state_kept(estimator, monkeypatch):
+    """Ctrl-C while the fit copies an iteration's state (MaxMarginMF's deep copy caught one
+    interrupt in seven there) kept the previous iteration's state but this iteration's
+    objective: n_iter_ and objective_history_ one ahead of the state and its own traces."""
+    X = {ExtremeDeconvolution: POINTS, MaxMarginMF: RATINGS}.get(type(estimator), COUNTS)
+    model = clone(estimator).set_params(max_iter=50)
+    if isinstance(model, MaxMarginMF):
+        model.set_params(burn_in=0)
+    elif not isinstance(model, CoGAPS):
+        model.set_params(tol=0.0)
+    # call 1 is the start's snapshot: call 3 is iteration 2's, so 1 iteration is kept
+    original = _interrupt_on_call(monkeypatch, type(model), "_snapshot", 3)
+    with pytest.warns(FitInterruptedWarning, match=r"interrupted after 1 of (50|100) "):
+        _quiet(model.fit, X)
+    assert model.n_iter_ == 1 and model.objective_history_.shape == (1,)
+    for name in ("n_features_history_", "n_atoms_history_"):
+        if hasattr(model, name):
+            assert len(getattr(model, name)) == 1
+    monkeypatch.setattr(type(model), "_snapshot", original)
+    whole = _quiet(clone(model).fit, X)  # the same fit, not interrupted
+    assert_array_equal(model.objective_history_, whole.objective_history_[:1])
+
+
 def test_an_interrupted_max_margin_mf_keeps_its_last_complete_iteration(monkeypatch):
     model = _m3f_model(max_iter=50)
     original = _interrupt_on_call(monkeypatch, _m3f.MaxMarginMF, "_sweep", 6)

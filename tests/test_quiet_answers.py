@@ -161,3 +161,79 @@ def test_nan_and_infinity_are_named_by_their_place():
     X[105, 4] = np.inf
     with pytest.raises(ValueError, match=r"infinity .*\(the first at row 105, column 4: inf\)"):
         ExtremeDeconvolution(2, max_iter=2).fit(X)
+
+
+def test_hpmf_priors_stalled_at_a_strong_start_are_not_called_converged():
+    from sklearn_cogaps.datasets import make_single_cell
+
+    X = make_single_cell(300, 200, 4, random_state=0)[0]
+    # prior_shape=1e6 with learned priors once stopped at its second iteration, converged_
+    # True, at an ELBO of -1.02e5 where the default start reaches -4.05e4
+    with pytest.warns(ConvergenceWarning, match=r"stopped near its start.*prior_shape=1e\+06.*"
+                      r"prior_shape=1 \(the default"):  # fmt: skip
+        stalled = HierarchicalPMF(4, prior_shape=1e6, random_state=0).fit(X)
+    assert not stalled.converged_
+    # the same priors kept on purpose, or a start that learns, say nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        kept = HierarchicalPMF(4, prior_shape=1e6, learn_prior="none", random_state=0).fit(X)
+        learned = HierarchicalPMF(4, prior_shape=1e3, random_state=0).fit(X)
+        default = HierarchicalPMF(8, random_state=0).fit(X)  # unused components' weak priors
+    assert kept.converged_ and learned.converged_ and default.converged_
+    assert learned.score(X) > stalled.score(X) + 100
+
+
+@pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_held_out_interactions_as_x_val_warn(Estimator):
+    """A split of the interactions (hpfrec's val_set) as X_val: every entry of its rows is
+    scored, the training counts as held-out zeros, and early stopping kept iteration 1."""
+    from scipy import sparse
+
+    from sklearn_cogaps import holdout_ratings, thin_counts
+
+    rng = np.random.default_rng(0)
+    rates = rng.gamma(0.5, 1.0, (80, 3)) @ rng.gamma(0.5, 1.0, (3, 40))
+    X = sparse.csr_matrix(rng.poisson(rates).astype(np.float64))
+    X_train, X_val = holdout_ratings(X, 3, random_state=0)
+    with pytest.warns(UserWarning, match=r"X_val has no count where X has one.*thin_counts"):
+        Estimator(3, max_iter=5, random_state=0).fit(X_train, X_val=X_val)
+    X_train, X_val = thin_counts(X, 0.2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        Estimator(3, max_iter=5, random_state=0).fit(X_train, X_val=X_val)
+
+
+def test_nmae_of_a_shorter_scale_under_the_default_levels_warns():
+    from sklearn_cogaps import rating_nmae
+
+    # a 1..4 scale was normalised by the E_L of 1..5 (1.6 instead of 1.25) without a word
+    with pytest.warns(UserWarning, match=r"run from 1 to 4.*levels=range\(1, 5\)"):
+        assert rating_nmae([1.0, 2.0, 3.0, 4.0], [2.0, 2.0, 3.0, 3.0]) == 0.3125
+    assert rating_nmae([1.0, 2.0, 3.0, 4.0], [2.0, 2.0, 3.0, 3.0], levels=range(1, 5)) == 0.4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rating_nmae([1.0, 5.0], [2.0, 5.0])
+        rating_nmae([2.0, 4.0], [2.0, 5.0], levels=range(1, 6))
+
+
+def test_cogaps_sparse_model_refuses_values_its_sums_cannot_hold():
+    """X * 5e6 overflowed the sparse model's start and blamed a saved state; at 1e5 its
+    chi-square was 4e-9 of the dense model's, without a word. The zeros' terms are the whole
+    matrix's minus the stored entries', which keep no digit when the weights span 1e12."""
+    from scipy import sparse
+
+    from sklearn_cogaps.datasets import make_patterns
+
+    X = make_patterns(20, 50, 3, random_state=0)[0]
+    X[X < 2] = 0.0
+    with pytest.raises(ValueError, match=r"largest value, 1\.6e\+06.*log1p\(X\)"):
+        CoGAPS(3, max_iter=5, sparse_optimization=True).fit(sparse.csr_matrix(X * 1e5))
+    # poisson weights span only the values themselves; at 1e4 the two models agree
+    CoGAPS(3, max_iter=5, random_state=0).fit(sparse.csr_matrix(X * 1e5), uncertainty="poisson")
+    scaled = X * 1e4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dense = CoGAPS(3, max_iter=50, random_state=0).fit(scaled)
+        stored = CoGAPS(3, max_iter=50, random_state=0).fit(sparse.csr_matrix(scaled))
+    assert stored.chisq_ == pytest.approx(dense.chisq_, rel=1e-3)

@@ -169,7 +169,7 @@ def test_max_margin_mf_recommends_by_the_score_its_ratings_cut():
 def test_triplets_make_the_matrix_with_its_labels():
     users = ["u2", "u1", "u2", "u3", "u2"]
     items = [10, 20, 10, 30, 20]
-    X, user_labels, item_labels = triplets_to_matrix(users, items, [1, 2, 3, 4, 5])
+    X, user_labels, item_labels = triplets_to_matrix(users, items, [1, 2, 3, 4, 5], aggregate="sum")
     assert user_labels.tolist() == ["u1", "u2", "u3"] and item_labels.tolist() == [10, 20, 30]
     assert_array_equal(X.toarray(), [[0, 2, 0], [4, 5, 0], [0, 0, 4]])
     last, _, _ = triplets_to_matrix(users, items, [1, 2, 3, 4, 5], aggregate="last")
@@ -184,8 +184,103 @@ def test_triplets_make_the_matrix_with_its_labels():
     table = pd.DataFrame({"UserId": users, "ItemId": items, "Count": [1, 2, 3, 4, 5]})
     with pytest.raises(ValueError, match="triplets_to_matrix"):
         HierarchicalPMF(2).fit(table)
-    X2, _, _ = triplets_to_matrix(table["UserId"], table["ItemId"], table["Count"])
+    X2, _, _ = triplets_to_matrix(table["UserId"], table["ItemId"], table["Count"], aggregate="sum")
     assert_array_equal(X2.toarray(), X.toarray())
     # hpfrec's habit: the whole table
     with pytest.raises(TypeError, match=r"columns \['UserId', 'ItemId', 'Count'\].*df\['ItemId'\]"):
         triplets_to_matrix(table)
+
+
+def test_triplets_with_missing_or_unsortable_ids_are_refused():
+    """A NaN id was a user or an item like the others (the most recommended item of a table
+    that lost 5% of its item ids in a join); mixed types failed inside numpy's sort."""
+    pd = pytest.importorskip("pandas")
+    for users in (
+        [1.0, 2.0, np.nan],
+        ["a", "b", np.nan],  # numpy would make this list the strings 'a', 'b', 'nan'
+        pd.Series(["a", None, "b"]),
+        pd.Series(["a", pd.NA, "b"], dtype="string"),
+    ):
+        with pytest.raises(ValueError, match=r"1 of the 3 user ids are missing.*dropna"):
+            triplets_to_matrix(users, ["x", "y", "z"])
+    with pytest.raises(ValueError, match=r"1 of the 2 item ids are missing"):
+        triplets_to_matrix(["a", "b"], [10.0, np.nan])
+    with pytest.raises(ValueError, match=r"item ids mix int and str.*astype\(str\)"):
+        triplets_to_matrix(["a", "b"], np.array([1, "x"], dtype=object))
+    # a user truly named "nan" is a label like any other
+    assert triplets_to_matrix(["a", "nan"], ["x", "y"])[1].tolist() == ["a", "nan"]
+    # the refusal of the whole table names its own columns
+    table = pd.DataFrame({"userID": [1], "itemID": [2], "rating": [3]})
+    with pytest.raises(TypeError, match=r"df\['userID'\], df\['itemID'\], df\['rating'\]"):
+        triplets_to_matrix(table)
+
+
+def test_summed_ratings_warn_and_zeros_are_no_interaction():
+    users, items = ["a", "b", "a", "c"], ["x", "x", "x", "y"]
+    with pytest.warns(UserWarning, match=r"1 triplet\(s\) repeat.*1 to 5.*now 9.*aggregate='last'"):
+        X, _, _ = triplets_to_matrix(users, items, [5, 3, 4, 1])
+    assert X[0, 0] == 9
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        triplets_to_matrix(users, items, [5, 3, 4, 1], aggregate="sum")  # counts, said so
+        triplets_to_matrix(users, items)  # interactions
+        triplets_to_matrix(users, items, [50, 3, 40, 1])  # counts beyond a star scale
+    X, _, _ = triplets_to_matrix(["a", "b"], ["x", "y"], [0, 2])
+    assert X.nnz == 1  # a count of 0 is not stored, so recommend does not take it as seen
+
+
+def test_ids_become_indices_only_when_the_fit_saw_them(fitted):
+    """np.searchsorted, which the docs once advised, gives a neighbour's position for an ID
+    the fit never saw, and its pair was scored with another user's factors."""
+    from sklearn_cogaps import label_indices
+
+    users = np.array([1000, 1007, 1014])
+    assert label_indices(users, [1014, 1000]).tolist() == [2, 0]
+    with pytest.raises(ValueError, match=r"1 of the 2 users are not among the labels.*1008"):
+        label_indices(users, [1000, 1008], name="users")
+    with pytest.raises(ValueError, match="must be sorted"):
+        label_indices(users[::-1], [1000])
+    # a held-out matrix on the training labels lines up with the fitted one
+    X, u, i = triplets_to_matrix(["a", "b", "c"], ["x", "y", "z"])
+    held, hu, hi = triplets_to_matrix(["c"], ["x"], user_labels=u, item_labels=i)
+    assert held.shape == X.shape and held[2, 0] == 1 and hu is not None
+    with pytest.raises(ValueError, match=r"1 of the 1 items are not among the labels"):
+        triplets_to_matrix(["c"], ["w"], user_labels=u, item_labels=i)
+
+
+def test_a_numpy_table_of_triplets_given_to_fit_warns():
+    """hpfrec's fit also takes the triplets as a numpy array, which was read as a matrix of
+    three features with only a ConvergenceWarning."""
+    rng = np.random.default_rng(0)
+    pairs = np.unique(np.c_[rng.integers(0, 50, 500), rng.integers(0, 40, 500)], axis=0)[:300]
+    table = np.c_[pairs, rng.poisson(3, len(pairs)) + 1].astype(np.float64)
+    with pytest.warns(UserWarning, match=r"X has 3 columns.*triplets_to_matrix\(X\[:, 0\]"):
+        HierarchicalPMF(2, max_iter=3).fit(table)
+    # three features of counts are a matrix like any other
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for mean in (2.0, 50.0):
+            HierarchicalPMF(2, max_iter=3).fit(rng.poisson(mean, (500, 3)).astype(np.float64))
+
+
+def test_implicit_surprise_and_hpfrec_names_say_what_to_write(fitted):
+    model, _ = fitted
+    for name, says in (("Theta", "loadings_"), ("Beta", "components_.T"),
+                       ("user_factors", "loadings_"), ("item_factors", "components_.T"),
+                       ("similar_items", "sklearn.metrics.pairwise.cosine")):  # fmt: skip
+        with pytest.raises(AttributeError, match=rf"'{name}' \(\w+'s\); write {says}"):
+            getattr(model, name)
+    with pytest.raises(TypeError, match=r"takes users=, not user= \(hpfrec's"):
+        model.score_pairs(user=[0], item=[1])
+    with pytest.raises(TypeError, match=r"takes X_val=, not val_set="):
+        HierarchicalPMF(2).fit(_interactions(), val_set=_interactions())
+    for Estimator, name, says in ((HierarchicalPMF, "factors", "n_components"),
+                                  (WeightedBackgroundPMF, "iterations", "max_iter"),
+                                  (MaxMarginMF, "seed", "random_state"),
+                                  (MaxMarginMF, "lr_all", "no learning rate"),
+                                  (MaxMarginMF, "reg_all", "C \\(the hinge")):  # fmt: skip
+        with pytest.raises(TypeError, match=rf"no parameter '{name}'.*{says}"):
+            Estimator(**{name: 1})
+    with pytest.raises(AttributeError, match=r"'test' \(surprise's\); write rating_mae"):
+        _ = MaxMarginMF().test

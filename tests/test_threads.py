@@ -57,3 +57,20 @@ def test_threadpoolctl_and_work_size():
     assert kernel_threads(MIN_WORK_PER_THREAD - 1, 8) == 1
     assert kernel_threads(3 * MIN_WORK_PER_THREAD, 8) == 3
     assert kernel_threads(100 * MIN_WORK_PER_THREAD, 2) == 2
+
+
+def test_reconstruction_error_does_not_depend_on_blas_threads():
+    """The divergence of scikit-learn's NMF sums its dot products in BLAS, in an order that
+    follows BLAS's thread count: reconstruction_err_ moved in its last bit between
+    OPENBLAS_NUM_THREADS=1 and 2 (or OMP_NUM_THREADS, which OpenBLAS also reads)."""
+    from sklearn_cogaps import CoGAPS
+    from sklearn_cogaps.datasets import make_patterns
+
+    X = make_patterns(150, 600, 5, random_state=0)[0]
+    model = CoGAPS(5, max_iter=5, random_state=0).fit(X)
+    errors = set()
+    for n in (1, 2):
+        with threadpool_limits(n, user_api="blas"):
+            model._set_reconstruction_err(X)
+        errors.add(model.reconstruction_err_)
+    assert len(errors) == 1

@@ -85,9 +85,37 @@ def model_data(est, X, uncertainty):
             rows = canonical_csr(X)
             cols = rows.T.tocsr()
             cols.sort_indices()
+        _check_sparse_weights(rows, name)
         return ("sparse", rows, cols, name)
     sigma = validate_uncertainty(uncertainty, X, fit=True)
     return ("dense", X, precision(sigma, X.dtype, padded=True), name)
+
+
+# Largest ratio of the sparse model's weights 1 / sigma**2 (a zero's to the largest value's).
+# Its chi-square and gradients take the zeros' terms as the whole matrix's at a zero's weight
+# minus the stored entries' (Sherman, Gao & Fertig 2019, section 3): the difference keeps
+# about -log10(eps * ratio) digits. At 2.6e10 a sparse fit equals the dense one; at 2.6e12
+# its chi-square was 4e-9 of the dense fit's, and at 6e15 its start overflowed.
+_MAX_SPARSE_WEIGHT_RATIO = 1e11
+
+
+def _check_sparse_weights(rows, name):
+    """Refuse data whose values span more weights than the sparse model's sums can hold."""
+    sigma0, poisson = NAMED_UNCERTAINTIES[name]
+    largest = float(rows.data.max(initial=0.0))
+    # a zero's weight 1 / sigma0**2 against the largest value's
+    smallest_sigma = max(np.sqrt(largest), 1.0) if poisson else max(sigma0 * largest, sigma0)
+    ratio = (smallest_sigma / sigma0) ** 2
+    if ratio > _MAX_SPARSE_WEIGHT_RATIO:
+        raise ValueError(
+            f"X's largest value, {largest:.3g}, has a weight {ratio:.2g} times smaller than a "
+            f"zero's under the sparse-data model's uncertainty {name!r} (a zero's sigma "
+            f"{sigma0:g}, this value's {smallest_sigma:.3g}): its chi-square, the zeros' terms "
+            "taken as the whole matrix's minus the stored entries', loses its digits beyond "
+            f"{_MAX_SPARSE_WEIGHT_RATIO:.0e}. Fit log1p(X) or X scaled down (the relative "
+            "uncertainty's floor of 0.1 makes a zero weigh more the larger the data's scale), "
+            "pass uncertainty='poisson' for counts, or dense X with sparse_optimization=False."
+        )
 
 
 def _nonzero_mean(X):
@@ -307,6 +335,12 @@ def nmf_start(data, n_components, rates, fixed, rng):
         if which != "W":
             down, up = gradients(W, H, "W")
             W *= down / np.maximum(up + lam_w, 1e-300)
+    if not (np.all(np.isfinite(W)) and np.all(np.isfinite(H))):
+        raise ValueError(
+            "The start's non-negative factorisation of X did not stay finite under the fit's "
+            "uncertainty (its values span too many orders of magnitude for its weights). "
+            "Rescale X (e.g. log1p) or start from the empty domain with init='empty'."
+        )
     Ht = np.ascontiguousarray(H.T)
     for M, held in ((W, which == "W"), (Ht, which == "H")):
         if not held:

@@ -16,7 +16,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from .._utils._diagnostics import MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, ess_bulk, ess_tail, rhat
+from .._utils._diagnostics import MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, diagnostics, rhat
 from .._utils._matching import match_components
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._progress import FitInterruptedWarning
@@ -138,19 +138,18 @@ def means_are_precise(histories, calibration, payloads, tol):
     ``1 / tol**2``) and the split R-hat is at most ``RHAT_THRESHOLD`` (Vehtari et al. 2021,
     section 4), from at least ``MIN_DRAWS`` draws per chain. A loose ``tol`` asks fewer
     effective draws, never less agreement: a fit that stops is converged by both tests."""
-    chisq = histories[:, calibration:]
     if min(len(p["snapshots"]) for p in payloads) < MIN_DRAWS:
         return False
-    W, H = _matched_draws(payloads)
     needed = 1.0 / tol**2
-    for draws in (chisq, W, H):
-        ess, r = np.atleast_1d(ess_bulk(draws)), np.atleast_1d(rhat(draws))
+
+    def precise(draws):
+        r, ess = map(np.atleast_1d, diagnostics(draws, tail=False))
         moving = np.isfinite(ess) & np.isfinite(r)  # NaN for entries constant in every draw
-        if not moving.any():
-            continue
-        if ess[moving].min() < needed or r[moving].max() > RHAT_THRESHOLD:
-            return False
-    return True
+        return not moving.any() or (ess[moving].min() >= needed
+                                    and r[moving].max() <= RHAT_THRESHOLD)  # fmt: skip
+
+    # the chi-square first: while it is not precise, the matrices' draws are not gathered
+    return precise(histories[:, calibration:]) and all(map(precise, _matched_draws(payloads)))
 
 
 def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
@@ -227,6 +226,17 @@ def _aligned(chains):
     return chains
 
 
+def _gathered(chains, name):
+    """The chains' arrays ``name`` as one (chains, ...) array of doubles, each chain's let go
+    once copied: at single-cell size every chain's draws are hundreds of megabytes, and a
+    stack of them all would hold them twice."""
+    out = np.empty((len(chains),) + np.shape(chains[0][name]))
+    for i, chain in enumerate(chains):
+        out[i] = chain[name]
+        chain[name] = None
+    return out
+
+
 def fit_chains(model, X, uncertainty, fixed):
     """Fit ``model.n_chains`` chains, pool them into ``model``'s fitted attributes and set
     their diagnostics; ``fixed`` holds the fit's ``fixed_components``/``fixed_patterns``."""
@@ -301,17 +311,15 @@ def fit_chains(model, X, uncertainty, fixed):
     model._n_calibration_iter = calibration
     model.n_iter_ = histories.shape[1]
     # draws: (chains, draws, ...) for the diagnostics and ArviZ
-    draws_w = np.stack([np.asarray(c["loadings_snapshots_"], dtype=np.float64) for c in chains])
-    draws_h = np.stack([np.asarray(c["components_snapshots_"], dtype=np.float64) for c in chains])
+    draws_w = _gathered(chains, "loadings_snapshots_")
+    draws_h = _gathered(chains, "components_snapshots_")
     chisq_draws = histories[:, calibration:]
     model._draws = {"loadings": draws_w, "components": draws_h, "chisq": chisq_draws,
                     "iterations": np.asarray(chains[0]["snapshot_iterations_"])}  # fmt: skip
-    model.rhat_ = {"chisq": rhat(chisq_draws), "loadings": rhat(draws_w),
-                   "components": rhat(draws_h)}  # fmt: skip
-    model.ess_bulk_ = {"chisq": ess_bulk(chisq_draws), "loadings": ess_bulk(draws_w),
-                       "components": ess_bulk(draws_h)}  # fmt: skip
-    model.ess_tail_ = {"chisq": ess_tail(chisq_draws), "loadings": ess_tail(draws_w),
-                       "components": ess_tail(draws_h)}  # fmt: skip
+    model.rhat_, model.ess_bulk_, model.ess_tail_ = {}, {}, {}
+    for name, draws in (("chisq", chisq_draws), ("loadings", draws_w), ("components", draws_h)):
+        r, bulk, tail = diagnostics(draws)
+        model.rhat_[name], model.ess_bulk_[name], model.ess_tail_[name] = r, bulk, tail
     dtype = X.dtype
     if model.n_snapshots:
         model.loadings_snapshots_ = as_dtype(np.concatenate(draws_w), dtype)

@@ -692,7 +692,13 @@ class CoGAPS(
                 f"Fit again with the same data, parameters and checkpoint_path "
                 f"({os.fspath(self.checkpoint_path)!r}) to resume from its last checkpoint."
             )
-        return None
+        # a warm start continues with max_iter sampling iterations whatever the phase the
+        # chain stopped in: an interrupted calibration is not resumed
+        return (
+            "Fit again with warm_start=True to continue the chain (max_iter more sampling "
+            "iterations from where it stopped; a calibration cut short is not resumed), or "
+            "fit again from the start for a complete fit."
+        )
 
     def _unconverged_message(self, run):
         if getattr(self, "_quiet_convergence", False):
@@ -1063,9 +1069,11 @@ class CoGAPS(
         """Sample the patterns of new samples with the amplitudes held fixed.
 
         Each row gets its own chain (CoGAPS's fixed-matrix mode: ``max_iter`` calibration
-        and ``max_iter`` sampling iterations), seeded from ``random_state`` and the row's
-        values, so the result for a row does not depend on the other rows or on the
-        number of threads.
+        and ``max_iter`` sampling iterations), seeded from a seed drawn from ``random_state``
+        at ``fit`` (``set_params(random_state=...)`` afterwards does not change it) and the
+        row's values, so the result for a row does not depend on the other rows or on the
+        number of threads. A row whose values change, even in their last bit, gets another
+        chain: its patterns move by the chain's Monte Carlo error.
 
         Sparse ``X`` (and any ``X`` when ``sparse_optimization=True``) with a named
         uncertainty is sampled with the sparse-data model, from the stored entries of each
@@ -1175,15 +1183,15 @@ class CoGAPS(
     def score(self, X, y=None, *, uncertainty=None):
         """Held-out log-likelihood of X per sample, for choosing ``n_components``.
 
-        Each row's entries are split into ``5`` folds at random, reproducibly (the split
-        and the chains are seeded from ``random_state`` and the row's values, so a row's
-        score does not depend on the other rows). For each fold, the row's patterns are
-        sampled as in :meth:`transform` (amplitudes fixed) from the other folds only, and
-        the entries of the fold are scored under the Gaussian likelihood of the posterior
-        mean prediction ``W @ components_``. Every entry is scored once, by a fit that did
-        not see it, so extra components that only fit noise lower the score: unlike the
-        likelihood of the entries the patterns were fitted to, this criterion has a
-        maximum near the number of patterns the data support, and ``GridSearchCV`` over
+        Each row's entries are split into ``5`` folds at random, reproducibly (the split and
+        the chains are seeded as in :meth:`transform`, from the fit's seed and the row's
+        values, so a row's score does not depend on the other rows). For each fold, the
+        row's patterns are sampled as in :meth:`transform` (amplitudes fixed) from the other
+        folds only, and the entries of the fold are scored under the Gaussian likelihood of
+        the posterior mean prediction ``W @ components_``. Every entry is scored once, by a
+        fit that did not see it, so extra components that only fit noise lower the score:
+        unlike the likelihood of the entries the patterns were fitted to, this criterion has
+        a maximum near the number of patterns the data support, and ``GridSearchCV`` over
         ``n_components`` works without a scorer. See "Choosing the number of patterns"
         in the user guide.
 

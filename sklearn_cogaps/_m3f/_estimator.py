@@ -21,7 +21,7 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
-from .._utils._recommend import RecommenderMixin
+from .._utils._recommend import IMPLICIT_ATTRIBUTES, RecommenderMixin
 from .._utils._seeding import draw_seeds
 from .._utils._validation import (
     check_ignored_y,
@@ -240,6 +240,19 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         "n_epochs": ("surprise", "max_iter=n_epochs (Gibbs iterations, burn_in of them first)"),
         "iterations": ("implicit", "max_iter=iterations (Gibbs iterations)"),
         "random_seed": ("hpfrec", "random_state=random_seed"),
+        "seed": ("a rating library", "random_state=seed"),
+        **dict.fromkeys(
+            ["lr_all", "lr_bu", "lr_bi", "lr_pu", "lr_qi"],
+            ("surprise", "nothing: the Gibbs sampler takes no learning rate"),
+        ),
+        **dict.fromkeys(
+            ["reg_all", "reg_bu", "reg_bi", "reg_pu", "reg_qi"],
+            (
+                "surprise",
+                "C (the hinge loss's weight) and prior (the factors' prior); there is no "
+                "ridge penalty to set",
+            ),
+        ),
         "regularization": (
             "implicit",
             "C (the hinge loss's weight) and prior (the factors' prior); there is no ridge "
@@ -255,6 +268,12 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             "new users', or score_pairs(users, items) for their latent scores",
         ),
         "topN": ("hpfrec", "recommend(R_user_rows, n=..., users=user_indices)"),
+        **IMPLICIT_ATTRIBUTES,
+        "test": (
+            "surprise",
+            "rating_mae(R_test, model.predict_ratings(R_test, users=rows)) (or rating_nmae) "
+            "for held-out ratings of training users",
+        ),
     }
 
     _renamed_attributes = {

@@ -3,6 +3,7 @@ and the scorers that give them to scikit-learn's model selection."""
 
 import numpy as np
 
+from .._utils._warnings import warn
 from ._ratings import _as_ratings_csr, _level_spread
 
 __all__ = ["neg_mae_scorer", "neg_nmae_scorer", "rating_mae", "rating_nmae"]
@@ -75,7 +76,7 @@ def rating_mae(X_true, X_pred):
     return float(np.mean(np.abs(t - p)))
 
 
-def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
+def rating_nmae(X_true, X_pred, levels=None):
     """Normalised mean absolute error, MAE / E_L (Marlin 2004).
 
     E_L is the MAE of predictions drawn uniformly from the rating levels: 1.6 for five
@@ -87,10 +88,12 @@ def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
         True ratings, as in :func:`rating_mae`.
     X_pred : {array-like, sparse matrix} of shape (n_users, n_items) or (n_pairs,)
         Predicted ratings at the same pairs.
-    levels : array-like, default=(1, 2, 3, 4, 5)
+    levels : array-like or None, default=None
         The rating levels, e.g. ``MaxMarginMF.levels_``. A true rating that is not one of
         them is an error: E_L is that of the scale the levels describe, and the default
-        scale would misnormalise the errors of any other.
+        scale would misnormalise the errors of any other. None: 1 to 5 stars, with a
+        warning when the true ratings do not reach both 1 and 5 (a scale of 1 to 4 stars
+        has another E_L).
 
     Returns
     -------
@@ -101,12 +104,22 @@ def rating_nmae(X_true, X_pred, levels=(1, 2, 3, 4, 5)):
     --------
     >>> import numpy as np
     >>> from sklearn_cogaps import rating_nmae
-    >>> rating_nmae(np.array([[1.0, 4.0]]), np.array([[2.0, 4.0]]))
+    >>> rating_nmae(np.array([[1.0, 5.0]]), np.array([[2.0, 5.0]]))
     0.3125
     """
+    default = levels is None
+    levels = (1, 2, 3, 4, 5) if default else levels
     spread = _level_spread(levels)
     t, p = _paired_values(X_true, X_pred)
     values = np.asarray(levels, dtype=np.float64).ravel()
+    if default and t.size and not (np.any(t == 1.0) and np.any(t == 5.0)):
+        warn(
+            f"X_true's ratings run from {t.min():g} to {t.max():g}, and the NMAE is normalised "
+            "by E_L of the default scale 1 to 5 stars. If the scale is another, pass its "
+            "levels (levels=MaxMarginMF.levels_, or e.g. levels=range(1, 5)); to keep 1 to "
+            "5, pass levels=range(1, 6).",
+            UserWarning,
+        )
     outside = np.unique(t[~np.isin(t, values)])
     if outside.size:
         shown = ", ".join(f"{v:g}" for v in outside[:5]) + (", ..." if outside.size > 5 else "")

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from .._utils._anndata import is_anndata
 from .._utils._blocks import RowBlocks, current_client, is_out_of_core
 from .._utils._openmp_helpers import kernel_threads
-from .._utils._recommend import RecommenderMixin
+from .._utils._recommend import IMPLICIT_ATTRIBUTES, RecommenderMixin
 from .._utils._seeding import check_seed
 from .._utils._validation import data_dtype, out_of_core_features, validate_input
 from .._utils._warnings import warn
@@ -283,6 +283,9 @@ def loglik(W, H, counts, average):
     return total / (counts.shape[0] * counts.shape[1]) if average == "entry" else total
 
 
+#: hpfrec's arguments of ``fit``: its held-out triplets (``val_set``) are X_val's counts.
+_HPFREC_FIT_ARGUMENTS = {"val_set": ("hpfrec's", "X_val")}
+
 #: hpfrec's methods, and what to call instead.
 HPFREC_METHODS = {
     "topN": ("hpfrec", "recommend(X_user_rows, n=..., users=user_indices)"),
@@ -295,6 +298,9 @@ HPFREC_METHODS = {
     "gene_score": ("scHPF", "component_scores().T (genes x factors, as scHPF's)"),
     "predict_factors": ("hpfrec", "transform(X_new_rows) (the loadings of new users)"),
     "add_user": ("hpfrec", "transform(X_new_rows) (new users' loadings, the factors fixed)"),
+    "Theta": ("hpfrec", "loadings_ (the users' factors, n_users x K)"),
+    "Beta": ("hpfrec", "components_.T (the items' factors, n_items x K)"),
+    **IMPLICIT_ATTRIBUTES,
 }
 
 
@@ -342,6 +348,13 @@ PEER_RUN_PARAMETERS = {
     "step_size": ("hpfrec", "step_exponent=kappa (steps (t + 2) ** -kappa)"),
     "nusers": ("hpfrec", "total_samples=nusers (the rows partial_fit's batches come from)"),
     "nitems": ("hpfrec", "nothing: the columns of X are the items"),
+    "factors": ("implicit", "n_components=factors"),
+    "iterations": ("implicit", "max_iter=iterations"),
+    "regularization": (
+        "implicit",
+        "nothing: the priors regularise the factors and are learned from the data "
+        "(empirical Bayes); there is no penalty to set",
+    ),
 }
 
 # hpfrec's arguments of partial_fit, and what to write instead ({model}: the estimator).
@@ -541,10 +554,12 @@ class CountModelMixin(RecommenderMixin):
         divergence += float(W.sum(axis=0) @ H.sum(axis=1))
         self.reconstruction_err_ = float(np.sqrt(2.0 * max(divergence, 0.0)))
 
-    def _held_out_counts(self, X_val, shape):
-        """The held-out counts of early stopping, as :func:`loglik` reads them (or None)."""
+    def _held_out_counts(self, X_val, counts):
+        """The held-out counts of early stopping, as :func:`loglik` reads them (or None);
+        ``counts`` are the fit's (CSR in memory, or read by blocks)."""
         if X_val is None:
             return None
+        shape = counts.shape
         if is_out_of_core(X_val):
             # held-out counts are scored in memory: read them a block at a time, as CSR
             blocks = RowBlocks(X_val, group_chunks=True)
@@ -565,8 +580,22 @@ class CountModelMixin(RecommenderMixin):
             # iterations predict held-out counts
             raise ValueError(
                 "X_val holds no positive count: there is nothing to score the iterations on. "
-                "Hold out a share of the counts (X_val = rng.binomial(X, 0.2), then "
-                "fit(X - X_val, X_val=X_val)), or fit without X_val."
+                "Hold out a share of the counts (X_train, X_val = thin_counts(X, 0.2), then "
+                "fit(X_train, X_val=X_val)), or fit without X_val."
+            )
+        if sparse.issparse(counts) and not held.multiply(counts).nnz:
+            # every entry of X_val's rows is scored, X's own counts as held-out zeros: a
+            # split of the interactions (hpfrec's val_set) makes the held-out score fall as
+            # the fit learns X, and early stopping keep the first iteration
+            warn(
+                "X_val has no count where X has one, as a split of the interactions gives "
+                "(hpfrec's val_set, holdout_ratings): its score reads every entry of its "
+                "rows, X's counts as held-out zeros, and falls as the fit learns them, so "
+                "early stopping would keep an early iteration. Hold out a share of every "
+                "count instead: X_train, X_val = thin_counts(X, 0.2), then "
+                "fit(X_train, X_val=X_val); or fit without X_val and score held-out pairs "
+                "with score_pairs.",
+                UserWarning,
             )
         return held
 

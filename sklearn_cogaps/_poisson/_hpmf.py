@@ -24,6 +24,7 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._adam import Adam
 from .._utils._deprecation import RenamedMixin
+from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import (
@@ -33,6 +34,7 @@ from .._utils._validation import (
 )
 from ._block_counts import BlockCounts
 from ._counts import (
+    _HPFREC_FIT_ARGUMENTS,
     COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
     PEER_RUN_PARAMETERS,
@@ -550,6 +552,43 @@ class HierarchicalPMF(
         old = np.mean(history[-2 * _WINDOW : -_WINDOW])
         return abs(new - old) <= self.tol * abs(new)
 
+    def _unconverged_message(self, run):
+        message = super()._unconverged_message(run)
+        if message is None and run.converged and not run.interrupted:
+            message = self._stalled_priors(run.state)
+            run.converged = message is None
+        return message
+
+    def _stalled_priors(self, state):
+        """The message of a fit whose learned priors stayed at a start that outweighs the
+        counts, or None. A Gamma prior of shape a_k holds a share a_k / alpha_ik of each
+        posterior; where a strong prior is nearly all of it, q is the prior, its empirical-Bayes
+        update (Sarkar 2021, section 3) reproduces itself to under 1% per iteration, and
+        the ELBO's relative change meets ``tol`` long before the priors have learned the
+        data (prior_shape=1e6: an ELBO of -1.02e5 at the second iteration, where the default
+        start reaches -4.05e4)."""
+        if self.learn_prior != "both" or self.solver == "pathwise":
+            return None
+        start = float(self.prior_shape)
+        for side, S in (("loadings", state.L), ("components", state.F)):
+            # strong (a coefficient of variation below 10%) and where it started: an unused
+            # component's weak prior also holds its posteriors, legitimately
+            near_start = (S.a > max(start / 10.0, 100.0)) & (S.a < start * 10.0)
+            dominated = np.mean(S.a[None, :] > 0.9 * S.alpha, axis=0) > 0.9
+            stalled = np.flatnonzero(near_start & dominated)
+            if stalled.size:
+                return (
+                    f"{type(self).__name__} stopped near its start: the Gamma priors of the "
+                    f"{side} of {stalled.size} of the {self.n_components} components kept "
+                    f"shapes near prior_shape={start:g} (now {np.median(S.a[stalled]):.3g}) "
+                    "and hold over 90% of the posterior of nine in ten of their entries, so "
+                    "the data had no say and the empirical-Bayes updates moved them by under "
+                    "1% per iteration, which tol read as convergence. Start the priors from "
+                    "prior_shape=1 (the default; learned shapes are usually below 1), or keep "
+                    "them as given with learn_prior='none'."
+                )
+        return None
+
     def _run_objective(self, run):
         if self.solver != "pathwise":
             return super()._run_objective(run)
@@ -560,6 +599,7 @@ class HierarchicalPMF(
     # -- fit ---------------------------------------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @peer_arguments(_HPFREC_FIT_ARGUMENTS, example="fit(X_train, X_val=X_held)")
     def fit(self, X, y=None, *, X_val=None):
         """Fit the model to the counts X.
 
@@ -578,7 +618,7 @@ class HierarchicalPMF(
             their Poisson log-likelihood per entry under the fitted means is recorded in
             ``validation_scores_``, and the fit stops once ``n_iter_no_change`` iterations
             have not raised it, at its best iteration. A binomial thinning of the data gives
-            such counts: ``X_val = rng.binomial(X, 0.2)``, then ``fit(X - X_val,
+            such counts: ``X_train, X_val = thin_counts(X, 0.2)``, then ``fit(X_train,
             X_val=X_val)``.
 
         Returns
@@ -589,8 +629,8 @@ class HierarchicalPMF(
         check_ignored_y(self, y, X, advice=_NO_SIDE_INPUT)
         # held-out counts are matched to X by position: their labels must be X's
         check_side_labels(X, "X_val", X_val)
-        dtype, counts = self._read_counts(X, reset=True)
-        counts = counts if isinstance(counts, (BlockCounts, DaskCounts)) else _Counts(counts)
+        dtype, read = self._read_counts(X, reset=True)
+        counts = read if isinstance(read, (BlockCounts, DaskCounts)) else _Counts(read)
         if self.solver != "pathwise":
             warn_unused_parameters(
                 self,
@@ -598,7 +638,7 @@ class HierarchicalPMF(
                 "with solver='pathwise'",
                 "Set solver='pathwise'",
             )
-        held = self._held_out_counts(X_val, counts.shape)
+        held = self._held_out_counts(X_val, read)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         problem = _Problem(counts, rng, n_threads, held)

@@ -24,6 +24,7 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
 from .._utils._blocks import RowBlocks, is_out_of_core
 from .._utils._deprecation import RenamedMixin
+from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._seeding import draw_seeds
 from .._utils._validation import (
@@ -37,6 +38,7 @@ from .._utils._validation import (
 from .._utils._warnings import warn
 from ._block_counts import BlockCounts, compressed, entry_sums, row_entry_sums
 from ._counts import (
+    _HPFREC_FIT_ARGUMENTS,
     COUNTS_ADVICE,
     HPFREC_METHODS,
     MISSING_COUNTS_ADVICE,
@@ -118,8 +120,8 @@ def _without_rows_of_no_count(held, x_rows):
     warn(
         f"{rows.size} row(s) of X_val hold counts where X has none (the first: row "
         f"{rows[0]}); the model gives such a row a mean of 0, so their held-out counts are "
-        "left out of validation_scores_. Hold out a share of each row's counts (X_val = "
-        "rng.binomial(X, 0.2)) or drop the rows without training counts.",
+        "left out of validation_scores_. Hold out a share of each row's counts (X_train, "
+        "X_val = thin_counts(X, 0.2)) or drop the rows without training counts.",
         UserWarning,
     )
     held = held.copy()
@@ -670,6 +672,7 @@ class WeightedBackgroundPMF(
 
     # ---------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
+    @peer_arguments(_HPFREC_FIT_ARGUMENTS, example="fit(X_train, X_val=X_held)")
     def fit(self, X, y=None, *, W=None, H=None, X_val=None):
         """Fit the model to the counts ``X``.
 
@@ -702,7 +705,7 @@ class WeightedBackgroundPMF(
         check_side_labels(X, "X_val", X_val)
         dtype, X = self._read_counts(X, reset=True)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
-        held = self._held_out_counts(X_val, X.shape)
+        held = self._held_out_counts(X_val, X)
         with threadpool_limits(limits=1, user_api="blas"):
             self._fit(X, W, H, held)
         self._cast_fitted(dtype)

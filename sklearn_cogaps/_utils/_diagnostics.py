@@ -8,18 +8,27 @@ Draws are arrays of shape ``(n_chains, n_draws, *shape)``; every function return
 of ``shape`` (a float for scalar quantities). A quantity that is constant over all its draws
 (an element of a matrix that the atomic prior keeps at zero) has no spread to compare: its
 R-hat is NaN and its effective sample size the number of draws, as in ArviZ.
+
+The quantities are independent of each other, so they are taken a block at a time: the
+temporaries (ranks, normal scores, spectra) are those of a block, not of every entry of the
+fitted matrices, whose draws at single-cell size are already hundreds of megabytes. Every
+quantity gets the same bits whatever the block it falls in.
 """
 
 import numpy as np
-from scipy import stats
-from scipy.stats import mstats
+from scipy.special import ndtri
 
-__all__ = ["ess_bulk", "ess_tail", "rhat"]
+__all__ = ["diagnostics", "ess_bulk", "ess_tail", "rhat"]
 
 # Vehtari et al. (2021), section 4.3: a chain is trusted when R-hat < 1.01 and the bulk and
 # tail effective sample sizes exceed 100 per chain.
 RHAT_THRESHOLD = 1.01
 MIN_ESS_PER_CHAIN = 100
+
+
+# Draws per block of quantities (chains x draws x quantities): the temporaries of a block are
+# about twenty times this many doubles.
+_BLOCK_DRAWS = 1 << 19
 
 
 def _as_draws(draws):
@@ -44,12 +53,35 @@ def _split(x):
     return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
 
 
+def _average_ranks(x):
+    """Ranks 1..S of each column of ``x`` (S, q), ties given the mean of their ranks, NaN
+    for a column holding a NaN (scipy's ``rankdata``, exactly: the ranks are halves).
+    Sorted as rows of the transpose, each column's draws contiguous."""
+    S, q = x.shape
+    rows = np.ascontiguousarray(x.T)
+    order = np.argsort(rows, axis=1)
+    ordered = np.take_along_axis(rows, order, axis=1)
+    starts = np.ones((q, S), dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = np.ones((q, S), dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    position = np.broadcast_to(np.arange(S), (q, S))
+    # each draw's tie group: the positions of its first and last member in sorted order
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, position, S - 1)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty((q, S))
+    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=1)
+    ranks[np.isnan(rows).any(axis=1)] = np.nan
+    # C order, as the reductions that follow sum in the order of the memory they read
+    return np.ascontiguousarray(ranks.T)
+
+
 def _z_scale(x):
     """Rank normalisation (section 4.2): the ranks of all draws of a quantity, pooled over
     chains (ties averaged), through the normal quantile function at (r - 3/8) / (S + 1/4)."""
     m, n, q = x.shape
-    ranks = stats.rankdata(x.reshape(m * n, q), axis=0)
-    return stats.norm.ppf((ranks - 0.375) / (m * n + 0.25)).reshape(m, n, q)
+    ranks = _average_ranks(x.reshape(m * n, q))
+    return ndtri((ranks - 0.375) / (m * n + 0.25)).reshape(m, n, q)
 
 
 def _rhat_basic(x):
@@ -72,18 +104,34 @@ def _constant(x):
 def _evaluate(draws, compute, constant):
     """``compute`` of (n_chains, n_draws, q) draws, reshaped back; NaN with fewer than 4
     draws per chain, ``constant`` (or the number of draws, for None) where a quantity never
-    changes."""
+    changes. ``compute`` may return a tuple of arrays, with a tuple of ``constant``."""
     x, shape = _as_draws(draws)
-    if x.shape[1] < 4:
-        return _finish(np.full(x.shape[2], np.nan), shape)
-    out = compute(x)
-    out[_constant(x)] = x.shape[0] * x.shape[1] if constant is None else constant
-    return _finish(out, shape)
+    m, n, q = x.shape
+    several = isinstance(constant, tuple)
+    constants = constant if several else (constant,)
+    if n < 4:
+        outs = [_finish(np.full(q, np.nan), shape) for _ in constants]
+        return tuple(outs) if several else outs[0]
+    # blocks of at least two quantities: numpy sums a lone column's draws pairwise, several
+    # columns' draws in order, and every quantity keeps the bits of a whole-array pass
+    n_blocks = max(1, min(q // 2, -(-m * n * q // _BLOCK_DRAWS)))
+    outs = [np.empty(q) for _ in constants]
+    for block in np.array_split(np.arange(q), n_blocks):
+        part = x[:, :, block[0] : block[-1] + 1]
+        values = compute(part)
+        for out, value in zip(outs, values if several else (values,)):
+            out[block[0] : block[-1] + 1] = value
+    fixed = _constant(x)
+    for out, value in zip(outs, constants):
+        out[fixed] = m * n if value is None else value
+    outs = [_finish(out, shape) for out in outs]
+    return tuple(outs) if several else outs[0]
 
 
-def _rank_rhat(x):
+def _rank_rhat(x, z=None):
+    """``z``: the rank-normalised split chains, when already computed."""
     split = _split(x)
-    bulk = _rhat_basic(_z_scale(split))
+    bulk = _rhat_basic(_z_scale(split) if z is None else z)
     folded = np.abs(split - np.median(split.reshape(-1, split.shape[2]), axis=0))
     out = np.fmax(bulk, _rhat_basic(_z_scale(folded)))
     out[~np.all(np.isfinite(x), axis=(0, 1))] = np.nan
@@ -113,7 +161,11 @@ def _autocovariance(x):
     centred = x - x.mean(axis=1, keepdims=True)
     size = 1 << int(np.ceil(np.log2(2 * n)))
     spectrum = np.fft.rfft(centred, n=size, axis=1)
-    return np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=1)[:, :n] / n
+    # the power spectrum as a real array: numpy's complex product may fuse its multiply-adds
+    # in vector loops and not in scalar ones, which left imaginary parts of 1e-17 or exactly
+    # 0 by the quantity's place in memory, and the autocovariances' last bits with them
+    power = spectrum.real**2 + spectrum.imag**2
+    return np.fft.irfft(power, n=size, axis=1)[:, :n] / n
 
 
 def _ess(x):
@@ -174,13 +226,48 @@ def ess_bulk(draws):
     return _evaluate(draws, lambda x: _ess(_z_scale(_split(x))), None)
 
 
+def _type7_quantile(ordered, prob):
+    """R's type-7 quantile of each column of the sorted draws (S, q), with the arithmetic of
+    scipy's ``mquantiles(alphap=1, betap=1)`` (ArviZ's): where the quantile falls on a draw,
+    another rounding of the same value would move that draw's indicator."""
+    S = ordered.shape[0]
+    p = np.array([prob])
+    aleph = S * p + (1.0 + p * (1.0 - 1.0 - 1.0))
+    k = np.floor(aleph.clip(1, S - 1)).astype(int)
+    gamma = (aleph - k).clip(0, 1)
+    return (1.0 - gamma) * ordered[k[0] - 1] + gamma * ordered[k[0]]
+
+
+def diagnostics(draws, tail=True):
+    """:func:`rhat`, :func:`ess_bulk` and, with ``tail``, :func:`ess_tail` of the same
+    draws in one pass over their blocks, each with the bits of its own function: the
+    rank-normalised split chains serve the bulk R-hat and the bulk ESS alike.
+
+    Parameters
+    ----------
+    draws : array-like of shape (n_chains, n_draws, ...)
+        At least 4 draws per chain.
+    tail : bool, default=True
+        Whether to compute the tail effective sample size too.
+
+    Returns
+    -------
+    rhat, ess_bulk[, ess_tail] : float or ndarray
+    """
+
+    def compute(x):
+        z = _z_scale(_split(x))
+        values = (_rank_rhat(x, z), _ess(z))
+        return values + (_tail_ess(x),) if tail else values
+
+    return _evaluate(draws, compute, (np.nan, None, None) if tail else (np.nan, None))
+
+
 def _tail_ess(x):
-    pooled = x.reshape(-1, x.shape[2])
+    ordered = np.sort(x.reshape(-1, x.shape[2]), axis=0)
     lows = []
     for prob in (0.05, 0.95):
-        # R's type-7 quantile as scipy's mquantiles computes it (ArviZ's): where it falls
-        # on a draw, another rounding of the same value would move that draw's indicator
-        level = np.asarray(mstats.mquantiles(pooled, [prob], alphap=1, betap=1, axis=0))
+        level = _type7_quantile(ordered, prob)
         below = (x <= level.reshape(1, 1, -1)).astype(np.float64)
         lows.append(_ess(_split(below)))
     return np.fmin(*lows)

@@ -12,13 +12,118 @@ from sklearn.utils.validation import check_is_fitted
 from ._habits import peer_arguments
 from ._warnings import warn
 
-__all__ = ["RecommenderMixin", "triplets_to_matrix"]
+__all__ = ["IMPLICIT_ATTRIBUTES", "RecommenderMixin", "label_indices", "triplets_to_matrix"]
 
 # Users scored at once by recommend: a block of scores is this many rows x n_items.
 _BLOCK_USERS = 1024
 
 
-def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
+def _missing(label):
+    """Whether a label is a missing value: None, a float NaN, pandas' NA or NaT."""
+    if label is None:
+        return True
+    if isinstance(label, (float, np.floating)):
+        return label != label
+    return type(label).__name__ in ("NAType", "NaTType")
+
+
+def _labels(values, name):
+    """The labels of the triplets' users or items as an array, missing ones refused: a NaN
+    id once became a user or an item like the others (the most recommended item of a table
+    with 5% of its item ids lost in a join)."""
+    labels = np.asarray(values).ravel()
+    one = name[:-1] if name.endswith("s") else name
+    # a list of strings and NaN becomes strings, 'nan' among them: look at the values given
+    given = labels if isinstance(values, np.ndarray) else np.asarray(values, dtype=object).ravel()
+    if labels.dtype.kind == "f":
+        missing = np.isnan(labels)
+    elif labels.dtype.kind in "OUS":
+        missing = np.fromiter(map(_missing, given), dtype=bool, count=given.size)
+    else:
+        missing = np.zeros(labels.size, dtype=bool)
+    if missing.any():
+        raise ValueError(
+            f"{int(missing.sum())} of the {labels.size} {one} ids are missing (NaN or None), "
+            f"the first at position {int(np.argmax(missing))}: a missing id is no {one}. "
+            "Drop those triplets first, e.g. df.dropna(subset=[...])."
+        )
+    if labels.dtype.kind == "O":
+        kinds = sorted({type(label).__name__ for label in labels})
+        if len(kinds) > 1 and "str" in kinds:
+            raise ValueError(
+                f"The {one} ids mix {' and '.join(kinds)} values, which do not sort together: "
+                "make them one type, e.g. df[...].astype(str)."
+            )
+    return labels
+
+
+def _ratings_summed(values, repeated):
+    """Whether summing repeated pairs turned what look like star ratings (whole numbers
+    from 1 to 10, at least three of them) into a longer scale."""
+    if not repeated or values.size == 0:
+        return False
+    whole = np.all(values == np.round(values))
+    levels = np.unique(values)
+    return bool(whole and levels.size >= 3 and levels[0] >= 1 and levels[-1] <= 10)
+
+
+def label_indices(labels, ids, *, name="ids"):
+    """The positions of ``ids`` among sorted ``labels``, unknown ids refused.
+
+    The rows or columns of a matrix of :func:`triplets_to_matrix` that given users or items
+    are.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_labels,)
+        The sorted labels :func:`triplets_to_matrix` returned (``user_labels`` or
+        ``item_labels``).
+    ids : array-like of shape (n_ids,)
+        Labels to find.
+    name : str, default="ids"
+        What the ids are, for the error message.
+
+    Returns
+    -------
+    indices : ndarray of int64 of shape (n_ids,)
+        ``labels[indices] == ids``.
+
+    Raises
+    ------
+    ValueError
+        If an id is not among the labels (a user or item the fit never saw), naming it:
+        ``np.searchsorted`` would quietly return a neighbour's position.
+
+    Examples
+    --------
+    >>> from sklearn_cogaps import label_indices
+    >>> label_indices(["ann", "bob", "cy"], ["cy", "ann"]).tolist()
+    [2, 0]
+    """
+    labels = np.asarray(labels).ravel()
+    ids = _labels(ids, name)
+    if labels.size and np.any(labels[1:] < labels[:-1]):
+        raise ValueError(
+            "labels must be sorted, as triplets_to_matrix returns them; got unsorted labels."
+        )
+    if labels.size == 0:
+        found, unknown = np.zeros(ids.size, dtype=np.int64), np.ones(ids.size, dtype=bool)
+    else:
+        found = np.minimum(np.searchsorted(labels, ids), labels.size - 1)
+        unknown = np.asarray(labels[found] != ids, dtype=bool)
+    if unknown.any():
+        first = ids[unknown][:3].tolist()
+        raise ValueError(
+            f"{int(unknown.sum())} of the {ids.size} {name} are not among the labels (e.g. "
+            f"{first}): the fit never saw them. Keep the known ones, known = np.isin(ids, "
+            "labels), or fit new users as new rows (recommend(X_new, n) or transform)."
+        )
+    return found.astype(np.int64)
+
+
+def triplets_to_matrix(
+    users, items=None, values=None, *, aggregate=None, user_labels=None, item_labels=None
+):
     """Build the users x items matrix of a table of (user, item, value) triplets.
 
     The input of hpfrec's ``HPF.fit`` or of a rating library's loader, made into the matrix
@@ -28,15 +133,23 @@ def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
     Parameters
     ----------
     users : array-like of shape (n_triplets,)
-        The user of each triplet: any labels (numbers, strings).
+        The user of each triplet: any labels (numbers, strings); missing ones (NaN, None)
+        are refused.
     items : array-like of shape (n_triplets,)
         The item of each triplet (required: None is refused with the call to write).
     values : array-like of shape (n_triplets,), default=None
-        The count or rating of each triplet; None means 1 (an interaction).
-    aggregate : {"sum", "last", "error"}, default="sum"
+        The count or rating of each triplet; None means 1 (an interaction). Values of 0 are
+        not stored: they are no interaction.
+    aggregate : {"sum", "last", "error"} or None, default=None
         What a pair given more than once becomes: the sum of its values (counts: plays,
         purchases, UMIs), the last one given (a rating updated later), or an error (ratings
-        that should be unique).
+        that should be unique). None sums, and warns when the values summed look like star
+        ratings (whole numbers from 1 to 10), which a sum would take off their scale.
+    user_labels, item_labels : array-like, default=None
+        The labels of an earlier call (a training matrix): the rows or columns are then
+        these, in this order, and a triplet of another user or item is refused, so that a
+        held-out matrix lines up with the fitted one. None: the sorted labels of the
+        triplets.
 
     Returns
     -------
@@ -54,18 +167,20 @@ def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
     >>> X.toarray().tolist(), users.tolist(), items.tolist()
     ([[4.0, 0.0], [0.0, 2.0]], ['ann', 'bob'], ['x', 'y'])
     """
-    if aggregate not in ("sum", "last", "error"):
+    if aggregate not in (None, "sum", "last", "error"):
         raise ValueError(f"aggregate must be 'sum', 'last' or 'error'; got {aggregate!r}.")
     if items is None:
         # hpfrec's HPF.fit takes the whole table
         columns = list(getattr(users, "columns", []))
+        names = (columns + ["UserId", "ItemId", "Count"])[:3] if len(columns) >= 3 else None
+        written = ", ".join(f"df[{c!r}]" for c in names or ["UserId", "ItemId", "Count"])
         raise TypeError(
             "triplets_to_matrix takes the triplets' columns, not the table"
             + (f" (columns {columns})" if columns else "")
-            + ": triplets_to_matrix(df['UserId'], df['ItemId'], df['Count'])."
+            + f": triplets_to_matrix({written})."
         )
-    users = np.asarray(users).ravel()
-    items = np.asarray(items).ravel()
+    users = _labels(users, "users")
+    items = _labels(items, "items")
     if values is None:
         values = np.ones(users.shape[0])
     values = np.asarray(values, dtype=np.float64).ravel()
@@ -76,11 +191,19 @@ def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
         )
     if not np.all(np.isfinite(values)):
         raise ValueError("values must be finite: drop the triplets without a value.")
-    user_labels, rows = np.unique(users, return_inverse=True)
-    item_labels, cols = np.unique(items, return_inverse=True)
+    if user_labels is None:
+        user_labels, rows = np.unique(users, return_inverse=True)
+    else:
+        user_labels = np.asarray(user_labels).ravel()
+        rows = label_indices(user_labels, users, name="users")
+    if item_labels is None:
+        item_labels, cols = np.unique(items, return_inverse=True)
+    else:
+        item_labels = np.asarray(item_labels).ravel()
+        cols = label_indices(item_labels, items, name="items")
     shape = (user_labels.shape[0], item_labels.shape[0])
     pair = rows.astype(np.int64) * shape[1] + cols
-    if aggregate != "sum":
+    if aggregate in ("last", "error"):
         # the last triplet of each pair: unique over the reversed order
         _, first_of_reversed, counts = np.unique(pair[::-1], return_index=True, return_counts=True)
         if aggregate == "error" and np.any(counts > 1):
@@ -94,7 +217,34 @@ def triplets_to_matrix(users, items=None, values=None, *, aggregate="sum"):
         rows, cols, values = rows[keep], cols[keep], values[keep]
     X = sparse.csr_matrix((values, (rows, cols)), shape=shape)
     X.sum_duplicates()
+    if aggregate is None and _ratings_summed(values, X.nnz < pair.size):
+        warn(
+            f"{pair.size - X.nnz} triplet(s) repeat a (user, item) pair and their values, whole "
+            f"numbers from {values.min():g} to {values.max():g} like star ratings, were added "
+            f"(the largest is now {X.data.max():g}). For ratings pass aggregate='last' (a "
+            "rating updated later) or 'error'; for counts pass aggregate='sum', which adds "
+            "them without this warning.",
+            UserWarning,
+        )
+    X.eliminate_zeros()
     return X, user_labels, item_labels
+
+
+#: implicit's names of the factors and of what they give, for every recommender here: the
+#: ``_peer_methods`` of the estimators include them.
+IMPLICIT_ATTRIBUTES = {
+    "user_factors": ("implicit", "loadings_ (n_users x K)"),
+    "item_factors": ("implicit", "components_.T (n_items x K)"),
+    "similar_items": (
+        "implicit",
+        "sklearn.metrics.pairwise.cosine_similarity(model.components_.T) for the items' "
+        "similarities by their factors",
+    ),
+    "similar_users": (
+        "implicit",
+        "sklearn.metrics.pairwise.cosine_similarity(model.loadings_) for the users'",
+    ),
+}
 
 
 # The recommender libraries' names of recommend's arguments.
@@ -138,6 +288,10 @@ class RecommenderMixin:
     given, whose feature names ``transform`` checks).
     """
 
+    @peer_arguments(
+        {"user": ("hpfrec's", "users"), "item": ("hpfrec's", "items")},
+        example="score_pairs(users=rows, items=cols)",
+    )
     def score_pairs(self, users, items):
         """Score (user, item) pairs of the training users (hpfrec's ``predict``).
 
@@ -145,10 +299,10 @@ class RecommenderMixin:
         ----------
         users : array-like of int of shape (n_pairs,)
             Training users: row indices of the fitted matrix, not hpfrec's user IDs. With
-            the labels of :func:`triplets_to_matrix` (sorted), the rows of IDs ``ids`` are
-            ``np.searchsorted(user_labels, ids)``.
+            the labels of :func:`triplets_to_matrix`, the rows of IDs ``ids`` are
+            ``label_indices(user_labels, ids)``, which refuses IDs the fit never saw.
         items : array-like of int of shape (n_pairs,)
-            Items: column indices of the fitted matrix (``np.searchsorted(item_labels,
+            Items: column indices of the fitted matrix (``label_indices(item_labels,
             ids)``).
 
         Returns
@@ -197,8 +351,10 @@ class RecommenderMixin:
         Returns
         -------
         items : ndarray of shape (n_users, n)
-            Item indices, best first; -1 where a user has fewer than ``n`` items left.
-            ``feature_names_in_[items]`` names them when the fit had feature names.
+            Item indices, best first; -1 where a user has fewer than ``n`` items left
+            (or none ranked). -1 is no item: Python would read it as the last one, so name
+            them only where found, ``np.where(items >= 0, feature_names_in_[items], None)``
+            (or ``item_labels`` of :func:`triplets_to_matrix`).
         scores : ndarray of shape (n_users, n)
             Their scores (NaN at -1).
         """
@@ -288,7 +444,7 @@ class RecommenderMixin:
             raise ValueError(
                 f"{name} must be integer indices of the {what} (0 to {size - 1}); got "
                 f"{np.asarray(values).dtype} of shape {np.shape(values)}. Map labels to indices "
-                "with the labels triplets_to_matrix returns, e.g. np.searchsorted(labels, x)."
+                "with the labels triplets_to_matrix returns: label_indices(labels, x)."
             )
         if idx.size and (idx.min() < 0 or idx.max() >= size):
             raise ValueError(f"{name} must be indices of the {what}, 0 to {size - 1}.")

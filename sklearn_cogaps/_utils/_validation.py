@@ -8,6 +8,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_array, validate_data
 
 from ._anndata import is_anndata, unwrap_anndata, warn_if_fitted_on_a_layer
+from ._warnings import warn
 
 __all__ = [
     "canonical_csr",
@@ -188,6 +189,7 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
     """
     columns = getattr(X, "columns", None)
     if columns is None:
+        _warn_if_triplet_array(estimator, X, value)
         return
     names = {str(c).lower().replace("_", "") for c in columns}
     if not any(pair <= names for pair in _TRIPLET_COLUMNS):
@@ -199,6 +201,36 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
         "the matrix with its labels: X, user_labels, item_labels = "
         f"sklearn_cogaps.triplets_to_matrix(df['UserId'], df['ItemId'], df['{value}'])."
     )
+
+
+def _warn_if_triplet_array(estimator, X, value):
+    """Warn when an array of three columns looks like (user, item, value) triplets, which
+    hpfrec's ``HPF.fit`` also takes as a numpy array: ids in the first two columns (whole
+    numbers, each repeated) whose pairs are nearly all distinct, as a matrix's rows of
+    counts seldom are."""
+    if not isinstance(X, (np.ndarray, list, tuple)):
+        return
+    try:
+        A = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError):
+        return
+    if A.ndim != 2 or A.shape[1] != 3 or A.shape[0] < 20 or not np.all(np.isfinite(A[:, :2])):
+        return
+    ids = A[:, :2]
+    if ids.min() < 0 or np.any(ids != np.round(ids)):
+        return
+    n = A.shape[0]
+    repeated = all(np.unique(ids[:, j]).size <= n / 2 for j in (0, 1))
+    if repeated and np.unique(ids, axis=0).shape[0] >= 0.9 * n:
+        warn(
+            f"X has 3 columns and {n} rows whose first two look like (user, item) ids, each "
+            f"repeated and nearly every pair distinct: a table of (user, item, "
+            f"{value.lower()}) triplets, as hpfrec takes? {type(estimator).__name__} "
+            "factorises the users x items matrix itself and reads X as 3 features. Build "
+            "it with its labels: X, user_labels, item_labels = "
+            "sklearn_cogaps.triplets_to_matrix(X[:, 0], X[:, 1], X[:, 2]).",
+            UserWarning,
+        )
 
 
 def data_dtype(X):

@@ -2,6 +2,7 @@
 sample sizes equal to ArviZ's, pooled posteriors, results independent of the joblib backend
 and the number of workers, and the ConvergenceWarning they drive."""
 
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -58,6 +59,35 @@ def test_diagnostics_equal_arviz():
     np.testing.assert_allclose(rhat(tiny), float(az.rhat(tiny, method="rank")), rtol=1e-10)
     np.testing.assert_allclose(ess_bulk(tiny), float(az.ess(tiny, method="bulk")), rtol=1e-10)
     assert rhat(tiny) > 2.0
+
+
+def test_diagnostics_in_blocks_of_quantities(monkeypatch):
+    """Many quantities are taken a block at a time: each gets the bits of a whole-array pass
+    whatever its block, and the temporaries are those of a block (the draws of every entry
+    of W and H at single-cell size are hundreds of megabytes; their ranks, normal scores and
+    spectra were ten times that)."""
+    from sklearn_cogaps._utils import _diagnostics
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 60, 301)).cumsum(axis=1)
+    x[:, :, 5] = 0.0  # constant
+    x[x < -3] = 0.0  # ties at zero, as the atomic prior makes them
+    x[0, 7, 11] = np.nan
+    whole = [f(x) for f in (rhat, ess_bulk, ess_tail)]
+    for block in (8, 100, 7001):
+        monkeypatch.setattr(_diagnostics, "_BLOCK_DRAWS", block)
+        for f, expected in zip((rhat, ess_bulk, ess_tail), whole):
+            assert np.array_equal(f(x), expected, equal_nan=True)
+    monkeypatch.setattr(_diagnostics, "_BLOCK_DRAWS", 1 << 16)  # blocks of 0.5 MB
+    draws = rng.gamma(0.3, size=(2, 100, 20000))  # 32 MB
+    tracemalloc.start()
+    try:
+        for f in (rhat, ess_bulk, ess_tail):
+            f(draws)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.25 * draws.nbytes  # about 13 blocks' worth; whole-array passes took 12×
 
 
 def test_diagnostics_of_a_fit_equal_arviz_on_its_draws(fitted):
@@ -279,3 +309,17 @@ def test_chains_in_different_modes_are_not_averaged_quietly():
     with pytest.warns(ConvergenceWarning, match="different modes"):
         model.fit(gist.data, uncertainty=gist.r_uncertainty)
     assert model.chisq_ > 1.1 * model._chain_chisq.max()
+
+
+def test_diagnostics_in_one_pass_equal_each_function():
+    from sklearn_cogaps._utils._diagnostics import diagnostics
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 41, 60)).cumsum(axis=1)
+    x[x < -2] = 0.0
+    x[:, :, 3] = 1.0
+    r, bulk, tail = diagnostics(x)
+    assert np.array_equal(r, rhat(x), equal_nan=True)
+    assert np.array_equal(bulk, ess_bulk(x)) and np.array_equal(tail, ess_tail(x))
+    assert all(np.array_equal(a, b, equal_nan=True)
+               for a, b in zip(diagnostics(x, tail=False), (r, bulk)))  # fmt: skip

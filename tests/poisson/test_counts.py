@@ -136,7 +136,7 @@ def test_held_out_counts_are_refused_by_their_own_name(Estimator):
         est.fit(X, X_val=np.where(X > 3, np.nan, X))
     with pytest.raises(ValueError, match=r"X_val sums to .*Rescale X_val"):
         est.fit(X, X_val=np.full_like(X, 1e300))
-    with pytest.raises(ValueError, match=r"X_val holds no positive count.*rng.binomial"):
+    with pytest.raises(ValueError, match=r"X_val holds no positive count.*thin_counts"):
         est.fit(X, X_val=np.zeros_like(X))
     # the held-out counts of an AnnData's rows may be a plain array, without a warning
     anndata = pytest.importorskip("anndata")
@@ -195,3 +195,23 @@ def test_fractional_counts_are_warned_about_by_both_models(Estimator):
         warnings.simplefilter("always")
         est.transform(da.from_array(X, chunks=(10, -1)))
     assert sum("non-integer" in str(w.message) for w in caught) == 1
+
+
+def test_thin_counts_splits_every_count():
+    from sklearn_cogaps import thin_counts
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(3.0, (200, 50)).astype(np.float32)
+    train, held = thin_counts(X, 0.2, random_state=0)
+    assert train.dtype == held.dtype == np.float64
+    assert np.array_equal(train + held, X) and train.min() >= 0 and held.min() >= 0
+    assert held.sum() / X.sum() == pytest.approx(0.2, abs=0.01)
+    # sparse counts give the same draws, as CSR without stored zeros
+    strain, sheld = thin_counts(sparse.csc_matrix(X), 0.2, random_state=0)
+    assert sparse.isspmatrix_csr(sheld) and np.all(sheld.data > 0)
+    assert np.array_equal((strain + sheld).toarray(), X)
+    assert np.array_equal(thin_counts(X, 0.2, random_state=0)[1], held)
+    with pytest.raises(ValueError, match="whole-number counts.*holdout_ratings"):
+        thin_counts(X + 0.5)
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\)"):
+        thin_counts(X, 1.0)
