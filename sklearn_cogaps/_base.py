@@ -209,8 +209,8 @@ class IterativeMixin:
         """Run up to ``n_iterations`` iterations from ``state``.
 
         Ctrl-C ends the run after its last complete iteration, whose state is kept
-        (``_snapshot``); with nothing kept yet (or a snapshot of None, an estimator whose
-        start is not a fit), the ``KeyboardInterrupt`` propagates.
+        (``_snapshot``); before the first iteration of the run is complete (or with a
+        snapshot of None), the ``KeyboardInterrupt`` propagates.
 
         ``resume = (iteration, history, start)`` continues a run whose first ``iteration``
         iterations (with their traced values and starting objective) a checkpoint holds;
@@ -279,8 +279,10 @@ class IterativeMixin:
                     break
                 previous = current
         except KeyboardInterrupt:
-            if kept is None or kept[0] is None:
-                raise  # nothing complete: the estimator is left as it was
+            if kept is None or kept[0] is None or kept[1] == 0:
+                # no iteration complete (the start alone is no fit): the estimator is left
+                # as it was, unfitted or with its previous fit
+                raise
             state = self._restore(kept[0])
             del history[kept[1] :]
             interrupted = True
@@ -353,18 +355,28 @@ class IterativeMixin:
         return (
             f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
             f"iterations: the {self._objective_name} still changed by more than tol="
-            f"{self.tol} (relative) in the last one. Increase max_iter or tol."
+            f"{self.tol} (relative) {self._tol_test()}. Increase max_iter or tol."
         )
+
+    def _tol_test(self):
+        """Where ``tol`` compares the objective, for the ConvergenceWarning."""
+        return "in the last one"
+
+    def _judged_trace(self, history):
+        """The objective's trace that :meth:`_diverged` reads: one value per iteration, or
+        for a noisy estimate of it, the means of windows of iterations."""
+        return history
 
     def _diverged(self, history):
         """The message of a fit whose objective ended far worse than its best, or a thousand
         times larger in magnitude than at its start (stochastic steps too large), or None:
         more iterations would not help it."""
-        values = [v for v in history if np.isfinite(v)]
+        trace = self._judged_trace(history)
+        values = [v for v in trace if np.isfinite(v)]
         if len(values) < 2:
             return None
         best = max(values) if self._maximise else min(values)
-        final = history[-1]
+        final = trace[-1]
         worse = final < best if self._maximise else final > best
         exploded = abs(final) > 1e3 * max(abs(values[0]), 1.0)
         far = worse and abs(final - best) > 0.1 * max(abs(best), 1.0)

@@ -331,3 +331,24 @@ def test_normalised_counts_get_the_layer_advice(expression):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             fit_anndata(adata, model)
+
+
+def test_duplicate_var_names_are_refused():
+    """A DataFrame's duplicate columns were refused and an AnnData's duplicate var_names
+    accepted, as feature names that transform could not match."""
+    X = np.random.default_rng(0).poisson(2.0, (30, 4)).astype(np.float64)
+    adata = anndata.AnnData(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anndata's own warning about the names
+        adata.var_names = ["a", "b", "a", "c"]
+    with pytest.raises(
+        ValueError, match=r"repeat 1 name\(s\) \('a' 2 times\).*var_names_make_unique"
+    ):
+        HierarchicalPMF(2, max_iter=3).fit(adata)
+
+
+def test_extreme_deconvolution_conditions_on_an_anndata_point():
+    rng = np.random.default_rng(0)
+    xd = ExtremeDeconvolution(2, random_state=0).fit(rng.normal(size=(80, 2)))
+    given = xd.condition(anndata.AnnData(np.array([[np.nan, 1.0]])))
+    assert_array_equal(given.means_, xd.condition(np.array([np.nan, 1.0])).means_)

@@ -529,6 +529,22 @@ def test_an_interrupt_inside_a_snapshot_keeps_the_history_of_the_state_kept(esti
     assert_array_equal(model.objective_history_, whole.objective_history_[:1])
 
 
+@pytest.mark.parametrize(
+    "estimator", _all_estimators() + [_m3f_model(burn_in=0)], ids=lambda e: type(e).__name__
+)
+def test_an_interrupt_in_the_first_iteration_keeps_no_fit(estimator, monkeypatch):
+    """The start alone is no fit: HierarchicalPMF, ExtremeDeconvolution and CoGAPS kept it
+    as a fit of 0 iterations (CoGAPS's loadings_ its NMF start), WeightedBackgroundPMF let
+    the KeyboardInterrupt through, as the conventions say."""
+    X = {ExtremeDeconvolution: POINTS, MaxMarginMF: RATINGS}.get(type(estimator), COUNTS)
+    model = clone(estimator)
+    _interrupt_on_call(monkeypatch, type(model), "_iterate", 1)
+    with pytest.raises(KeyboardInterrupt):
+        _quiet(model.fit, X)
+    with pytest.raises(NotFittedError):
+        _quiet(model.score, X)
+
+
 def test_an_interrupted_max_margin_mf_keeps_its_last_complete_iteration(monkeypatch):
     model = _m3f_model(max_iter=50)
     original = _interrupt_on_call(monkeypatch, _m3f.MaxMarginMF, "_sweep", 6)

@@ -237,3 +237,49 @@ def test_cogaps_sparse_model_refuses_values_its_sums_cannot_hold():
         dense = CoGAPS(3, max_iter=50, random_state=0).fit(scaled)
         stored = CoGAPS(3, max_iter=50, random_state=0).fit(sparse.csr_matrix(scaled))
     assert stored.chisq_ == pytest.approx(dense.chisq_, rel=1e-3)
+
+
+def test_max_margin_mf_refuses_an_ibp_that_expects_too_many_features():
+    from _shared import RATINGS
+
+    # alpha=1e6 ended in a MemoryError that advised fewer threads; 1e4 ran for minutes
+    with pytest.raises(ValueError, match=r"alpha=1e\+06 .*3\.99e\+06 features for N = 30.*1 to 10"):
+        MaxMarginMF(prior="ibp", alpha=1e6, max_iter=3, burn_in=0).fit(RATINGS)
+
+
+def test_a_stable_pathwise_fit_is_not_called_diverged():
+    """Its objective is one Monte Carlo estimate per step: the last against the best of a
+    thousand read a stable fit as diverged, with advice to lower learning_rate."""
+    rng = np.random.RandomState(0)
+    X = rng.poisson(rng.gamma(1.0, 1.0, (24, 2)) @ rng.gamma(1.0, 1.0, (2, 15))).astype(float)
+    with pytest.warns(ConvergenceWarning) as caught:
+        HierarchicalPMF(2, solver="pathwise", max_iter=300, random_state=2).fit(X)
+    message = str(caught[0].message)
+    assert "diverged" not in message and "last two windows" in message
+    with pytest.warns(ConvergenceWarning, match="diverged.*lower learning_rate"):
+        HierarchicalPMF(2, solver="pathwise", learning_rate=10.0, max_iter=300,
+                        random_state=0).fit(X)  # fmt: skip
+
+
+def test_parameters_the_solver_does_not_read_warn():
+    """ExtremeDeconvolution's batch_size, learning_rate and split_merge and MaxMarginMF's
+    alpha were dropped without a word where the solver or prior does not read them (a grid
+    over them fitted the same model each time); HierarchicalPMF already warned."""
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    from _shared import RATINGS
+
+    X = np.random.default_rng(0).normal(size=(80, 2))
+    for params, name in ((dict(learning_rate=0.1), "learning_rate=0.1 is used only with "
+                          "solver='sgd'"), (dict(batch_size=10), "batch_size=10"),
+                         (dict(solver="sgd", split_merge=1), "split_merge=1")):  # fmt: skip
+        with pytest.warns(UserWarning, match=name):
+            _quiet_fit(ExtremeDeconvolution(2, max_iter=5, random_state=0, **params), X)
+    with pytest.warns(UserWarning, match=r"alpha=2\.0 is used only with prior='ibp'"):
+        _quiet_fit(MaxMarginMF(3, alpha=2.0, max_iter=6, burn_in=2, random_state=0), RATINGS)
+
+
+def _quiet_fit(estimator, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return estimator.fit(X)

@@ -380,7 +380,9 @@ def fit_distributed(model, X, uncertainty=None):
     with Parallel(n_jobs=model.n_jobs) as parallel:
         data = _ship(data)
         if model.verbose:
-            print(f"distributed ({model.distributed}): phase 1, {n_sets} subsets", flush=True)
+            print(
+                f"[CoGAPS] distributed ({model.distributed}): phase 1, {n_sets} subsets", flush=True
+            )
         first = _run_subsets(parallel, model, data, model.n_components, seeds[0], None)
         if left_out.size:
             data = _ship(pieces(completed))
@@ -389,7 +391,10 @@ def fit_distributed(model, X, uncertainty=None):
         K = consensus.shape[1]
 
         if model.verbose:
-            print(f"distributed ({model.distributed}): phase 2, {K} consensus patterns", flush=True)
+            print(
+                f"[CoGAPS] distributed ({model.distributed}): phase 2, {K} consensus patterns",
+                flush=True,
+            )
         fixed = ("fixed_patterns", consensus) if genome_wide else ("fixed_components", consensus.T)
         second = _run_subsets(parallel, model, data, K, seeds[1], fixed)
         del data

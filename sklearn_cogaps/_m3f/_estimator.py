@@ -21,6 +21,7 @@ from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
 from .._utils._deprecation import RenamedMixin
 from .._utils._openmp_helpers import kernel_threads
+from .._utils._params import warn_unused_parameters
 from .._utils._recommend import IMPLICIT_ATTRIBUTES, RecommenderMixin
 from .._utils._seeding import draw_seeds
 from .._utils._validation import (
@@ -55,6 +56,8 @@ from ._ratings import (
 __all__ = ["MaxMarginMF"]
 
 # The largest prior scale whose square is a finite double.
+# The most features the Indian buffet prior may expect (alpha * H_N) for a fit to start.
+_MAX_IBP_FEATURES = 10_000
 _MAX_SCALE = float(np.sqrt(np.finfo(np.float64).max))
 
 _HELD_OUT_ADVICE = (
@@ -144,10 +147,11 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
 
     Attributes
     ----------
-    loadings_ : ndarray of shape (n_users, n_components)
+    loadings_ : ndarray of shape (n_users, K)
         The per-user factors: running mean of U (of Z for ``prior="ibp"``: the fraction of
-        samples in which the user has the feature).
-    components_ : ndarray of shape (n_components, n_items)
+        samples in which the user has the feature). K is ``n_components_``: ``n_components``
+        for ``prior="gaussian"``, the features found for ``prior="ibp"``.
+    components_ : ndarray of shape (K, n_items)
         The per-item factors: running mean of V, transposed (for ``prior="ibp"``, over the
         samples in which the feature exists).
     thresholds_ : ndarray of shape (n_users, n_levels - 1)
@@ -403,6 +407,22 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                 )
         return rho, scale
 
+    def _check_ibp_size(self, N):
+        """Refuse an ``alpha`` whose Indian buffet process expects more features than a fit
+        can hold: ``alpha * H_N`` for N users (Griffiths & Ghahramani 2005), each feature a
+        column of U and a row of V swept at every iteration (alpha=1e4 on 30 users ran for
+        minutes, 1e6 ended in a MemoryError that advised fewer threads)."""
+        if self.prior != "ibp":
+            return
+        expected = self.alpha * float(np.sum(1.0 / np.arange(1, N + 1)))
+        if expected > _MAX_IBP_FEATURES:
+            raise ValueError(
+                f"alpha={self.alpha:g} makes the Indian buffet process expect alpha * H_N = "
+                f"{expected:.3g} features for N = {N} users, beyond the {_MAX_IBP_FEATURES:,} "
+                "a fit can sweep in reasonable time and memory. alpha is the number of "
+                "features a user has (the prior's mean); usual values are 1 to 10."
+            )
+
     def _kappa(self, N):
         if self.max_new_features is not None:
             return int(self.max_new_features)
@@ -416,6 +436,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         if self.prior == "gaussian":
             U = s * rng.standard_normal((N, K))
         else:
+            self._check_ibp_size(N)
             # each user starts with each of the K features with probability 1/2
             U = (rng.uniform(size=(N, K)) < 0.5).astype(np.float64)
             keep = U.sum(axis=0) > 0
@@ -577,6 +598,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         return self._chain_mismatch(problem.R, problem.levels)
 
     def _continue(self, problem):
+        self._check_ibp_size(problem.data.shape[0])
         U, V, theta, ilam = (a.copy() for a in self._chain_state)
         chain = _Chain(U, V, theta, ilam, problem.rho, problem.varsigma)
         chain.ids, chain.n_born = self._chain_ids.copy(), self._n_born_total
@@ -664,6 +686,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             )
         R = self._validate_ratings(X, reset=True)
         self._check_fit_ratings(R)
+        if self.prior == "gaussian":
+            warn_unused_parameters(self, ("alpha", "max_new_features"), "with prior='ibp'",
+                                   "Set prior='ibp'")  # fmt: skip
         R_held = self._validate_ratings(y, reset=False, name="y") if held_out else None
         levels = infer_levels(R, self.n_levels)
         check_levels(R, levels, "X")

@@ -92,7 +92,13 @@ _ROW_ATTRIBUTES = (
     "validation_scores_",
 )  # fmt: skip
 # What to do instead of passing data as the second positional argument.
-_NO_SIDE_INPUT = "fit the counts alone, call fit(X): HierarchicalPMF takes no per-entry side input"
+_NO_OTHER_INPUT = (
+    "{method} the counts alone, call {method}(X): HierarchicalPMF takes no per-entry side input"
+)
+_NO_SIDE_INPUT = (
+    "fit the counts alone, call fit(X); held-out counts of the same rows go by keyword, "
+    "fit(X_train, X_val=X_held) (thin_counts makes them)"
+)
 
 
 class _Problem:
@@ -266,7 +272,8 @@ class HierarchicalPMF(
         Whether the last fit met ``tol`` (or, with ``X_val``, stopped at its best held-out
         score); False after an interruption.
     n_iter_ : int
-        Number of iterations run by the last call to ``fit``; after :meth:`partial_fit`,
+        Number of iterations run by the last call to ``fit`` (with ``X_val``, the iteration
+        kept, whose held-out score was the best); after :meth:`partial_fit`,
         the number of its calls since the model was started or fitted
         (``objective_history_`` then holds each batch's bound per row, before its step).
     n_features_in_ : int
@@ -501,17 +508,12 @@ class HierarchicalPMF(
         p = state.problem
         L, F = state.L, state.F
         if self.solver == "pathwise":
-            value = _pathwise_step(
-                p.counts,
-                L,
-                F,
-                p.rng,
-                state.opt,
-                state.params,
-                self.n_mc_samples,
-                self.learn_prior,
-                p.n_threads,
-            )
+            # a step too large overflows the Adam iterates' exponentials: the fit's end
+            # reports it once, as a divergence with what to lower, not numpy at every step
+            with np.errstate(over="ignore", invalid="ignore"):
+                value = _pathwise_step(p.counts, L, F, p.rng, state.opt, state.params,
+                                       self.n_mc_samples, self.learn_prior,
+                                       p.n_threads)  # fmt: skip
             # new arrays, never updated in place, so that a snapshot stays complete
             state.average = [
                 _DECAY * m + (1.0 - _DECAY) * q for q, m in zip(state.params, state.average)
@@ -558,6 +560,21 @@ class HierarchicalPMF(
             message = self._stalled_priors(run.state)
             run.converged = message is None
         return message
+
+    def _tol_test(self):
+        if self.solver != "pathwise":
+            return super()._tol_test()
+        return f"between the means of its last two windows of {_WINDOW} estimates"
+
+    def _judged_trace(self, history):
+        if self.solver != "pathwise":
+            return history
+        # one Monte Carlo estimate per step: the best of a thousand noisy estimates lies far
+        # above their mean, and a stable fit read step by step looked diverged. The means of
+        # windows ending at the last step (shorter windows for a short fit)
+        window = _WINDOW if len(history) >= 2 * _WINDOW else max(len(history) // 4, 1)
+        n = len(history) // window * window
+        return list(np.mean(np.reshape(history[len(history) - n :], (-1, window)), axis=1))
 
     def _stalled_priors(self, state):
         """The message of a fit whose learned priors stayed at a start that outweighs the
@@ -720,7 +737,7 @@ class HierarchicalPMF(
         # every call (scikit-learn validates the first only): set_params may have changed them
         self._validate_params()
         check_ignored_y(self, y, X, method="partial_fit",
-                        advice=_NO_SIDE_INPUT.replace("fit(X)", "partial_fit(X)"))  # fmt: skip
+                        advice=_NO_OTHER_INPUT.format(method="partial_fit"))  # fmt: skip
         first = not self.__sklearn_is_fitted__()
         self._check_batch(first, 0)
         dtype, counts = self._read_counts(X, reset=first)
@@ -909,7 +926,7 @@ class HierarchicalPMF(
             The ELBO per sample.
         """
         check_is_fitted(self)
-        check_ignored_y(self, y, X, method="score", advice=_NO_SIDE_INPUT.replace("fit", "score"))
+        check_ignored_y(self, y, X, method="score", advice=_NO_OTHER_INPUT.format(method="score"))
         _, X = self._read_counts(X, reset=False)
         counts, alpha, beta, xlogt = self._regress_rows(X)
         L = _Side(alpha, beta, self.prior_loadings_shape_, self.prior_loadings_rate_)

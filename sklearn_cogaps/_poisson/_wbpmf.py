@@ -82,7 +82,8 @@ _ROW_WORK = 4
 # What to do instead of passing data as the second positional argument.
 _NO_SIDE_INPUT = (
     "fit the counts alone, call fit(X); initial factors for init='custom' go by keyword, "
-    "fit(X, W=W0, H=H0)"
+    "fit(X, W=W0, H=H0), and held-out counts of the same rows too, fit(X_train, "
+    "X_val=X_held) (thin_counts makes them)"
 )
 
 
@@ -375,8 +376,9 @@ class WeightedBackgroundPMF(
         Whether the last fit met ``tol`` (or, with ``X_val``, stopped at its best held-out
         score); False after an interruption.
     n_iter_ : int
-        Number of iterations run by the last call to ``fit``; after :meth:`partial_fit`,
-        the number of its calls since the first or since ``fit``.
+        Number of iterations run by the last call to ``fit`` (with ``X_val``, the iteration
+        kept, whose held-out score was the best); after :meth:`partial_fit`, the number of
+        its calls since the first or since ``fit``.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)

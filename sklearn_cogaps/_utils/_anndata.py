@@ -70,6 +70,17 @@ def unwrap_anndata(X):
     if not is_anndata(X):
         return X, None
     names = np.asarray(X.var_names, dtype=object)
+    if not X.var_names.is_unique:
+        # as scikit-learn refuses a DataFrame's duplicate columns: a feature named twice
+        # cannot be matched by name at transform
+        counts = X.var_names.value_counts()
+        repeated = counts[counts > 1]
+        shown = ", ".join(f"{name!r} {n} times" for name, n in repeated.iloc[:3].items())
+        raise ValueError(
+            f"The AnnData's var_names repeat {len(repeated)} name(s) ({shown}): features "
+            "are matched by name, so they must be unique. Call adata.var_names_make_unique() "
+            "first."
+        )
     matrix = X.X
     if matrix is None:
         raise ValueError(

@@ -10,6 +10,7 @@ with Adam on softmax / Cholesky parameters (``_online``); split and merge in ``_
 from numbers import Integral, Real
 
 import numpy as np
+from scipy import sparse
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, DensityMixin, _fit_context, clone
 from sklearn.utils import check_random_state
@@ -18,10 +19,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin
+from .._utils._anndata import is_anndata, unwrap_anndata
 from .._utils._blocks import current_client, is_out_of_core
 from .._utils._deprecation import RenamedMixin
 from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads
+from .._utils._params import warn_unused_parameters
 from .._utils._validation import check_ignored_y, out_of_core_features
 from .._utils._warnings import warn
 from ._blocks import ObservationBlocks
@@ -113,10 +116,12 @@ class ExtremeDeconvolution(
         The fit stops when an iteration changes the mean log-likelihood per point by at
         most ``tol`` (by ``tol`` times its magnitude when that is above 1), as in every
         estimator of the package (per pass over the data for the stochastic solvers, whose
-        per-epoch means are noisy: they usually run all ``max_iter`` epochs, without a
-        warning).
+        per-epoch means are noisy: they usually run all ``max_iter`` epochs, and then warn
+        as every solver does).
     max_iter : int, default=100
-        Maximum number of EM iterations (``"em"``) or of passes over the data (epochs).
+        Maximum number of EM iterations (``"em"``) or of passes over the data (epochs); with
+        ``split_merge``, of each EM run (the first and each accepted split and merge's), so
+        that ``n_iter_``, their total, may exceed it.
     n_init : int, default=1
         Number of initialisations; the best result is kept.
     init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
@@ -542,8 +547,21 @@ class ExtremeDeconvolution(
                 "prints about every tenth of the iterations, verbose=2 every one.",
                 FutureWarning,
             )
+        solver = self._parameter("solver")
+        # a value that this solver never reads would fit the same model whatever it is
+        # (step_exponent is partial_fit's too, whatever the solver)
+        for names, solvers in ((("batch_size",), ("minibatch_em", "sgd")),
+                               (("learning_rate",), ("sgd",)),
+                               (("split_merge",), ("em",))):  # fmt: skip
+            if solver not in solvers:
+                warn_unused_parameters(
+                    self,
+                    names,
+                    f"with solver={' or '.join(map(repr, solvers))}",
+                    f"Set solver={solvers[0]!r}",
+                )
         problem = Problem(data, fixed_masks(self, self.n_components), effective_n_threads(), rng,
-                          self._parameter("solver"))  # fmt: skip
+                          solver)  # fmt: skip
         start = self._warm_state(problem)
         if start is not None:
             run = self._fit_from(start)  # one run, whatever n_init
@@ -883,7 +901,16 @@ class ExtremeDeconvolution(
         """
         check_is_fitted(self)
         d = self.means_.shape[1]
-        X, X_cov = aligned_by_name(X, X_cov, getattr(self, "feature_names_in_", None))
+        names = getattr(self, "feature_names_in_", None)
+        if is_anndata(X):  # one observation: its values, by the fitted names
+            X, var_names = unwrap_anndata(X)
+            X = X.toarray() if sparse.issparse(X) else np.asarray(X)
+            if names is not None and list(var_names) != list(names):
+                raise ValueError(
+                    f"The AnnData's var_names must be the feature names seen in fit, "
+                    f"{list(names)}; got {list(var_names)}."
+                )
+        X, X_cov = aligned_by_name(X, X_cov, names)
         known, x, noise = given_values(X, X_cov, d)
         weights, means, covs = condition_mixture(
             *(np.asarray(a, dtype=np.float64) for a in self._fitted_params()), known, x, noise
