@@ -352,3 +352,9 @@ def test_extreme_deconvolution_conditions_on_an_anndata_point():
     xd = ExtremeDeconvolution(2, random_state=0).fit(rng.normal(size=(80, 2)))
     given = xd.condition(anndata.AnnData(np.array([[np.nan, 1.0]])))
     assert_array_equal(given.means_, xd.condition(np.array([np.nan, 1.0])).means_)
+
+
+def test_an_anndata_as_cogaps_uncertainty_says_what_to_pass():
+    X = make_patterns(n_samples=20, n_features=30, n_components=2, random_state=0)[0]
+    with pytest.raises(TypeError, match=r"'uncertainty' is an AnnData.*adata\.layers\['sigma'\]"):
+        CoGAPS(2, max_iter=5).fit(X, uncertainty=anndata.AnnData(0.1 + X))

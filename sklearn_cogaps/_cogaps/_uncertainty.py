@@ -6,6 +6,7 @@ sampler reads."""
 import numpy as np
 from scipy import sparse
 
+from .._utils._anndata import is_anndata
 from .._utils._seeding import fingerprint
 from .._utils._warnings import warn
 from ._chisq import aligned_empty, padded_empty
@@ -140,6 +141,12 @@ def uncertainty_name(uncertainty):
                 "(the default) for continuous data."
             )
         return uncertainty
+    if is_anndata(uncertainty):
+        raise TypeError(
+            "'uncertainty' is an AnnData: pass the array of its standard deviations, e.g. "
+            "uncertainty=adata.layers['sigma'] beside fit(adata), or a name ('relative', "
+            "'poisson')."
+        )
     return None
 
 

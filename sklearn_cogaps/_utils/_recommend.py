@@ -33,11 +33,12 @@ def _labels(values, name):
     with 5% of its item ids lost in a join)."""
     labels = np.asarray(values).ravel()
     one = name[:-1] if name.endswith("s") else name
-    # a list of strings and NaN becomes strings, 'nan' among them: look at the values given
-    given = labels if isinstance(values, np.ndarray) else np.asarray(values, dtype=object).ravel()
     if labels.dtype.kind == "f":
         missing = np.isnan(labels)
-    elif labels.dtype.kind in "OUS":
+    elif labels.dtype.kind == "O" or (labels.dtype.kind in "US"
+                                      and not isinstance(values, np.ndarray)):  # fmt: skip
+        # a list of strings and NaN becomes strings, 'nan' among them: read the values given
+        given = labels if labels.dtype.kind == "O" else np.asarray(values, dtype=object).ravel()
         missing = np.fromiter(map(_missing, given), dtype=bool, count=given.size)
     else:
         missing = np.zeros(labels.size, dtype=bool)
