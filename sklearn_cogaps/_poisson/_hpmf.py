@@ -558,6 +558,7 @@ class HierarchicalPMF(
         message = super()._unconverged_message(run)
         if message is None and run.converged and not run.interrupted:
             message = self._stalled_priors(run.state)
+            # _end_run reads run.converged after this message: a stall is no convergence
             run.converged = message is None
         return message
 

@@ -211,15 +211,20 @@ def _warn_if_triplet_array(estimator, X, value):
     if not isinstance(X, (np.ndarray, list, tuple)):
         return
     try:
-        A = np.asarray(X, dtype=np.float64)
+        shape = np.shape(X)  # before any copy: every fit and transform of an array comes here
+    except ValueError:  # a ragged list, which validation refuses next
+        return
+    if len(shape) != 2 or shape[1] != 3 or shape[0] < 20:
+        return
+    try:
+        ids = np.asarray(X, dtype=np.float64)[:, :2]
     except (TypeError, ValueError):
         return
-    if A.ndim != 2 or A.shape[1] != 3 or A.shape[0] < 20 or not np.all(np.isfinite(A[:, :2])):
+    if not np.all(np.isfinite(ids)):
         return
-    ids = A[:, :2]
     if ids.min() < 0 or np.any(ids != np.round(ids)):
         return
-    n = A.shape[0]
+    n = shape[0]
     repeated = all(np.unique(ids[:, j]).size <= n / 2 for j in (0, 1))
     if repeated and np.unique(ids, axis=0).shape[0] >= 0.9 * n:
         warn(
