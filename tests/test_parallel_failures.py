@@ -73,7 +73,15 @@ RUNS = {
     ),
     "hpmf_sample": (lambda est: est.fit(COUNTS), lambda: _hpmf(solver="pathwise"), "index", 24),
     "wbpmf_counts": (lambda est: est.fit(COUNTS), _wbpmf, "chunk", 24),
-    "wbpmf_data_term": (lambda est: est.fit(COUNTS), _wbpmf, "row", 24),
+    # the fit's bound: the sweep that also makes the next iteration's first topic
+    "wbpmf_bound": (lambda est: est.fit(COUNTS), _wbpmf, "chunk", 24),
+    # the bound of new rows (score)
+    "wbpmf_data_term": (
+        lambda fitted: fitted.score(COUNTS),
+        lambda: _wbpmf().fit(COUNTS),
+        "row",
+        24,
+    ),
     "ebpm_posterior": (
         lambda _: ebpm(COUNTS[0], np.ones(30), "gamma_mixture"),
         lambda: None,

@@ -166,7 +166,10 @@ class _Problem:
         return self._sweeper
 
     def release_columns(self):
-        """Let a cluster drop the column blocks of the start's passes over the columns."""
+        """Let a cluster drop the column blocks of the start's passes over the columns, and
+        the sweeper the denominators that a previous run of n_init left ahead."""
+        if self._sweeper is not None:
+            self._sweeper.ahead = None
         if isinstance(self.X, DaskCounts):
             self.X.release_columns()
 
@@ -180,7 +183,9 @@ class _Problem:
         return self._x_cols
 
     def close(self):
-        """Remove the denominators of counts read by blocks."""
+        """Remove the denominators of counts read by blocks, or kept in memory."""
+        if self._sweeper is not None:
+            self._sweeper.ahead = None
         if self._sweeper is not None and hasattr(self._sweeper, "close"):
             self._sweeper.close()
 
@@ -368,7 +373,8 @@ class WeightedBackgroundPMF(
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
     objective_history_ : ndarray of shape (``n_iter_``,)
         The ELBO after each iteration; after :meth:`partial_fit`, each batch's ELBO per row
-        before its step (as :meth:`score` of the batch).
+        before its step, with the batch's rows fitted by the local step (at most a few
+        sweeps, not :meth:`score`'s fit of the rows to convergence).
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
         iteration; None without.

@@ -28,8 +28,8 @@ import numpy as np
 from .._utils._logsumexp cimport log_sum_exp_pair
 from .._utils._special cimport lgamma
 from ._ebpm_one cimport component_loglik_one, mixture_posterior_one
-from .._utils._status cimport (FAIL_NOT_FINITE, SITE_WBPMF_COUNTS, SITE_WBPMF_DATA_TERM,
-                              SITE_WBPMF_ROWS, item_status)
+from .._utils._status cimport (FAIL_NOT_FINITE, SITE_WBPMF_BOUND, SITE_WBPMF_COUNTS,
+                              SITE_WBPMF_DATA_TERM, SITE_WBPMF_ROWS, item_status)
 from .._utils._status import raise_for_status
 
 # What to do when a sweep fails, for the shared messages of _utils/_status.pyx.
@@ -351,6 +351,93 @@ def data_term(
         if not isfinite(acc):
             status[i] = FAIL_NOT_FINITE
     raise_for_status(status_arr, "The data term", item="row", advice=_ADVICE)
+
+
+def data_term_counts(
+    const idx_t[::1] indptr,
+    const idx_t[::1] indices,
+    const double[::1] data,
+    const double[:, ::1] U,
+    const double[:, ::1] V,
+    const double[:, ::1] lu,
+    const double[:, ::1] lv,
+    const double[::1] mu,
+    const double[::1] mv,
+    double[::1] row_terms,
+    double[::1] D,
+    double[::1] row_sums,
+    double[:, ::1] col_partial,
+    const intp_t[::1] starts,
+    int n_threads,
+):
+    """:func:`data_term`, :func:`denominators` and :func:`topic_counts` of topic 0 in one
+    sweep, with the same bits as the three.
+
+    The bound that ends an iteration and the first topic of the next read the same
+    ``B_ij``: the updates of l0 and f0 between them leave ``zeta_ijk`` unchanged (eq. 3.11),
+    so the sweep that takes ``log B_ij`` for the ELBO (eq. 3.20) also stores ``D_ij`` and
+    makes topic 0's expected counts (eqs. 3.11-3.12). ``row_terms``, ``D`` and ``row_sums``
+    are overwritten; ``col_partial`` must be zero on entry (see :func:`topic_counts`).
+    """
+    cdef intp_t K = U.shape[1]
+    cdef intp_t n_chunks = col_partial.shape[0]
+    cdef intp_t c, i, ptr, j, lo, hi
+    cdef double z, acc, term, dot, mu_i
+    cdef const double* Ub
+    cdef const double* Vb
+    cdef const double* lub
+    cdef const double* lvb
+    cdef const double* x
+    cdef const double* mvp
+    cdef const idx_t* ind
+    cdef double* Dp
+    cdef double* colp
+    cdef const double* u
+    cdef const double* v
+    status_arr = np.zeros(n_chunks, dtype=np.intc)
+    cdef int[::1] status = status_arr
+    if data.shape[0] == 0 or K == 0:
+        for i in range(row_sums.shape[0]):
+            row_sums[i] = 0.0
+            row_terms[i] = 0.0
+        return
+    Ub = &U[0, 0]
+    Vb = &V[0, 0]
+    lub = &lu[0, 0]
+    lvb = &lv[0, 0]
+    x = &data[0]
+    mvp = &mv[0]
+    ind = &indices[0]
+    Dp = &D[0]
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=n_threads):
+        status[c] = item_status(SITE_WBPMF_BOUND, c, True)
+        if status[c] != 0:
+            continue
+        lo = starts[c]
+        hi = starts[c + 1]
+        colp = &col_partial[c, 0]
+        for i in range(lo, hi):
+            acc = 0.0
+            term = 0.0
+            mu_i = mu[i]
+            u = Ub + i * K
+            for ptr in range(indptr[i], indptr[i + 1]):
+                j = ind[ptr]
+                v = Vb + j * K
+                dot = _scaled_dot(u, v, K)
+                Dp[ptr] = dot
+                if dot > TINY:
+                    term = term + x[ptr] * (mu_i + mvp[j] + log(dot))
+                else:
+                    term = term + x[ptr] * log_sum_exp_pair(lub + i * K, lvb + j * K, K)
+                z = _expected_count(x[ptr], dot, u, v, lub + i * K, lvb + j * K, 0, K)
+                acc = acc + z
+                colp[j] += z
+            row_terms[i] = term
+            row_sums[i] = acc
+            if not (isfinite(acc) and isfinite(term)):
+                status[c] = FAIL_NOT_FINITE
+    raise_for_status(status_arr, "The data term", item="chunk", advice=_ADVICE)
 
 
 cdef struct _RowModel:

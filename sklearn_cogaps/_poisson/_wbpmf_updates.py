@@ -7,7 +7,8 @@ iteration updates, for every topic, the expected counts, the posterior and prior
 loadings and of the factors (each an EBPM problem, ``_ebpm``) and the weight, then the
 background. Every sweep over X visits its stored entries only (``_wbpmf_fast``), and an
 iteration costs O(nnz K): the denominators ``B_ij = sum_k B_ijk`` are made once per
-iteration and then follow each topic's update by the one term that changed.
+iteration, by the sweep of the previous iteration's bound, and then follow each topic's
+update by the one term that changed.
 """
 
 import numpy as np
@@ -20,7 +21,7 @@ from ._ebpm import (
     ebpm_exponential_mixture,
     ebpm_gamma,
 )
-from ._wbpmf_fast import data_term, denominators, topic_counts
+from ._wbpmf_fast import data_term, data_term_counts, denominators, topic_counts
 
 _N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
 _CLAMP = 1e-8  # initial factors are clamped below at this value (as ebpmf.alpha does)
@@ -112,6 +113,7 @@ class _Sweeper:
         self.starts = chunk_starts(self.n)
         # about 20 operations per stored entry and component sweep
         self.n_threads = kernel_threads(20 * self.data.size, n_threads)
+        self.ahead = None  # what the next iteration's first topic reads (iterate)
 
     def denominators(self, rows, cols):
         """``D_ij = sum_k U_ik V_jk`` at every stored entry, from the rows' and the columns'
@@ -138,6 +140,17 @@ class _Sweeper:
         out = np.empty(self.n)
         data_term(self.indptr, self.indices, self.data, U, V, lu, lv, mu, mv, out, self.n_threads)
         return out
+
+    def data_term_counts(self, rows, cols):
+        """:meth:`data_term` of the exponentials ``rows`` and ``cols`` with, from the same
+        sweep, the :meth:`denominators` and topic 0's :meth:`topic_counts` that the next
+        iteration starts from (same bits as the three)."""
+        terms, D, y_rows = np.empty(self.n), np.empty(self.data.size), np.empty(self.n)
+        partial = np.zeros((len(self.starts) - 1, self.p))
+        data_term_counts(self.indptr, self.indices, self.data, rows.E, cols.E, rows.logs,
+                         cols.logs, rows.max, cols.max, terms, D, y_rows, partial, self.starts,
+                         self.n_threads)  # fmt: skip
+        return terms, D, (y_rows, partial.sum(axis=0))
 
 
 class _Exponentials:
@@ -195,20 +208,39 @@ class FitState:
                    np.zeros(K), np.zeros(K))  # fmt: skip
 
 
+def _exponentials(state):
+    """The rows' and the columns' :class:`_Exponentials` of the state's factors."""
+    with np.errstate(divide="ignore"):  # a topic of weight 0 has log w = -inf
+        return _Exponentials(np.log(state.w)[None, :] + state.Elogl), _Exponentials(state.Elogf)
+
+
 def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_components):
-    """One iteration of Algorithm 3.1, in place; returns the ELBO after it (eq. 3.20)."""
+    """One iteration of Algorithm 3.1, in place; returns the ELBO after it (eq. 3.20).
+
+    The sweep of the ELBO leaves with the in-memory sweeper what the next iteration's first
+    topic reads (``sweeper.ahead``: the denominators and topic 0's expected counts), used
+    only while the factors are those it was made from.
+    """
     s_ = state
     K = s_.w.size
-    with np.errstate(divide="ignore"):
-        rows = _Exponentials(np.log(s_.w)[None, :] + s_.Elogl)
-    cols = _Exponentials(s_.Elogf)
-    D = sweeper.denominators(rows, cols)
+    rows, cols = _exponentials(s_)
+    ahead = getattr(sweeper, "ahead", None)
+    sweeper.ahead = None
+    if (ahead is not None and np.array_equal(ahead[0], rows.logs)
+            and np.array_equal(ahead[1], cols.logs)):  # fmt: skip
+        D, counts = ahead[2], ahead[3]
+    else:
+        D, counts = sweeper.denominators(rows, cols), None
+    del ahead
     changed = None
     # the columns' expected counts each topic's factors were fitted to, kept for partial_fit
     s_.y_cols = np.empty_like(s_.Ef)
     for k in range(K):
         # E[Z_ijk] with the current factors (eqs. 3.11-3.12).
-        y_rows, y_cols = sweeper.topic_counts(rows, cols, D, k, changed)
+        if k == 0 and counts is not None:
+            y_rows, y_cols = counts
+        else:
+            y_rows, y_cols = sweeper.topic_counts(rows, cols, D, k, changed)
         s_.y_cols[:, k] = y_cols
         # q_L,k and g_L,k (eq. 3.13).
         s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
@@ -227,11 +259,19 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
             with np.errstate(divide="ignore"):
                 u_old = rows.set(k, np.log(s_.w[k]) + s_.Elogl[:, k])
             changed = (k, u_old, cols.set(k, s_.Elogf[:, k]))
+    del D, rows, cols  # the ELBO's sweep makes the next iteration's denominators
     # Background with the current w (eqs. 3.16-3.17).
     s_.l0 = safe_divide(x_rows, s_.El @ (s_.w * (s_.f0 @ s_.Ef)))
     s_.f0 = safe_divide(x_cols, s_.Ef @ (s_.w * (s_.l0 @ s_.El)))
+    sparse_rows = None
+    if getattr(sweeper, "data_term_counts", None) is not None:
+        # zeta_ijk does not depend on l0 and f0 (eq. 3.11): the bound's B_ij are the next
+        # iteration's
+        rows, cols = _exponentials(s_)
+        sparse_rows, D, counts = sweeper.data_term_counts(rows, cols)
+        sweeper.ahead = (rows.logs, cols.logs, D, counts)
     value = elbo(sweeper, x_rows, x_cols, const, s_.w, s_.l0, s_.f0, s_.El, s_.Ef, s_.Elogl,
-                 s_.Elogf)  # fmt: skip
+                 s_.Elogf, sparse_rows)  # fmt: skip
     return value - (s_.kl_L.sum() + s_.kl_F.sum())
 
 
@@ -245,13 +285,16 @@ def rowwise_dot(A, v):
     return out
 
 
-def elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf, rowwise=False):
+def elbo_rows(
+    sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf, rowwise=False, sparse_rows=None
+):
     """Per-row ELBO terms without the KLs and the log X! constant, plus the column part
-    (``rowwise``: each row's terms from that row alone, :func:`rowwise_dot`)."""
-    with np.errstate(divide="ignore"):  # a topic of weight 0 has log w = -inf
-        lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
-    lv = np.ascontiguousarray(Elogf)
-    sparse_rows = sweeper.data_term(lu, lv)
+    (``rowwise``: each row's terms from that row alone, :func:`rowwise_dot`);
+    ``sparse_rows``: the rows' ``sum_j X_ij log B_ij`` when already made."""
+    if sparse_rows is None:
+        with np.errstate(divide="ignore"):  # a topic of weight 0 has log w = -inf
+            lu = np.ascontiguousarray(np.log(w)[None, :] + Elogl)
+        sparse_rows = sweeper.data_term(lu, np.ascontiguousarray(Elogf))
     # Dense part: -sum_ij l0_i f0_j Lambda_ij as a rank-K product (never n x p).
     colw = w * (f0 @ Ef)
     dense_rows = -l0 * (rowwise_dot(El, colw) if rowwise else El @ colw)
@@ -261,9 +304,10 @@ def elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf, rowwise=
     return sparse_rows + dense_rows + bg_rows, bg_cols
 
 
-def elbo(sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf):
+def elbo(sweeper, x_rows, x_cols, const, w, l0, f0, El, Ef, Elogl, Elogf, sparse_rows=None):
     """The ELBO without the KL terms (eq. 3.20, including ``-sum log X_ij!``)."""
-    rows, cols = elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf)
+    rows, cols = elbo_rows(sweeper, x_rows, x_cols, w, l0, f0, El, Ef, Elogl, Elogf,
+                           sparse_rows=sparse_rows)  # fmt: skip
     return float(np.sum(rows)) + cols - const
 
 

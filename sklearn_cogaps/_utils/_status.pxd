@@ -26,6 +26,7 @@ cdef enum:
     SITE_M3F_FEATURES = 13
     SITE_M3F_NEW_USER_FEATURES = 14
     SITE_WBPMF_ROWS = 15
+    SITE_WBPMF_BOUND = 16
 
 cdef int injected_fault(int site, Py_ssize_t item) noexcept nogil
 

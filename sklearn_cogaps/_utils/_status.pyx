@@ -29,6 +29,7 @@ SITES = {
     "m3f_features": SITE_M3F_FEATURES,
     "m3f_new_user_features": SITE_M3F_NEW_USER_FEATURES,
     "wbpmf_rows": SITE_WBPMF_ROWS,
+    "wbpmf_bound": SITE_WBPMF_BOUND,
 }
 # The failure codes, for the Python side.
 NO_MEMORY = FAIL_NO_MEMORY

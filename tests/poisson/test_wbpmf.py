@@ -471,6 +471,47 @@ def test_denominators_follow_topic_updates():
     assert restabilised > 0
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_the_bound_sweep_makes_the_next_first_topic_to_the_bit(n_threads):
+    """The sweep of the bound (``data_term_counts``) gives the data term, the denominators
+    and topic 0's expected counts with the bits of the three separate sweeps, including the
+    entries whose B_ij underflows (log-space path) and rows without counts; a fit whose
+    iterations reuse it equals one that makes them anew."""
+    rng = np.random.default_rng(5)
+    X = sparse.random(300, 40, density=0.3, random_state=6, format="csr")
+    X.data = np.ceil(10 * X.data)
+    X = X.tolil()
+    X[7, :] = 0  # a row without counts
+    X = X.tocsr()
+    K = 4
+    lu = rng.normal(size=(300, K))
+    lv = rng.normal(size=(40, K))
+    lu[:50, 0], lu[:50, 1:] = 300.0, -300.0  # these rows' maxima on topic 0 ...
+    lv[:10, 0], lv[:10, 1:] = -400.0, 200.0  # ... these columns' on the others: B_ij tiny
+    lu[60, 2] = -np.inf
+    sweeper = _wbpmf_updates._Sweeper(X, n_threads)
+    rows, cols = _wbpmf_updates._Exponentials(lu), _wbpmf_updates._Exponentials(lv)
+    terms, D, (y_rows, y_cols) = sweeper.data_term_counts(rows, cols)
+    D_ref = sweeper.denominators(rows, cols)
+    assert np.sum(D_ref < 1e-100) > 0
+    np.testing.assert_array_equal(D, D_ref)
+    np.testing.assert_array_equal(terms, sweeper.data_term(lu, lv))
+    ref_rows, ref_cols = sweeper.topic_counts(rows, cols, D_ref, 0)
+    np.testing.assert_array_equal(y_rows, ref_rows)
+    np.testing.assert_array_equal(y_cols, ref_cols)
+
+    fused = _fit(X, max_iter=6)
+
+    class Unfused(_wbpmf_updates._Sweeper):
+        data_term_counts = property(lambda self: None)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_wbpmf, "_Sweeper", Unfused)
+        unfused = _fit(X, max_iter=6)
+    for name in ("components_", "loadings_", "objective_history_", "w_"):
+        np.testing.assert_array_equal(getattr(fused, name), getattr(unfused, name))
+
+
 @pytest.mark.parametrize(
     "prior_loadings, prior_components, K",
     [("gamma", "gamma", 6), ("point_gamma", "gamma_mixture", 6)],
