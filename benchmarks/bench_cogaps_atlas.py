@@ -23,7 +23,15 @@ alone.
    in parallel (one thread each) and their diagnostics (split R-hat of the chi-square and
    the largest over the matrices' entries; bulk ESS of the chi-square), on threads of one
    process so that the peak memory covers every chain; with ``--tol``, the phases end by
-   those diagnostics and ``--iter`` caps each.
+   those diagnostics and ``--iter`` caps each. With ``--checkpoint FILE`` the chains keep
+   their state in FILE (every ``--checkpoint-minutes``, 10 by default), and the same
+   command started again resumes from it; the times are then those of the last part
+   (``resumed_at`` says after which iteration it began). A run of hours is best started
+   as the worker itself, whose rounds' lines then reach the terminal::
+
+       python benchmarks/bench_cogaps_atlas.py --worker ours --data \\
+           /tmp/cogaps_atlas_10000x16000_k20.npz --k 20 --max-iter 2000 --init nmf \\
+           --chains 2 --tol 0.1 --checkpoint atlas.ckpt
 
 The C++ CoGAPS must be built by the user (see ``bench_cogaps.py``); without
 ``--peer-python`` part 1 runs ours alone. pycogaps#77 reports 9.5 hours for 10,000
@@ -84,23 +92,28 @@ def worker_ours(args):
 
     X = _load(args.data)
     base = _peak_after(True)
+    several = args.chains > 1
     model = CoGAPS(
         args.k,
         max_iter=args.max_iter,
         init=args.init,
         random_state=args.seed,
-        verbose=0 if args.chains > 1 else 2,
+        # one chain: a line per iteration, read below; several: a line per round
+        verbose=(1 if args.checkpoint else 0) if several else 2,
         n_chains=args.chains,
-        n_jobs=args.chains if args.chains > 1 else None,
-        tol=args.tol if args.chains > 1 else None,
+        n_jobs=args.chains if several else None,
+        tol=args.tol if several else None,
+        checkpoint_path=args.checkpoint,
+        checkpoint_minutes=args.checkpoint_minutes,
     )
     log = io.StringIO()
-    threads = 1 if args.chains > 1 else args.threads
+    threads = 1 if several else args.threads
     # several chains run on threads of this process (the sampler releases the GIL), so
-    # that the peak memory measured here covers all of them
+    # that the peak memory measured here covers all of them; their rounds' lines go to the
+    # terminal, so that a run resumed from a checkpoint shows how far each part got
+    output = contextlib.nullcontext() if several else contextlib.redirect_stdout(log)
     backend = joblib.parallel_config(backend="threading")
-    with threadpool_limits(limits=threads, user_api="openmp"), contextlib.redirect_stdout(log), \
-            backend:  # fmt: skip
+    with threadpool_limits(limits=threads, user_api="openmp"), output, backend:
         wall0 = time.perf_counter()
         model.fit(X)
         wall = time.perf_counter() - wall0
@@ -115,6 +128,7 @@ def worker_ours(args):
         "history": [float(v) for v in model.objective_history_],
         "elapsed": [float(e) for *_, e in lines],
         "atoms": [int(w) + int(h) for _, w, h, _ in lines],
+        "resumed_at": int(getattr(model, "_resumed_at", 0)),
     }
     if args.chains > 1:
         out["rhat_chisq"] = float(model.rhat_["chisq"])
@@ -163,6 +177,9 @@ def run(python, which, args, max_iter, init="empty", chains=1):
            str(args.seed), "--threads", str(args.threads), "--chains", str(chains)]  # fmt: skip
     if args.tol is not None:
         cmd += ["--tol", str(args.tol)]
+    if args.checkpoint is not None and init == "nmf":  # part 2
+        cmd += ["--checkpoint", str(args.checkpoint.resolve()), "--checkpoint-minutes",
+                str(args.checkpoint_minutes)]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(cmd, env=env, cwd=scratch, capture_output=True, text=True)
@@ -185,6 +202,9 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--peer-python")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--checkpoint", type=Path,
+                        help="part 2 keeps its chains' state in this file and resumes from it")  # fmt: skip
+    parser.add_argument("--checkpoint-minutes", type=float, default=10.0)
     # worker mode
     parser.add_argument("--worker", choices=("ours", "peer"))
     parser.add_argument("--data", type=Path)

@@ -483,7 +483,7 @@ def test_ctrl_c_with_several_chains_writes_the_chains_kept(data, tmp_path, capsy
         assert not bool(r["complete"]) and int(r["n_sampling"]) == 15
 
 
-def test_snapshots_are_written_and_checkpoints_with_chains_refused_first(data, tmp_path, capsys):
+def test_snapshots_of_several_chains_are_written(data, tmp_path, capsys):
     np.save(tmp_path / "x.npy", data[0])
     argv = [tmp_path / "x.npy", *FAST, "--n-chains", "2", "--n-snapshots", "5"]
     status, _, _ = _run(capsys, [*argv, "-o", tmp_path / "r.npz"])
@@ -501,12 +501,6 @@ def test_snapshots_are_written_and_checkpoints_with_chains_refused_first(data, t
                                  tmp_path / "one.npz"])  # fmt: skip
     with np.load(tmp_path / "one.npz") as r:
         assert r["patterns_snapshots"].shape == (3, 12, 2) and "snapshot_chains" not in r
-    # refused by the parser, before the (missing) input is read
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "missing.npy"), "--n-chains", "2", "--checkpoint",
-              str(tmp_path / "c.npz")])  # fmt: skip
-    err = capsys.readouterr().err
-    assert "--checkpoint keeps the state of one chain" in err and "missing" not in err
     with pytest.raises(SystemExit):
         main(["--n-snapshots", "-1"])
     assert "must be an integer of at least 0" in capsys.readouterr().err
@@ -740,6 +734,38 @@ def test_checkpoint_resumes_an_interrupted_run_to_the_uninterrupted_results(
     assert status == 0 and "INTERRUPTED" not in out
     # the time is that of the iterations run after the checkpoint of iteration 20
     assert "s wall for 10 iterations (resumed after iteration 20 of 30;" in out
+    assert not (tmp_path / "run.ckpt").exists()
+    with np.load(tmp_path / "r.npz") as r, np.load(tmp_path / "ref.npz") as ref:
+        assert set(r.files) == set(ref.files)
+        for name in ref.files:
+            assert_array_equal(r[name], ref[name], err_msg=name)
+
+
+def test_checkpoint_of_several_chains_resumes_to_the_uninterrupted_results(
+    data, tmp_path, capsys, monkeypatch
+):
+    """--checkpoint with --n-chains: Ctrl-C in the sampling (one round per phase at 15
+    iterations) writes nothing and says how to resume; the same command then gives the
+    results of the run without a checkpoint."""
+    np.save(tmp_path / "x.npy", data[0])
+    chains = ["--n-chains", "2"]
+    checkpoint = ["--checkpoint", tmp_path / "run.ckpt", "--checkpoint-every", "4"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        status, _, _ = _run(
+            capsys, [tmp_path / "x.npy", *FAST, *chains, "-o", tmp_path / "ref.npz"]
+        )
+        assert status == 0
+        original = interrupt_cogaps_at(monkeypatch, 2 * 15 + 5)
+        status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, *chains, *checkpoint, "-o",
+                                       tmp_path / "part.npz"])  # fmt: skip
+        assert status == 130 and not (tmp_path / "part.npz").exists()
+        assert "run the same command again to resume from it" in err
+        monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+        status, out, _ = _run(capsys, [tmp_path / "x.npy", *FAST, *chains, *checkpoint, "-o",
+                                       tmp_path / "r.npz"])  # fmt: skip
+    assert status == 0 and "INTERRUPTED" not in out
+    assert "s wall for 2 chains of 15 iterations (resumed after iteration 15 of 30;" in out
     assert not (tmp_path / "run.ckpt").exists()
     with np.load(tmp_path / "r.npz") as r, np.load(tmp_path / "ref.npz") as ref:
         assert set(r.files) == set(ref.files)

@@ -298,10 +298,10 @@ def build_parser():
     parser.add_argument(
         "--checkpoint",
         metavar="FILE",
-        help="keep the chain's state in FILE during the fit (CoGAPS's checkpointOutFile): a "
-        "run started while FILE exists resumes from it (checkpointInFile) and gives the "
-        "results of an uninterrupted run, also after a crash or kill -9; deleted when the "
-        "fit completes",
+        help="keep the chain's state in FILE during the fit (CoGAPS's checkpointOutFile), "
+        "every chain's with --n-chains: a run started while FILE exists resumes from it "
+        "(checkpointInFile) and gives the results of an uninterrupted run, also after a "
+        "crash or kill -9; deleted when the fit completes",
     )
     parser.add_argument(
         "--checkpoint-every",

@@ -202,20 +202,20 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
             f"{np.nanmax(rhat['loadings']):.3f}, of H {np.nanmax(rhat['components']):.3f} "
             "(above 1.01: run longer)"
         )
+    # a resumed fit ran only the iterations after its checkpoint here
+    resumed = getattr(model, "_resumed_at", 0)
+    run = n_iter - resumed
+    since = f"(resumed after iteration {resumed:,} of {n_iter:,}; " if resumed else "("
     if rhat is not None:  # several chains: n_iter_ is each chain's
         print(
-            f"time       {wall:.2f} s wall for {n_kept} chains of {n_iter:,} iterations "
-            f"({1000.0 * wall / max(n_iter * n_kept, 1):.3f} ms per chain iteration), "
+            f"time       {wall:.2f} s wall for {n_kept} chains of {run:,} iterations {since}"
+            f"{1000.0 * wall / max(run * n_kept, 1):.3f} ms per chain iteration), "
             f"{n_threads} thread(s)"
         )
     else:
-        # a resumed chain ran only the iterations after its checkpoint here
-        resumed = getattr(model, "_resumed_at", 0)
-        run = n_iter - resumed
         print(
-            f"time       {wall:.2f} s wall for {run:,} iterations "
-            + (f"(resumed after iteration {resumed:,} of {n_iter:,}; " if resumed else "(")
-            + f"{1000.0 * wall / max(run, 1):.3f} ms per iteration), {n_threads} thread(s)"
+            f"time       {wall:.2f} s wall for {run:,} iterations {since}"
+            f"{1000.0 * wall / max(run, 1):.3f} ms per iteration), {n_threads} thread(s)"
         )
     if not status["complete"] and rhat is not None:
         print(
@@ -392,12 +392,6 @@ def main(argv=None):
             "--tol ends the phases by the diagnostics of several chains: add --n-chains 4 "
             "(or 2 or more), or leave --tol out to run --max-iter iterations in each phase"
         )
-    if args.checkpoint is not None and args.n_chains > 1:
-        # refused before the data are read, not by the fit
-        parser.error(
-            "--checkpoint keeps the state of one chain; --n-chains runs several. Leave "
-            "--checkpoint out, or run one chain (--n-chains 1) with it"
-        )
     from .._cogaps import CoGAPS
 
     def make_model(K):
@@ -468,6 +462,9 @@ def _main(args, parser, make_model, interrupted):
             mark = "" if complete else " (partial results, marked as such)"
             print("\nwritten: " + ", ".join(str(p) for p in written) + mark)
     except KeyboardInterrupt:
+        if args.checkpoint is not None and Path(args.checkpoint).exists():
+            interrupted += (f" The checkpoint '{args.checkpoint}' holds the run so far: run "
+                            "the same command again to resume from it.")  # fmt: skip
         print(f"{parser.prog}: {interrupted}", file=sys.stderr)
         return 130
     except (ValueError, OSError) as exc:

@@ -541,6 +541,13 @@ def checkpoint_key(est, problem):
 
 def check_checkpoint(est, payload):
     """Refuse a checkpoint written by a fit on other data or with other parameters."""
+    if "chains" in payload:
+        n = len(payload["chains"])
+        raise ValueError(
+            f"The checkpoint file {os.fspath(est.checkpoint_path)!r} holds a fit of {n} "
+            f"chains; this fit runs one. Fit with n_chains={n} to resume them, or delete the "
+            "file (or pass another checkpoint_path) to start a new chain."
+        )
     key = payload.get("key", {})
     differ = [name for name, value in est._checkpoint_key.items() if key.get(name) != value]
     if differ:
@@ -571,6 +578,9 @@ class ChainState:
     def __init__(self, sampler, sampling, n_calibration, n_threads, pass_threads,
                  snapshots=frozenset(), rescale=True, anneal=True):  # fmt: skip
         self.sampler, self.sampling, self.n_calibration = sampler, sampling, n_calibration
+        # the run's length, which the exact recomputations of the chi-square read: a run in
+        # rounds (several chains) cuts ``sampling`` at each round, not its chain
+        self.total = len(sampling)
         self.anneal = anneal
         self.n_threads, self.pass_threads = n_threads, pass_threads
         self.chisq = None
@@ -601,7 +611,7 @@ class ChainState:
     def iterate(self, iteration):
         """Iteration ``iteration`` (1-based): one Cython call; returns the chi-square."""
         sampling = self.sampling[iteration - 1]
-        n, total = self.n_calibration, len(self.sampling)
+        n, total = self.n_calibration, self.total
         # the annealing of Sherman, Gao & Fertig (2019), section 1.4: the temperature
         # scales the likelihood while calibrating; as in the C++ CoGAPS, it rises linearly
         # to 1 over the first half of the calibration phase. A chain started near the

@@ -10,12 +10,17 @@ every chain is matched to the first by the correlation of its patterns and ampli
 (Hungarian algorithm) before anything is pooled or compared.
 """
 
+import os
+from types import SimpleNamespace
+
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from scipy import sparse
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
+from .._utils._checkpoint import Checkpoint
 from .._utils._diagnostics import MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, diagnostics, rhat
 from .._utils._matching import match_components
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
@@ -26,10 +31,13 @@ from ._chain import (
     as_dtype,
     cast_attributes,
     check_finite_fit,
+    checkpoint_key,
     chi_square_of,
     model_data,
     n_entries,
+    validate_fixed,
 )
+from ._uncertainty import likelihood_digest, uncertainty_name
 
 __all__ = ["DEFAULT_DRAWS", "clear_chain_attributes", "fit_chains", "inference_data"]
 
@@ -152,13 +160,58 @@ def means_are_precise(histories, calibration, payloads, tol):
     return precise(histories[:, calibration:]) and all(map(precise, _matched_draws(payloads)))
 
 
-def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
-    """Run the chains in rounds and end each phase by their diagnostics (``tol``): the
-    calibration once :func:`calibration_agrees`, the sampling once
-    :func:`means_are_precise`, each after at most ``max_iter`` iterations. Every round
-    runs every chain to the same iteration and the decisions read only the chains'
-    results, so the phases' lengths, like the chains, do not depend on the backend or the
-    number of workers. Returns the chains' fitted arrays and the calibration's length."""
+def _chains_key(model, X, uncertainty, fixed):
+    """What a checkpoint of several chains depends on: what one chain's does
+    (:func:`checkpoint_key`, with the fit's ``random_state``, from which the chains' seeds
+    are drawn), the number of chains and ``tol``."""
+    problem = SimpleNamespace(
+        fixed=validate_fixed(
+            X, model.n_components, fixed.get("fixed_components"), fixed.get("fixed_patterns")
+        ),  # fmt: skip
+        likelihood=likelihood_digest(X, uncertainty_name(uncertainty), uncertainty),
+        data=("sparse" if model.sparse_optimization or sparse.issparse(X) else "dense",),
+    )
+    return {**checkpoint_key(model, problem), "n_chains": model.n_chains, "tol": model.tol}
+
+
+def _resumed_rounds(model, checkpoint, key):
+    """The rounds' progress that a checkpoint of several chains holds: (iteration, the
+    calibration's length or None, whether the chains agreed, every chain's payload); or
+    None when there is no checkpoint yet."""
+    saved = checkpoint.read()
+    if saved is None:
+        return None
+    if "chains" not in saved:
+        raise ValueError(
+            f"The checkpoint file {checkpoint.path!r} holds a fit of one chain; this fit runs "
+            f"n_chains={model.n_chains}. Fit with n_chains=1 to resume it, or delete the file "
+            "(or pass another checkpoint_path) to start the chains anew."
+        )
+    differ = [name for name, value in key.items() if saved.get("key", {}).get(name) != value]
+    if differ:
+        raise ValueError(
+            f"The checkpoint file {checkpoint.path!r} holds chains fitted with another "
+            f"{', '.join(differ)} than this fit: resuming them would not give this fit's "
+            "result. Pass the data and parameters of the fit that wrote it, or delete the "
+            "file (or pass another checkpoint_path) to start the chains anew."
+        )
+    calibration = int(saved["calibration"])
+    return (int(saved["iteration"]), None if calibration < 0 else calibration,
+            bool(saved["agreed"]), list(saved["chains"]))  # fmt: skip
+
+
+def _chains_in_rounds(model, template, seeds, X, uncertainty, fixed, checkpoint=None):
+    """Run the chains in rounds, every chain to the same iteration in each; with ``tol``,
+    end each phase by their diagnostics: the calibration once :func:`calibration_agrees`,
+    the sampling once :func:`means_are_precise`, each after at most ``max_iter``
+    iterations; without, each phase after ``max_iter``, as :func:`_chains_in_waves` runs
+    them (and with their bits). The decisions read only the chains' results, so the
+    phases' lengths, like the chains, do not depend on the backend or the number of
+    workers. With ``checkpoint``, the chains' states and the rounds' progress are written
+    after the rounds in which the checkpoint falls due, and a fit resumes from them.
+    Returns the chains' fitted arrays, the calibration's length and the phases' verdicts
+    (None when Ctrl-C stopped the sampling: the chains are those of its last complete
+    round)."""
     # the chains' own progress lines would end at every round: the fit reports the rounds
     estimators = [clone(template).set_params(random_state=int(seed), verbose=0)
                   for seed in seeds]  # fmt: skip
@@ -166,7 +219,19 @@ def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
     every = max(MIN_ROUND, model.max_iter // 10)
     # a chain from the empty domain is annealed over the first half of max_iter
     annealed_until = model.max_iter // 2 if model.init == "empty" else 0
+    by_diagnostics = getattr(model, "tol", None) is not None
     iteration, calibration, agreed, precise = 0, None, False, False
+    model._resumed_at = 0  # the iterations this call did not run (the command line's timing)
+    if checkpoint is not None:
+        key = _chains_key(model, X, uncertainty, fixed)
+        resumed = _resumed_rounds(model, checkpoint, key)
+        if resumed is not None:
+            iteration, calibration, agreed, payloads = resumed
+            model._resumed_at = iteration
+            if model.verbose:
+                print(f"[CoGAPS] {model.n_chains} chains resumed from the checkpoint "
+                      f"{checkpoint.path!r} after iteration {iteration:,}", flush=True)  # fmt: skip
+    written = iteration
     kept = None  # the last complete round of the sampling: what Ctrl-C keeps
     while True:
         cap = model.max_iter if calibration is None else calibration + model.max_iter
@@ -185,21 +250,45 @@ def _chains_by_diagnostics(model, template, seeds, X, uncertainty, fixed):
         iteration = stop
         histories = np.stack([np.asarray(p["history"], dtype=np.float64) for p in payloads])
         if calibration is None:
-            agreed = calibration_agrees(histories, iteration, annealed_until)
-            _report_round(model, iteration, "calibration",
-                          calibration_window(histories, iteration, annealed_until),
+            window = calibration_window(histories, iteration, annealed_until)
+            agreed = by_diagnostics and calibration_agrees(histories, iteration, annealed_until)
+            _report_round(model, iteration, "calibration", window,
                           "the chains agree" if agreed else None)  # fmt: skip
             if agreed or iteration >= cap:
                 calibration = iteration
-            continue
-        # the fitted arrays of this round (a later round binds new ones)
-        kept = [{name: getattr(est, name) for name in _CHAIN_NAMES} for est in estimators]
-        precise = means_are_precise(histories, calibration, payloads, model.tol)
-        _report_round(model, iteration, "sampling", histories[:, calibration:],
-                      "the means are precise" if precise else None)  # fmt: skip
-        if precise or iteration >= cap:
-            break
+        else:
+            # the fitted arrays of this round (a later round binds new ones)
+            kept = [{name: getattr(est, name) for name in _CHAIN_NAMES} for est in estimators]
+            precise = by_diagnostics and means_are_precise(histories, calibration, payloads,
+                                                           model.tol)  # fmt: skip
+            _report_round(model, iteration, "sampling", histories[:, calibration:],
+                          "the means are precise" if precise else None)  # fmt: skip
+            if precise or iteration >= cap:
+                break
+        if checkpoint is not None and checkpoint.due(iteration, written):
+            checkpoint.write({
+                "key": key, "iteration": iteration, "agreed": agreed, "chains": payloads,
+                "calibration": -1 if calibration is None else calibration,
+            })  # fmt: skip
+            written = iteration
     return kept, calibration, (agreed, precise)
+
+
+def _checkpointed_rounds(model, template, seeds, X, uncertainty, fixed):
+    """:func:`_chains_in_rounds`, with the fit's checkpoint file when it has one (taken for
+    this fit alone, removed once the fit is complete)."""
+    if model.checkpoint_path is None:
+        return _chains_in_rounds(model, template, seeds, X, uncertainty, fixed)
+    checkpoint = Checkpoint(model.checkpoint_path, model.checkpoint_every,
+                            model.checkpoint_minutes)  # fmt: skip
+    checkpoint.acquire()
+    try:
+        result = _chains_in_rounds(model, template, seeds, X, uncertainty, fixed, checkpoint)
+        if result[2] is not None:
+            checkpoint.remove()  # the fit is complete: nothing to resume
+        return result
+    finally:
+        checkpoint.release()
 
 
 def _report_round(model, iteration, phase, chisq, verdict):
@@ -253,10 +342,16 @@ def fit_chains(model, X, uncertainty, fixed):
         snapshot_phase="sampling",
         **model._under_new_names(),
     )
-    if getattr(model, "tol", None) is None:
+    if getattr(model, "tol", None) is None and model.checkpoint_path is None:
+        model._resumed_at = 0
         chains = _chains_in_waves(model, template, seeds, X, uncertainty, fixed)
         calibration, stopped = model.max_iter, None
         interrupted = len(chains) < len(seeds)
+    elif getattr(model, "tol", None) is None:
+        # a checkpoint holds every chain at the same iteration: the chains run in rounds
+        chains, calibration, stopped = _checkpointed_rounds(model, template, seeds, X,
+                                                            uncertainty, fixed)  # fmt: skip
+        interrupted, stopped = stopped is None, None
     else:
         if 1.0 / model.tol**2 > model.n_chains * n_draws:
             # the effective draws cannot exceed the draws kept: say so now, not at the cap
@@ -268,8 +363,8 @@ def fit_chains(model, X, uncertainty, fixed):
                 "or n_chains.",
                 UserWarning,
             )
-        chains, calibration, stopped = _chains_by_diagnostics(model, template, seeds, X,
-                                                              uncertainty, fixed)  # fmt: skip
+        chains, calibration, stopped = _checkpointed_rounds(model, template, seeds, X,
+                                                            uncertainty, fixed)  # fmt: skip
         interrupted = stopped is None
     chains = _aligned(chains)
     means_w = np.stack([np.asarray(c["loadings_"], dtype=np.float64) for c in chains])
@@ -355,19 +450,24 @@ def fit_chains(model, X, uncertainty, fixed):
 
 def _interrupted_message(model, n_kept, calibration):
     """What a fit of several chains stopped by Ctrl-C keeps: the chains completed before it
-    (each run to its end), or, when the diagnostics end the phases (``tol``), every chain
-    at the end of the last complete round of their sampling."""
-    if getattr(model, "tol", None) is None:
+    (each run to its end), or, when the chains run in rounds (``tol``, or a checkpoint
+    file), every chain at the end of the last complete round of their sampling."""
+    if getattr(model, "tol", None) is None and model.checkpoint_path is None:
         kept = (f"the estimator pools the {n_kept} of {model.n_chains} chains completed "
                 "before it")  # fmt: skip
     else:
         kept = (f"the estimator keeps the {n_kept} chains at the last complete round, after "
                 f"{calibration} calibration and {model.n_iter_ - calibration} sampling "
                 "iterations")  # fmt: skip
+    if model.checkpoint_path is not None:
+        again = (f"Fit again with the same data, parameters and checkpoint_path "
+                 f"({os.fspath(model.checkpoint_path)!r}) to resume the chains from their last "
+                 "checkpoint")  # fmt: skip
+    else:
+        again = "Fit again for the complete run (several chains do not continue with warm_start)"
     return (
         f"CoGAPS: interrupted; {kept}. Its diagnostics (rhat_, ess_bulk_, ess_tail_) are "
-        "those of what it keeps, and the ConvergenceWarning is not given. Fit again for the "
-        "complete run (several chains do not continue with warm_start)."
+        f"those of what it keeps, and the ConvergenceWarning is not given. {again}."
     )
 
 

@@ -274,7 +274,9 @@ class CoGAPS(
         uninterrupted fit; a file from other data or other parameters is refused. A fit that
         runs to its end deletes the file. One fit at a time: another fit of the same file
         (a parallel search's clone) is refused while this one runs. A new chain only: not
-        with a ``warm_start`` continuation or ``distributed``. The file is read as data: a
+        with a ``warm_start`` continuation or ``distributed``. With ``n_chains > 1`` the
+        file holds every chain; they run in rounds (as with ``tol``) and the checkpoint is
+        written at the end of the round in which it falls due. The file is read as data: a
         pickle that names anything but numpy's arrays is refused before it can run.
     checkpoint_every : int, default=500
         Iterations (calibration and sampling counted together) between two checkpoints.
@@ -832,13 +834,11 @@ class CoGAPS(
             self._set_reconstruction_err(X)
             return self
         if self.n_chains > 1:
-            for name, value, off in (("warm_start", self.warm_start, False),
-                                     ("checkpoint_path", self.checkpoint_path, None)):  # fmt: skip
-                if value:
-                    raise ValueError(
-                        f"{name} is for one chain; n_chains={self.n_chains} runs several. "
-                        f"Set n_chains=1 to use {name}, or {name}={off}."
-                    )
+            if self.warm_start:
+                raise ValueError(
+                    f"warm_start is for one chain; n_chains={self.n_chains} runs several. "
+                    "Set n_chains=1 to use warm_start, or warm_start=False."
+                )
             if self.n_snapshots and self.snapshot_phase != "sampling":
                 raise ValueError(
                     f"With n_chains={self.n_chains} the snapshots are the chains' draws of "
@@ -989,6 +989,8 @@ class CoGAPS(
         # the phases decided so far; the sampling snapshots at the spacing of a full-length
         # sampling phase, counted from the end of the calibration
         state.sampling = [False] * calibration + [True] * (stop - calibration)
+        if calibration_end is not None:
+            state.total = calibration_end + self.max_iter
         full = [False] * calibration + [True] * self.max_iter
         state.snapshot_at = snapshot_plan(full, self.n_snapshots, "sampling")
         run = self._run(state, stop, resume=resume)

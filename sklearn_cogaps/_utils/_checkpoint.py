@@ -135,9 +135,12 @@ class Checkpoint:
         except OSError:
             pass
 
-    def due(self, iteration):
-        """Whether to write after complete iteration ``iteration`` (counted over the fit)."""
-        if self.every is not None and iteration % self.every == 0:
+    def due(self, iteration, previous=None):
+        """Whether to write after complete iteration ``iteration`` (counted over the fit),
+        the last look having been after ``previous`` (default ``iteration - 1``): a multiple
+        of ``every`` passed since, or the minutes."""
+        previous = iteration - 1 if previous is None else previous
+        if self.every is not None and iteration // self.every > previous // self.every:
             return True
         return self.seconds is not None and time.monotonic() - self.last >= self.seconds
 

@@ -207,7 +207,9 @@ class ExtremeDeconvolution(
         runs; after `partial_fit`, the number of its calls since the first one or since the
         last ``fit``.
     lower_bound_ : float
-        Mean log-likelihood per point of the fitted mixture on the training data.
+        Mean log-likelihood per point of the fitted mixture on the training data (weighted
+        by ``sample_weight`` when given); after :meth:`partial_fit`, that of the last
+        minibatch under the mixture before its step, not of the training data.
     objective_history_ : ndarray of shape (``n_iter_``,)
         Mean log-likelihood after each iteration (for the stochastic solvers, the mean over the
         minibatches of each epoch; for `partial_fit`, that of each minibatch it was given).

@@ -214,7 +214,6 @@ def test_snapshots_of_every_chain_and_what_is_refused(fitted, tmp_path):
     np.testing.assert_array_equal(model.snapshot_chains_, np.repeat([0, 1], 10))
     for kwargs, match in [
         ({"warm_start": True}, "warm_start is for one chain"),
-        ({"checkpoint_path": tmp_path / "c"}, "checkpoint_path is for one chain"),
         ({"distributed": "genome-wide", "n_sets": 2}, "one chain per set"),
     ]:
         with pytest.raises(ValueError, match=match):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from sklearn_cogaps import CoGAPS
+from sklearn_cogaps import CoGAPS, FitInterruptedWarning
 from sklearn_cogaps._utils._checkpoint import Checkpoint
 from sklearn_cogaps.datasets import make_patterns
 
@@ -113,12 +113,11 @@ _KILLED_FIT = textwrap.dedent(
 )
 
 
-def test_resumed_after_kill_9_equals_the_uninterrupted_fit(tmp_path):
-    """A fit killed with SIGKILL (no chance to clean up or to finish a write) resumes from
-    its last checkpoint and ends with the uninterrupted fit's bits."""
-    path = tmp_path / "chain.ckpt"
+def _killed_after_a_checkpoint(tmp_path, script_text, path):
+    """Run ``script_text`` (a fit that checkpoints to ``path``) in a subprocess, kill it with
+    SIGKILL once the first checkpoint exists; returns the iteration the file holds."""
     script = tmp_path / "fit.py"
-    script.write_text(_KILLED_FIT)
+    script.write_text(script_text)
     process = subprocess.Popen([sys.executable, str(script), str(path)])
     deadline = time.monotonic() + 300
     while not path.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -127,7 +126,14 @@ def test_resumed_after_kill_9_equals_the_uninterrupted_fit(tmp_path):
     process.wait()
     assert process.returncode == -signal.SIGKILL  # killed while it ran
     with open(path, "rb") as f:
-        written = pickle.load(f)["iteration"]
+        return pickle.load(f)["iteration"]
+
+
+def test_resumed_after_kill_9_equals_the_uninterrupted_fit(tmp_path):
+    """A fit killed with SIGKILL (no chance to clean up or to finish a write) resumes from
+    its last checkpoint and ends with the uninterrupted fit's bits."""
+    path = tmp_path / "chain.ckpt"
+    written = _killed_after_a_checkpoint(tmp_path, _KILLED_FIT, path)
     assert 0 < written < 10000 and written % 200 == 0
     X, _, _ = make_patterns(n_samples=100, n_features=300, n_components=4, random_state=0)
     params = {"n_components": 4, "max_iter": 5000, "random_state": 0}
@@ -278,3 +284,121 @@ def test_checkpoints_by_time(tmp_path, monkeypatch):
     )
     assert len(written) > 5
     assert all(b - a <= 10 for a, b in zip(written, written[1:]))
+
+
+# -- several chains: one file holds every chain, at the end of a round of them ---------------
+
+CHAINS_FITTED = FITTED + (
+    "chain_loadings_",
+    "chain_components_",
+    "chain_objective_histories_",
+    "snapshot_chains_",
+    "n_calibration_iter_",
+)
+
+
+def _chains(**params):
+    params = {"max_iter": 120, "n_chains": 2, "n_jobs": 1, "n_snapshots": 10, **params}
+    return _model(**params)
+
+
+def _assert_same_chains(a, b):
+    for name in CHAINS_FITTED:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for name in ("rhat_", "ess_bulk_", "ess_tail_"):
+        for part in ("chisq", "loadings", "components"):
+            np.testing.assert_array_equal(getattr(a, name)[part], getattr(b, name)[part])
+
+
+@pytest.mark.filterwarnings("ignore:tol=0.05 asks a bulk ESS")
+@pytest.mark.parametrize("tol", [None, 0.05])
+def test_several_chains_resume_after_ctrl_c_with_the_bits_of_the_uninterrupted_fit(
+    monkeypatch, tmp_path, tol, capsys
+):
+    """The chains run in rounds of 50 iterations (each chain in turn with n_jobs=1); a
+    checkpoint after the rounds holds all of them. Ctrl-C in the second round of the
+    sampling keeps the first, and the fit resumes from it to the bits of the uninterrupted
+    fit: without ``tol`` that of the chains run whole, without a checkpoint file."""
+    X = _data()
+    path = tmp_path / "chains.ckpt"
+    reference = _fit(_chains(tol=tol), X)
+    calibration = reference.n_calibration_iter_
+    assert reference.n_iter_ == calibration + 120  # tol=0.05 is not met with 20 draws
+    _assert_same_chains(_fit(_chains(tol=tol, checkpoint_path=path), X), reference)
+    assert not path.exists()
+    # the second chain, 10 iterations into the second round of the sampling
+    original = interrupt_cogaps_at(monkeypatch, 2 * (calibration + 50) + 50 + 10)
+    with pytest.warns(FitInterruptedWarning, match="resume the chains from their last checkpo"):
+        kept = _chains(tol=tol, checkpoint_path=path, checkpoint_every=10).fit(X)
+    assert kept.n_iter_ == calibration + 50
+    with open(path, "rb") as f:
+        saved = pickle.load(f)
+    assert saved["iteration"] == calibration + 50 and len(saved["chains"]) == 2
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    capsys.readouterr()
+    resumed = _fit(_chains(tol=tol, checkpoint_path=path, checkpoint_every=10, verbose=1), X)
+    _assert_same_chains(resumed, reference)
+    assert not path.exists()
+    assert f"2 chains resumed from the checkpoint {str(path)!r} after iteration " in (
+        capsys.readouterr().out
+    )
+    # in the calibration, Ctrl-C propagates; the chains resume from the calibration's rounds
+    interrupt_cogaps_at(monkeypatch, 2 * 100 + 20)
+    with pytest.raises(KeyboardInterrupt):
+        _chains(tol=tol, checkpoint_path=path, checkpoint_every=10).fit(X)
+    with open(path, "rb") as f:
+        assert pickle.load(f)["iteration"] == 100
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    _assert_same_chains(_fit(_chains(tol=tol, checkpoint_path=path), X), reference)
+
+
+def test_a_checkpoint_of_several_chains_is_refused_for_other_chains_or_one(monkeypatch, tmp_path):
+    X = _data()
+    path = tmp_path / "chains.ckpt"
+    original = interrupt_cogaps_at(monkeypatch, 2 * 100 + 20)
+    with pytest.raises(KeyboardInterrupt):
+        _chains(checkpoint_path=path, checkpoint_every=10).fit(X)
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    with pytest.raises(ValueError, match="another n_chains"):
+        _fit(_chains(n_chains=3, checkpoint_path=path), X)
+    with pytest.raises(ValueError, match="another tol"):
+        _fit(_chains(tol=0.1, checkpoint_path=path), X)
+    with pytest.raises(ValueError, match="another random_state"):
+        _fit(_chains(random_state=1, checkpoint_path=path), X)
+    with pytest.raises(ValueError, match="holds a fit of 2 chains; this fit runs one"):
+        _fit(_model(checkpoint_path=path), X)
+    # and a single chain's file, given to several chains
+    single = tmp_path / "chain.ckpt"
+    interrupt_cogaps_at(monkeypatch, 30)
+    _fit(_model(checkpoint_path=single, checkpoint_every=10), X)
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    with pytest.raises(ValueError, match="holds a fit of one chain; this fit runs n_chains=2"):
+        _fit(_chains(checkpoint_path=single), X)
+
+
+_KILLED_CHAINS = textwrap.dedent(
+    """
+    import sys, warnings
+    from sklearn_cogaps import CoGAPS
+    from sklearn_cogaps.datasets import make_patterns
+    warnings.simplefilter("ignore")
+    X, _, _ = make_patterns(n_samples=60, n_features=200, n_components=3, random_state=0)
+    CoGAPS(n_components=3, max_iter=3000, n_chains=2, random_state=0, checkpoint_path=sys.argv[1],
+           checkpoint_every=300).fit(X)
+    """
+)
+
+
+def test_several_chains_resumed_after_kill_9_equal_the_uninterrupted_fit(tmp_path):
+    """Two chains on two workers, killed with SIGKILL after a checkpoint: the resumed fit
+    has the bits of the chains run whole without a checkpoint file."""
+    path = tmp_path / "chains.ckpt"
+    written = _killed_after_a_checkpoint(tmp_path, _KILLED_CHAINS, path)
+    assert 0 < written < 6000 and written % 300 == 0
+    X, _, _ = make_patterns(n_samples=60, n_features=200, n_components=3, random_state=0)
+    params = {"n_components": 3, "max_iter": 3000, "n_chains": 2, "random_state": 0}
+    resumed = _fit(CoGAPS(**params, checkpoint_path=path, checkpoint_every=300), X)
+    reference = _fit(CoGAPS(**params), X)
+    for name in CHAINS_FITTED[:8] + CHAINS_FITTED[-5:-1] + ("n_iter_",):
+        np.testing.assert_array_equal(getattr(resumed, name), getattr(reference, name))
+    assert not path.exists()
