@@ -342,21 +342,19 @@ def fit_chains(model, X, uncertainty, fixed):
         snapshot_phase="sampling",
         **model._under_new_names(),
     )
-    if getattr(model, "tol", None) is None and model.checkpoint_path is None:
+    tol = getattr(model, "tol", None)
+    if tol is None and model.checkpoint_path is None:
         model._resumed_at = 0
         chains = _chains_in_waves(model, template, seeds, X, uncertainty, fixed)
         calibration, stopped = model.max_iter, None
         interrupted = len(chains) < len(seeds)
-    elif getattr(model, "tol", None) is None:
-        # a checkpoint holds every chain at the same iteration: the chains run in rounds
-        chains, calibration, stopped = _checkpointed_rounds(model, template, seeds, X,
-                                                            uncertainty, fixed)  # fmt: skip
-        interrupted, stopped = stopped is None, None
     else:
-        if 1.0 / model.tol**2 > model.n_chains * n_draws:
+        # the diagnostics end the phases, or a checkpoint holds every chain at one
+        # iteration: the chains run in rounds
+        if tol is not None and 1.0 / tol**2 > model.n_chains * n_draws:
             # the effective draws cannot exceed the draws kept: say so now, not at the cap
             warn(
-                f"tol={model.tol} asks a bulk ESS of {1.0 / model.tol**2:.0f} for every "
+                f"tol={tol} asks a bulk ESS of {1.0 / tol**2:.0f} for every "
                 f"posterior mean, more than the {model.n_chains} chains x {n_draws} draws "
                 "kept: the sampling will run to max_iter. tol is the Monte Carlo error in "
                 "posterior standard deviations (0.05 to 0.2 are usual); or raise n_snapshots "
@@ -366,6 +364,8 @@ def fit_chains(model, X, uncertainty, fixed):
         chains, calibration, stopped = _checkpointed_rounds(model, template, seeds, X,
                                                             uncertainty, fixed)  # fmt: skip
         interrupted = stopped is None
+        if tol is None:
+            stopped = None  # phases of max_iter: judged as the chains run whole are
     chains = _aligned(chains)
     means_w = np.stack([np.asarray(c["loadings_"], dtype=np.float64) for c in chains])
     means_h = np.stack([np.asarray(c["components_"], dtype=np.float64) for c in chains])
