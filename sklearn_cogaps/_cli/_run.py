@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from .._utils._checkpoint import defer_removal
 from .._utils._validation import label_mismatch
 from ._parser import NAMED_UNCERTAINTIES, build_parser
 from ._read import CommandLineError, _kind, read_matrix
@@ -443,24 +444,29 @@ def _main(args, parser, make_model, interrupted):
                 raise CommandLineError(
                     f"--output-h5ad '{args.output_h5ad}' would overwrite the input; name a copy."
                 )
-        if args.input is None:
-            if args.uncertainty or args.transpose or args.layer:
-                raise CommandLineError("--uncertainty, --transpose and --layer need an INPUT file.")
-            model, samples, features = _run_example(args, make_model)
-        else:
-            model, samples, features = _run_file(args, make_model)
-            if args.output is None and args.output_h5ad is None:
-                print("\nnothing written: add --output FILE.npz (or .csv) to keep the results.")
-        interrupted = "interrupted while writing the results; the files may be incomplete."
-        written = []
-        if args.output is not None:
-            written += write_results(args.output, model, samples, features)
-        if args.output_h5ad is not None:
-            written += write_h5ad(args.output_h5ad, args.input, model, args.layer)
-        complete = chain_status(model)["complete"]
-        if written:
-            mark = "" if complete else " (partial results, marked as such)"
-            print("\nwritten: " + ", ".join(str(p) for p in written) + mark)
+        # a completed fit's checkpoint goes once its results are written: a run killed
+        # before then resumes from it
+        with defer_removal():
+            if args.input is None:
+                if args.uncertainty or args.transpose or args.layer:
+                    raise CommandLineError(
+                        "--uncertainty, --transpose and --layer need an INPUT file."
+                    )
+                model, samples, features = _run_example(args, make_model)
+            else:
+                model, samples, features = _run_file(args, make_model)
+                if args.output is None and args.output_h5ad is None:
+                    print("\nnothing written: add --output FILE.npz (or .csv) to keep the results.")
+            interrupted = "interrupted while writing the results; the files may be incomplete."
+            written = []
+            if args.output is not None:
+                written += write_results(args.output, model, samples, features)
+            if args.output_h5ad is not None:
+                written += write_h5ad(args.output_h5ad, args.input, model, args.layer)
+            complete = chain_status(model)["complete"]
+            if written:
+                mark = "" if complete else " (partial results, marked as such)"
+                print("\nwritten: " + ", ".join(str(p) for p in written) + mark)
     except KeyboardInterrupt:
         if args.checkpoint is not None and Path(args.checkpoint).exists():
             interrupted += (f" The checkpoint '{args.checkpoint}' holds the run so far: run "

@@ -20,7 +20,6 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from .._utils._checkpoint import Checkpoint
 from .._utils._diagnostics import MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, diagnostics, rhat
 from .._utils._matching import match_components
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
@@ -242,6 +241,9 @@ def _chains_in_rounds(model, template, seeds, X, uncertainty, fixed, checkpoint=
                 for est, payload in zip(estimators, payloads)
             )
         except KeyboardInterrupt:
+            if checkpoint is not None and iteration > written:
+                # the last complete round, which the next fit would otherwise run again
+                _write_rounds(checkpoint, key, iteration, calibration, agreed, payloads)
             if kept is None:
                 raise
             return kept, calibration, None
@@ -266,29 +268,17 @@ def _chains_in_rounds(model, template, seeds, X, uncertainty, fixed, checkpoint=
             if precise or iteration >= cap:
                 break
         if checkpoint is not None and checkpoint.due(iteration, written):
-            checkpoint.write({
-                "key": key, "iteration": iteration, "agreed": agreed, "chains": payloads,
-                "calibration": -1 if calibration is None else calibration,
-            })  # fmt: skip
+            _write_rounds(checkpoint, key, iteration, calibration, agreed, payloads)
             written = iteration
     return kept, calibration, (agreed, precise)
 
 
-def _checkpointed_rounds(model, template, seeds, X, uncertainty, fixed):
-    """:func:`_chains_in_rounds`, with the fit's checkpoint file when it has one (taken for
-    this fit alone, removed once the fit is complete)."""
-    if model.checkpoint_path is None:
-        return _chains_in_rounds(model, template, seeds, X, uncertainty, fixed)
-    checkpoint = Checkpoint(model.checkpoint_path, model.checkpoint_every,
-                            model.checkpoint_minutes)  # fmt: skip
-    checkpoint.acquire()
-    try:
-        result = _chains_in_rounds(model, template, seeds, X, uncertainty, fixed, checkpoint)
-        if result[2] is not None:
-            checkpoint.remove()  # the fit is complete: nothing to resume
-        return result
-    finally:
-        checkpoint.release()
+def _write_rounds(checkpoint, key, iteration, calibration, agreed, payloads):
+    """Write the chains after a complete round, with the rounds' progress."""
+    checkpoint.write({
+        "key": key, "iteration": iteration, "agreed": agreed, "chains": payloads,
+        "calibration": -1 if calibration is None else calibration,
+    })  # fmt: skip
 
 
 def _report_round(model, iteration, phase, chisq, verdict):
@@ -326,9 +316,11 @@ def _gathered(chains, name):
     return out
 
 
-def fit_chains(model, X, uncertainty, fixed):
+def fit_chains(model, X, uncertainty, fixed, checkpoint=None):
     """Fit ``model.n_chains`` chains, pool them into ``model``'s fitted attributes and set
-    their diagnostics; ``fixed`` holds the fit's ``fixed_components``/``fixed_patterns``."""
+    their diagnostics; ``fixed`` holds the fit's ``fixed_components``/``fixed_patterns``,
+    ``checkpoint`` the fit's :class:`Checkpoint` (taken; the caller removes the file once
+    the fit is complete)."""
     rng = check_random_state(model.random_state)
     # each chain's random_state, as distributed mode seeds its subsets' chains
     seeds = rng.randint(np.iinfo(np.int32).max, size=model.n_chains)
@@ -343,7 +335,7 @@ def fit_chains(model, X, uncertainty, fixed):
         **model._under_new_names(),
     )
     tol = getattr(model, "tol", None)
-    if tol is None and model.checkpoint_path is None:
+    if tol is None and checkpoint is None:
         model._resumed_at = 0
         chains = _chains_in_waves(model, template, seeds, X, uncertainty, fixed)
         calibration, stopped = model.max_iter, None
@@ -361,8 +353,9 @@ def fit_chains(model, X, uncertainty, fixed):
                 "or n_chains.",
                 UserWarning,
             )
-        chains, calibration, stopped = _checkpointed_rounds(model, template, seeds, X,
-                                                            uncertainty, fixed)  # fmt: skip
+        chains, calibration, stopped = _chains_in_rounds(
+            model, template, seeds, X, uncertainty, fixed, checkpoint
+        )
         interrupted = stopped is None
         if tol is None:
             stopped = None  # phases of max_iter: judged as the chains run whole are

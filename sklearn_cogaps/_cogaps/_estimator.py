@@ -264,7 +264,8 @@ class CoGAPS(
         The ``ConvergenceWarning`` then says when R-hat exceeds 1.01 or the chi-square has
         fewer than 100 effective draws per chain. Ctrl-C keeps the chains completed (with
         ``tol``, every chain at its last complete round of sampling), pooled. Not with
-        ``warm_start``, ``checkpoint_path`` or ``distributed``.
+        ``warm_start`` or ``distributed``; with ``checkpoint_path`` one file holds every
+        chain.
     checkpoint_path : str or os.PathLike, default=None
         A file in which a long fit keeps its complete state (R's ``checkpointOutFile`` and
         ``checkpointInFile`` in one): written every ``checkpoint_every`` iterations and, with
@@ -279,9 +280,12 @@ class CoGAPS(
         written at the end of the round in which it falls due. The file is read as data: a
         pickle that names anything but numpy's arrays is refused before it can run.
     checkpoint_every : int, default=500
-        Iterations (calibration and sampling counted together) between two checkpoints.
+        Iterations (calibration and sampling counted together) between two checkpoints;
+        with ``n_chains > 1`` the checkpoint is written at the end of the round of the
+        chains (``max(50, max_iter // 10)`` iterations) in which it falls due.
     checkpoint_minutes : float, default=None
-        Also write a checkpoint when this many minutes have passed since the last one.
+        Also write a checkpoint when this many minutes have passed since the last one (with
+        several chains, at the end of the round in which they have).
     tol : float, default=None
         With ``n_chains > 1``, end each phase by the chains' diagnostics instead of after
         ``max_iter`` iterations, which then caps each phase (see
@@ -854,8 +858,19 @@ class CoGAPS(
                 fixed["fixed_components"] = fixed_components
             if fixed_patterns is not None:
                 fixed["fixed_patterns"] = fixed_patterns
-            fit_chains(self, X, uncertainty, fixed)
-            self._set_reconstruction_err(X)
+            checkpoint = None
+            if self.checkpoint_path is not None:
+                checkpoint = Checkpoint(self.checkpoint_path, self.checkpoint_every,
+                                        self.checkpoint_minutes)  # fmt: skip
+                checkpoint.acquire()  # one fit at a time per file, as for one chain
+            try:
+                fit_chains(self, X, uncertainty, fixed, checkpoint)
+                self._set_reconstruction_err(X)
+                if checkpoint is not None and self._chains_complete:
+                    checkpoint.remove()  # complete, results set: nothing to resume
+            finally:
+                if checkpoint is not None:
+                    checkpoint.release()
             return self
         check_single_chain_parameters(self)
         clear_distributed_attributes(self)
@@ -918,46 +933,48 @@ class CoGAPS(
                         ) from None
                 history, atoms = np.empty(0), np.empty((0, 2), dtype=np.int64)
             run = self._run(state, len(state.sampling), resume=resume, checkpoint=checkpoint)
+            self._end_run(run, total=len(state.sampling))
+            sampler = state.sampler
+            set_posterior(
+                self,
+                sampler,
+                data,
+                np.concatenate([history, np.asarray(run.history, dtype=np.float64)]),
+                np.concatenate([atoms, state.atom_history()]),
+                pass_threads,
+                fixed,
+            )
+            cast_attributes(self, X.dtype)
+            previous = None
+            if continued and hasattr(self, "snapshot_iterations_"):
+                previous = (self.loadings_snapshots_, self.components_snapshots_,
+                            self.snapshot_iterations_)  # fmt: skip
+            set_snapshots(self, state, len(history), previous, *X.shape, X.dtype)
+            # the full state (atoms, generator, sums) only when a later fit may continue it:
+            # with warm_start, or after an interruption (the warning advises continuing)
+            self._sampler_state = None
+            if self.warm_start or run.interrupted:
+                if likelihood is None:
+                    likelihood = likelihood_digest(X, name, uncertainty)
+                self._sampler_state = {
+                    **sampler.get_state(),
+                    "solver": self._parameter("solver"),
+                    "likelihood": likelihood,
+                    "atom_densities": tuple(self._atom_densities),
+                }
+            if not continued:
+                # the chain's calibration phase: its first iterations, whatever later warm
+                # starts append (they sample only)
+                self._n_calibration_iter = min(run.n_iter, self.max_iter)
+            check_finite_fit(self)
+            self._set_reconstruction_err(X)
             if checkpoint is not None and not run.interrupted:
-                checkpoint.remove()  # the fit is complete: nothing to resume
+                # the fit is complete and its results are set: nothing to resume (a kill
+                # before this line resumes from the file)
+                checkpoint.remove()
         finally:
             if checkpoint is not None:
                 checkpoint.release()
-        self._end_run(run, total=len(state.sampling))
-        sampler = state.sampler
-        set_posterior(
-            self,
-            sampler,
-            data,
-            np.concatenate([history, np.asarray(run.history, dtype=np.float64)]),
-            np.concatenate([atoms, state.atom_history()]),
-            pass_threads,
-            fixed,
-        )
-        cast_attributes(self, X.dtype)
-        previous = None
-        if continued and hasattr(self, "snapshot_iterations_"):
-            previous = (self.loadings_snapshots_, self.components_snapshots_,
-                        self.snapshot_iterations_)  # fmt: skip
-        set_snapshots(self, state, len(history), previous, *X.shape, X.dtype)
-        # the full state (atoms, generator, sums) only when a later fit may continue it:
-        # with warm_start, or after an interruption (the warning advises continuing)
-        self._sampler_state = None
-        if self.warm_start or run.interrupted:
-            if likelihood is None:
-                likelihood = likelihood_digest(X, name, uncertainty)
-            self._sampler_state = {
-                **sampler.get_state(),
-                "solver": self._parameter("solver"),
-                "likelihood": likelihood,
-                "atom_densities": tuple(self._atom_densities),
-            }
-        if not continued:
-            # the chain's calibration phase: its first iterations, whatever later warm
-            # starts append (they sample only)
-            self._n_calibration_iter = min(run.n_iter, self.max_iter)
-        check_finite_fit(self)
-        self._set_reconstruction_err(X)
         return self
 
     def _chain_segment(self, X, uncertainty, fixed, payload, stop, calibration_end):

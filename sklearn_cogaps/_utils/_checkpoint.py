@@ -8,6 +8,9 @@ how a fit resumes from it, is the estimator's (the hooks ``_checkpoint_payload``
 ``fit``); this module only decides when to write and how.
 """
 
+import contextlib
+import contextvars
+import glob
 import os
 import pickle
 import socket
@@ -17,7 +20,27 @@ import uuid
 
 from ._warnings import warn
 
-__all__ = ["Checkpoint", "CHECKPOINT_FORMAT"]
+__all__ = ["Checkpoint", "CHECKPOINT_FORMAT", "defer_removal"]
+
+# The checkpoints that fits completed inside :func:`defer_removal` leave for it to remove.
+_DEFERRED = contextvars.ContextVar("deferred_checkpoint_removals", default=None)
+
+
+@contextlib.contextmanager
+def defer_removal():
+    """Keep the checkpoint files of the fits completed inside the block until the block
+    ends without an exception (the command line writes its results first): a run killed
+    before its results are on disk can still resume from its checkpoint."""
+    pending = []
+    token = _DEFERRED.set(pending)
+    try:
+        yield pending
+    finally:
+        _DEFERRED.reset(token)
+    for path in pending:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
 
 #: Version of the file's layout; a file of another version is refused with advice.
 CHECKPOINT_FORMAT = 1
@@ -90,8 +113,22 @@ class Checkpoint:
                 continue
             with os.fdopen(fd, "w") as f:
                 f.write(self._token)
+            self._remove_orphans()
             return
         raise ValueError(self._in_use())
+
+    def _temporary_prefix(self):
+        # named after the checkpoint, so that what a write left is known to be its own
+        return f".{os.path.basename(self.path)}."
+
+    def _remove_orphans(self):
+        """Delete the temporary files that writes of this checkpoint killed midway left
+        (``kill -9``): with the lock held, no other fit writes them."""
+        directory = os.path.dirname(os.path.abspath(self.path))
+        pattern = os.path.join(glob.escape(directory), glob.escape(self._temporary_prefix()))
+        for orphan in glob.glob(pattern + "*.tmp", include_hidden=True):
+            with contextlib.suppress(OSError):
+                os.unlink(orphan)
 
     def _holder(self):
         try:
@@ -163,7 +200,7 @@ class Checkpoint:
 
     def _write(self, payload):
         directory = os.path.dirname(os.path.abspath(self.path))
-        fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=self._temporary_prefix(), suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
                 pickle.dump({"format": CHECKPOINT_FORMAT, **payload}, f,
@@ -189,8 +226,9 @@ class Checkpoint:
         except Exception as exc:
             raise ValueError(
                 f"The checkpoint file {self.path!r} cannot be read ({type(exc).__name__}: "
-                f"{exc}). It was not written by this package, or was changed since; delete "
-                "it, or pass another checkpoint file, to start the fit from the beginning."
+                f"{exc}): it was not written by this package, or was changed since. If it is "
+                "a file of yours, pass another checkpoint_path; if it is an old checkpoint, "
+                "delete it to start the fit from the beginning."
             ) from exc
         if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(
@@ -201,8 +239,12 @@ class Checkpoint:
         return payload
 
     def remove(self):
-        """Delete the file (a fit that ran to its end has nothing to resume)."""
-        if os.path.exists(self.path):
+        """Delete the file (a fit that ran to its end has nothing to resume), or leave it
+        to :func:`defer_removal` when a block of it is running."""
+        pending = _DEFERRED.get()
+        if pending is not None:
+            pending.append(self.path)
+        elif os.path.exists(self.path):
             os.unlink(self.path)
 
 

@@ -402,3 +402,73 @@ def test_several_chains_resumed_after_kill_9_equal_the_uninterrupted_fit(tmp_pat
     for name in CHAINS_FITTED[:8] + CHAINS_FITTED[-5:-1] + ("n_iter_",):
         np.testing.assert_array_equal(getattr(resumed, name), getattr(reference, name))
     assert not path.exists()
+
+
+@pytest.mark.parametrize("n_chains", [1, 2])
+def test_the_file_goes_only_once_the_results_are_set(monkeypatch, tmp_path, n_chains):
+    """A fit that dies after its last iteration but before its results exist (the pooling,
+    the diagnostics, the command line's output) keeps its checkpoint, and the next fit
+    resumes from it to the uninterrupted fit's bits."""
+    X = _data()
+    path = tmp_path / "run.ckpt"
+    params = {"n_chains": n_chains, "n_jobs": 1, "checkpoint_every": 10}
+    reference = _fit(_model(n_chains=n_chains, n_jobs=1), X)
+
+    def dies(self, X):
+        raise RuntimeError("killed")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(CoGAPS, "_set_reconstruction_err", dies)
+        with pytest.raises(RuntimeError, match="killed"):
+            _fit(_model(checkpoint_path=path, **params), X)
+    assert path.exists()
+    assert not os.path.exists(str(path) + ".lock")  # released all the same
+    resumed = _fit(_model(checkpoint_path=path, **params), X)
+    for name in FITTED:
+        np.testing.assert_array_equal(getattr(resumed, name), getattr(reference, name))
+    assert not path.exists()
+
+
+def test_removal_deferred_to_the_end_of_a_block(tmp_path):
+    """Inside ``defer_removal`` (the command line's fit and writing), a completed fit's file
+    stays until the block ends without an exception."""
+    from sklearn_cogaps._utils._checkpoint import defer_removal
+
+    X = _data()
+    path = tmp_path / "run.ckpt"
+    with defer_removal():
+        _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
+        assert path.exists()
+    assert not path.exists()
+    with pytest.raises(OSError), defer_removal():
+        _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
+        raise OSError("disk full while writing the results")
+    assert path.exists()
+
+
+def test_temporary_files_of_killed_writes_are_removed(tmp_path):
+    """What a write killed midway leaves (named after its checkpoint) goes when a fit next
+    takes the file; other files stay."""
+    X = _data()
+    path = tmp_path / "run.ckpt"
+    orphans = [tmp_path / ".run.ckpt.a1b2c3.tmp", tmp_path / ".run.ckpt.zz.tmp"]
+    others = [tmp_path / ".other.ckpt.a1b2c3.tmp", tmp_path / "run.ckpt.notes"]
+    for f in orphans + others:
+        f.write_bytes(b"partial")
+    _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
+    assert not any(f.exists() for f in orphans)
+    assert all(f.exists() for f in others)
+
+
+def test_ctrl_c_in_the_calibration_writes_the_last_complete_round(monkeypatch, tmp_path):
+    """Ctrl-C keeps the chains' last complete round in the file even when no checkpoint was
+    due, so the next fit does not run it again."""
+    X = _data()
+    path = tmp_path / "chains.ckpt"
+    original = interrupt_cogaps_at(monkeypatch, 2 * 100 + 20)  # in the third round
+    with pytest.raises(KeyboardInterrupt):
+        _chains(checkpoint_path=path, checkpoint_every=100000).fit(X)
+    with open(path, "rb") as f:
+        assert pickle.load(f)["iteration"] == 100
+    monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    _assert_same_chains(_fit(_chains(checkpoint_path=path), X), _fit(_chains(), X))
