@@ -126,7 +126,9 @@ class Checkpoint:
         (``kill -9``): with the lock held, no other fit writes them."""
         directory = os.path.dirname(os.path.abspath(self.path))
         pattern = os.path.join(glob.escape(directory), glob.escape(self._temporary_prefix()))
-        for orphan in glob.glob(pattern + "*.tmp", include_hidden=True):
+        # exactly the 8 characters mkstemp draws: "run"'s pattern must not take the files
+        # of a fit of "run.ckpt" in the same directory
+        for orphan in glob.glob(pattern + "[a-z0-9_]" * 8 + ".tmp", include_hidden=True):
             with contextlib.suppress(OSError):
                 os.unlink(orphan)
 

@@ -451,8 +451,10 @@ def test_temporary_files_of_killed_writes_are_removed(tmp_path):
     takes the file; other files stay."""
     X = _data()
     path = tmp_path / "run.ckpt"
-    orphans = [tmp_path / ".run.ckpt.a1b2c3.tmp", tmp_path / ".run.ckpt.zz.tmp"]
-    others = [tmp_path / ".other.ckpt.a1b2c3.tmp", tmp_path / "run.ckpt.notes"]
+    orphans = [tmp_path / ".run.ckpt.a1b2c3d4.tmp", tmp_path / ".run.ckpt.zz_9yx8w.tmp"]
+    # another checkpoint's, also one whose name starts with this one's
+    others = [tmp_path / ".other.ckpt.a1b2c3d4.tmp", tmp_path / "run.ckpt.notes",
+              tmp_path / ".run.ckpt.old.a1b2c3d4.tmp"]  # fmt: skip
     for f in orphans + others:
         f.write_bytes(b"partial")
     _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
