@@ -858,11 +858,7 @@ class CoGAPS(
                 fixed["fixed_components"] = fixed_components
             if fixed_patterns is not None:
                 fixed["fixed_patterns"] = fixed_patterns
-            checkpoint = None
-            if self.checkpoint_path is not None:
-                checkpoint = Checkpoint(self.checkpoint_path, self.checkpoint_every,
-                                        self.checkpoint_minutes)  # fmt: skip
-                checkpoint.acquire()  # one fit at a time per file, as for one chain
+            checkpoint = self._taken_checkpoint()
             try:
                 fit_chains(self, X, uncertainty, fixed, checkpoint)
                 self._set_reconstruction_err(X)
@@ -881,13 +877,7 @@ class CoGAPS(
         n_threads = effective_n_threads()
         pass_threads = kernel_threads(2 * self.n_components * n_entries(X), n_threads)
         data = model_data(self, X, uncertainty)
-        checkpoint = None
-        if self.checkpoint_path is not None:
-            checkpoint = Checkpoint(self.checkpoint_path, self.checkpoint_every,
-                                    self.checkpoint_minutes)  # fmt: skip
-            # one fit at a time per file: another fit (a parallel search's, with the same
-            # parameters) would resume from this one's state or refuse it midway
-            checkpoint.acquire()
+        checkpoint = self._taken_checkpoint()
         try:
             likelihood = None
             if self.warm_start or checkpoint is not None:
@@ -976,6 +966,17 @@ class CoGAPS(
             if checkpoint is not None:
                 checkpoint.release()
         return self
+
+    def _taken_checkpoint(self):
+        """The fit's :class:`Checkpoint`, taken for this fit alone, or None without
+        ``checkpoint_path``: another fit of the file (a parallel search's, with the same
+        parameters) would resume from this one's state or refuse it midway."""
+        if self.checkpoint_path is None:
+            return None
+        checkpoint = Checkpoint(self.checkpoint_path, self.checkpoint_every,
+                                self.checkpoint_minutes)  # fmt: skip
+        checkpoint.acquire()
+        return checkpoint
 
     def _chain_segment(self, X, uncertainty, fixed, payload, stop, calibration_end):
         """One round of a fit whose chains stop by their diagnostics (``tol``): this chain
