@@ -2,12 +2,13 @@
 # [0, n_bins * bin_length) and positive masses; bin = position // bin_length maps each
 # atom to one matrix element. See doc/cogaps.rst ("The atomic domain") for the design.
 from libc.stdint cimport uint64_t, int64_t
-from .._utils._rng cimport Rng, Divisor, divisor_init, rng_below_by
+from .._utils._rng cimport Rng, Divisor, divisor_init, divisor_div, rng_below_by
 
 
 cdef struct AtomicDomain:
     # per atom id (ids are recycled through a free list)
     uint64_t* pos
+    uint64_t* elem      # the atom's matrix element, row << 24 | column (domain_element)
     double* mass
     int64_t* prev       # left neighbour in position order, -1 if none
     int64_t* next       # right neighbour in position order, -1 if none
@@ -31,13 +32,15 @@ cdef struct AtomicDomain:
     # the divisions of every proposal, prepared once (_rng.pxd, Divisor): position -> bin,
     # a uniform position, and a uniform atom (for the count it was last prepared for)
     Divisor bin_div
+    Divisor col_div     # bin -> (row, column)
     Divisor length_div
     uint64_t length_threshold
     Divisor atoms_div
     uint64_t atoms_threshold
 
 
-cdef int domain_init(AtomicDomain* d, uint64_t n_bins, int64_t capacity) noexcept nogil
+cdef int domain_init(AtomicDomain* d, uint64_t n_bins, uint64_t n_cols,
+                     int64_t capacity) noexcept nogil
 cdef void domain_free(AtomicDomain* d) noexcept nogil
 cdef int64_t domain_insert(AtomicDomain* d, uint64_t pos, double mass) noexcept nogil
 cdef void domain_erase(AtomicDomain* d, int64_t atom) noexcept nogil
@@ -63,3 +66,18 @@ cdef inline uint64_t domain_random_free_position(AtomicDomain* d, Rng* rng) noex
     while domain_find(d, pos) >= 0:
         pos = rng_below_by(rng, &d.length_div, d.length_threshold)
     return pos
+
+
+cdef inline void domain_move(AtomicDomain* d, int64_t atom, uint64_t pos) noexcept nogil:
+    """Move a live atom to ``pos``, strictly between its neighbours (the tree is unchanged)."""
+    d.pos[atom] = pos
+    d.elem[atom] = domain_element(d, pos)
+
+
+cdef inline uint64_t domain_element(const AtomicDomain* d, uint64_t pos) noexcept nogil:
+    """The matrix element of the bin holding ``pos``, packed as row << 24 | column (the
+    columns are the patterns, fewer than 2**24): bin = pos // bin_length, row = bin //
+    n_cols, column = bin % n_cols, by prepared divisions (exact)."""
+    cdef uint64_t rem, row
+    row = divisor_div(&d.col_div, divisor_div(&d.bin_div, pos, &rem), &rem)
+    return (row << 24) | rem

@@ -31,6 +31,7 @@ cdef int _grow(AtomicDomain* d, int64_t capacity) noexcept nogil:
     """Reallocate every per-atom array to ``capacity``; 0 on success, -1 when out of memory."""
     cdef size_t n = <size_t>capacity
     if (_resize(<void**>&d.pos, n, sizeof(uint64_t)) != 0
+            or _resize(<void**>&d.elem, n, sizeof(uint64_t)) != 0
             or _resize(<void**>&d.mass, n, sizeof(double)) != 0
             or _resize(<void**>&d.prev, n, sizeof(int64_t)) != 0
             or _resize(<void**>&d.next, n, sizeof(int64_t)) != 0
@@ -45,9 +46,12 @@ cdef int _grow(AtomicDomain* d, int64_t capacity) noexcept nogil:
     return 0
 
 
-cdef int domain_init(AtomicDomain* d, uint64_t n_bins, int64_t capacity) noexcept nogil:
-    """Empty domain of ``n_bins`` equal bins covering (almost) all of [0, 2**64)."""
+cdef int domain_init(AtomicDomain* d, uint64_t n_bins, uint64_t n_cols,
+                     int64_t capacity) noexcept nogil:
+    """Empty domain of ``n_bins`` equal bins covering (almost) all of [0, 2**64), the
+    elements of a matrix of ``n_cols`` columns (fewer than 2**24) in row-major order."""
     d.pos = NULL
+    d.elem = NULL
     d.mass = NULL
     d.prev = NULL
     d.next = NULL
@@ -67,6 +71,7 @@ cdef int domain_init(AtomicDomain* d, uint64_t n_bins, int64_t capacity) noexcep
     d.bin_length = _U64_MAX // n_bins
     d.length = d.bin_length * n_bins
     divisor_init(&d.bin_div, d.bin_length)
+    divisor_init(&d.col_div, n_cols)
     divisor_init(&d.length_div, d.length)
     d.length_threshold = (<uint64_t>0 - d.length) % d.length
     d.atoms_div.d = 0
@@ -76,7 +81,7 @@ cdef int domain_init(AtomicDomain* d, uint64_t n_bins, int64_t capacity) noexcep
 
 
 cdef void domain_free(AtomicDomain* d) noexcept nogil:
-    free(d.pos); free(d.mass); free(d.prev); free(d.next); free(d.child_l)
+    free(d.pos); free(d.elem); free(d.mass); free(d.prev); free(d.next); free(d.child_l)
     free(d.child_r); free(d.prio); free(d.slot); free(d.order); free(d.free_ids)
     d.pos = NULL; d.mass = NULL; d.prev = NULL; d.next = NULL; d.child_l = NULL
     d.child_r = NULL; d.prio = NULL; d.slot = NULL; d.order = NULL; d.free_ids = NULL
@@ -169,6 +174,7 @@ cdef int64_t domain_insert(AtomicDomain* d, uint64_t pos, double mass) noexcept 
         d.n_used += 1
     h = pos
     d.pos[atom] = pos
+    d.elem[atom] = domain_element(d, pos)
     d.mass[atom] = mass
     d.prio[atom] = splitmix64(&h)
     d.child_l[atom] = -1
@@ -223,12 +229,15 @@ cdef class DomainForTests:
         Number of bins (matrix elements) the domain covers.
     seed : int
         Seed of the generator used by :meth:`random_atom` and :meth:`random_position`.
+    n_cols : int or None, default=None
+        Number of columns of the matrix whose elements the bins are (row-major); None for
+        one row of ``n_bins``.
     """
     cdef AtomicDomain d
     cdef Rng rng
 
-    def __cinit__(self, uint64_t n_bins, uint64_t seed=0):
-        if domain_init(&self.d, n_bins, 16) != 0:
+    def __cinit__(self, uint64_t n_bins, uint64_t seed=0, n_cols=None):
+        if domain_init(&self.d, n_bins, n_bins if n_cols is None else n_cols, 16) != 0:
             raise MemoryError("could not allocate the atomic domain")
         rng_seed(&self.rng, seed)
 
@@ -269,6 +278,17 @@ cdef class DomainForTests:
     def position(self, int64_t atom):
         """Position of an atom."""
         return self.d.pos[atom]
+
+    def element(self, int64_t atom):
+        """Row and column of the matrix element an atom is in, as the domain keeps them."""
+        return int(self.d.elem[atom] >> 24), int(self.d.elem[atom] & 0xFFFFFF)
+
+    def move(self, int64_t atom, uint64_t pos):
+        """Move an atom to ``pos``, strictly between its neighbours."""
+        cdef int64_t left = self.d.prev[atom], right = self.d.next[atom]
+        if (left >= 0 and pos <= self.d.pos[left]) or (right >= 0 and pos >= self.d.pos[right]):
+            raise ValueError(f"position {pos} is not between the atom's neighbours")
+        domain_move(&self.d, atom, pos)
 
     def neighbours(self, int64_t atom):
         """Ids of the left and right neighbours (-1 where there is none)."""

@@ -7,12 +7,12 @@ from libc.stdint cimport uint64_t, int64_t
 
 from .._utils._rng cimport Rng, rng_seed, rng_uniform, rng_below, rng_poisson
 from .._utils._truncnorm cimport truncnorm_sample
-from ._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase,
+from ._atomic_domain cimport (AtomicDomain, domain_insert, domain_erase, domain_move,
                                      domain_random_atom, domain_random_free_position)
 from .._utils._status cimport FAIL_NO_MEMORY, FAIL_NOT_FINITE
 from ._row_sums cimport cg_residual_update_f64, cg_residual_update_f32
 from ._stats cimport (Half, Proposal, KindCache, KIND_CACHE_SLOTS, BIRTH, DEATH, MOVE,
-                             EXCHANGE, REJECT, APPLY, KILL, _locate, _element_stats,
+                             EXCHANGE, REJECT, APPLY, KILL, _locate, _locate_atom, _element_stats,
                              _pair_stats)
 
 cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
@@ -149,7 +149,7 @@ cdef inline void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil:
     p.atom1 = domain_random_atom(d, master)
     p.mass1 = d.mass[p.atom1]
     if p.kind == DEATH:
-        _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
+        _locate_atom(h, p.atom1, &p.r1, &p.q1)
         p.r2 = p.r1
     elif p.kind == MOVE:
         left = d.prev[p.atom1]
@@ -157,13 +157,13 @@ cdef inline void _fill(const Half* h, Rng* master, Proposal* p) noexcept nogil:
         lo = d.pos[left] + 1 if left >= 0 else 0
         hi = d.pos[right] - 1 if right >= 0 else d.length - 1
         p.pos = lo + rng_below(master, hi - lo + 1)
-        _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
+        _locate_atom(h, p.atom1, &p.r1, &p.q1)
         _locate(h, p.pos, &p.r2, &p.q2)
     else:
         p.atom2 = d.next[p.atom1] if d.next[p.atom1] >= 0 else d.first
         p.mass2 = d.mass[p.atom2]
-        _locate(h, d.pos[p.atom1], &p.r1, &p.q1)
-        _locate(h, d.pos[p.atom2], &p.r2, &p.q2)
+        _locate_atom(h, p.atom1, &p.r1, &p.q1)
+        _locate_atom(h, p.atom2, &p.r2, &p.q2)
     if h.reversible and p.kind != EXCHANGE:
         p.last_in_bin = _last_in_bin(d, p.atom1)
 
@@ -357,7 +357,7 @@ cdef inline int _apply_domain(Half* h, const Proposal* p) noexcept nogil:
         else:
             d.mass[p.atom1] = p.value
     elif p.kind == MOVE:
-        d.pos[p.atom1] = p.pos
+        domain_move(d, p.atom1, p.pos)
     else:
         d.mass[p.atom1] = _non_negative(d.mass[p.atom1] + p.value)
         d.mass[p.atom2] = _non_negative(d.mass[p.atom2] - p.value)

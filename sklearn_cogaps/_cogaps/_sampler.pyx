@@ -95,8 +95,8 @@ cdef class GibbsSampler:
     cdef double lam_w, lam_h
 
     def __cinit__(self):
-        domain_init(&self.dom_w, 1, 16)
-        domain_init(&self.dom_h, 1, 16)
+        domain_init(&self.dom_w, 1, 1, 16)
+        domain_init(&self.dom_h, 1, 1, 16)
         self.half_w.row_mark = NULL
         self.half_w.atom_mark = NULL
         self.half_h.row_mark = NULL
@@ -131,8 +131,8 @@ cdef class GibbsSampler:
         self.reset_accumulators()
         domain_free(&self.dom_w)
         domain_free(&self.dom_h)
-        if (domain_init(&self.dom_w, <uint64_t>(self.n * self.K), 1024) != 0
-                or domain_init(&self.dom_h, <uint64_t>(self.m * self.K), 1024) != 0):
+        if (domain_init(&self.dom_w, <uint64_t>(self.n * self.K), <uint64_t>self.K, 1024) != 0
+                or domain_init(&self.dom_h, <uint64_t>(self.m * self.K), <uint64_t>self.K, 1024) != 0):
             raise MemoryError("could not allocate the atomic domains")
         if self.is_sparse:
             rows, cols, self.sigma0 = sparse_data[:3]
@@ -764,7 +764,7 @@ cdef int _sample_one_row(const floating* x, const floating* prec, const double* 
     # a float32 row's residual is recomputed at every iteration, in this scratch
     cdef double* buf = <double*>malloc(m * sizeof(double)) if floating is float else NULL
     if (row == NULL or w == NULL or (floating is float and buf == NULL)
-            or domain_init(&dom, <uint64_t>K, 64) != 0):
+            or domain_init(&dom, <uint64_t>K, <uint64_t>K, 64) != 0):
         free(row); free(w); free(buf)
         return FAIL_NO_MEMORY
     memcpy(row, x, m * sizeof(floating))
@@ -792,7 +792,7 @@ cdef int _sample_one_sparse_row(const int32_t* indices, const double* x, int64_t
     # the row's stored entries, as a one-row CSR
     cdef int64_t indptr[2]
     cdef double* w = <double*>calloc(K, sizeof(double))
-    if w == NULL or domain_init(&dom, <uint64_t>K, 64) != 0:
+    if w == NULL or domain_init(&dom, <uint64_t>K, <uint64_t>K, 64) != 0:
         free(w)
         return FAIL_NO_MEMORY
     indptr[0] = 0

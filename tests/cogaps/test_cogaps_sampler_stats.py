@@ -216,9 +216,10 @@ def sequential_chains(X, prec, H, lam, n_chains, n_iter, seed):
     return mean[:, None, :], (std**2 + mean**2)[:, None, :]
 
 
-def queued_chains(X, prec, H, lam, n_chains, n_iter, seed, model="dense", n_threads=2):
+def queued_chains(X, prec, H, lam, n_chains, n_iter, seed, model="dense", n_threads=2, tau=1.0):
     """``fit``'s chain with H fixed, through the proposal queue; ``model`` "sparse" runs
-    the sparse-data model (whose uncertainty is the default one)."""
+    the sparse-data model (whose uncertainty is the default one); ``tau`` is the
+    calibration's temperature, held fixed."""
     seeds = np.random.default_rng(seed).integers(1, 2**63, n_chains)
     Ht = np.ascontiguousarray(H.T)
     W0 = np.zeros((X.shape[0], H.shape[0]))
@@ -241,7 +242,7 @@ def queued_chains(X, prec, H, lam, n_chains, n_iter, seed, model="dense", n_thre
         total = np.zeros_like(W0)
         total2 = np.zeros_like(W0)
         for it in range(2 * n_iter):
-            sampler.iterate(1.0, n_threads)
+            sampler.iterate(tau, n_threads)
             if it >= n_iter:
                 W = sampler.W
                 total += W
@@ -304,6 +305,19 @@ def test_sequential_chain_has_the_kernel_law(K, reference_one_row):
     assert p > P_MIN, f"z-scores {np.round(z, 2)}"
 
 
+def test_transform_averages_exactly_its_sampling_iterations():
+    """A posterior concentrated at w = 1 (sd 1e-3 per entry): the mean of the sampling
+    iterations is 1 to 1e-2, where one calibration state more, divided by n_iter = 10,
+    would give 1.1. The law tests above cannot see a bias of 1 / n_iter at n_iter = 240."""
+    n, n_iter = 50, 10
+    seeds = np.arange(1, n + 1, dtype=np.uint64)
+    mean, std = sample_fixed_rows(
+        np.ones((n, 3)), np.full((n, 3), 1e6), np.ones((3, 1)), ALPHA, 1.0, MAX_MASS, n_iter,
+        seeds, 1
+    )  # fmt: skip
+    assert np.abs(mean - 1.0).max() < 0.01 and std.max() < 0.01
+
+
 @pytest.mark.parametrize("K", [1, 2])
 def test_wrong_prior_rate_is_rejected(K, reference_one_row):
     """The comparison has power: a chain given a prior rate 1.5 times too large fails."""
@@ -312,6 +326,19 @@ def test_wrong_prior_rate_is_rejected(K, reference_one_row):
         sequential_chains(X, prec, H, 1.5 * lam, 400, N_ITER, seed=10 + K), reference_one_row[K]
     )
     assert p < P_MIN
+
+
+def test_a_tempered_chain_has_the_law_of_the_precision_times_the_temperature():
+    """The calibration anneals the likelihood: at temperature tau every move's s and s mu
+    are multiplied by tau (Sherman, Gao & Fertig 2019, section 1.4), so the chain is the
+    kernel's with the precisions times tau. The other tests run at tau = 1, where a move
+    that left tau out would pass."""
+    tau = 0.3
+    X, prec, H, lam = one_row(2)
+    reference = ReferenceChain(X, prec * tau, H, lam, n_chains=400, seed=7).run(N_ITER, BURN_IN)
+    chains = queued_chains(X, prec, H, lam, 150, N_ITER, seed=8, n_threads=1, tau=tau)
+    p, z = compare(chains, reference)
+    assert p > P_MIN, f"z-scores {np.round(z, 2)}"
 
 
 @pytest.mark.parametrize("model", ["dense", "sparse"])

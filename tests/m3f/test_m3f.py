@@ -114,15 +114,16 @@ def test_new_feature_probabilities_match_direct_integration():
     assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
 
 
-def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
+def exact_posterior_pvalues(seed, sampler_C_factor=1.0, factor_scale=1.0, threshold_scale=1.0):
     """KS p-values of the Gibbs sampler's final states against their exact posterior.
 
     A diagonal ratings matrix makes every user-item pair an independent model with one
-    rating: K = 2 standard normal factors give a Laplace(0, 1) prior on x = u . v, so the
-    posterior of (x, theta) has a density known up to a constant. The final states of
+    rating: K = 2 normal factors of scale s give a Laplace(0, s**2) prior on x = u . v, so
+    the posterior of (x, theta) has a density known up to a constant. The final states of
     3000 independent chains (``random_state=seed``) are compared with it (KS on x and on
-    the first threshold). The sampler runs with ``sampler_C_factor * C`` and the posterior
-    is at C: a factor other than 1 is a wrong sampler, which the comparison must reject.
+    the first threshold, whose prior is N(rho, ``threshold_scale**2``)). The sampler runs
+    with ``sampler_C_factor * C`` and the posterior is at C: a factor other than 1 is a
+    wrong sampler, which the comparison must reject.
     """
     n, C, margin, rating = 3000, 1.5, 1.0, 2.0
     X = sparse.diags(np.full(n, rating)).tocsr()
@@ -132,7 +133,8 @@ def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
         margin=margin,
         n_levels=3,
         threshold_mean=[-1.0, 1.0],
-        threshold_scale=1.0,
+        threshold_scale=threshold_scale,
+        factor_scale=factor_scale,
         max_iter=150,
         burn_in=149,
         random_state=seed,
@@ -142,20 +144,24 @@ def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
     x = np.sum(U * V, axis=1)
 
     # ratings 2 of 3 levels: T = -1 for r = 1 (y > 1), T = +1 for r = 2 (y <= 2). The
-    # integral of N(theta; rho, 1) exp(-C max(0, margin - T (theta - x))) over theta is
+    # integral of N(theta; rho, sd**2) exp(-C max(0, margin - T (theta - x))) over theta is
     # closed form: the hinge is linear on one side of its kink t = x + T margin.
-    Ts, rho = (-1.0, 1.0), (-1.0, 1.0)
+    Ts, rho, sd = (-1.0, 1.0), (-1.0, 1.0), threshold_scale
 
     def theta_factor(xv, r):
         t, T, m = xv + Ts[r] * margin, Ts[r], rho[r]
+        shift = C * C * sd * sd / 2
         if T > 0:
-            return np.exp(-C * t + C * m + C * C / 2) * stats.norm.cdf(t - m - C) + stats.norm.sf(
-                t - m
-            )
-        return np.exp(C * t - C * m + C * C / 2) * stats.norm.sf(t - m + C) + stats.norm.cdf(t - m)
+            return np.exp(-C * t + C * m + shift) * stats.norm.cdf(
+                (t - m - C * sd * sd) / sd
+            ) + stats.norm.sf((t - m) / sd)
+        return np.exp(C * t - C * m + shift) * stats.norm.sf(
+            (t - m + C * sd * sd) / sd
+        ) + stats.norm.cdf((t - m) / sd)
 
-    grid = np.linspace(-12, 12, 4801)
-    lap = 0.5 * np.exp(-np.abs(grid))
+    b = factor_scale**2
+    grid = np.linspace(-12 * b, 12 * b, 4801)
+    lap = np.exp(-np.abs(grid) / b) / (2 * b)
     dens = lap * theta_factor(grid, 0) * theta_factor(grid, 1)
     cdf = integrate.cumulative_trapezoid(dens, grid, initial=0)
     p_x = stats.kstest(x, lambda q: np.interp(q, grid, cdf / cdf[-1])).pvalue
@@ -163,7 +169,7 @@ def exact_posterior_pvalues(seed, sampler_C_factor=1.0):
     f2 = lap * theta_factor(grid, 1)
     tgrid = np.linspace(-8, 8, 1601)
     hinge = np.maximum(0.0, margin - Ts[0] * (tgrid[:, None] - grid[None, :]))
-    tdens = stats.norm.pdf(tgrid, rho[0], 1.0) * np.trapezoid(f2 * np.exp(-C * hinge), grid, axis=1)
+    tdens = stats.norm.pdf(tgrid, rho[0], sd) * np.trapezoid(f2 * np.exp(-C * hinge), grid, axis=1)
     tcdf = integrate.cumulative_trapezoid(tdens, tgrid, initial=0)
     tcdf /= tcdf[-1]
     p_theta = stats.kstest(theta[:, 0], lambda q: np.interp(q, tgrid, tcdf)).pvalue
@@ -177,6 +183,17 @@ def test_gibbs_sampler_targets_the_exact_posterior():
     # fixed seed; benchmarks/m3f_sampler_pvalues.py repeats the comparison over seeds
     # (doc/testing.rst, "MaxMarginMF")
     p = exact_posterior_pvalues(seed=0)
+    assert p["KS x"] > 1e-3
+    assert p["KS theta_1"] > 1e-3
+
+
+@pytest.mark.parametrize("factor_scale, threshold_scale", [(1.5, 0.5), (0.5, 1.0)])
+def test_gibbs_sampler_targets_the_exact_posterior_of_other_prior_scales(
+    factor_scale, threshold_scale
+):
+    # at unit scales a prior's variance and its standard deviation are the same number,
+    # so a sampler that took one for the other would pass the test above
+    p = exact_posterior_pvalues(0, factor_scale=factor_scale, threshold_scale=threshold_scale)
     assert p["KS x"] > 1e-3
     assert p["KS theta_1"] > 1e-3
 
