@@ -43,6 +43,8 @@ class RenamedMixin:
 
         from ._params import integral_float_hint
 
+        # a fit reads a renamed parameter in several places: it warns about each once
+        self._renamed_warned = set()
         for name, constraints in type(self)._parameter_constraints.items():
             value = getattr(self, name, None)
             if (
@@ -110,11 +112,14 @@ class RenamedMixin:
                 f"{old}={old_value!r} and {new}={value!r} are both set; '{old}' is the old name "
                 f"of '{new}': set {new} only."
             )
-        warn(
-            f"'{old}' was renamed '{new}' in {RENAMED_IN} and will be removed in "
-            f"{REMOVED_IN}. Use {new}={old_value!r}.",
-            FutureWarning,
-        )
+        warned = self.__dict__.setdefault("_renamed_warned", set())
+        if old not in warned:
+            warned.add(old)
+            warn(
+                f"'{old}' was renamed '{new}' in {RENAMED_IN} and will be removed in "
+                f"{REMOVED_IN}. Use {new}={old_value!r}.",
+                FutureWarning,
+            )
         return old_value
 
     def _under_new_names(self):
