@@ -83,7 +83,7 @@ cdef int domain_init(AtomicDomain* d, uint64_t n_bins, uint64_t n_cols,
 cdef void domain_free(AtomicDomain* d) noexcept nogil:
     free(d.pos); free(d.elem); free(d.mass); free(d.prev); free(d.next); free(d.child_l)
     free(d.child_r); free(d.prio); free(d.slot); free(d.order); free(d.free_ids)
-    d.pos = NULL; d.mass = NULL; d.prev = NULL; d.next = NULL; d.child_l = NULL
+    d.pos = NULL; d.elem = NULL; d.mass = NULL; d.prev = NULL; d.next = NULL; d.child_l = NULL
     d.child_r = NULL; d.prio = NULL; d.slot = NULL; d.order = NULL; d.free_ids = NULL
     d.capacity = 0
     d.n_atoms = 0

@@ -491,7 +491,8 @@ class CoGAPS(
     )
 
     _parameter_constraints = {
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        # the atomic domain packs an element's column in 24 bits (_atomic_domain.pxd)
+        "n_components": [Interval(Integral, 1, 2**24 - 1, closed="both")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "atom_density_W": [Interval(Real, 0, None, closed="neither")],
         "atom_density_H": [Interval(Real, 0, None, closed="neither")],

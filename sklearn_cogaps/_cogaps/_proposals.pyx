@@ -16,7 +16,7 @@ the compound Poisson-exponential prior; doc/testing.rst derives both.
 from libc.math cimport sqrt, log, exp, erf, erfc
 from libc.stdint cimport uint64_t, int64_t
 
-from .._utils._rng cimport Rng, rng_next, divisor_init
+from .._utils._rng cimport Rng, rng_next
 from ._stats cimport Half, Proposal, KindCache
 
 
@@ -31,7 +31,6 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
     h.n_cols = n_cols
     h.row_stride = n_cols
     h.K = K
-    divisor_init(&h.k_div, <uint64_t>K)
     h.alpha = alpha
     h.lam = lam
     h.cap = max_mass / lam

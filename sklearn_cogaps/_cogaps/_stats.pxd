@@ -21,8 +21,8 @@
 from libc.math cimport fmax
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
-from .._utils._rng cimport Rng, Divisor, divisor_div
-from ._atomic_domain cimport AtomicDomain
+from .._utils._rng cimport Rng
+from ._atomic_domain cimport AtomicDomain, domain_element
 from ._row_sums cimport cg_row_sums_f64, cg_row_sums_f32
 
 cdef enum:
@@ -51,7 +51,6 @@ cdef struct Half:
     Py_ssize_t n_cols
     Py_ssize_t row_stride  # values between the starts of two rows of R and of prec
     Py_ssize_t K
-    Divisor k_div        # bin -> (row, column) without a division (_locate)
     double alpha
     double lam           # rate of the exponential prior on an atom's mass
     double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
@@ -127,21 +126,20 @@ cdef struct KindCache:
     double p_death[KIND_CACHE_SLOTS]
 
 
+cdef inline void _unpack(uint64_t e, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
+    """Row and column of an element packed by ``domain_element``."""
+    r[0] = <Py_ssize_t>(e >> 24)
+    q[0] = <Py_ssize_t>(e & 0xFFFFFF)
+
+
 cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
-    """Row and column of the matrix element whose bin holds ``pos``: bin = pos //
-    bin_length, row = bin // K, column = bin % K, by prepared divisions (exact)."""
-    cdef uint64_t rem, row
-    cdef uint64_t b = divisor_div(&h.dom.bin_div, pos, &rem)
-    row = divisor_div(&h.k_div, b, &rem)
-    r[0] = <Py_ssize_t>row
-    q[0] = <Py_ssize_t>rem
+    """Row and column of the matrix element whose bin holds ``pos``."""
+    _unpack(domain_element(h.dom, pos), r, q)
 
 
 cdef inline void _locate_atom(const Half* h, int64_t atom, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
     """:func:`_locate` of a live atom, from the element the domain keeps for it."""
-    cdef uint64_t e = h.dom.elem[atom]
-    r[0] = <Py_ssize_t>(e >> 24)
-    q[0] = <Py_ssize_t>(e & 0xFFFFFF)
+    _unpack(h.dom.elem[atom], r, q)
 
 
 cdef inline void _element_stats(const Half* h, Py_ssize_t r, Py_ssize_t q,
