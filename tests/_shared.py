@@ -50,6 +50,9 @@ def local_cluster(n_workers):
                                  host="127.0.0.1", dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):  # fmt: skip
+        # the cluster's start returns before every worker has registered with the
+        # scheduler, and what is sized by the workers (a fit's blocks) counts them
+        client.wait_for_workers(n_workers, timeout=120)
         yield client
 
 

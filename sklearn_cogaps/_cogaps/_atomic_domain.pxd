@@ -4,11 +4,17 @@
 from libc.stdint cimport uint64_t, int64_t
 from .._utils._rng cimport Rng, Divisor, divisor_init, divisor_div, rng_below_by
 
+# An atom's matrix element is one word, row << ELEMENT_COLUMN_BITS | column: the columns
+# (the patterns) are fewer than 2**ELEMENT_COLUMN_BITS, which leaves 40 bits for the rows.
+cdef enum:
+    ELEMENT_COLUMN_BITS = 24
+    ELEMENT_COLUMN_MASK = (1 << ELEMENT_COLUMN_BITS) - 1
+
 
 cdef struct AtomicDomain:
     # per atom id (ids are recycled through a free list)
     uint64_t* pos
-    uint64_t* elem      # the atom's matrix element, row << 24 | column (domain_element)
+    uint64_t* elem      # the atom's matrix element, packed by domain_element
     double* mass
     int64_t* prev       # left neighbour in position order, -1 if none
     int64_t* next       # right neighbour in position order, -1 if none
@@ -37,6 +43,12 @@ cdef struct AtomicDomain:
     uint64_t length_threshold
     Divisor atoms_div
     uint64_t atoms_threshold
+
+
+cdef class DomainForTests:
+    # declared here so that the proposals' test hook (_queue) can reach the domain
+    cdef AtomicDomain d
+    cdef Rng rng
 
 
 cdef int domain_init(AtomicDomain* d, uint64_t n_bins, uint64_t n_cols,
@@ -75,9 +87,9 @@ cdef inline void domain_move(AtomicDomain* d, int64_t atom, uint64_t pos) noexce
 
 
 cdef inline uint64_t domain_element(const AtomicDomain* d, uint64_t pos) noexcept nogil:
-    """The matrix element of the bin holding ``pos``, packed as row << 24 | column (the
-    columns are the patterns, fewer than 2**24): bin = pos // bin_length, row = bin //
-    n_cols, column = bin % n_cols, by prepared divisions (exact)."""
+    """The matrix element of the bin holding ``pos``, packed as row << ELEMENT_COLUMN_BITS
+    | column: bin = pos // bin_length, row = bin // n_cols, column = bin % n_cols, by
+    prepared divisions (exact)."""
     cdef uint64_t rem, row
     row = divisor_div(&d.col_div, divisor_div(&d.bin_div, pos, &rem), &rem)
-    return (row << 24) | rem
+    return (row << ELEMENT_COLUMN_BITS) | rem

@@ -17,6 +17,9 @@ from .._utils._rng cimport Rng, rng_below_by, rng_seed, splitmix64, divisor_init
 
 cdef uint64_t _U64_MAX = 0xFFFFFFFFFFFFFFFF
 
+#: The most columns (patterns) whose elements an atom's packed element can name.
+MAX_N_COLUMNS = ELEMENT_COLUMN_MASK
+
 
 cdef inline int _resize(void** field, size_t n, size_t item) noexcept nogil:
     """realloc one per-atom array in place; -1 when out of memory (the old one is kept)."""
@@ -49,7 +52,7 @@ cdef int _grow(AtomicDomain* d, int64_t capacity) noexcept nogil:
 cdef int domain_init(AtomicDomain* d, uint64_t n_bins, uint64_t n_cols,
                      int64_t capacity) noexcept nogil:
     """Empty domain of ``n_bins`` equal bins covering (almost) all of [0, 2**64), the
-    elements of a matrix of ``n_cols`` columns (fewer than 2**24) in row-major order."""
+    elements of a matrix of ``n_cols`` columns (at most MAX_N_COLUMNS) in row-major order."""
     d.pos = NULL
     d.elem = NULL
     d.mass = NULL
@@ -233,11 +236,11 @@ cdef class DomainForTests:
         Number of columns of the matrix whose elements the bins are (row-major); None for
         one row of ``n_bins``.
     """
-    cdef AtomicDomain d
-    cdef Rng rng
-
     def __cinit__(self, uint64_t n_bins, uint64_t seed=0, n_cols=None):
-        if domain_init(&self.d, n_bins, n_bins if n_cols is None else n_cols, 16) != 0:
+        n_cols = n_bins if n_cols is None else n_cols
+        if not 1 <= n_cols <= MAX_N_COLUMNS:
+            raise ValueError(f"n_cols must be in [1, {MAX_N_COLUMNS}]; got {n_cols}")
+        if domain_init(&self.d, n_bins, n_cols, 16) != 0:
             raise MemoryError("could not allocate the atomic domain")
         rng_seed(&self.rng, seed)
 
@@ -281,7 +284,8 @@ cdef class DomainForTests:
 
     def element(self, int64_t atom):
         """Row and column of the matrix element an atom is in, as the domain keeps them."""
-        return int(self.d.elem[atom] >> 24), int(self.d.elem[atom] & 0xFFFFFF)
+        cdef uint64_t e = self.d.elem[atom]
+        return int(e >> ELEMENT_COLUMN_BITS), int(e & ELEMENT_COLUMN_MASK)
 
     def move(self, int64_t atom, uint64_t pos):
         """Move an atom to ``pos``, strictly between its neighbours."""

@@ -29,6 +29,7 @@ from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
 from .._utils._warnings import warn
+from ._atomic_domain import MAX_N_COLUMNS
 from ._chain import (
     ChainState,
     as_dtype,
@@ -491,8 +492,8 @@ class CoGAPS(
     )
 
     _parameter_constraints = {
-        # the atomic domain packs an element's column in 24 bits (_atomic_domain.pxd)
-        "n_components": [Interval(Integral, 1, 2**24 - 1, closed="both")],
+        # the atomic domain packs an atom's column, its pattern, in a fixed number of bits
+        "n_components": [Interval(Integral, 1, MAX_N_COLUMNS, closed="both")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "atom_density_W": [Interval(Real, 0, None, closed="neither")],
         "atom_density_H": [Interval(Real, 0, None, closed="neither")],

@@ -10,9 +10,12 @@ chain is the same for any thread count.
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport realloc
+from libc.string cimport memset
 
-from .._utils._rng cimport Rng, rng_next
-from ._atomic_domain cimport AtomicDomain
+import numpy as np
+
+from .._utils._rng cimport Rng, rng_next, rng_seed
+from ._atomic_domain cimport AtomicDomain, DomainForTests
 from .._utils._status cimport FAIL_NO_MEMORY
 from ._stats cimport Half, Proposal, KindCache, BIRTH, DEATH, MOVE, EXCHANGE, REJECT, KILL
 from ._proposals cimport (_n_proposals, _choose_kind, _empty_kind_cache, _fill, _evaluate,
@@ -522,3 +525,38 @@ cdef int _ensure_atom_marks(Half* h) noexcept nogil:
     h.atom_mark_size = size
     return 0
 
+
+def _fill_for_tests(DomainForTests dom, str kind, uint64_t seed, Py_ssize_t n):
+    """What ``n`` proposals of one kind (``"move"`` or ``"exchange"``) drawn from the
+    domain's state choose, with the master stream seeded by ``seed``: arrays of the first
+    atom, the second atom (-1 for a move) and the position (a move's destination).
+
+    For tests: the ranges are exact integer bounds (a move lands strictly between the
+    atom's neighbours, an exchange pairs an atom with its right neighbour, the last with
+    the first), which no statistical test of the chain can see off by one in 2**64.
+    """
+    cdef Half h
+    cdef Proposal p
+    cdef Rng master
+    cdef Py_ssize_t t
+    if kind not in ("move", "exchange"):
+        raise ValueError(f"kind must be 'move' or 'exchange'; got {kind!r}")
+    if dom.d.n_atoms == 0:
+        raise ValueError("the domain has no atom to propose a change of")
+    memset(&h, 0, sizeof(Half))
+    h.dom = &dom.d
+    rng_seed(&master, seed)
+    atom1 = np.empty(n, dtype=np.int64)
+    atom2 = np.empty(n, dtype=np.int64)
+    pos = np.zeros(n, dtype=np.uint64)
+    cdef int64_t[::1] a1 = atom1, a2 = atom2
+    cdef uint64_t[::1] ps = pos
+    for t in range(n):
+        memset(&p, 0, sizeof(Proposal))
+        p.kind = MOVE if kind == "move" else EXCHANGE
+        _fill(&h, &master, &p)
+        a1[t] = p.atom1
+        a2[t] = p.atom2
+        if p.kind == MOVE:
+            ps[t] = p.pos
+    return atom1, atom2, pos

@@ -22,7 +22,9 @@ from libc.math cimport fmax
 from libc.stdint cimport uint64_t, int64_t, int32_t
 
 from .._utils._rng cimport Rng
-from ._atomic_domain cimport AtomicDomain, domain_element
+from ._atomic_domain cimport (
+    AtomicDomain, ELEMENT_COLUMN_BITS, ELEMENT_COLUMN_MASK, domain_element,
+)
 from ._row_sums cimport cg_row_sums_f64, cg_row_sums_f32
 
 cdef enum:
@@ -128,8 +130,8 @@ cdef struct KindCache:
 
 cdef inline void _unpack(uint64_t e, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:
     """Row and column of an element packed by ``domain_element``."""
-    r[0] = <Py_ssize_t>(e >> 24)
-    q[0] = <Py_ssize_t>(e & 0xFFFFFF)
+    r[0] = <Py_ssize_t>(e >> ELEMENT_COLUMN_BITS)
+    q[0] = <Py_ssize_t>(e & ELEMENT_COLUMN_MASK)
 
 
 cdef inline void _locate(const Half* h, uint64_t pos, Py_ssize_t* r, Py_ssize_t* q) noexcept nogil:

@@ -70,3 +70,31 @@ def test_each_atom_keeps_the_element_of_its_position():
         for atom in live[-3:]:
             assert dom.element(atom) == divmod(dom.position(atom) // dom.bin_length, n_cols)
     assert all(dom.element(a) == divmod(dom.position(a) // dom.bin_length, n_cols) for a in live)
+
+
+def test_a_move_lands_strictly_between_the_neighbours_and_reaches_both_ends():
+    # A move's destination is uniform on the free positions between the atom's neighbours
+    # (the domain's ends for the first and last atoms); an exchange pairs an atom with its
+    # right neighbour, the last atom with the first (Sherman, Gao & Fertig 2019, section
+    # 1.3). The ranges are a few positions wide here, so each end is drawn often.
+    from sklearn_cogaps._cogaps._queue import _fill_for_tests
+
+    n_bins = 4
+    dom = DomainForTests(n_bins=n_bins, seed=0)
+    length = n_bins * dom.bin_length
+    positions = [0, 2, 3, 5, length - 3, length - 1]
+    atoms = [dom.insert(p, 1.0) for p in positions]
+    atom1, atom2, dest = _fill_for_tests(dom, "move", 7, 6000)
+    assert set(atom1.tolist()) == set(atoms) and np.all(atom2 == -1)
+    for i, atom in enumerate(atoms):
+        lo = positions[i - 1] + 1 if i > 0 else 0
+        hi = positions[i + 1] - 1 if i + 1 < len(atoms) else length - 1
+        drawn = dest[atom1 == atom]
+        assert drawn.min() >= lo and drawn.max() <= hi, (i, drawn.min(), drawn.max())
+        if hi - lo < 8:  # every position of a short range is reached
+            assert set(drawn.tolist()) == set(range(lo, hi + 1)), i
+
+    atom1, atom2, _ = _fill_for_tests(dom, "exchange", 8, 600)
+    following = {a: atoms[(i + 1) % len(atoms)] for i, a in enumerate(atoms)}
+    assert set(atom1.tolist()) == set(atoms)
+    assert all(following[a] == b for a, b in zip(atom1.tolist(), atom2.tolist()))

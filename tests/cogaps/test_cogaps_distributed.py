@@ -224,6 +224,7 @@ def test_dask_local_cluster_gives_the_joblib_processes_result(
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
+        client.wait_for_workers(2, timeout=120)  # both registered, as the test counts them
         with joblib.parallel_config(backend="dask"):
             on_dask = _fit_small(_cells_X())
         # the tasks did run on the cluster's workers

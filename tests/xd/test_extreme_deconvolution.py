@@ -11,6 +11,7 @@ from sklearn.mixture import GaussianMixture
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import ExtremeDeconvolution, effective_n_threads
+from sklearn_cogaps._xd._init import _unique_rows
 
 
 def _mixture(d=2, seed=0):
@@ -189,6 +190,33 @@ def test_sample_weight_equals_repeated_points():
         warnings.simplefilter("ignore", ConvergenceWarning)
         a = ExtremeDeconvolution(**kw).fit(X, X_cov=S, sample_weight=counts)
         b = ExtremeDeconvolution(**kw).fit(np.repeat(X, counts, 0), X_cov=np.repeat(S, counts, 0))
+    assert_allclose(a.means_, b.means_, rtol=1e-9)
+    assert_allclose(a.covariances_, b.covariances_, rtol=1e-9)
+
+
+def test_the_default_start_sees_each_distinct_point_once_with_its_weight():
+    # The start works on the distinct points in lexicographic order (np.unique's order,
+    # found without its structured comparison), so a point of integer weight w, w copies
+    # of it and any order of the rows give the same start.
+    rng = np.random.RandomState(12)
+    V = rng.randint(-2, 3, size=(200, 3)).astype(float)
+    V[::7] = rng.normal(size=V[::7].shape)
+    unique, inverse = _unique_rows(V)
+    expected, expected_inverse = np.unique(V, axis=0, return_inverse=True)
+    assert_array_equal(unique, expected)
+    assert_array_equal(inverse, expected_inverse.ravel())
+
+    model = _mixture(d=2, seed=8)
+    X, S, _, _ = _draw(model, 200, seed=12)
+    counts = rng.randint(0, 4, size=200)
+    order = rng.permutation(int(counts.sum()))
+    kw = dict(n_components=3, max_iter=3, tol=0.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = ExtremeDeconvolution(**kw).fit(X, X_cov=S, sample_weight=counts)
+        b = ExtremeDeconvolution(**kw).fit(
+            np.repeat(X, counts, 0)[order], X_cov=np.repeat(S, counts, 0)[order]
+        )
     assert_allclose(a.means_, b.means_, rtol=1e-9)
     assert_allclose(a.covariances_, b.covariances_, rtol=1e-9)
 
