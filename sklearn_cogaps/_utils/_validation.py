@@ -8,6 +8,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_array, validate_data
 
 from ._anndata import is_anndata, unwrap_anndata, warn_if_fitted_on_a_layer
+from ._arrays import unique_rows
 from ._warnings import warn
 
 __all__ = [
@@ -226,7 +227,7 @@ def _warn_if_triplet_array(estimator, X, value):
         return
     n = shape[0]
     repeated = all(np.unique(ids[:, j]).size <= n / 2 for j in (0, 1))
-    if repeated and np.unique(ids, axis=0).shape[0] >= 0.9 * n:
+    if repeated and unique_rows(ids)[0].shape[0] >= 0.9 * n:
         warn(
             f"X has 3 columns and {n} rows whose first two look like (user, item) ids, each "
             f"repeated and nearly every pair distinct: a table of (user, item, "

@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 
+from .._utils._arrays import unique_rows
 from ._data import n_dims, proxy
 
 __all__ = [
@@ -85,26 +86,6 @@ def check_init_params(est, K, d):
     return weights, means, covs
 
 
-def _unique_rows(V):
-    """The distinct rows of ``V`` in lexicographic order, and each row's index among them.
-
-    The order is ``np.unique(V, axis=0)``'s, found with a lexsort of the columns: numpy
-    compares the rows there as structured scalars, and a Ctrl-C arriving during that
-    comparison can surface as a ``TypeError`` instead of the ``KeyboardInterrupt``.
-    """
-    n = V.shape[0]
-    if n == 0:
-        return V[:0], np.zeros(0, dtype=np.intp)
-    order = np.lexsort(V.T[::-1])
-    ordered = V[order]
-    first = np.empty(n, dtype=bool)
-    first[0] = True
-    np.any(ordered[1:] != ordered[:-1], axis=1, out=first[1:])
-    inverse = np.empty(n, dtype=np.intp)
-    inverse[order] = np.cumsum(first) - 1
-    return ordered[first], inverse
-
-
 def initial_params(est, data, rng):
     """Initial (weights, means, covariances) in float64."""
     K = est.n_components
@@ -120,7 +101,7 @@ def initial_params(est, data, rng):
     # w copies of it give the same input, so the same start (and the order of the rows
     # does not matter).
     pos = np.flatnonzero(sw > 0)
-    Vu, inverse = _unique_rows(V[pos])
+    Vu, inverse = unique_rows(V[pos])
     wu = np.bincount(inverse, weights=sw[pos], minlength=Vu.shape[0])
     resp = np.zeros((n, K))
     resp[pos] = initial_responsibilities(est, Vu, wu, rng)[inverse]

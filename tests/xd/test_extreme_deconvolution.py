@@ -11,7 +11,7 @@ from sklearn.mixture import GaussianMixture
 from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import ExtremeDeconvolution, effective_n_threads
-from sklearn_cogaps._xd._init import _unique_rows
+from sklearn_cogaps._utils._arrays import unique_rows
 
 
 def _mixture(d=2, seed=0):
@@ -201,7 +201,7 @@ def test_the_default_start_sees_each_distinct_point_once_with_its_weight():
     rng = np.random.RandomState(12)
     V = rng.randint(-2, 3, size=(200, 3)).astype(float)
     V[::7] = rng.normal(size=V[::7].shape)
-    unique, inverse = _unique_rows(V)
+    unique, inverse = unique_rows(V)
     expected, expected_inverse = np.unique(V, axis=0, return_inverse=True)
     assert_array_equal(unique, expected)
     assert_array_equal(inverse, expected_inverse.ravel())
