@@ -3,9 +3,10 @@ updates of the three solvers (Sarkar 2021).
 
 The model: ``x_ij ~ Poisson((L F')_ij)`` with Gamma priors on ``l_ik`` and ``f_jk`` whose
 hyperparameters are learned by empirical Bayes; ``q(l_ik) = Gamma(alpha_ik, beta_k)``.
-Sarkar (2021) derives the augmented ELBO (section 2, with the multinomial ``q(z)`` of Cemgil
-2009), Cemgil's coordinate updates (VBEM), one-dimensional Newton-Raphson updates of the
-same bound, and the pathwise gradient of the exact ELBO (eq. 32). Every pass over the data
+Sarkar (2021) derives the augmented ELBO (section 3, "Methods", with the multinomial
+``q(z)`` of Cemgil 2009), Cemgil's coordinate updates (VBEM), one-dimensional
+Newton-Raphson updates of the same bound, and the pathwise gradient of the exact ELBO (eq.
+32). Every pass over the data
 (``_hpmf_fast``) visits only the stored counts.
 """
 

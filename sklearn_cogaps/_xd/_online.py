@@ -89,6 +89,22 @@ class OnlineEMState:
             )
 
 
+def _less_regulariser(covs, reg_covar):
+    """``covs - reg_covar I``, each positive definite: a start below ``reg_covar`` in some
+    direction (a user's ``precisions_init``) starts there at ``reg_covar`` plus a trace of
+    it, the least that ``L L^T + reg_covar I`` can be."""
+    if reg_covar <= 0:
+        return covs
+    inner = covs - reg_covar * np.eye(covs.shape[-1])
+    try:
+        np.linalg.cholesky(inner)
+        return inner
+    except np.linalg.LinAlgError:
+        evals, evecs = np.linalg.eigh(inner)
+        evals = np.maximum(evals, 1e-9 * reg_covar)
+        return (evecs * evals[:, None, :]) @ np.swapaxes(evecs, 1, 2)
+
+
 class AdamState:
     """Adam on (z, m, L~): weights softmax(z), V = L L^T with log-diagonal (Ritchie & Murray 2019).
 
@@ -100,10 +116,15 @@ class AdamState:
         weights, means, covs = params
         self.reg_covar = reg_covar
         self.fixed_w = fixed[0]
+        self.fixed_c = np.asarray(fixed[2], dtype=bool)
         self.weights0 = np.asarray(weights, dtype=np.float64)
         self.z = np.log(np.maximum(self.weights0, 1e-300))
         self.means = np.asarray(means, dtype=np.float64).copy()
-        L = np.linalg.cholesky(covs)
+        # the covariances held fixed are returned as given, not through their factors
+        self.covs0 = np.asarray(covs, dtype=np.float64).copy()
+        # V = L L^T + reg_covar I: the factors are those of the start less the regulariser,
+        # which params() adds back (factored whole, every start would gain reg_covar)
+        L = np.linalg.cholesky(_less_regulariser(self.covs0, reg_covar))
         self.d = means.shape[1]
         self.tril = np.tril_indices(self.d)
         Lt = L.copy()
@@ -131,11 +152,9 @@ class AdamState:
 
     def params(self):
         L = self._L()
-        return (
-            self._weights(),
-            self.means,
-            L @ np.swapaxes(L, 1, 2) + self.reg_covar * np.eye(self.d),
-        )
+        covs = L @ np.swapaxes(L, 1, 2) + self.reg_covar * np.eye(self.d)
+        covs[self.fixed_c] = self.covs0[self.fixed_c]
+        return self._weights(), self.means, covs
 
     def step(self, stats, fixed, lr, w, batch_weight, total):
         q, s1, A, _ = stats
@@ -150,10 +169,10 @@ class AdamState:
             gz[free] = q[free] - q[free].sum() * soft
         gm = np.empty((K, d))
         gL = np.empty((K, d, d))
-        eye = np.eye(d)
+        covs = self.params()[2]
         for j in range(K):
             # V = L L^T + reg_covar I: dV/dL is that of L L^T.
-            Vinv = np.linalg.inv(L[j] @ L[j].T + self.reg_covar * eye)
+            Vinv = np.linalg.inv(covs[j])
             gm[j] = Vinv @ s1[j]
             gV = 0.5 * Vinv @ A[j] @ Vinv
             if w > 0:

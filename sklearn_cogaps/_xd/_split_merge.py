@@ -5,17 +5,31 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .._utils._progress import Progress
+from ._data import Observations
 
 __all__ = ["split_merge", "split_merge_candidates", "split_merge_proposal"]
 
 
 def split_merge_candidates(est, data, params, movable):
-    """(j, k, l) triples, best first: merge j and k (most overlapping), split l.
+    """(j, k, l) triples, best first: merge j and k (most overlapping), split l (least
+    Gaussian).
 
-    Merge criterion: the normalised overlap of the responsibilities, q_j . q_k / |q_j||q_k|;
-    split criterion: the mean over its points of the component's negative log-density minus
-    its expected value, i.e. how badly the component's Gaussian describes its own points
-    (Bovy et al. 2011, sec. 3.2, after Ueda et al. 2000).
+    Merge criterion: the normalised overlap of the responsibilities, q_j . q_k / |q_j||q_k|
+    (Ueda et al. 2000 and Bovy et al. 2011, sec. 3.2, take q_j . q_k, which ranks the
+    large components' pairs first whatever their overlap).
+
+    Split criterion: how far the component's points are from Gaussian about it, noise and
+    projections included. Under a right component, the squared Mahalanobis distance
+    z_ij^2 = (x_i - R_i m_j)^T T_ij^-1 (x_i - R_i m_j) of a point with p_i observed
+    coordinates is chi-square with p_i degrees of freedom, so E[(z^2 - p)^2] = 2 p; the
+    criterion is |log kappa_j|, kappa_j = sum_i f_ij (z_ij^2 - p_i)^2 / sum_i f_ij 2 p_i
+    with f_ij the weighted responsibilities (a Mardia-type kurtosis). A component spanning
+    two clusters has kappa below 1 (1/2 for two far, tight clusters), one with heavy tails
+    above. This departs from Ueda's local Kullback-Leibler criterion, which Bovy et al.
+    use: with the points as the local density it depends on the component's points only
+    through their number, mean and covariance (at a fixed point of EM: its volume per
+    point), so it cannot tell two clusters from one, and with noise it ranks the noisiest
+    component first.
     """
     weights, means, covs = params
     K = len(weights)
@@ -24,18 +38,14 @@ def split_merge_candidates(est, data, params, movable):
         sums = list(parts[0])
         for part in parts[1:]:
             sums = [total + value for total, value in zip(sums, part)]
-        overlap, sq, qj, fitsum = sums
+        overlap, sq, spread, expected = sums
     else:
-        overlap, sq, qj, fitsum = _candidate_sums(data, est, params)
+        overlap, sq, spread, expected = _candidate_sums(data, est, params)
     norms = np.sqrt(sq) + 1e-300
     merge = overlap / np.outer(norms, norms)
-    qj = qj + 1e-300
-    fit = fitsum / qj
-    # Entropy of a Gaussian of the component's own covariance: what a perfect fit would give.
-    ent = np.array(
-        [-0.5 * (len(c) * (1 + np.log(2 * np.pi)) + np.linalg.slogdet(c)[1]) for c in covs]
-    )
-    split = ent - fit
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = spread / expected
+    split = np.where(kappa > 0, np.abs(np.log(np.where(kappa > 0, kappa, 1.0))), 0.0)
     merges = [
         (merge[j, k], j, k) for j in range(K) for k in range(j + 1, K) if movable[j] and movable[k]
     ]
@@ -51,14 +61,36 @@ def split_merge_candidates(est, data, params, movable):
 
 def _candidate_sums(data, est, params):
     """Sums over the points of the criteria: the responsibilities' inner products and
-    squares, their totals, and the responsibility-weighted log-densities of the components
-    on their own points (the log-density less the log-weight)."""
-    weights = params[0]
-    logp, _, _ = est._log_prob(data, tuple(np.asarray(a, dtype=data.X.dtype) for a in params))
+    squares, and for each component sum_i f_ij (z_ij^2 - p_i)^2 and sum_i f_ij 2 p_i.
+
+    z_ij^2 is twice the gap between the component's log-density at its own prediction
+    R_i m_j for point i (the same covariance T_ij, the same observed coordinates) and at
+    x_i, so it comes from the densities the E-step computes, one more pass per component.
+    """
+    weights, means = params[0], np.asarray(params[1], dtype=np.float64)
+    cast = tuple(np.asarray(a, dtype=data.X.dtype) for a in params)
+    logp, _, _ = est._log_prob(data, cast)
     logp = logp.astype(np.float64)
     resp = np.exp(logp - logsumexp(logp, axis=1, keepdims=True)) * data.sample_weight[:, None]
-    dens = logp - np.log(np.maximum(weights, 1e-300))[None, :]
-    return resp.T @ resp, (resp**2).sum(axis=0), resp.sum(axis=0), (resp * dens).sum(axis=0)
+    missing = np.isnan(data.X)
+    n_obs = (~missing).sum(axis=1).astype(np.float64)
+    K = len(weights)
+    spread, expected = np.zeros(K), np.zeros(K)
+    for j in range(K):
+        if data.Rproj.shape[0]:
+            centre = np.einsum("npd,d->np", data.Rproj.astype(np.float64), means[j])
+        elif data.R is not None:
+            centre = np.broadcast_to(np.asarray(data.R, dtype=np.float64) @ means[j], data.X.shape)
+        else:
+            centre = np.broadcast_to(means[j], data.X.shape)
+        at_centre = Observations(np.where(missing, np.nan, centre).astype(data.X.dtype),
+                                 data.noise_mode, data.Sdiag, data.Sfull, data.R, data.Rproj,
+                                 data.sample_weight)  # fmt: skip
+        peak = est._log_prob(at_centre, cast)[0][:, j].astype(np.float64)
+        z2 = 2.0 * (peak - logp[:, j])
+        spread[j] = resp[:, j] @ (z2 - n_obs) ** 2
+        expected[j] = resp[:, j] @ (2.0 * n_obs)
+    return resp.T @ resp, (resp**2).sum(axis=0), spread, expected
 
 
 def split_merge_proposal(params, j, k, l):

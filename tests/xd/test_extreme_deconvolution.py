@@ -12,6 +12,8 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_cogaps import ExtremeDeconvolution, effective_n_threads
 from sklearn_cogaps._utils._arrays import unique_rows
+from sklearn_cogaps._xd._data import validate_observations
+from sklearn_cogaps._xd._split_merge import split_merge_candidates
 
 
 def _mixture(d=2, seed=0):
@@ -221,6 +223,27 @@ def test_the_default_start_sees_each_distinct_point_once_with_its_weight():
     assert_allclose(a.covariances_, b.covariances_, rtol=1e-9)
 
 
+@pytest.mark.parametrize("solver", ["minibatch_em", "sgd"])
+def test_every_solver_starts_at_the_given_covariances_and_keeps_the_fixed_ones(solver):
+    # The stochastic solvers parametrise V = L L^T + reg_covar I: factoring the start whole
+    # added reg_covar to every start, and to the covariances held fixed.
+    rng = np.random.RandomState(13)
+    X = rng.normal(size=(200, 2)) + np.repeat([[3.0, 0.0], [-3.0, 0.0]], 100, axis=0)
+    covs = np.array([np.eye(2) * 0.7, [[0.9, 0.2], [0.2, 0.6]]])
+    kw = dict(weights_init=[0.5, 0.5], means_init=[[3.0, 0.0], [-3.0, 0.0]],
+              precisions_init=np.linalg.inv(covs), reg_covar=0.5, batch_size=50)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        em = ExtremeDeconvolution(2, max_iter=0, **kw).fit(X)
+        start = ExtremeDeconvolution(2, solver=solver, max_iter=0, **kw).fit(X)
+        held = ExtremeDeconvolution(2, solver=solver, max_iter=3, fixed_covariances=[False, True],
+                                    **kw).fit(X)  # fmt: skip
+    assert_allclose(em.covariances_, covs, rtol=1e-12)
+    assert_allclose(start.covariances_, em.covariances_, rtol=1e-12)
+    assert_array_equal(held.covariances_[1], em.covariances_[1])
+    assert not np.allclose(held.covariances_[0], em.covariances_[0])  # the free one moved
+
+
 def test_regulariser_and_fixed_parameters():
     rng = np.random.RandomState(10)
     X = rng.normal(size=(50, 2)) * [1.0, 3.0]
@@ -423,6 +446,35 @@ def test_labelled_noise_must_follow_the_labels_of_x():
         ExtremeDeconvolution(n_components=1).fit(X, X_cov=noise[["b", "a"]])
     with pytest.raises(ValueError, match="row labels of 'X_cov'"):
         ExtremeDeconvolution(n_components=1).fit(X, X_cov=noise.iloc[::-1])
+
+
+def test_split_merge_splits_the_component_on_two_clusters_not_the_noisiest():
+    # Two components share the left cluster, one spans two tight clusters above, and the
+    # right cluster is seen through noise four times its own variance. The component on
+    # two clusters is the one that is not Gaussian about its points; the noisy one is, and
+    # a criterion that ranks by noise level spent the first attempt on it.
+    rng = np.random.RandomState(14)
+    m = 300
+    centres = np.array([[-10, 0], [10, 0], [0, 8], [0, 12]])
+    v = rng.normal(size=(4 * m, 2)) * np.repeat([1.0, 1.0, 0.5, 0.5], m)[:, None]
+    v += np.repeat(centres, m, axis=0)
+    S = np.repeat([1e-4, 4.0, 1e-4, 1e-4], m)[:, None] * np.ones((1, 2))
+    X = v + rng.normal(size=v.shape) * np.sqrt(S)
+    covs = np.array([np.eye(2), np.eye(2), np.eye(2), np.diag([0.25, 4.25])])
+    init = dict(weights_init=np.full(4, 0.25), means_init=[[-10.5, 0], [-9.5, 0], [10, 0], [0, 10]],
+                precisions_init=np.linalg.inv(covs), tol=1e-8, max_iter=300)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        stuck = ExtremeDeconvolution(4, **init).fit(X, X_cov=S)
+        data = validate_observations(stuck, X, S, None, None, reset=False)
+        params = (stuck.weights_, stuck.means_, stuck.covariances_)
+        first = split_merge_candidates(stuck, data, params, np.ones(4, dtype=bool))[0]
+        moved = ExtremeDeconvolution(4, split_merge=1, **init).fit(X, X_cov=S)
+    assert sorted(first[:2]) == [0, 1]  # the two components of the left cluster merge
+    assert_allclose(stuck.means_[first[2]], [0, 10], atol=0.3)  # the one on two clusters
+    assert moved.lower_bound_ > stuck.lower_bound_ + 0.2
+    centres = moved.means_[np.argsort(moved.means_[:, 0] + moved.means_[:, 1] / 100)]
+    assert_allclose(centres, [[-10, 0], [0, 8], [0, 12], [10, 0]], atol=0.3)
 
 
 def test_warm_start_continues_from_the_previous_fit():
