@@ -23,7 +23,8 @@ cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil
 
 
 cdef inline int64_t _n_proposals(const Half* h, Rng* master) noexcept nogil:
-    """The number of updates of a half-iteration: Poisson(max(n_atoms, 10)) (Algorithm 1)."""
+    """The number of updates of a half-iteration: Poisson(max(n_atoms, 10)) (Algorithm 1
+    takes Poisson(n_atoms); the floor of 10 is the C++ CoGAPS's)."""
     cdef double n = <double>h.dom.n_atoms
     return rng_poisson(master, n if n > 10.0 else 10.0)
 

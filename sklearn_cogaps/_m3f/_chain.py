@@ -42,7 +42,9 @@ def _snapshot(chain):
 
 
 def _ibp_log_prior(Z, alpha):
-    """ln P([Z]) of the IBP up to terms constant in Z (Griffiths & Ghahramani 2011, eq. 15)."""
+    """ln P([Z]) of the IBP (Griffiths & Ghahramani 2011, eq. 15) without its
+    ``-sum_h ln K_h!`` over the groups of identical columns: a trace of the chain (the
+    objective), which the samplers' conditionals do not use."""
     from scipy.special import gammaln
 
     N, K = Z.shape

@@ -140,10 +140,11 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         every iteration.
     warm_start : bool, default=False
         Continue the chain of the previous fit on the same ratings for ``max_iter`` more
-        iterations, keeping its running means. With other ratings (another number of users
-        or items, other pairs or values), other rating levels, another ``prior`` or another
-        ``n_components`` (``prior="gaussian"``), the fit starts a new chain with a
-        ``UserWarning``.
+        iterations, keeping its running means and drawing from where its generator stopped
+        (with an integer ``random_state`` as with a generator instance). With other ratings
+        (another number of users or items, other pairs or values), other rating levels,
+        another ``prior`` or another ``n_components`` (``prior="gaussian"``), the fit starts
+        a new chain with a ``UserWarning``.
 
     Attributes
     ----------
@@ -581,10 +582,6 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         chain.U = np.ascontiguousarray(Z[:, keep])
         chain.V = np.ascontiguousarray(V[:, keep])
 
-    # -- fit ---------------------------------------------------------------------------------
-
-    @_fit_context(prefer_skip_nested_validation=True)
-
     # -- the fitting loop's hooks ------------------------------------------------------------
 
     def _initialise(self, problem, rng):
@@ -599,6 +596,14 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
 
     def _continue(self, problem):
         self._check_ibp_size(problem.data.shape[0])
+        saved = getattr(self, "_chain_rng", None)
+        if saved is not None and isinstance(self.random_state, Integral):
+            # An integer seed makes the same generator at every fit: the continuation
+            # draws from where the chain's generator stopped, not the first fit's numbers
+            # again (a chain that replays its random numbers is no longer a Markov chain
+            # of the posterior). A generator instance, or None's global one, has moved on.
+            problem.rng = np.random.RandomState()
+            problem.rng.set_state(saved)
         U, V, theta, ilam = (a.copy() for a in self._chain_state)
         chain = _Chain(U, V, theta, ilam, problem.rho, problem.varsigma)
         chain.ids, chain.n_born = self._chain_ids.copy(), self._n_born_total
@@ -713,9 +718,10 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                 "Raise max_iter or lower burn_in."
             )
         objective = list(self.objective_history_) if state.it0 else []
-        transform_seed = draw_seeds(rng)
+        transform_seed = draw_seeds(problem.rng)
         run = self._run(state, self.max_iter)
         self._end_run(run)
+        self._chain_rng = problem.rng.get_state()
         state = run.state
         sums = state.sums
         chain = state.chain

@@ -82,8 +82,10 @@ def global_step(stats, Z, l0, state, rho, families):
     if new.any():
         state.f0 = state.f0.copy()
         state.f0[new] = safe_divide(stats.x[new], state.Ef[new] @ (state.w * stats.T))
-    # g_L,k: the EBPM estimate from the batch's rows (eq. 3.13) under the globals their
-    # local step used, a step rho of the way
+    # g_L,k: the EBPM estimate from the batch's rows (eq. 3.13) under the global state, a
+    # step rho of the way. The local step read the fitted attributes instead, whose features
+    # unseen so far carry their empirical-Bayes background (f0 = 0 here): the exposures
+    # differ by a fraction of a percent where such features are
     for k in range(K):
         s = np.dot(state.f0, state.Ef[:, k]) * state.w[k] * l0
         res = _solve(Z[:, k], s, prior_loadings, _prior_k(state.gL, k))

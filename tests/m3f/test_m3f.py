@@ -391,6 +391,25 @@ def test_warm_start_continues_the_chain(split):
     assert m.held_out_nmae_.shape == (10,) and np.all(np.isnan(m.held_out_nmae_))
 
 
+@pytest.mark.parametrize("prior", ["gaussian", "ibp"])
+def test_a_chain_continued_under_an_integer_seed_draws_new_random_numbers(split, prior):
+    # An integer random_state makes the same generator at every fit: each continuation
+    # replayed the first fit's draws, so the continued chain was no Markov chain. It now
+    # continues the chain's own generator, as a RandomState instance (which moves on from
+    # fit to fit) does: the two chains are the same to the bit.
+    train, _ = split
+    kw = dict(n_components=3, C=1.0, margin=1.0, max_iter=3, burn_in=1, warm_start=True,
+              prior=prior)  # fmt: skip
+    seeded = MaxMarginMF(random_state=0, **kw)
+    shared = MaxMarginMF(random_state=np.random.RandomState(0), **kw)
+    for _ in range(3):
+        seeded.fit(train)
+        shared.fit(train)
+        assert_array_equal(seeded.loadings_, shared.loadings_)
+        assert_array_equal(seeded.objective_history_, shared.objective_history_)
+    assert seeded.objective_history_.size == 9
+
+
 @pytest.mark.parametrize(
     "change, match",
     [
