@@ -618,6 +618,9 @@ class ChainState:
         # posterior (init="nmf") is not annealed: at a low temperature the prior would
         # undo its start.
         tau = 1.0 if sampling or not self.anneal else min(1.0, 2.0 * iteration / n)
+        if sampling:
+            # the reversible chain samples with a fixed number of updates per iteration
+            self.sampler.freeze_proposal_counts()
         _, _, dloglik = self.sampler.iterate(tau, self.n_threads)
         # logL = -chisq / 2; re-computed exactly from time to time against drift
         self.chisq -= 2.0 * dloglik

@@ -156,11 +156,11 @@ class CoGAPS(
           likelihood ratio), so that results compare with CoGAPS's. Their stationary law is
           not the posterior of the atomic prior: elements are rarely exactly zero and their
           means are larger, close to a posterior under a Gamma(2, lambda) prior.
-        - ``"reversible"``: reversible-jump birth and death, each proposal leaving invariant
-          the posterior under the compound Poisson-exponential prior the model states (a
-          point mass ``exp(-atom_density)`` at zero and Exp(lambda) masses); the number of
-          proposals per iteration follows the atom count, which biases the recorded states
-          slightly once a matrix holds more than ten atoms (doc/testing.rst). Use it when the
+        - ``"reversible"``: reversible-jump birth and death, whose stationary law is the
+          posterior under the compound Poisson-exponential prior the model states (a point
+          mass ``exp(-atom_density)`` at zero and Exp(lambda) masses); its sampling phase
+          makes a fixed number of proposals per iteration, so that the recorded states
+          have that law. Use it when the
           posterior itself matters: probabilities of an element being zero, credible
           intervals, comparisons with other Bayesian models.
     init : {"nmf", "empty"}, default="nmf"

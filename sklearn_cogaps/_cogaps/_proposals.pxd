@@ -24,9 +24,23 @@ cdef int64_t _sequential_half(Half* h, Rng* master, double tau) noexcept nogil
 
 cdef inline int64_t _n_proposals(const Half* h, Rng* master) noexcept nogil:
     """The number of updates of a half-iteration: Poisson(max(n_atoms, 10)) (Algorithm 1
-    takes Poisson(n_atoms); the floor of 10 is the C++ CoGAPS's)."""
-    cdef double n = <double>h.dom.n_atoms
+    takes Poisson(n_atoms); the floor of 10 is the C++ CoGAPS's), or Poisson(count_base)
+    once that is set.
+
+    Each update leaves the target invariant, but a number of updates that depends on the
+    state at the start of the half-iteration makes the recorded states a state-dependent
+    subsample of the update-by-update chain, whose law is not the target's. The reversible
+    chain's sampling phase therefore fixes the count (``count_base``, set when sampling
+    starts: _freeze_count) and is exact; CoGAPS's moves keep the C++ CoGAPS's rule."""
+    cdef double n = <double>(h.count_base if h.count_base > 0 else h.dom.n_atoms)
     return rng_poisson(master, n if n > 10.0 else 10.0)
+
+
+cdef inline void _freeze_count(Half* h) noexcept nogil:
+    """Fix the reversible chain's number of updates per half-iteration at the present atom
+    count (at least 10), for the rest of the chain (_n_proposals); no-op otherwise."""
+    if h.reversible and h.count_base == 0:
+        h.count_base = h.dom.n_atoms if h.dom.n_atoms > 10 else 10
 
 
 cdef inline double _prior_mass(const Half* h, Rng* rng) noexcept nogil:

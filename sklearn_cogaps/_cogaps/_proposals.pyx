@@ -35,6 +35,7 @@ cdef void _half_init(Half* h, AtomicDomain* dom, double* M, Py_ssize_t n_rows,
     h.lam = lam
     h.cap = max_mass / lam
     h.reversible = False
+    h.count_base = 0
     h.loglik_change = 0.0
     h.sparse = False
     h.Ot = NULL

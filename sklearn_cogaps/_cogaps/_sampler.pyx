@@ -22,7 +22,7 @@ from ._atomic_domain cimport (AtomicDomain, domain_init, domain_free,
 from .._utils._status cimport FAIL_NO_MEMORY, FAIL_NOT_FINITE, SITE_COGAPS_ROWS, item_status
 from .._utils._status import raise_for_status
 from ._stats cimport Half, Proposal, _lookup_tables
-from ._proposals cimport _half_init, _sequential_half
+from ._proposals cimport _freeze_count, _half_init, _sequential_half
 from ._queue cimport MAX_BATCH, parallel_min_entries, _queued_half
 from ._chisq cimport _transpose, _residual_rows
 from ._row_sums cimport cg_residual_row_f32
@@ -354,6 +354,15 @@ cdef class GibbsSampler:
         self.sq_h = np.zeros((self.m, self.K))
         self.n_accumulated = 0
 
+    def freeze_proposal_counts(self):
+        """Fix the reversible chain's number of updates per half-iteration at the present
+        atom counts for the rest of the chain (kept by :meth:`get_state`), as its sampling
+        phase starts: with a count that follows the state, the recorded states are not
+        drawn from the posterior (``_n_proposals``). Nothing for CoGAPS's moves, or once
+        fixed."""
+        _freeze_count(&self.half_w)
+        _freeze_count(&self.half_h)
+
     def accumulate(self):
         """Add the current sample to the posterior sums, each pattern (column of W)
         scaled to maximum 1 and the amplitudes scaled by the same factor, as CoGAPS does.
@@ -444,6 +453,8 @@ cdef class GibbsSampler:
             "atoms_h": _domain_atoms(&self.dom_h),
             "sums": (self.sum_w.copy(), self.sq_w.copy(), self.sum_h.copy(),
                      self.sq_h.copy(), self.n_accumulated),
+            "proposal_counts": np.array([self.half_w.count_base, self.half_h.count_base],
+                                        dtype=np.int64),
         }
         if residual and not self.is_sparse:
             state["residual"] = (np.array(self.R_arr), np.array(self.Rt_arr))
@@ -470,6 +481,10 @@ cdef class GibbsSampler:
         self.sum_h[...] = sh
         self.sq_h[...] = qh
         self.n_accumulated = n_acc
+        # a state saved before the counts were kept has none: fixed when sampling resumes
+        counts = state.get("proposal_counts", (0, 0))
+        self.half_w.count_base = int(counts[0])
+        self.half_h.count_base = int(counts[1])
         if "residual" in state and not self.is_sparse:
             R, Rt = state["residual"]
             if np.shape(R) != (self.n, self.m) or np.shape(Rt) != (self.m, self.n):
@@ -573,6 +588,9 @@ def _check_state(state, n, m, K, domain_w, domain_h, W, Ht, fixed_w, fixed_h):
     count = sums[4]
     if int(count) != count or count < 0:
         bad(f"the number of accumulated samples must be a non-negative integer; got {count!r}")
+    counts = np.asarray(state.get("proposal_counts", (0, 0)))
+    if counts.shape != (2,) or not np.all(counts == np.round(counts)) or np.any(counts < 0):
+        bad(f"the proposal counts must be two non-negative integers; got {counts!r}")
 
 
 cdef object _domain_atoms(AtomicDomain* d):
@@ -837,6 +855,8 @@ cdef int _row_chain(Half* h, Py_ssize_t n_iter, uint64_t seed, double* mean,
         mean[k] = 0.0
     for it in range(2 * n_iter):
         tau = 1.0 if it >= n_iter else fmin1(2.0 * (it + 1) / n_iter)
+        if it == n_iter:
+            _freeze_count(h)  # the sampling phase's count (reversible chain)
         if h.f32 and it > 0:
             cg_residual_row_f32(<const float*>x, w, h.Ot, K, h.n_cols, <float*>h.R, buf)
         done = _sequential_half(h, &rng, tau)

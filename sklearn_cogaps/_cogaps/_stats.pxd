@@ -57,6 +57,9 @@ cdef struct Half:
     double lam           # rate of the exponential prior on an atom's mass
     double cap           # largest mass a Gibbs draw may give (max_gibbs_mass / lam)
     bint reversible      # reversible-jump birth/death (doc/testing.rst) instead of CoGAPS's
+    # the count the proposals of a half-iteration follow instead of its atom count, once
+    # set (0: the atom count); see _n_proposals
+    int64_t count_base
     double loglik_change # untempered log-likelihood change of the applied proposals
     # sparse-data model (Sherman, Gao & Fertig 2019, section 3): no residual, no dense precision
     bint sparse
