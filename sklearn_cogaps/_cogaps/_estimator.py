@@ -160,9 +160,8 @@ class CoGAPS(
           posterior under the compound Poisson-exponential prior the model states (a point
           mass ``exp(-atom_density)`` at zero and Exp(lambda) masses); its sampling phase
           makes a fixed number of proposals per iteration, so that the recorded states
-          have that law. Use it when the
-          posterior itself matters: probabilities of an element being zero, credible
-          intervals, comparisons with other Bayesian models.
+          have that law. Use it when the posterior itself matters: probabilities of an
+          element being zero, credible intervals, comparisons with other Bayesian models.
     init : {"nmf", "empty"}, default="nmf"
         Where a new chain starts.
 

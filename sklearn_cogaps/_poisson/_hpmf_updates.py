@@ -6,8 +6,7 @@ hyperparameters are learned by empirical Bayes; ``q(l_ik) = Gamma(alpha_ik, beta
 Sarkar (2021) derives the augmented ELBO (section 3, "Methods", with the multinomial
 ``q(z)`` of Cemgil 2009), Cemgil's coordinate updates (VBEM), one-dimensional
 Newton-Raphson updates of the same bound, and the pathwise gradient of the exact ELBO (eq.
-32). Every pass over the data
-(``_hpmf_fast``) visits only the stored counts.
+32). Every pass over the data (``_hpmf_fast``) visits only the stored counts.
 """
 
 import functools

@@ -31,8 +31,7 @@ def split_merge_candidates(est, data, params, movable):
     point), so it cannot tell two clusters from one, and with noise it ranks the noisiest
     component first.
     """
-    weights, means, covs = params
-    K = len(weights)
+    K = len(params[0])
     if hasattr(data, "reduce"):  # read by blocks: the parts' sums, added in order
         parts = data.reduce(_candidate_sums, est, params)
         sums = list(parts[0])
