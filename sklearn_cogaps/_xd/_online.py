@@ -150,11 +150,14 @@ class AdamState:
             w[free] = (1.0 - self.weights0[self.fixed_w].sum()) * e / e.sum()
         return w
 
-    def params(self):
-        L = self._L()
+    def _covariances(self, L):
+        """V = L L^T + reg_covar I, the covariances held fixed as given."""
         covs = L @ np.swapaxes(L, 1, 2) + self.reg_covar * np.eye(self.d)
         covs[self.fixed_c] = self.covs0[self.fixed_c]
-        return self._weights(), self.means, covs
+        return covs
+
+    def params(self):
+        return self._weights(), self.means, self._covariances(self._L())
 
     def step(self, stats, fixed, lr, w, batch_weight, total):
         q, s1, A, _ = stats
@@ -169,7 +172,7 @@ class AdamState:
             gz[free] = q[free] - q[free].sum() * soft
         gm = np.empty((K, d))
         gL = np.empty((K, d, d))
-        covs = self.params()[2]
+        covs = self._covariances(L)
         for j in range(K):
             # V = L L^T + reg_covar I: dV/dL is that of L L^T.
             Vinv = np.linalg.inv(covs[j])
