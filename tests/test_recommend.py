@@ -100,6 +100,32 @@ def test_recommend_to_an_anndata_keeps_its_feature_names(model):
     assert_array_equal(items, est.recommend(adata[:4].X, n=3)[0])
 
 
+def test_recommend_ranks_only_the_items_of_a_pool(fitted):
+    """hpfrec's items_pool (implicit's items): the best unseen items among the pool's."""
+    est, X = fitted
+    users = np.array([7, 0, 31])
+    pool = np.array([29, 3, 3, 11, 0, 17, 8, 21])
+    scores = (est.loadings_ @ est.components_)[users]
+    outside = np.setdiff1d(np.arange(30), pool)
+    # the items outside the pool as if seen: the brute force leaves them out
+    seen = sparse.csr_matrix(X[users].toarray() + np.isin(np.arange(30), outside))
+    for n in (1, 3, 8):
+        items, best = est.recommend(X[users], n=n, users=users, items=pool)
+        expected_items, expected = _brute_force(scores, seen, n)
+        assert_array_equal(items, expected_items)
+        assert_allclose(best, expected, rtol=1e-12)
+        assert np.isin(items[items >= 0], pool).all()
+    every, _ = est.recommend(X[users], n=3, users=users, filter_seen=False, items=pool)
+    pool_only = sparse.csr_matrix(np.broadcast_to(np.isin(np.arange(30), outside), (3, 30)))
+    assert_array_equal(every, _brute_force(scores, pool_only, 3)[0])
+    with pytest.raises(ValueError, match="at least one item"):
+        est.recommend(X[users], n=3, users=users, items=[])
+    with pytest.raises(ValueError, match="indices of the items, 0 to 29"):
+        est.recommend(X[users], n=3, users=users, items=[30])
+    with pytest.raises(TypeError, match="items=, not items_pool="):
+        est.recommend(X[users], n=3, users=users, items_pool=pool)
+
+
 def test_recommend_refuses_what_it_cannot_read(fitted):
     est, X = fitted
     with pytest.raises(ValueError, match="n must be a positive integer"):

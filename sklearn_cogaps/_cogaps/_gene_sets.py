@@ -7,6 +7,7 @@ from numbers import Integral
 
 import numpy as np
 
+from .._utils._habits import peer_arguments
 from .._utils._seeding import check_seed
 from .._utils._validation import dense_matrix
 from ._markers import pattern_markers, z_scores
@@ -16,6 +17,10 @@ __all__ = ["gene_set_statistic", "marker_overrepresentation"]
 # Bound on the size of one block of permutation draws (n_draws x set size), to keep the
 # memory of the vectorised test small whatever the set sizes.
 _DRAW_BLOCK = 2**22
+
+# The largest set R CoGAPS's getPatternGeneSet has fgsea::fora test (its maxSize): larger
+# sets are left out of the test and of the adjustment.
+R_MAX_SET_SIZE = 2038
 
 
 def _feature_index(gene_sets, n_features, feature_names):
@@ -85,6 +90,10 @@ def _feature_index(gene_sets, n_features, feature_names):
     return names, index
 
 
+@peer_arguments(
+    {"numPerm": ("R CoGAPS's", "n_permutations"), "sets": ("R CoGAPS's", "gene_sets")},
+    example="{name}(components, components_std, gene_sets, {new}=...)",
+)
 def gene_set_statistic(
     components,
     components_std,
@@ -135,9 +144,12 @@ def gene_set_statistic(
         - ``"mean_z"``: ndarray of shape (n_sets, K), the statistic;
         - ``"p_up"``: ndarray of shape (n_sets, K), the fraction of the null above the
           statistic, the draws equal to it counted half, at least ``1 / n_permutations``
-          (R: ``GSUpreg``, which counts only the draws above: the same without ties);
+          (R: ``GSUpreg``, which counts only the draws above and has no floor: it is 0
+          where no draw is above, and R's ``calcGeneGSStat`` then takes an infinite
+          ``-log``; ``1 / n_permutations`` is the smallest p-value that many draws can
+          support);
         - ``"p_down"``: ndarray of shape (n_sets, K), ``1 - p_up`` (before the floor), at
-          least ``1 / n_permutations`` (R: ``GSDownreg``);
+          least ``1 / n_permutations`` (R: ``GSDownreg``, ``1 - GSUpreg``, no floor);
         - ``"activity"``: ndarray of shape (n_sets, K), ``1 - 2 * p_up`` (before the
           floor; R: ``GSActEst``), 0 for a set whose every draw ties with it.
 
@@ -245,6 +257,7 @@ def marker_overrepresentation(
     *,
     feature_names=None,
     threshold="all",
+    max_size=R_MAX_SET_SIZE,
 ):
     """Over-representation of each pattern's marker features in gene sets.
 
@@ -270,6 +283,10 @@ def marker_overrepresentation(
         Names of the features, for example ``CoGAPS.feature_names_in_``.
     threshold : {"all", "cut"}, default="all"
         How markers are chosen; see :func:`pattern_markers`.
+    max_size : int or None, default=2038
+        Sets with more members among the features are not tested: their p-values are NaN
+        and the adjustment leaves them out, as ``fgsea::fora`` does with the ``maxSize``
+        of 2038 that R's ``getPatternGeneSet`` gives it. None tests every set.
 
     Returns
     -------
@@ -282,8 +299,9 @@ def marker_overrepresentation(
         - ``"set_size"``: members of the set among the features;
         - ``"n_markers"``: markers of the pattern;
         - ``"overlap"``: markers that are members of the set;
-        - ``"p_value"``: hypergeometric ``P(overlap >= observed)``;
-        - ``"p_adjusted"``: Benjamini–Hochberg over the sets of the same pattern.
+        - ``"p_value"``: hypergeometric ``P(overlap >= observed)`` (NaN for a set above
+          ``max_size``);
+        - ``"p_adjusted"``: Benjamini–Hochberg over the tested sets of the same pattern.
 
         ``pandas.DataFrame(table)`` makes it a data frame.
 
@@ -314,7 +332,12 @@ def marker_overrepresentation(
             f"(n_samples, n_components); got {H.shape} and {W.shape}."
         )
     K, n_features = H.shape
+    if max_size is not None and (
+        isinstance(max_size, bool) or not isinstance(max_size, Integral) or max_size < 1
+    ):
+        raise ValueError(f"max_size must be a positive integer or None; got {max_size!r}.")
     names, index = _feature_index(gene_sets, n_features, feature_names)
+    tested = np.array([max_size is None or cols.size <= max_size for cols in index])
     markers, _, _ = pattern_markers(H.T, W, threshold)
     rows = {
         key: [] for key in ("pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value")
@@ -335,8 +358,11 @@ def marker_overrepresentation(
             rows["set_size"].append(cols.size)
             rows["n_markers"].append(n_markers)
             rows["overlap"].append(overlap)
+        p_k = np.where(tested, p_k, np.nan)
+        adjusted_k = np.full(p_k.shape, np.nan)
+        adjusted_k[tested] = _benjamini_hochberg(p_k[tested])
         rows["p_value"].extend(p_k)
-        adjusted.extend(_benjamini_hochberg(p_k))
+        adjusted.extend(adjusted_k)
     table = {
         "pattern": np.asarray(rows["pattern"], dtype=np.intp),
         "gene_set": np.asarray(rows["gene_set"], dtype=object),

@@ -59,15 +59,19 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
         partition the features (those with some amplitude); ``"cut"`` keeps, for each
         pattern, the features in rank order up to the first one that ranks better in
         another pattern. Not used with ``weights``. These are the rules of R CoGAPS's
-        source since its 2024 rewrite of ``patternMarkers``; PyCoGAPS and the R releases
-        before it give each feature, under ``"all"``, to the pattern at the smallest
-        *distance* (``scores.argmin(axis=1)`` of the result), and under ``"cut"`` keep
-        the first feature that ranks better elsewhere too, so their marker lists can
-        differ from these by a few features.
+        source since its 2024 rewrite of ``patternMarkers``. The R releases before it give
+        each feature, under ``"all"``, to the pattern at the smallest *distance*
+        (``scores.argmin(axis=1)`` of the result), and under ``"cut"`` keep the first
+        feature that ranks better elsewhere too, so their marker lists can differ from
+        these by a few features. PyCoGAPS takes the distances of amplitudes not scaled by
+        the patterns' maxima (the same where every pattern's maximum is 1, as CoGAPS's
+        are) and assigns them under ``"all"`` as those releases do; its ``"cut"`` reads
+        the features' *order* (``np.argsort``) as their ranks, and its lists can differ
+        from these entirely.
     weights : array-like of shape (n_components,), default=None
-        One profile over the patterns to score the features against (R's ``lp``): for
-        example ``[1, 1, 0]`` for the features of patterns 1 and 2 together. Every feature
-        with some amplitude is a marker of it, in rank order.
+        One profile over the patterns to score the features against (R's ``lp``), with
+        maximum 1: for example ``[1, 1, 0]`` for the features of patterns 1 and 2
+        together. Every feature with some amplitude is a marker of it, in rank order.
 
     Returns
     -------
@@ -75,7 +79,10 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
         ``markers`` (for each pattern, or for the one profile of ``weights``, the indices of
         its marker features, best first; features with amplitudes all 0 are in none),
         ``ranks`` of shape (n_features, n_profiles) and ``scores`` of the same shape, the
-        distances the ranks come from. It unpacks as ``markers, ranks, scores``.
+        distances the ranks come from. It unpacks as ``markers, ranks, scores``. ``ranks``
+        holds each feature's rank, as R's ``PatternMarkerRanks``; PyCoGAPS's
+        ``PatternMarkerRanks`` is the features in rank order, ``np.argsort(ranks,
+        axis=0)`` here.
 
     Examples
     --------
@@ -122,6 +129,14 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
             raise ValueError(
                 f"weights must be {K} finite numbers, one per pattern (R's lp); got "
                 f"{np.asarray(weights).ravel().tolist()}."
+            )
+        if targets.max() != 1.0:
+            # the features' profiles are scaled to maximum 1: a profile on another scale
+            # would rank them by a distance to nothing they can reach
+            raise ValueError(
+                "weights is a profile over the patterns, compared with each feature's "
+                "profile scaled to maximum 1, so its largest value must be 1; got "
+                f"{np.asarray(weights).ravel().tolist()}. Pass weights / max(weights)."
             )
     A = amplitudes * patterns.max(axis=0)
     row_max = A.max(axis=1, keepdims=True)

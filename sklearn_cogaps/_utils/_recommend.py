@@ -256,6 +256,7 @@ _PEER_RECOMMEND_ARGUMENTS = {
     "user_items": ("implicit's", None),
     "userid": ("implicit's", "users"),
     "user": ("hpfrec's", "users"),
+    "items_pool": ("hpfrec's", "items"),
 }
 
 
@@ -328,10 +329,11 @@ class RecommenderMixin:
         return np.einsum("pk,pk->p", U, V)
 
     @peer_arguments(
-        _PEER_RECOMMEND_ARGUMENTS, example="recommend(X[rows], n=..., users=rows, filter_seen=...)"
+        _PEER_RECOMMEND_ARGUMENTS,
+        example="recommend(X[rows], n=..., users=rows, filter_seen=..., items=...)",
     )
     @_implicit_order
-    def recommend(self, X, n=10, *, users=None, filter_seen=True):
+    def recommend(self, X, n=10, *, users=None, filter_seen=True, items=None):
         """The best ``n`` items of each user, by score (hpfrec's ``topN``).
 
         Parameters
@@ -348,6 +350,9 @@ class RecommenderMixin:
             ``predict_ratings(..., observed=X)`` for MaxMarginMF.
         filter_seen : bool, default=True
             Leave out the items each user has seen.
+        items : array-like of int, default=None
+            Rank only these items (column indices; hpfrec's ``items_pool``, implicit's
+            ``items``). None: every item.
 
         Returns
         -------
@@ -374,6 +379,15 @@ class RecommenderMixin:
         else:
             U = self._loadings_of(users, X.shape[0])
         V = np.asarray(self.components_, dtype=np.float64)
+        n_items = V.shape[1]
+        outside = None
+        if items is not None:
+            pool = np.unique(self._indices(items, n_items, "items", "items"))
+            if pool.size == 0:
+                raise ValueError("items must name at least one item to rank (or be None).")
+            outside = np.ones(n_items, dtype=bool)
+            outside[pool] = False
+            n_items = pool.size
         # a user with zero loadings has every score 0: the model ranks no item for it (a
         # WeightedBackgroundPMF row without counts has a background of 0)
         unranked = ~np.any(U != 0, axis=1)
@@ -387,13 +401,14 @@ class RecommenderMixin:
                 "ranking under this model.",
                 UserWarning,
             )
-        n_items = V.shape[1]
         width = min(int(n), n_items)
-        items = np.full((U.shape[0], int(n)), -1, dtype=np.int64)
+        ranked = np.full((U.shape[0], int(n)), -1, dtype=np.int64)
         scores = np.full((U.shape[0], int(n)), np.nan)
         for start in range(0, U.shape[0], _BLOCK_USERS):
             stop = min(start + _BLOCK_USERS, U.shape[0])
             S = U[start:stop] @ V
+            if outside is not None:
+                S[:, outside] = -np.inf
             if filter_seen:
                 block = seen[start:stop]
                 S[
@@ -406,9 +421,9 @@ class RecommenderMixin:
             best = best[rows, order]
             top = S[rows, best]
             found = np.isfinite(top) & ~unranked[start:stop, None]
-            items[start:stop, :width] = np.where(found, best, -1)
+            ranked[start:stop, :width] = np.where(found, best, -1)
             scores[start:stop, :width] = np.where(found, top, np.nan)
-        return items, scores
+        return ranked, scores
 
     def _loadings_of(self, users, n_rows):
         """The fitted loadings (float64) of the training rows ``users``, one per row of X."""

@@ -2,6 +2,8 @@
 given measured values with their own noise (XDGMM's ``condition``; Bovy, Hogg & Roweis 2011
 use it to predict unmeasured quantities from the deconvolved density)."""
 
+from collections.abc import Mapping
+
 import numpy as np
 from scipy.special import logsumexp
 
@@ -20,14 +22,37 @@ def _labels(obj):
     return labels if labels and all(isinstance(x, str) for x in labels) else None
 
 
+def _from_mapping(what, mapping, names):
+    """A dict of feature name -> value (XDGMM's ``X_dict``, ``Xerr_dict``) as a vector in
+    the order of the fitted names: NaN (to predict) for the values not given, 0 for their
+    variances (not read)."""
+    if names is None:
+        raise ValueError(
+            f"{what} given as a dict of feature name -> value needs the feature names: fit "
+            "on a pandas DataFrame, or pass an array with NaN for the coordinates to "
+            "predict, e.g. np.array([1.2, np.nan, 0.3])."
+        )
+    unknown = [key for key in mapping if key not in set(names)]
+    if unknown:
+        raise ValueError(
+            f"{what} names features not seen in fit: {unknown}; the features are {list(names)}."
+        )
+    fill = np.nan if what == "X" else 0.0
+    return np.array([float(mapping[n]) if n in mapping else fill for n in names])
+
+
 def aligned_by_name(values, value_cov, names):
     """``values`` and ``value_cov`` in the order of the fitted feature ``names``, where they
     are labelled (pandas): a Series of values or of variances is read by its labels, as a
     labelled vector, not by position (a point written as ``pd.Series({"z": 1.0, "r": nan,
     "g": nan})`` would otherwise condition on the first feature); a DataFrame must have the
-    fitted names in their order, as every method of a scikit-learn estimator requires."""
+    fitted names in their order, as every method of a scikit-learn estimator requires. A
+    dict gives the known values by name (XDGMM's ``X_dict``); the others are predicted."""
     out = []
     for what, obj in (("X", values), ("X_cov", value_cov)):
+        if isinstance(obj, Mapping):
+            out.append(_from_mapping(what, obj, names))
+            continue
         labels = _labels(obj)
         if labels is None or names is None:
             out.append(obj)

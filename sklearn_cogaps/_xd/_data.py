@@ -229,6 +229,17 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
         S = np.asarray(X_cov)
         if S.dtype.kind not in "fiu":
             S = S.astype(np.float64)
+        n_all = n if n_total is None else n_total
+        if S.shape == (n, p) and n_all == p > 1:
+            # (p, p) is also the shape of one covariance shared by every point: read as
+            # variances, such a matrix would give a wrong answer without a word
+            raise ValueError(
+                f"X_cov of shape {(n_all, p)} is ambiguous with n_samples = n_features = {p}: "
+                "it could be each point's variances or one covariance shared by every "
+                f"point. Pass an array of shape (n_samples, n_features, n_features): "
+                f"X_cov[:, :, None] * np.eye({p}) for variances, np.broadcast_to(X_cov, "
+                f"({p}, {p}, {p})) for a shared covariance."
+            )
         if S.shape == (n, p):
             S = np.where(missing, 0.0, S)
             if check and (not np.all(np.isfinite(S)) or np.any(S < 0)):
@@ -248,10 +259,16 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
                 check_noise_block(Sfull[start : start + (1 << 15)],
                                    missing[start : start + (1 << 15)], offset + start)  # fmt: skip
         else:
+            shared = (
+                f" For one covariance shared by every point, pass np.broadcast_to(X_cov, "
+                f"{(n, p, p)})."
+                if S.shape == (p, p)
+                else ""
+            )
             raise ValueError(
                 f"X_cov must have shape (n_samples, n_features) = {(n, p)} for variances "
                 f"or (n_samples, n_features, n_features) = {(n, p, p)} for covariances; "
-                f"got {S.shape}."
+                f"got {S.shape}.{shared}"
             )
     # Projection.
     d = p if reset else d

@@ -82,6 +82,8 @@ _PEER_ARGUMENTS = {
     **dict.fromkeys(["Xerr", "xerr", "ycovar", "Xerr_input"], ("astroML's", "X_cov")),
     "weight": ("extreme-deconvolution's", "sample_weight"),
     **dict.fromkeys(["ydata", "X_input"], ("astroML's", None)),
+    "X_dict": ("XDGMM's", None),
+    "Xerr_dict": ("XDGMM's", "X_cov"),
 }
 # astroML's noise given positionally to a method that takes the observations alone
 _POSITIONAL_NOISE = (
@@ -350,7 +352,7 @@ class ExtremeDeconvolution(
         "logL": ("xdgmm", "score(X, X_cov=Xerr) * len(X) for the total log-likelihood"),
         "logprob_a": (
             "astroML",
-            "np.log(predict_proba(X, X_cov=Xerr)) + score_samples(X, X_cov=Xerr)[:, None] "
+            "predict_log_proba(X, X_cov=Xerr) + score_samples(X, X_cov=Xerr)[:, None] "
             "for log(alpha_j N_j) of each point and component; score_samples(X, "
             "X_cov=Xerr) for their logsumexp",
         ),
@@ -817,8 +819,33 @@ class ExtremeDeconvolution(
         """
         self._warn_if_missing("predict_proba", "X_cov", X_cov)
         self._warn_if_missing("predict_proba", "projection", projection)
+        return np.exp(self._log_responsibilities(X, X_cov, projection))
+
+    @_observations_doc
+    def predict_log_proba(self, X, *, X_cov=None, projection=None):
+        """Logarithm of the posterior probability of each component for each observation.
+
+        Finite where :meth:`predict_proba` underflows to 0 (a point far from a component).
+        Added to :meth:`score_samples`, it gives the weighted log-density of each point
+        under each component, ``log(alpha_j N(x_i | m_j, V_j + S_i))`` (astroML's
+        ``logprob_a``).
+
+        Parameters
+        ----------
+        {observations}
+
+        Returns
+        -------
+        log_resp : ndarray of shape (n_samples, n_components)
+            ``log q_ij``.
+        """
+        self._warn_if_missing("predict_log_proba", "X_cov", X_cov)
+        self._warn_if_missing("predict_log_proba", "projection", projection)
+        return self._log_responsibilities(X, X_cov, projection)
+
+    def _log_responsibilities(self, X, X_cov, projection):
         logp = self._estimate_weighted_log_prob(X, X_cov, projection)
-        return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
+        return logp - logsumexp(logp, axis=1, keepdims=True)
 
     @_observations_doc
     def predict(self, X, *, X_cov=None, projection=None):
@@ -880,9 +907,12 @@ class ExtremeDeconvolution(
             Values of the deconvolved coordinates; NaN marks those to predict. A pandas
             Series is read by its labels, which must be the feature names seen in fit (in
             any order); a one-row DataFrame must have them as its columns, in their order.
-        X_cov : array-like of shape (n_dims,) or (n_dims, n_dims), default=None
+            A dict of feature name -> value (XDGMM's ``X_dict``) gives the measured values
+            by name, the features it leaves out being predicted.
+        X_cov : array-like of shape (n_dims,) or (n_dims, n_dims), or dict, default=None
             Noise of the given values: variances or a covariance (entries of the NaN
-            coordinates are ignored), labelled as ``X`` may be. None means exact values.
+            coordinates are ignored), labelled as ``X`` may be, or a dict of feature name
+            -> variance (XDGMM's ``Xerr_dict``). None means exact values.
 
         Returns
         -------
@@ -981,6 +1011,16 @@ class ExtremeDeconvolution(
             Their components.
         """
         check_is_fitted(self)
+        shape = size if size is not None else n_samples
+        if isinstance(shape, tuple) and all(
+            isinstance(s, Integral) and not isinstance(s, bool) for s in shape
+        ):
+            # astroML's sample(size) takes a shape; the draws here are rows of one array
+            total = int(np.prod(shape))
+            raise TypeError(
+                f"sample takes a number of draws, not a shape: write X, y = "
+                f"sample({total}) and X.reshape({', '.join(map(str, shape))}, -1)."
+            )
         if size is not None:
             raise TypeError(f"sample takes n_samples, astroML's size: write sample({size!r}).")
         if isinstance(n_samples, bool) or not isinstance(n_samples, Integral):
@@ -1059,6 +1099,7 @@ for _name, _n_positional in (
     ("score_samples", 2),
     ("predict", 2),
     ("predict_proba", 2),
+    ("predict_log_proba", 2),
     ("deconvolve", 2),
     ("bic", 2),
     ("aic", 2),

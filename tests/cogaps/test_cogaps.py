@@ -362,6 +362,9 @@ def test_pattern_markers_of_samples_and_of_a_profile_of_patterns(simulated, fitt
         fitted.pattern_markers(axis=2)
     with pytest.raises(ValueError, match="weights must be 3 finite numbers"):
         fitted.pattern_markers(weights=[1, 1])
+    # the profiles are scaled to maximum 1; a target on another scale is refused
+    with pytest.raises(ValueError, match=r"largest value must be 1.*weights / max\(weights\)"):
+        fitted.pattern_markers(weights=[2, 1, 0])
 
 
 @pytest.mark.parametrize("threshold", ["all", "cut"])

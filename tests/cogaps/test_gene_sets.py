@@ -211,6 +211,40 @@ def test_benjamini_hochberg_within_each_pattern():
         )
 
 
+def test_sets_above_the_size_r_gives_fora_are_left_out_of_the_test_and_the_adjustment():
+    """R's getPatternGeneSet has fgsea::fora test sets of at most 2038 members: a larger set
+    has no p-value, and the others are adjusted among themselves."""
+    rng = np.random.RandomState(0)
+    H = rng.gamma(1.0, 1.0, (3, 2600))
+    W = rng.random_sample((10, 3))
+    sets = {"small": np.arange(40), "huge": np.arange(2100), "mid": np.arange(300, 500)}
+    table = marker_overrepresentation(H, W, sets)
+    every = marker_overrepresentation(H, W, sets, max_size=None)
+    huge = table["gene_set"] == "huge"
+    assert np.isnan(table["p_value"][huge]).all() and np.isnan(table["p_adjusted"][huge]).all()
+    assert not np.isnan(every["p_value"]).any()
+    assert_allclose(table["p_value"][~huge], every["p_value"][~huge])
+    for k in range(3):
+        mine = (table["pattern"] == k) & ~huge
+        assert_allclose(
+            table["p_adjusted"][mine], stats.false_discovery_control(table["p_value"][mine])
+        )
+    # the adjustment over all three sets differs: the left-out set changed the result
+    assert not np.allclose(table["p_adjusted"][~huge], every["p_adjusted"][~huge])
+    assert_array_equal(marker_overrepresentation(H, W, sets, max_size=100)["p_value"][~huge]
+                       > -1, (table["set_size"] <= 100)[~huge])  # fmt: skip
+    with pytest.raises(ValueError, match="max_size must be a positive integer"):
+        marker_overrepresentation(H, W, sets, max_size=0)
+
+
+def test_r_argument_names_of_the_gene_set_statistic_say_what_to_write():
+    H = np.ones((2, 5))
+    with pytest.raises(TypeError, match="n_permutations=, not numPerm="):
+        gene_set_statistic(H, H, {"a": [0]}, numPerm=100)
+    with pytest.raises(TypeError, match="gene_sets=, not sets="):
+        gene_set_statistic(H, H, sets={"a": [0]})
+
+
 @pytest.mark.parametrize(
     "sets, kwargs, match",
     [

@@ -859,6 +859,56 @@ def test_condition_reads_a_labelled_point_by_its_labels():
         xd.condition(point, X_cov=cov.loc[names[::-1], names[::-1]])
 
 
+def test_condition_takes_the_measured_values_by_name_from_a_dict():
+    """XDGMM's X_dict and Xerr_dict: the values given by name, the others predicted."""
+    pd = pytest.importorskip("pandas")
+    model = _mixture(d=3, seed=1)
+    v = _draw(model, 300, seed=1)[2]
+    names = ["mag_g", "mag_r", "redshift"]
+    xd = ExtremeDeconvolution(2, random_state=0).fit(pd.DataFrame(v, columns=names))
+    by_dict = xd.condition({"redshift": 0.4}, X_cov={"redshift": 0.01})
+    by_position = xd.condition([np.nan, np.nan, 0.4], X_cov=[0.0, 0.0, 0.01])
+    assert list(by_dict.feature_names_in_) == ["mag_g", "mag_r"]
+    assert_array_equal(by_dict.means_, by_position.means_)
+    assert_array_equal(by_dict.covariances_, by_position.covariances_)
+    with pytest.raises(ValueError, match=r"features not seen in fit: \['z'\]"):
+        xd.condition({"z": 0.4})
+    unnamed = ExtremeDeconvolution(2, random_state=0).fit(v)
+    with pytest.raises(ValueError, match="needs the feature names: fit on a pandas DataFrame"):
+        unnamed.condition({"redshift": 0.4})
+
+
+def test_a_square_noise_array_that_could_be_a_shared_covariance_is_refused():
+    """With as many points as coordinates, X_cov of shape (p, p) could be each point's
+    variances or one covariance for all: read as variances, a shared covariance gave a
+    wrong answer without a word."""
+    from scipy.special import logsumexp
+    from scipy.stats import multivariate_normal
+
+    model = _mixture(d=3, seed=2)
+    x = _draw(model, 200, seed=2)[0]
+    xd = ExtremeDeconvolution(2, random_state=0).fit(x)
+    C = np.array([[1.0, 0.8, 0.0], [0.8, 1.0, 0.0], [0.0, 0.0, 0.5]])
+    with pytest.raises(ValueError, match=r"ambiguous.*np.broadcast_to\(X_cov, \(3, 3, 3\)\)"):
+        xd.score_samples(x[:3], X_cov=C)
+    with pytest.raises(ValueError, match="ambiguous"):
+        ExtremeDeconvolution(1).fit(x[:3], X_cov=C)
+    shared = xd.score_samples(x[:3], X_cov=np.broadcast_to(C, (3, 3, 3)))
+    direct = [logsumexp([np.log(w) + multivariate_normal.logpdf(p, m, V + C)
+                         for w, m, V in zip(xd.weights_, xd.means_, xd.covariances_)])
+              for p in x[:3]]  # fmt: skip
+    assert_allclose(shared, direct, rtol=1e-10)
+    # another number of points: the advice for a shared covariance
+    with pytest.raises(
+        ValueError, match=r"shared by every point, pass np.broadcast_to\(X_cov, \(2, 3, 3\)\)"
+    ):
+        xd.score_samples(x[:2], X_cov=C)
+    # variances of as many points as coordinates, written unambiguously
+    V = np.full((3, 3), 0.2)
+    assert_allclose(xd.score_samples(x[:3], X_cov=V[:, :, None] * np.eye(3)),
+                    xd.score_samples(x[:4], X_cov=np.full((4, 3), 0.2))[:3])  # fmt: skip
+
+
 def test_astroml_habits_say_what_to_write():
     model = _mixture(d=2, seed=3)
     x, S, _, _ = _draw(model, 200, seed=3)
@@ -869,7 +919,8 @@ def test_astroml_habits_say_what_to_write():
         ExtremeDeconvolution(2).fit(x, ycovar=S)
     with pytest.raises(TypeError, match="takes sample_weight=, not weight="):
         ExtremeDeconvolution(2).fit(x, X_cov=S, weight=np.ones(len(x)))
-    for method in ("score_samples", "predict", "predict_proba", "deconvolve", "bic", "aic"):
+    for method in ("score_samples", "predict", "predict_proba", "predict_log_proba",
+                   "deconvolve", "bic", "aic"):  # fmt: skip
         with pytest.raises(TypeError, match=rf"write {method}\(X, X_cov=Xerr\)"):
             getattr(xd, method)(x, S)
     with pytest.raises(TypeError, match=r"that value as its first argument, not X_input="):
@@ -878,7 +929,7 @@ def test_astroml_habits_say_what_to_write():
         xd.condition([0.1, np.nan], Xerr_input=[0.1, 0.0])
     for name, match in [
         ("logL", r"score\(X, X_cov=Xerr\)"),
-        ("logprob_a", r"np.log\(predict_proba\(X, X_cov=Xerr\)\)"),
+        ("logprob_a", r"predict_log_proba\(X, X_cov=Xerr\) \+ score_samples"),
         ("mu", "means_"),
         ("V", "covariances_"),
         ("alpha", "weights_"),
@@ -889,11 +940,30 @@ def test_astroml_habits_say_what_to_write():
             getattr(xd, name)
     with pytest.raises(ValueError, match="one here. Drop it"):
         ExtremeDeconvolution(2, method="Bovy").fit(x, X_cov=S)
-    # the advice for logprob_a is astroML's per-component log(alpha_j N_j)
-    per_component = np.log(xd.predict_proba(x, X_cov=S)) + xd.score_samples(x, X_cov=S)[:, None]
-    from scipy.special import logsumexp
+    # the advice for logprob_a is astroML's per-component log(alpha_j N_j), finite also
+    # for points so far from a component that predict_proba underflows to 0 there
+    from scipy.stats import multivariate_normal
 
-    assert_allclose(logsumexp(per_component, axis=1), xd.score_samples(x, X_cov=S))
+    far = np.vstack([x[:5], xd.means_[0] + 400.0 * np.sqrt(np.diag(xd.covariances_[0]))])
+    far_cov = np.concatenate([S[:5], 0.01 * np.eye(2)[None]])
+    per_component = (xd.predict_log_proba(far, X_cov=far_cov)
+                     + xd.score_samples(far, X_cov=far_cov)[:, None])  # fmt: skip
+    direct = np.array([[np.log(w) + multivariate_normal.logpdf(p, m, V + c)
+                        for w, m, V in zip(xd.weights_, xd.means_, xd.covariances_)]
+                       for p, c in zip(far, far_cov)])  # fmt: skip
+    assert np.isfinite(per_component).all()
+    assert (xd.predict_proba(far, X_cov=far_cov) == 0).any()
+    assert_allclose(per_component, direct, rtol=1e-10)
+    assert_allclose(np.exp(xd.predict_log_proba(x, X_cov=S)), xd.predict_proba(x, X_cov=S))
+    # XDGMM's names of condition's arguments, and astroML's shape of draws
+    with pytest.raises(TypeError, match="first argument, not X_dict= \\(XDGMM's name\\)"):
+        xd.condition(X_dict={"a": 0.1})
+    with pytest.raises(TypeError, match="takes X_cov=, not Xerr_dict="):
+        xd.condition([0.1, np.nan], Xerr_dict={"a": 0.1})
+    with pytest.raises(TypeError, match=r"sample\(6\) and X.reshape\(2, 3, -1\)"):
+        xd.sample((2, 3))
+    with pytest.raises(TypeError, match=r"sample\(6\) and X.reshape\(2, 3, -1\)"):
+        xd.sample(size=(2, 3))
     # the methods keep their signatures (scikit-learn's metadata routing reads them)
     import inspect
 
