@@ -201,6 +201,19 @@ def test_a_table_of_user_item_count_triplets_is_refused(estimator):
         estimator.fit(triplets)
     with pytest.raises(ValueError, match="triplets"):
         estimator.fit(triplets.rename(columns={"UserId": "user", "ItemId": "item"}))
+    # the names of MovieLens, surprise and the Million Song Dataset, timestamps included
+    for names in (["userId", "movieId", "rating", "timestamp"], ["uid", "iid", "r"],
+                  ["user_id", "song_id", "play_count"]):  # fmt: skip
+        table = pd.DataFrame({n: triplets.iloc[:, min(j, 2)] for j, n in enumerate(names)})
+        advice = rf"df\['{names[0]}'\], df\['{names[1]}'\], df\['{names[2]}'\]"
+        with pytest.raises(ValueError, match=rf"{len(names)} features.*{advice}"):
+            estimator.fit(table)
+    # other names: the values tell, as an array's do (a warning)
+    many = pd.DataFrame(
+        {"a": rng.randint(0, 40, 300), "b": rng.randint(0, 60, 300), "c": rng.randint(1, 5, 300)}
+    )
+    with pytest.warns(UserWarning, match="look like \\(user, item\\) ids"):
+        _quiet(estimator.fit, many)
 
 
 def test_a_table_of_user_item_rating_triplets_is_refused_by_maxmarginmf():
@@ -215,7 +228,7 @@ def test_a_table_of_user_item_rating_triplets_is_refused_by_maxmarginmf():
             "rating": rng.randint(1, 6, 50),
         }
     )
-    with pytest.raises(ValueError, match=r"rating\) triplets.*df\['ItemId'\], df\['Rating'\]\)"):
+    with pytest.raises(ValueError, match=r"rating\) triplets.*df\['item'\], df\['rating'\]\)"):
         MaxMarginMF(n_components=2, max_iter=2, burn_in=0).fit(triplets)
 
 

@@ -104,6 +104,53 @@ def test_a_masked_array_is_refused_rather_than_read_under_its_mask(name):
             assert np.array_equal(estimator.fit(np.ma.masked_array(X)).components_, plain)
 
 
+def _side_input_calls():
+    """(name of the masked input, call taking the masked array) for every side input."""
+    from sklearn_cogaps import ExtremeDeconvolution, rating_mae
+
+    X = _counts((30, 10)) + 1.0
+    U = np.maximum(0.1 * X, 0.1)
+    cogaps = CoGAPS(2, max_iter=3, random_state=0).fit(X, uncertainty=U)
+    Y = np.random.default_rng(0).normal(size=(30, 2))
+    xd = ExtremeDeconvolution(2, max_iter=3, random_state=0).fit(Y)
+    ratings = np.where(X > 3, np.minimum(X, 5.0), np.nan)
+    return [
+        ("uncertainty", lambda m: CoGAPS(2, max_iter=3).fit(X, uncertainty=m(U))),
+        ("uncertainty", lambda m: cogaps.transform(X, uncertainty=m(U))),
+        ("uncertainty", lambda m: cogaps.score(X, uncertainty=m(U))),
+        ("fixed_components",
+         lambda m: CoGAPS(2, max_iter=3).fit(X, fixed_components=m(np.ones((2, 10))))),
+        ("X_cov", lambda m: ExtremeDeconvolution(2, max_iter=3).fit(Y, X_cov=m(0.1 + 0 * Y))),
+        ("X_cov", lambda m: xd.score_samples(Y, X_cov=m(0.1 + 0 * Y))),
+        ("projection",
+         lambda m: ExtremeDeconvolution(2, max_iter=3).fit(Y, projection=m(np.eye(2)))),
+        ("sample_weight",
+         lambda m: ExtremeDeconvolution(2, max_iter=3).fit(Y, sample_weight=m(np.ones(30)))),
+        ("means_init",
+         lambda m: ExtremeDeconvolution(2, max_iter=3, means_init=m(Y[:2])).fit(Y)),
+        ("W", lambda m: WeightedBackgroundPMF(2, max_iter=2, init="custom").fit(
+            X, W=m(np.ones((30, 2))), H=np.ones((2, 10)))),
+        ("X_true", lambda m: rating_mae(m(np.nan_to_num(ratings)), np.nan_to_num(ratings))),
+    ]  # fmt: skip
+
+
+def test_masked_side_inputs_are_refused_rather_than_read_under_their_mask():
+    """The uncertainty, noise, projection, weights, starts and fixed matrices were read
+    under their mask, as X was before it was refused."""
+
+    def masked(a):
+        mask = np.zeros(np.shape(a), dtype=bool)
+        mask.flat[0] = True
+        return np.ma.masked_array(a, mask)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for name, call in _side_input_calls():
+            with pytest.raises(ValueError, match=rf"^{name} is a masked array with 1 masked"):
+                call(masked)
+            call(np.ma.masked_array)  # without masked entries: its data, no error
+
+
 def test_masked_and_misdeclared_dask_chunks_are_refused():
     da = pytest.importorskip("dask.array")
     dask = pytest.importorskip("dask")
@@ -283,3 +330,155 @@ def _quiet_fit(estimator, X):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return estimator.fit(X)
+
+
+def test_a_coordinate_no_point_observes_is_warned_about():
+    """A column of X all NaN, or a direction of v outside every projection: the fitted
+    mean and variance there were the start's, without a word."""
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    Y = np.random.default_rng(0).normal(size=(60, 2))
+    Y[:, 1] = np.nan
+    with pytest.warns(UserWarning, match=r"1 coordinate\(s\) of v are observed by no point.*\[1\]"):
+        _fit_quietly(ExtremeDeconvolution(2, max_iter=3, random_state=0), Y)
+    flat = np.random.default_rng(0).normal(size=(60, 2))
+    with pytest.warns(UserWarning, match=r"observed by no point.*\[2\]"):
+        _fit_quietly(ExtremeDeconvolution(2, max_iter=3, random_state=0), flat,
+                     projection=np.eye(2, 3))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        _fit_quietly(ExtremeDeconvolution(2, max_iter=3, random_state=0), flat)
+
+
+def _fit_quietly(estimator, X, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return estimator.fit(X, **kwargs)
+
+
+def test_noise_beyond_float32_is_refused_for_float32_points():
+    """Variances that float32 cannot hold (1e99 for a coordinate not measured) became
+    infinite: the likelihood -inf, the fit never converging, without an error."""
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    Y = np.random.default_rng(0).normal(size=(60, 2))
+    V = np.full_like(Y, 0.1)
+    V[:5, 1] = 1e99
+    with pytest.raises(ValueError, match=r"above the largest float32.*float64.*NaN in X"):
+        ExtremeDeconvolution(2, max_iter=3).fit(Y.astype(np.float32), X_cov=V)
+    with pytest.raises(ValueError, match="projection has entries of magnitude 1e\\+39"):
+        ExtremeDeconvolution(2, max_iter=3).fit(
+            Y.astype(np.float32), projection=np.array([[1.0, 1e39], [0.0, 1.0]])
+        )
+    assert np.isfinite(_fit_quietly(ExtremeDeconvolution(2, max_iter=3, random_state=0), Y,
+                                    X_cov=V).lower_bound_)  # fmt: skip
+
+
+def test_a_non_symmetric_starting_precision_is_refused():
+    """It was inverted as given: the covariance held fixed was neither the matrix given
+    nor its symmetric part."""
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    Y = np.random.default_rng(0).normal(size=(60, 2))
+    upper = np.array([[[1.0, 0.5], [0.0, 1.0]]] * 2)
+    with pytest.raises(ValueError, match=r"symmetric.*0.5 \* \(P \+ P.transpose\(0, 2, 1\)\)"):
+        ExtremeDeconvolution(2, precisions_init=upper, fixed_covariances=True).fit(Y)
+    sym = 0.5 * (upper + upper.transpose(0, 2, 1))
+    start = ExtremeDeconvolution(2, max_iter=3, precisions_init=sym, fixed_covariances=True,
+                                 random_state=0)  # fmt: skip
+    fitted = _fit_quietly(start, Y)
+    assert np.allclose(fitted.precisions_, sym)
+
+
+def test_a_row_with_negative_zeros_gets_the_chain_of_the_same_row_with_zeros():
+    """Row chains were seeded from the row's bytes: -0.0 (np.round(-0.3)) gave another
+    chain than 0.0, and another transform."""
+    from scipy import sparse
+
+    X = _counts((20, 12))
+    model = CoGAPS(2, max_iter=20, random_state=0).fit(X)
+    negative = X.copy()
+    negative[X == 0] = -0.0
+    assert np.signbit(negative).any()
+    assert np.array_equal(model.transform(negative), model.transform(X))
+    signed = sparse.csr_matrix(X)
+    signed.data[0] = -0.0  # a stored -0.0
+    unsigned = sparse.csr_matrix(X)
+    unsigned.data[0] = 0.0
+    assert np.array_equal(model.transform(signed), model.transform(unsigned))
+
+
+def test_sampling_after_set_params_draws_from_the_fitted_mixture():
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    Y = np.random.default_rng(0).normal(size=(60, 2))
+    xd = _fit_quietly(ExtremeDeconvolution(2, max_iter=3, random_state=0), Y)
+    points, labels = xd.set_params(n_components=3).sample(50)
+    assert points.shape == (50, 2) and set(labels) <= {0, 1}
+
+
+def test_maxmarginmf_names_the_input_at_fault_and_refuses_non_finite_thresholds():
+    """Errors in the held-out y or in observed said "X"; a NaN threshold_mean said the
+    hinge statistics overflowed."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(0)
+    R = sparse.random(20, 15, density=0.5, random_state=0, format="csr")
+    R.data = rng.integers(1, 6, R.nnz).astype(float)
+    model = MaxMarginMF(2, max_iter=4, burn_in=1, random_state=0)
+    held = np.full(R.shape, np.nan)
+    held[0, 0] = np.inf
+    with pytest.raises(ValueError, match="^Input y contains infinity"):
+        model.fit(R, y=held)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(R)
+    with pytest.raises(ValueError, match="^observed has 14 features"):
+        model.predict_ratings(R, observed=R[:, :14])
+    with pytest.raises(ValueError, match=r"threshold_mean must be n_levels - 1 = 4 finite"):
+        MaxMarginMF(2, max_iter=2, burn_in=0, threshold_mean=[np.nan, 0, 1, 2]).fit(R)
+
+
+def test_whole_counts_stored_in_parts_are_not_called_fractions():
+    """A CSR whose duplicate entries add up to whole counts warned about non-integer
+    counts: the check read the parts before the fit added them."""
+    from scipy import sparse
+
+    X = _counts((20, 6))
+    whole = sparse.csr_matrix(X)
+    # every stored count as two halves at the same column
+    indices = np.repeat(whole.indices, 2)
+    data = np.repeat(whole.data / 2.0, 2)
+    parts = sparse.csr_matrix((data, indices, 2 * whole.indptr), shape=X.shape)
+    assert not parts.has_canonical_format and np.array_equal(parts.toarray(), X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("error", message=".*non-integer")
+        HierarchicalPMF(2, max_iter=3, random_state=0).fit(parts)
+    with pytest.warns(UserWarning, match="non-integer"):
+        _fit_quietly(HierarchicalPMF(2, max_iter=3, random_state=0), X + 0.5)
+
+
+def test_pandas_missing_values_in_side_inputs_are_named():
+    """pd.NA in a nullable column failed inside numpy (float() argument must be ... not
+    'NAType'); it is now NaN, which the checks name, and accepted where NaN is."""
+    pd = pytest.importorskip("pandas")
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    X = _counts((20, 6)) + 1.0
+    U = pd.DataFrame(np.maximum(0.1 * X, 0.1)).astype("Float64")
+    U.iloc[2, 3] = pd.NA
+    with pytest.raises(ValueError, match="'uncertainty' contains NaN"):
+        CoGAPS(2, max_iter=3).fit(X, uncertainty=U)
+    Y = np.random.default_rng(0).normal(size=(40, 2))
+    Y[3, 1] = np.nan
+    V = pd.DataFrame(np.where(np.isnan(Y), np.nan, 0.1)).astype("Float64")
+    assert pd.isna(V.iloc[3, 1])
+    with_na = _fit_quietly(ExtremeDeconvolution(2, max_iter=5, random_state=0), Y, X_cov=V)
+    with_nan = _fit_quietly(ExtremeDeconvolution(2, max_iter=5, random_state=0), Y,
+                            X_cov=np.where(np.isnan(Y), np.nan, 0.1))  # fmt: skip
+    assert np.array_equal(with_na.means_, with_nan.means_)
+    P = pd.DataFrame(np.eye(2)).astype("Float64")
+    P.iloc[0, 1] = pd.NA
+    with pytest.raises(ValueError, match="projection must be finite"):
+        ExtremeDeconvolution(2, max_iter=3).fit(np.nan_to_num(Y), projection=P)

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_array
 
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import draw_seeds, fingerprint
-from .._utils._validation import canonical_csr
+from .._utils._validation import canonical_csr, check_not_masked
 from ._chisq import (
     _sparse_orientation,
     fit_chi_square,
@@ -146,6 +146,8 @@ def validate_fixed(X, n_components, fixed_components, fixed_patterns):
         )
     if fixed_components is None and fixed_patterns is None:
         return None, None, None
+    check_not_masked(fixed_components, "fixed_components")
+    check_not_masked(fixed_patterns, "fixed_patterns")
     K = n_components
     if fixed_components is not None:
         name, value, expected, which = (

@@ -64,6 +64,12 @@ def _explicit_subsets(explicit_sets, n_total, axis_name, names):
         and explicit_sets.dtype != object
     ):
         explicit_sets = [explicit_sets]
+    else:
+        explicit_sets = list(explicit_sets)
+        if explicit_sets and all(np.ndim(members) == 0 for members in explicit_sets):
+            # a flat list (or range, or pandas Index) of indices or names is one subset, as
+            # the 1-d array is: each of its members became a subset of one
+            explicit_sets = [explicit_sets]
     subsets = []
     lookup = None if names is None else {name: j for j, name in enumerate(names)}
     for i, members in enumerate(explicit_sets):
@@ -90,7 +96,7 @@ def _explicit_subsets(explicit_sets, n_total, axis_name, names):
         if idx.min() < 0 or idx.max() >= n_total:
             raise ValueError(
                 f"explicit_sets[{i}] has indices outside [0, {n_total}) for the {n_total} "
-                f"{axis_name}s of X."
+                f"{axis_name}s of X. Indices start at 0: R's 1:20 is range(0, 20) here."
             )
         subsets.append(np.unique(idx))
     counts = np.bincount(np.concatenate(subsets), minlength=n_total)

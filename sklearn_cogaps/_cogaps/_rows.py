@@ -32,11 +32,14 @@ _ROW_CHUNK = 2048
 
 def row_seeds(est, X):
     """One seed per row, from ``random_state`` and the row's values as a dense float64
-    row, so a row gets the same chain whether it comes dense or sparse."""
+    row, so a row gets the same chain whether it comes dense or sparse. The values are
+    hashed plus 0.0, which turns -0.0 (``np.round(-0.3)``) into 0.0: the same row, the same
+    chain."""
     if not sparse.issparse(X):
         # float64 values, so that a float32 row gets the chain of the same row in float64
         return keyed_digest_seeds(
-            est._transform_seed, (np.asarray(row, dtype=np.float64).tobytes() for row in X)
+            est._transform_seed,
+            ((np.asarray(row, dtype=np.float64) + 0.0).tobytes() for row in X),
         )
 
     def dense_rows():
@@ -44,7 +47,7 @@ def row_seeds(est, X):
         row = np.zeros(X.shape[1])
         for i in range(X.shape[0]):
             cols = X.indices[X.indptr[i] : X.indptr[i + 1]]
-            row[cols] = X.data[X.indptr[i] : X.indptr[i + 1]]
+            row[cols] = X.data[X.indptr[i] : X.indptr[i + 1]] + 0.0
             yield row.tobytes()
             row[cols] = 0.0
 

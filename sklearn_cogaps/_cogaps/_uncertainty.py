@@ -8,6 +8,7 @@ from scipy import sparse
 
 from .._utils._anndata import is_anndata
 from .._utils._seeding import fingerprint
+from .._utils._validation import as_float_array, check_not_masked
 from .._utils._warnings import warn
 from ._chisq import aligned_empty, padded_empty
 
@@ -153,9 +154,15 @@ def uncertainty_name(uncertainty):
 def uncertainty_array(uncertainty, shape):
     """An uncertainty array (dense, float64) of the given shape, or a ValueError that says
     what to pass."""
+    check_not_masked(
+        uncertainty,
+        "uncertainty",
+        advice="For entries without data, pass a large uncertainty there (their precision "
+        "near 0), e.g. uncertainty.filled(1e6 * X.max()).",
+    )
     if sparse.issparse(uncertainty):
         uncertainty = uncertainty.toarray()
-    u = np.asarray(uncertainty, dtype=np.float64)
+    u = as_float_array(uncertainty)
     if u.shape != tuple(shape):
         raise ValueError(
             f"'uncertainty' must have the shape of X {tuple(shape)}; got {u.shape}. Pass one "

@@ -370,6 +370,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             dtype=np.float64,
             ensure_all_finite="allow-nan",
             reset=reset,
+            input_name=name,
         )
         return _as_ratings_csr(X, name)
 
@@ -386,10 +387,11 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             half = 1.5 * self.margin * (L - 2)
             rho = np.linspace(-half, half, L - 1)
         else:
-            rho = np.asarray(self.threshold_mean, dtype=np.float64).ravel()
-            if rho.shape != (L - 1,):
+            rho = np.asarray(self.threshold_mean, dtype=np.float64)
+            if rho.shape != (L - 1,) or not np.all(np.isfinite(rho)):
                 raise ValueError(
-                    f"threshold_mean must have n_levels - 1 = {L - 1} values; got {rho.size}."
+                    f"threshold_mean must be n_levels - 1 = {L - 1} finite values; got "
+                    f"{rho.tolist()}."
                 )
         scale = 1.5 * self.margin if self.threshold_scale is None else float(self.threshold_scale)
         # the sampler uses the prior precisions 1 / scale^2, which must be representable

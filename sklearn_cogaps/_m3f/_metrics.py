@@ -3,6 +3,7 @@ and the scorers that give them to scikit-learn's model selection."""
 
 import numpy as np
 
+from .._utils._validation import check_not_masked
 from .._utils._warnings import warn
 from ._ratings import _as_ratings_csr, _level_spread
 
@@ -28,6 +29,8 @@ def _paired_vectors(y_true, y_pred):
 
 
 def _paired_values(X_true, X_pred):
+    check_not_masked(X_true, "X_true")
+    check_not_masked(X_pred, "X_pred")
     one_d = [
         not hasattr(X, "tocsr") and np.ndim(X) == 1 for X in (X_true, X_pred)
     ]  # fmt: skip

@@ -402,6 +402,11 @@ class HierarchicalPMF(
             reset=reset,
         )
         data = X.data if sparse.issparse(X) else X
+        if sparse.issparse(X) and not X.has_canonical_format:
+            # the fit adds duplicate entries: a whole count stored in parts is whole
+            summed = X.copy()
+            summed.sum_duplicates()
+            data = summed.data
         self._check_values(X.shape, reset and not np.any(data > 0), data, has_fractions(data))
         return X
 

@@ -30,6 +30,7 @@ from .._utils._seeding import draw_seeds
 from .._utils._validation import (
     canonical_csr,
     check_ignored_y,
+    check_not_masked,
     check_side_labels,
     data_dtype,
     out_of_core_features,
@@ -583,6 +584,8 @@ class WeightedBackgroundPMF(
                     "init='custom' needs the initial factors: call fit(X, W=..., H=...) "
                     f"with W of shape {(n, K)} and H of shape {(K, p)}."
                 )
+            check_not_masked(W, "W")
+            check_not_masked(H, "H")
             W = np.array(W, dtype=np.float64)
             H = np.array(H, dtype=np.float64)
             if W.shape != (n, K):

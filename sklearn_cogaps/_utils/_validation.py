@@ -1,6 +1,7 @@
 """Checks of the estimators' inputs: the data, the side inputs given beside it, and the
 habits of other tools (a target where a side input belongs, a table of triplets)."""
 
+import re
 import warnings
 
 import numpy as np
@@ -12,6 +13,7 @@ from ._arrays import unique_rows
 from ._warnings import warn
 
 __all__ = [
+    "as_float_array",
     "canonical_csr",
     "check_ignored_y",
     "check_not_triplets",
@@ -60,6 +62,9 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
         estimator.__dict__.pop("_anndata_layer", None)
     adata = X if is_anndata(X) else None
     X, names = unwrap_anndata(X)
+    # validate_data calls its input X whatever it is (held-out ratings, observed ones): its
+    # messages are given the input's name
+    name = kwargs.get("input_name", "X") if check is check_array else kwargs.pop("input_name", "X")
     try:
         if check is check_array:
             # the messages name the estimator, as validate_data's do
@@ -71,6 +76,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
             X = validate_data(estimator, X, reset=reset, **kwargs)
     except ValueError as error:
         message = str(error)
+        if name != "X":
+            message = re.sub(r"\bX\b", name, message)
         advice = getattr(estimator, "_negative_input_advice", None)
         # scikit-learn's own sentence stays first: its checks look for it
         if advice and message.startswith("Negative values in data passed to"):
@@ -86,6 +93,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
             where = _first_entry(X, np.isinf, row_offset)
             if where:
                 raise ValueError(f"{first_line.rstrip('.')}{where}.") from None
+        if name != "X":
+            raise ValueError(message) from None
         raise
     if reset:
         estimator.feature_names_in_ = names
@@ -123,6 +132,17 @@ def _first_entry(X, test, row_offset=0):
     except (TypeError, ValueError, IndexError):
         return ""
     return f" (the first at row {int(i) + row_offset}, column {int(j)}: {value:g})"
+
+
+def as_float_array(value):
+    """A side input as a float64 array, pandas' missing values (``pd.NA`` of its nullable
+    dtypes) as NaN, which the callers' checks then name; other values as numpy reads them."""
+    if hasattr(value, "to_numpy") and not sparse.issparse(value):
+        try:
+            return value.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            pass
+    return np.asarray(value, dtype=np.float64)
 
 
 def check_not_masked(X, input_name="X", estimator=None, first_row=None, advice=None):
@@ -177,7 +197,15 @@ def _numbers(column):
 
 
 # column names of a long table of (user, item, count) triplets, lower case without "_"
-_TRIPLET_COLUMNS = ({"userid", "itemid"}, {"user", "item"})
+# Column names (lower case, without "_", "-" or spaces) of the users and of the items in the
+# tables of hpfrec, surprise, implicit's and LightFM's examples, MovieLens, Last.fm, the
+# Million Song Dataset, Book-Crossing and Amazon reviews.
+_USER_COLUMNS = {"user", "userid", "uid", "users", "customer", "customerid", "reviewerid"}
+_ITEM_COLUMNS = {
+    "item", "itemid", "iid", "items", "movie", "movieid", "song", "songid", "track",
+    "trackid", "artist", "artistid", "product", "productid", "book", "bookid", "isbn",
+    "asin",
+}  # fmt: skip
 
 
 def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
@@ -192,15 +220,27 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
     if columns is None:
         _warn_if_triplet_array(estimator, X, value)
         return
-    names = {str(c).lower().replace("_", "") for c in columns}
-    if not any(pair <= names for pair in _TRIPLET_COLUMNS):
+    key = {c: "".join(str(c).lower().replace("-", " ").replace("_", " ").split()) for c in columns}
+    user = next((c for c in columns if key[c] in _USER_COLUMNS), None)
+    item = next((c for c in columns if key[c] in _ITEM_COLUMNS), None)
+    if user is None or item is None:
+        if hasattr(X, "to_numpy") and len(columns) in (3, 4):
+            # unnamed, or named otherwise: the same test of the values as an array's
+            try:
+                values = X.to_numpy(dtype=np.float64)
+            except (TypeError, ValueError):
+                return
+            _warn_if_triplet_array(estimator, values, value)
         return
+    rest = [c for c in columns if c not in (user, item)]
+    values = next((c for c in rest if key[c] not in ("timestamp", "time", "date")), value)
     raise ValueError(
         f"X looks like a table of (user, item, {value.lower()}) triplets (columns "
         f"{list(columns)}), as {source} takes; {type(estimator).__name__} factorises the "
-        "matrix itself, users x items, and would read the triplets as three features. Build "
-        "the matrix with its labels: X, user_labels, item_labels = "
-        f"sklearn_cogaps.triplets_to_matrix(df['UserId'], df['ItemId'], df['{value}'])."
+        "matrix itself, users x items, and would read the triplets as "
+        f"{len(columns)} features. Build the matrix with its labels: X, user_labels, "
+        f"item_labels = sklearn_cogaps.triplets_to_matrix(df[{user!r}], df[{item!r}], "
+        f"df[{values!r}])."
     )
 
 
@@ -215,8 +255,8 @@ def _warn_if_triplet_array(estimator, X, value):
         shape = np.shape(X)  # before any copy: every fit and transform of an array comes here
     except ValueError:  # a ragged list, which validation refuses next
         return
-    if len(shape) != 2 or shape[1] != 3 or shape[0] < 20:
-        return
+    if len(shape) != 2 or shape[1] not in (3, 4) or shape[0] < 20:
+        return  # (user, item, value) or (user, item, value, timestamp)
     try:
         ids = np.asarray(X, dtype=np.float64)[:, :2]
     except (TypeError, ValueError):
@@ -229,11 +269,11 @@ def _warn_if_triplet_array(estimator, X, value):
     repeated = all(np.unique(ids[:, j]).size <= n / 2 for j in (0, 1))
     if repeated and unique_rows(ids)[0].shape[0] >= 0.9 * n:
         warn(
-            f"X has 3 columns and {n} rows whose first two look like (user, item) ids, each "
-            f"repeated and nearly every pair distinct: a table of (user, item, "
+            f"X has {shape[1]} columns and {n} rows whose first two look like (user, item) "
+            f"ids, each repeated and nearly every pair distinct: a table of (user, item, "
             f"{value.lower()}) triplets, as hpfrec takes? {type(estimator).__name__} "
-            "factorises the users x items matrix itself and reads X as 3 features. Build "
-            "it with its labels: X, user_labels, item_labels = "
+            f"factorises the users x items matrix itself and reads X as {shape[1]} features. "
+            "Build it with its labels: X, user_labels, item_labels = "
             "sklearn_cogaps.triplets_to_matrix(X[:, 0], X[:, 1], X[:, 2]).",
             UserWarning,
         )

@@ -10,7 +10,12 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import _check_sample_weight, check_array
 
-from .._utils._validation import check_side_labels, validate_input
+from .._utils._validation import (
+    as_float_array,
+    check_not_masked,
+    check_side_labels,
+    validate_input,
+)
 from .._utils._warnings import warn
 
 __all__ = [
@@ -117,6 +122,19 @@ _MISSING_AS_NAN = (
 )
 
 
+def _check_representable(name, values, dtype):
+    """Refuse finite entries that the points' dtype (float32) would make infinite: the
+    likelihood would be -inf, without an error."""
+    largest = np.finfo(dtype).max
+    if values.size and float(np.max(np.abs(values))) > largest:
+        raise ValueError(
+            f"{name} has entries of magnitude {float(np.max(np.abs(values))):.3g}, above "
+            f"the largest {np.dtype(dtype).name} ({largest:.3g}), X's dtype, in which they "
+            f"would be infinite. Fit in float64 (X.astype(np.float64)), or rescale."
+            + (_MISSING_AS_NAN if name == "X_cov" else "")
+        )
+
+
 def check_noise_block(S, missing, offset):
     """Check full noise covariances (finite, symmetric, PSD) on their observed coordinates."""
     S = np.where(missing[:, :, None] | missing[:, None, :], 0.0, S.astype(np.float64))
@@ -172,6 +190,9 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
     # noise variances as a DataFrame are matched to X by position: their labels must
     # be X's, in X's order
     check_side_labels(X, "X_cov", X_cov)
+    for name, value in (("X_cov", X_cov), ("projection", projection),
+                        ("sample_weight", sample_weight)):  # fmt: skip
+        check_not_masked(value, name)
     kw = dict(dtype=[np.float64, np.float32], ensure_all_finite="allow-nan", order="C")
     if reset or projection is None and not getattr(estimator, "_fitted_with_projection", False):
         X = validate_input(estimator, X, reset=reset, **kw)
@@ -181,8 +202,35 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
         # fitted with projections reads points given without one as points of v, which
         # must have v's dimension (checked by observations), not the training points'.
         X = validate_input(estimator, X, reset=False, check=check_array, **kw)
-    return observations(X, X_cov, projection, sample_weight,
+    data = observations(X, X_cov, projection, sample_weight,
                         None if reset else estimator.means_.shape[1])  # fmt: skip
+    if reset:
+        warn_unreached(data)
+    return data
+
+
+def warn_unreached(data):
+    """Warn about coordinates of v that no point of positive weight observes (a column of X
+    all NaN, or a direction of v outside every projection): the likelihood does not depend
+    on them, so the fitted means and variances there are the start's, not estimates."""
+    used = data.sample_weight > 0
+    observed = ~np.isnan(data.X[used])
+    if data.R is None and data.Rproj.shape[0] == 0:
+        reached = observed.any(axis=0)
+    elif data.R is not None:
+        reached = (data.R[observed.any(axis=0)] != 0).any(axis=0)
+    else:
+        reached = ((data.Rproj[used] != 0) & observed[:, :, None]).any(axis=(0, 1))
+    unreached = np.flatnonzero(~reached)
+    if unreached.size and used.any():
+        warn(
+            f"{unreached.size} coordinate(s) of v are observed by no point (all NaN in X, or "
+            f"outside every projection): {unreached[:10].tolist()}. The data say nothing "
+            "about them, so means_ and covariances_ there are the start's, not estimates, "
+            "and sample() draws them from the start. Drop those coordinates, or add points "
+            "that observe them.",
+            UserWarning,
+        )
 
 
 def _warn_unobserved(missing, offset):
@@ -228,7 +276,7 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
     if X_cov is not None:
         S = np.asarray(X_cov)
         if S.dtype.kind not in "fiu":
-            S = S.astype(np.float64)
+            S = as_float_array(X_cov)  # pandas' NA as NaN
         n_all = n if n_total is None else n_total
         if S.shape == (n, p) and n_all == p > 1:
             # (p, p) is also the shape of one covariance shared by every point: read as
@@ -250,6 +298,8 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
                     f"{S[bad].tolist()}. Pass the noise variances of each coordinate."
                     + (_MISSING_AS_NAN if np.isinf(S[bad]).any() else "")
                 )
+            if check:
+                _check_representable("X_cov", S, dtype)
             Sdiag, noise_mode = np.ascontiguousarray(S, dtype=dtype), 1
         elif S.shape == (n, p, p):
             # The kernels read only the observed rows and columns, so the array is passed
@@ -274,7 +324,7 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
     d = p if reset else d
     R, Rproj = None, np.zeros((0, 0, 0), dtype=dtype)
     if projection is not None:
-        P = np.asarray(projection, dtype=np.float64)
+        P = as_float_array(projection)
         if P.ndim == 2 and P.shape[0] == p and (reset or P.shape[1] == d):
             R = P
         elif P.ndim == 3 and P.shape[:2] == (n, p) and (reset or P.shape[2] == d):
@@ -289,6 +339,8 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
             )
         if check and not np.all(np.isfinite(P)):
             raise ValueError("projection must be finite; got NaN or infinite entries.")
+        if check:
+            _check_representable("projection", P, dtype)
         d = P.shape[-1]
         if R is not None and R.shape[0] == R.shape[1] and np.array_equal(R, np.eye(d)):
             R = None  # the square identity: the points are v (a rectangular one is not)
@@ -301,6 +353,8 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
             f"Without a projection X must have the fitted dimension {d}; got {p} "
             f"features. Pass the projection of each point."
         )
+    if hasattr(sample_weight, "to_numpy"):
+        sample_weight = as_float_array(sample_weight)
     if n_total is None or sample_weight is None:
         sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
     else:

@@ -1043,7 +1043,7 @@ class ExtremeDeconvolution(
                 )
             ]
         )
-        y = np.repeat(np.arange(self.n_components), counts)
+        y = np.repeat(np.arange(weights.size), counts)  # the fitted K, whatever set_params
         return X, y
 
     def _n_parameters(self):

@@ -8,6 +8,7 @@ from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 
 from .._utils._arrays import unique_rows
+from .._utils._validation import check_not_masked
 from ._data import n_dims, proxy
 
 __all__ = [
@@ -38,6 +39,13 @@ def fixed_masks(est, K):
             raise ValueError(
                 f"{name} must be a bool or an array of n_components = {K} booleans; got {value!r}."
             )
+        if np.ndim(value) == 1 and np.asarray(value).dtype.kind != "b":
+            # [0, 1] is a mask to numpy and a list of components to a reader
+            raise ValueError(
+                f"{name} must be booleans, one per component; got {list(value)!r}, which could "
+                f"be a mask or the indices of components. For the components of indices idx, "
+                f"pass np.isin(np.arange({K}), idx)."
+            )
         mask = np.broadcast_to(np.asarray(value, dtype=bool), (K,)).copy()
         masks.append(mask)
     needs = [("fixed_weights", "weights_init"), ("fixed_means", "means_init"),
@@ -54,12 +62,15 @@ def fixed_masks(est, K):
 def check_init_params(est, K, d):
     """The user's initial parameters, validated; None where not given."""
     weights = means = covs = None
+    for name in ("weights_init", "means_init", "precisions_init"):
+        check_not_masked(getattr(est, name), name)
     if est.weights_init is not None:
         weights = np.asarray(est.weights_init, dtype=np.float64)
         if weights.shape != (K,) or np.any(weights < 0) or not np.isclose(weights.sum(), 1):
             raise ValueError(
                 f"weights_init must be {K} non-negative numbers summing to 1; got "
-                f"shape {weights.shape} summing to {weights.sum():.6g}."
+                f"{weights.ravel().tolist() if weights.size <= 10 else weights.shape}"
+                f" summing to {weights.sum():.6g}."
             )
     if est.means_init is not None:
         means = np.asarray(est.means_init, dtype=np.float64)
@@ -75,8 +86,18 @@ def check_init_params(est, K, d):
                 f"precisions_init must have shape (n_components, n_dims, n_dims) = "
                 f"{(K, d, d)}; got {prec.shape}."
             )
+        if not np.all(np.isfinite(prec)) or not np.allclose(
+            prec, np.swapaxes(prec, 1, 2), rtol=1e-10, atol=0.0
+        ):
+            # a non-symmetric matrix would be inverted as it is: the covariance held would
+            # be neither it nor its symmetric part
+            raise ValueError(
+                "precisions_init must hold symmetric positive-definite matrices; got "
+                "non-symmetric or non-finite ones. Pass 0.5 * (P + P.transpose(0, 2, 1)) for "
+                "their symmetric parts."
+            )
         try:
-            np.linalg.cholesky(0.5 * (prec + np.swapaxes(prec, 1, 2)))
+            np.linalg.cholesky(prec)
         except np.linalg.LinAlgError:
             raise ValueError(
                 "precisions_init must hold symmetric positive-definite matrices."

@@ -137,6 +137,23 @@ def test_explicit_sets_and_feature_names(cells):
     assert_array_equal(by_index.components_, model.components_)
 
 
+def test_one_flat_list_of_members_is_one_subset():
+    """A flat list, tuple, range or list of names is one subset, as the 1-d array is (each
+    member was a subset of one); R's 1-based indices are told where they start."""
+    from sklearn_cogaps._cogaps._distributed import _explicit_subsets
+
+    names = [f"g{j}" for j in range(60)]
+    expected, left_out = _explicit_subsets(np.arange(30), 60, "feature", None)
+    assert len(expected) == 1
+    for flat in (list(range(30)), tuple(range(30)), range(30), names[:30]):
+        subsets, rest = _explicit_subsets(flat, 60, "feature", names)
+        assert len(subsets) == 1
+        assert_array_equal(subsets[0], expected[0])
+        assert_array_equal(rest, left_out)
+    with pytest.raises(ValueError, match=r"start at 0: R's 1:20 is range\(0, 20\)"):
+        _explicit_subsets([range(1, 31), range(31, 61)], 60, "feature", None)
+
+
 def test_explicit_sets_that_leave_features_out_still_fit_them(cells):
     # R CoGAPS's tests fit sets covering 900 of GIST's 1363 genes; here 200 of 300
     X, W, H = cells

@@ -340,6 +340,11 @@ def test_bad_parameters_raise_clear_errors():
         ExtremeDeconvolution(2, weights_init=[0.9, 0.9]).fit(X)
     with pytest.raises(ValueError, match="fixed_means must be"):
         ExtremeDeconvolution(2, fixed_means=[True, False, True]).fit(X)
+    # [0, 1] is a mask to numpy and a list of components to a reader
+    with pytest.raises(ValueError, match=r"must be booleans.*np.isin\(np.arange\(2\), idx\)"):
+        ExtremeDeconvolution(2, fixed_means=[0, 1], means_init=X[:2]).fit(X)
+    with pytest.raises(ValueError, match=r"got \[-0.5, 1.5\] summing to 1"):
+        ExtremeDeconvolution(2, weights_init=[-0.5, 1.5]).fit(X)
     xd = ExtremeDeconvolution(1).fit(X)
     with pytest.raises(ValueError, match="expecting 2 features"):
         xd.score(X[:, :1])
