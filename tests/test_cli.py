@@ -832,3 +832,14 @@ def test_a_misspelt_option_gets_the_option_meant(written, option, capsys):
     with pytest.raises(SystemExit):
         main(["x.npy", "--frobnicate", "2"])
     assert "unrecognized arguments: --frobnicate 2\n" in capsys.readouterr().err
+
+
+def test_the_advice_on_counts_is_given_in_the_command_line_s_words(tmp_path, capsys):
+    """It said uncertainty='poisson' (Python's), after the frame of Python's runpy."""
+    counts = np.random.default_rng(0).poisson(3.0, (20, 12)).astype(np.int64)
+    np.save(tmp_path / "x.npy", counts)
+    status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "r.npz"])
+    assert status == 0
+    assert "warning: X holds only whole numbers" in err
+    assert "pass --uncertainty poisson" in err and "uncertainty='poisson'" not in err
+    assert "UserWarning" not in err

@@ -482,3 +482,28 @@ def test_pandas_missing_values_in_side_inputs_are_named():
     P.iloc[0, 1] = pd.NA
     with pytest.raises(ValueError, match="projection must be finite"):
         ExtremeDeconvolution(2, max_iter=3).fit(np.nan_to_num(Y), projection=P)
+
+
+def test_complex_data_and_a_masked_point_to_condition_on_say_what_to_pass():
+    from sklearn_cogaps import ExtremeDeconvolution
+
+    with pytest.raises(ValueError, match=r"Complex data not supported: X is complex128.*X.real"):
+        HierarchicalPMF(2).fit(_counts((10, 4)) + 0j)
+    Y = np.random.default_rng(0).normal(size=(50, 2))
+    xd = _fit_quietly(ExtremeDeconvolution(2, max_iter=3, random_state=0), Y)
+    with pytest.raises(ValueError, match=r"masked array.*X.filled\(np.nan\)"):
+        xd.condition(np.ma.masked_array([1.0, 2.0], [False, True]))
+    # joblib's n_jobs=0 has no meaning: refused with the parameter's name
+    with pytest.raises(ValueError, match="'n_jobs' parameter of CoGAPS"):
+        CoGAPS(2, n_jobs=0).fit(_counts((10, 4)))
+
+
+def test_a_transposed_fixed_matrix_is_told_so():
+    X = _counts((20, 8)) + 1.0
+    H = np.random.default_rng(0).gamma(2.0, 1.0, (2, 8))
+    with pytest.raises(
+        ValueError, match=r"got \(8, 2\)\. It looks transposed: pass fixed_components.T"
+    ):
+        CoGAPS(2, max_iter=3).fit(X, fixed_components=H.T)
+    with pytest.raises(ValueError, match="Set n_components to the number of components"):
+        CoGAPS(3, max_iter=3).fit(X, fixed_components=H)

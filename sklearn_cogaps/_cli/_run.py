@@ -125,6 +125,9 @@ _OPTION_NAMES = (
      "chain_amplitudes"),
     ("(chain_loadings_[c], chain_components_[c])", "(chain_patterns[c] and "
      "chain_amplitudes[c] of the .npz output)"),
+    # the advice on counts and on the default uncertainty
+    ("pass uncertainty='poisson'", "pass --uncertainty poisson"),
+    ("pass uncertainty='relative'", "pass --uncertainty relative"),
 )  # fmt: skip
 
 
@@ -144,8 +147,9 @@ def _fit(model, X, uncertainty, threads):
             model.fit(X, uncertainty=uncertainty)
         wall = time.perf_counter() - start
     for w in caught:
-        # the fit's verdicts, in the command line's words (not a Python warning's place)
-        if issubclass(w.category, (ConvergenceWarning, FitInterruptedWarning)):
+        # the fit's verdicts and advice, in the command line's words (not a Python
+        # warning's place, which is the command line's own frame)
+        if issubclass(w.category, (ConvergenceWarning, FitInterruptedWarning, UserWarning)):
             message = str(w.message)
             for name, option in _OPTION_NAMES:
                 message = message.replace(name, option)

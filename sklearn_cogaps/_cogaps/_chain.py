@@ -172,10 +172,14 @@ def validate_fixed(X, n_components, fixed_components, fixed_patterns):
         order="C",  # the sampler reads the fixed matrix row by row
     )
     if M.shape != expected:
+        advice = (
+            f"It looks transposed: pass {name}.T."
+            if M.shape == expected[::-1]
+            else "Set n_components to the number of components of the fixed matrix."
+        )
         raise ValueError(
             f"'{name}' must have shape {meaning} = {expected} for this X and "
-            f"n_components={K}; got {M.shape}. Set n_components to the number of "
-            "components of the fixed matrix."
+            f"n_components={K}; got {M.shape}. {advice}"
         )
     if np.any(M < 0):
         raise ValueError(

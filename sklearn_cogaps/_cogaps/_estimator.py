@@ -516,7 +516,12 @@ class CoGAPS(
         "min_ns": [Interval(Integral, 1, None, closed="left"), None],
         "max_ns": [Interval(Integral, 1, None, closed="left"), None],
         "explicit_sets": ["array-like", None],
-        "n_jobs": [Integral, None],
+        # joblib's n_jobs: 0 has no meaning (-1 is every core)
+        "n_jobs": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(Integral, None, -1, closed="right"),
+            None,
+        ],  # fmt: skip
         "n_snapshots": [Interval(Integral, 0, None, closed="left")],
         "snapshot_phase": [
             StrOptions({"sampling", "calibration", "all"}),

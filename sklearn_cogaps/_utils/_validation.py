@@ -55,6 +55,7 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
     """
     if getattr(estimator, "_refuses_triplets", False):
         check_not_triplets(estimator, X)
+    check_not_complex(X, kwargs.get("input_name", "X"))
     check_numeric_columns(X, kwargs.get("input_name", "X"))
     check_not_masked(X, kwargs.get("input_name", "X"), estimator)
     if reset:
@@ -132,6 +133,16 @@ def _first_entry(X, test, row_offset=0):
     except (TypeError, ValueError, IndexError):
         return ""
     return f" (the first at row {int(i) + row_offset}, column {int(j)}: {value:g})"
+
+
+def check_not_complex(X, input_name="X"):
+    """Refuse complex data with what to pass (scikit-learn's message prints the array)."""
+    dtype = getattr(X, "dtype", None)
+    if dtype is not None and not hasattr(X, "columns") and np.dtype(dtype).kind == "c":
+        raise ValueError(  # scikit-learn's sentence first: its checks look for it
+            f"Complex data not supported: {input_name} is {np.dtype(dtype).name}; the models "
+            f"take real data. Pass {input_name}.real, or np.abs({input_name}) for magnitudes."
+        )
 
 
 def as_float_array(value):

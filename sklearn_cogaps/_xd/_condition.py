@@ -7,6 +7,8 @@ from collections.abc import Mapping
 import numpy as np
 from scipy.special import logsumexp
 
+from .._utils._validation import check_not_masked
+
 __all__ = ["condition_mixture", "given_values"]
 
 
@@ -84,6 +86,10 @@ def aligned_by_name(values, value_cov, names):
 def given_values(values, value_cov, n_dims):
     """The values to condition on (NaN for the coordinates left free) and the covariance of
     their noise, checked: ``(known, values, cov)`` with ``known`` a boolean mask."""
+    check_not_masked(
+        values, "X", advice="Mark the coordinates to predict with NaN: X.filled(np.nan)."
+    )
+    check_not_masked(value_cov, "X_cov")
     x = np.asarray(values, dtype=np.float64)
     if x.ndim == 2 and x.shape[0] == 1:
         x = x[0]
