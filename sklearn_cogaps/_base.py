@@ -71,6 +71,9 @@ class Run:
         The objective at the start.
     n_iter : int
         Number of complete iterations.
+    n_ran : int
+        Number of iterations run: more than ``n_iter`` when held-out data kept an earlier
+        iteration, the best held-out score.
     converged : bool
         Whether the convergence test was met.
     interrupted : bool
@@ -96,6 +99,7 @@ class Run:
         self.interrupted = interrupted
         self.objective = None
         self.n_starts = 1
+        self.n_ran = n_iter
 
 
 def _left_as_it_was(method):
@@ -286,6 +290,7 @@ class IterativeMixin:
             state = self._restore(kept[0])
             del history[kept[1] :]
             interrupted = True
+        n_ran = len(history)
         if best is not None and best[2] < len(history):
             # the iterations after the best held-out score are dropped, interrupted or not
             state = self._restore(best[1])
@@ -293,6 +298,7 @@ class IterativeMixin:
         # a fit of no iteration has nothing to converge
         converged = converged or n_iterations == 0
         run = Run(state, history, start, len(history), converged, interrupted, started)
+        run.n_ran = n_ran
         if best is not None:
             run.validation = validation[: len(history)]
         run.objective = self._run_objective(run)
@@ -409,7 +415,9 @@ class IterativeMixin:
             outcome = "done" if message is None else "done, not converged"
         if run.n_starts > 1:
             outcome += f" (the best of {run.n_starts} starts)"
-        progress.done(run.n_iter, run.objective, outcome)
+        if run.n_ran > run.n_iter:
+            outcome += f" (iteration {run.n_iter} kept, the best held-out score)"
+        progress.done(run.n_ran, run.objective, outcome)
         if run.interrupted:
             advice = self._interrupted_advice()
             if advice is not False:

@@ -627,6 +627,20 @@ def test_verbose_prints_one_kind_of_progress_line(estimator, capsys):
         assert len(lines) == len(due) <= expect
 
 
+def test_the_last_line_of_a_fit_with_held_out_data_says_which_iteration_it_kept(capsys):
+    """It read "reached max_iter after 1 iterations" for a fit that ran more: n_iter_ is the
+    iteration kept, the best held-out score."""
+    rng = np.random.default_rng(0)
+    X, X_val = rng.poisson(2.0, (40, 12)).astype(float), rng.poisson(2.0, (40, 12)).astype(float)
+    est = _quiet(HierarchicalPMF(6, max_iter=60, tol=0.0, verbose=1, random_state=0).fit, X,
+                 X_val=X_val)  # fmt: skip
+    last = capsys.readouterr().out.splitlines()[-1]
+    kept = r"\(iteration (\d+) kept, the best held-out score\)"
+    match = re.match(rf"^\[HierarchicalPMF\] \S+ [^(]*{kept} after (\d+) iterations in ", last)
+    assert match, last
+    assert int(match.group(1)) == est.n_iter_ < int(match.group(2))
+
+
 def test_max_margin_mf_prints_the_shared_progress_line(capsys):
     pattern = re.compile(
         r"^\[MaxMarginMF\] iteration +(\d+)/20  max-margin objective \S+  \d+ "

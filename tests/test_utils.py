@@ -188,3 +188,18 @@ def test_truncnorm_beyond_double_precision_tails_is_the_limiting_exponential():
     m = 3e9
     x = sample_truncnorm(-m, 1.0, 0.0, np.inf, N, 5)
     assert stats.kstest(x * m, stats.expon().cdf).pvalue > 1e-3
+
+
+def test_matching_refuses_factors_in_rows_unless_told_the_axis():
+    """components_ (one factor per row) matched with the default axis paired its features
+    as factors, without an error."""
+    from sklearn_cogaps import match_components
+
+    rng = np.random.default_rng(0)
+    H = rng.gamma(1.0, 1.0, (2, 8))
+    with pytest.raises(ValueError, match=r"more columns \(8\) than rows \(2\).*axis=0"):
+        match_components(H, H[::-1])
+    order, corr = match_components(H, H[::-1], axis=0)
+    assert order.tolist() == [1, 0] and np.allclose(corr, 1.0)
+    assert match_components(H.T, H[::-1].T)[0].tolist() == [1, 0]
+    assert match_components(H, H[::-1], axis=1)[0].shape == (8,)  # explicitly asked

@@ -373,8 +373,8 @@ class CoGAPS(
     n_atoms_history_ : ndarray of shape (n_iterations, 2)
         Number of atoms in the domains of ``W`` and of ``H`` after every iteration.
     lambda_W_, lambda_H_ : float
-        Rates of the exponential priors on atom masses, ``alpha * sqrt(K / mean(X))`` with
-        the mean over the non-zero entries.
+        Rates of the exponential priors on atom masses, ``atom_density_W * sqrt(K /
+        mean(X))`` (and ``atom_density_H``) with the mean over the non-zero entries.
     converged_ : bool
         One chain: whether its chi-square had stopped falling in the sampling phase (the
         test of its ``ConvergenceWarning``). Several: whether their diagnostics pass (split

@@ -157,9 +157,10 @@ class HierarchicalPMF(
     max_iter : int, default=1000
         Maximum number of iterations (sweeps; Adam steps for ``"pathwise"``).
     tol : float, default=1e-6
-        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude, as in
-        every estimator of the package. For ``"pathwise"``, the change between the means of
-        consecutive windows of 100 estimates.
+        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude (or
+        ``tol`` itself below a magnitude of 1), as in every estimator of the package. For
+        ``"pathwise"``, the change between the means of consecutive windows of 100
+        estimates.
     init : {"auto", "random", "nmf", "vbem"}, default="auto"
         How the variational parameters start: ``"random"`` draws posterior means around the
         scale of the data; ``"nmf"`` starts from 5 iterations of scikit-learn's
@@ -557,7 +558,7 @@ class HierarchicalPMF(
             return False
         new = np.mean(history[-_WINDOW:])
         old = np.mean(history[-2 * _WINDOW : -_WINDOW])
-        return abs(new - old) <= self.tol * abs(new)
+        return abs(new - old) <= self.tol * max(abs(new), 1.0)  # as the other solvers
 
     def _unconverged_message(self, run):
         message = super()._unconverged_message(run)

@@ -288,9 +288,10 @@ class WeightedBackgroundPMF(
     max_iter : int, default=100
         Maximum number of iterations of the fit.
     tol : float, default=1e-8
-        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude, as in
-        every estimator of the package. ``transform`` and ``score`` sweep each new row until
-        its loadings change by less than 1e-6, relative, whatever ``max_iter`` and ``tol``.
+        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude (or
+        ``tol`` itself below a magnitude of 1), as in every estimator of the package.
+        ``transform`` and ``score`` sweep each new row until its loadings change by less
+        than 1e-6, relative, whatever ``max_iter`` and ``tol``.
     init : {"nmf", "custom"}, default="nmf"
         ``"nmf"``: start from scikit-learn's KL-NMF (multiplicative updates, 50 iterations);
         ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the factors
@@ -1109,8 +1110,8 @@ class WeightedBackgroundPMF(
 
         Returns
         -------
-        L : ndarray of shape (n_samples, n_components)
-            ``l0_i E[l_ik]``, so that ``L @ components_`` is the fitted mean of ``X``.
+        W : ndarray of shape (n_samples, n_components)
+            ``l0_i E[l_ik]``, so that ``W @ components_`` is the fitted mean of ``X``.
         """
         check_is_fitted(self)
         dtype, blocks = self._blocks_of_rows(X)

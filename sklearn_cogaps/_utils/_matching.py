@@ -8,7 +8,7 @@ from ._validation import dense_matrix
 __all__ = ["match_components"]
 
 
-def match_components(reference, estimate, axis=1):
+def match_components(reference, estimate, axis=None):
     """Pair each reference factor with a distinct estimated factor by correlation.
 
     The assignment maximises the total Pearson correlation (Hungarian algorithm), as is
@@ -20,8 +20,11 @@ def match_components(reference, estimate, axis=1):
         The factors to find, for example the true patterns.
     estimate : array-like of shape (n, k_est) if axis=1, (k_est, n) if axis=0
         The fitted factors, with ``k_est >= k_ref``.
-    axis : {0, 1}, default=1
-        The axis along which the factors are stacked: 1 when each column is a factor.
+    axis : {0, 1} or None, default=None
+        The axis along which the factors are stacked: 1 when each column is a factor (as
+        in ``loadings_``), 0 when each row is (as in ``components_``). None means 1, and
+        refuses factors stacked in rows (more columns than rows in ``estimate``), which
+        would be read as many short factors: pass the axis for those.
 
     Returns
     -------
@@ -30,11 +33,21 @@ def match_components(reference, estimate, axis=1):
     correlation : ndarray of shape (k_ref,)
         The correlation of each matched pair (NaN-free: a constant factor has 0).
     """
-    if axis not in (0, 1):
+    if axis not in (0, 1, None):
         raise ValueError(f"axis must be 0 (factors in rows) or 1 (in columns); got {axis!r}.")
     what = "a 2-d array (n, k) or, with axis=0, (k, n); a single factor as x.reshape(-1, 1)"
     ref = dense_matrix(reference, "reference", what=what)
     est = dense_matrix(estimate, "estimate", what=what)
+    if axis is None:
+        if est.shape[1] > est.shape[0]:
+            # components_ (n_components, n_features): its features would be matched as
+            # factors, without an error
+            raise ValueError(
+                f"estimate has more columns ({est.shape[1]}) than rows ({est.shape[0]}), as "
+                "components_ has one factor per row: pass axis=0 to match its rows (or "
+                "axis=1 to match its columns as factors)."
+            )
+        axis = 1
     if axis == 0:
         ref, est = ref.T, est.T
     if ref.shape[0] != est.shape[0]:

@@ -136,8 +136,9 @@ def triplets_to_matrix(
     users : array-like of shape (n_triplets,)
         The user of each triplet: any labels (numbers, strings); missing ones (NaN, None)
         are refused.
-    items : array-like of shape (n_triplets,)
-        The item of each triplet (required: None is refused with the call to write).
+    items : array-like of shape (n_triplets,), default=None
+        The item of each triplet. Required: None (a table given alone, as hpfrec's
+        ``fit`` takes it) is refused with the call to write.
     values : array-like of shape (n_triplets,), default=None
         The count or rating of each triplet; None means 1 (an interaction). Values of 0 are
         not stored: they are no interaction.

@@ -516,8 +516,8 @@ class ExtremeDeconvolution(
         X : {array-like, AnnData} of shape (n_samples, n_features)
             Observations x_i; NaN marks a missing coordinate, which is dropped from that
             point's projection. An AnnData contributes its ``.X``.
-        y : None
-            Ignored. A second positional array of the shape of X, or of three dimensions,
+        y : Ignored
+            A second positional array of the shape of X, or of three dimensions,
             is refused: pass the noise by keyword, ``X_cov=``.
         X_cov : array-like of shape (n_samples, n_features, n_features) or \
                 (n_samples, n_features), default=None
@@ -609,8 +609,8 @@ class ExtremeDeconvolution(
         ----------
         X : {array-like, AnnData} of shape (n_samples, n_features)
             A minibatch of observations (NaN for missing coordinates).
-        y : None
-            Ignored. A second positional array of the shape of X, or of three dimensions,
+        y : Ignored
+            A second positional array of the shape of X, or of three dimensions,
             is refused: pass the noise by keyword, ``X_cov=``.
         X_cov : array-like of shape (n_samples, n_features, n_features) or \
                 (n_samples, n_features), default=None
@@ -781,8 +781,8 @@ class ExtremeDeconvolution(
         ----------
         X : {array-like, AnnData} of shape (n_samples, n_features)
             Observations.
-        y : None
-            Ignored. A second positional array of the shape of X, or of three dimensions,
+        y : Ignored
+            A second positional array of the shape of X, or of three dimensions,
             is refused: pass the noise by keyword, ``X_cov=``.
         X_cov : array-like, default=None
             Their noise, as in `fit`. A model fitted with ``X_cov`` warns when it gets none
@@ -1000,7 +1000,7 @@ class ExtremeDeconvolution(
         random_state : int, RandomState instance, Generator or None, default=None
             The draws' randomness for this call; None uses the estimator's
             ``random_state``.
-        size : None
+        size : None, default=None
             The name astroML gives ``n_samples``: refused with what to write.
 
         Returns
