@@ -9,6 +9,7 @@ not depend on the backend or on the number of workers.
 """
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -65,7 +66,10 @@ def _explicit_subsets(explicit_sets, n_total, axis_name, names):
     ):
         explicit_sets = [explicit_sets]
     else:
-        explicit_sets = list(explicit_sets)
+        # a dict of name -> members, as gene sets come, gives its members
+        explicit_sets = list(
+            explicit_sets.values() if isinstance(explicit_sets, Mapping) else explicit_sets
+        )
         if explicit_sets and all(np.ndim(members) == 0 for members in explicit_sets):
             # a flat list (or range, or pandas Index) of indices or names is one subset, as
             # the 1-d array is: each of its members became a subset of one

@@ -230,8 +230,8 @@ class CoGAPS(
     explicit_sets : list of array-like, default=None
         The subsets of distributed mode, instead of random ones (``explicitSets``): lists
         of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
-        ``"single-cell"``, from 0; one flat list or 1-d array is one subset. They must not
-        overlap. Features (or samples) in no set do not
+        ``"single-cell"``, from 0; one flat list or 1-d array is one subset, a dict's values
+        are its subsets. They must not overlap. Features (or samples) in no set do not
         shape the consensus patterns; the second phase fits them too, shared out among the
         subsets in order, so that every one has its result (R's tests fit four sets
         covering 900 of GIST's 1363 genes).

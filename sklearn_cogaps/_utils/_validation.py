@@ -207,7 +207,6 @@ def _numbers(column):
     return True
 
 
-# column names of a long table of (user, item, count) triplets, lower case without "_"
 # Column names (lower case, without "_", "-" or spaces) of the users and of the items in the
 # tables of hpfrec, surprise, implicit's and LightFM's examples, MovieLens, Last.fm, the
 # Million Song Dataset, Book-Crossing and Amazon reviews.
@@ -234,7 +233,8 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
     key = {c: "".join(str(c).lower().replace("-", " ").replace("_", " ").split()) for c in columns}
     user = next((c for c in columns if key[c] in _USER_COLUMNS), None)
     item = next((c for c in columns if key[c] in _ITEM_COLUMNS), None)
-    if user is None or item is None:
+    # a table of triplets has a few columns (a timestamp, a review); a matrix has many
+    if user is None or item is None or len(columns) > 6:
         if hasattr(X, "to_numpy") and len(columns) in (3, 4):
             # unnamed, or named otherwise: the same test of the values as an array's
             try:

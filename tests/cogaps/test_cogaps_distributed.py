@@ -145,6 +145,8 @@ def test_one_flat_list_of_members_is_one_subset():
     names = [f"g{j}" for j in range(60)]
     expected, left_out = _explicit_subsets(np.arange(30), 60, "feature", None)
     assert len(expected) == 1
+    two, _ = _explicit_subsets({"a": range(10), "b": range(10, 30)}, 60, "feature", None)
+    assert [t.tolist() for t in two] == [list(range(10)), list(range(10, 30))]
     for flat in (list(range(30)), tuple(range(30)), range(30), names[:30]):
         subsets, rest = _explicit_subsets(flat, 60, "feature", names)
         assert len(subsets) == 1
