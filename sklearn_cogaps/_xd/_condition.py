@@ -34,7 +34,8 @@ def _from_mapping(what, mapping, names):
             "on a pandas DataFrame, or pass an array with NaN for the coordinates to "
             "predict, e.g. np.array([1.2, np.nan, 0.3])."
         )
-    unknown = [key for key in mapping if key not in set(names)]
+    known = set(names)
+    unknown = [key for key in mapping if key not in known]
     if unknown:
         raise ValueError(
             f"{what} names features not seen in fit: {unknown}; the features are {list(names)}."
