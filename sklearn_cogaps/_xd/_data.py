@@ -126,9 +126,12 @@ def _check_representable(name, values, dtype):
     """Refuse finite entries that the points' dtype (float32) would make infinite: the
     likelihood would be -inf, without an error."""
     largest = np.finfo(dtype).max
-    if values.size and float(np.max(np.abs(values))) > largest:
+    if largest >= np.finfo(np.float64).max or not values.size:
+        return  # finite values are checked already; float64 holds them all
+    magnitude = float(np.max(np.abs(values)))
+    if magnitude > largest:
         raise ValueError(
-            f"{name} has entries of magnitude {float(np.max(np.abs(values))):.3g}, above "
+            f"{name} has entries of magnitude {magnitude:.3g}, above "
             f"the largest {np.dtype(dtype).name} ({largest:.3g}), X's dtype, in which they "
             f"would be infinite. Fit in float64 (X.astype(np.float64)), or rescale."
             + (_MISSING_AS_NAN if name == "X_cov" else "")
