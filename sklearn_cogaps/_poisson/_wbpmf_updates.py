@@ -21,6 +21,7 @@ from ._ebpm import (
     ebpm_exponential_mixture,
     ebpm_gamma,
 )
+from ._hpmf_updates import _pass_rows
 from ._wbpmf_fast import data_term, data_term_counts, denominators, topic_counts
 
 _N_CHUNKS = 32  # row chunks of the sweeps: fixed, so results do not depend on the threads
@@ -241,28 +242,13 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
             y_rows, y_cols = counts
         else:
             y_rows, y_cols = sweeper.topic_counts(rows, cols, D, k, changed)
-        s_.y_cols[:, k] = y_cols
-        # q_L,k and g_L,k (eq. 3.13).
-        s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
-        res = _solve(y_rows, s, prior_loadings, _prior_k(s_.gL, k))
-        s_.El[:, k], s_.Elogl[:, k], s_.kl_L[k] = res.mean, res.mean_log, res.kl
-        s_.gL = _store(s_.gL, k, res, K)
-        # q_F,k and g_F,k with the new loadings (eq. 3.14).
-        s = np.dot(s_.l0, s_.El[:, k]) * s_.w[k] * s_.f0
-        res = _solve(y_cols, s, prior_components, _prior_k(s_.gF, k))
-        s_.Ef[:, k], s_.Elogf[:, k], s_.kl_F[k] = res.mean, res.mean_log, res.kl
-        s_.gF = _store(s_.gF, k, res, K)
-        # w_k (Algorithm 3.1, eq. 3.18).
-        den = np.dot(s_.l0, s_.El[:, k]) * np.dot(s_.f0, s_.Ef[:, k])
-        s_.w[k] = y_rows.sum() / den if den > 0 else 0.0
+        _update_topic(s_, k, y_rows, y_cols, prior_loadings, prior_components)
         if k + 1 < K:  # topic k's new exponentials, for the next topic's expected counts
             with np.errstate(divide="ignore"):
                 u_old = rows.set(k, np.log(s_.w[k]) + s_.Elogl[:, k])
             changed = (k, u_old, cols.set(k, s_.Elogf[:, k]))
     del D, rows, cols  # the ELBO's sweep makes the next iteration's denominators
-    # Background with the current w (eqs. 3.16-3.17).
-    s_.l0 = safe_divide(x_rows, s_.El @ (s_.w * (s_.f0 @ s_.Ef)))
-    s_.f0 = safe_divide(x_cols, s_.Ef @ (s_.w * (s_.l0 @ s_.El)))
+    _update_background(s_, x_rows, x_cols)
     sparse_rows = None
     if getattr(sweeper, "data_term_counts", None) is not None:
         # zeta_ijk does not depend on l0 and f0 (eq. 3.11): the bound's B_ij are the next
@@ -273,6 +259,101 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
     value = elbo(sweeper, x_rows, x_cols, const, s_.w, s_.l0, s_.f0, s_.El, s_.Ef, s_.Elogl,
                  s_.Elogf, sparse_rows)  # fmt: skip
     return value - (s_.kl_L.sum() + s_.kl_F.sum())
+
+
+def _update_topic(s_, k, y_rows, y_cols, prior_loadings, prior_components):
+    """Topic ``k``'s posteriors, priors and weight from its expected counts ``y_rows`` (n,)
+    and ``y_cols`` (p,), in place."""
+    K = s_.w.size
+    s_.y_cols[:, k] = y_cols
+    # q_L,k and g_L,k (eq. 3.13).
+    s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
+    res = _solve(y_rows, s, prior_loadings, _prior_k(s_.gL, k))
+    s_.El[:, k], s_.Elogl[:, k], s_.kl_L[k] = res.mean, res.mean_log, res.kl
+    s_.gL = _store(s_.gL, k, res, K)
+    # q_F,k and g_F,k with the new loadings (eq. 3.14).
+    s = np.dot(s_.l0, s_.El[:, k]) * s_.w[k] * s_.f0
+    res = _solve(y_cols, s, prior_components, _prior_k(s_.gF, k))
+    s_.Ef[:, k], s_.Elogf[:, k], s_.kl_F[k] = res.mean, res.mean_log, res.kl
+    s_.gF = _store(s_.gF, k, res, K)
+    # w_k (Algorithm 3.1, eq. 3.18).
+    den = np.dot(s_.l0, s_.El[:, k]) * np.dot(s_.f0, s_.Ef[:, k])
+    s_.w[k] = y_rows.sum() / den if den > 0 else 0.0
+
+
+def _update_background(s_, x_rows, x_cols):
+    """The background with the current w (eqs. 3.16-3.17), in place."""
+    s_.l0 = safe_divide(x_rows, s_.El @ (s_.w * (s_.f0 @ s_.Ef)))
+    s_.f0 = safe_divide(x_cols, s_.Ef @ (s_.w * (s_.l0 @ s_.El)))
+
+
+def _topic_logs(s_):
+    """The logs of the responsibilities' factors, ``log w_k + E[log l_ik]`` (n, K) and
+    ``E[log f_jk]`` (p, K), as contiguous arrays."""
+    with np.errstate(divide="ignore"):  # a topic of weight 0 has log w = -inf
+        lu = np.ascontiguousarray(np.log(s_.w)[None, :] + s_.Elogl)
+    return lu, np.ascontiguousarray(s_.Elogf)
+
+
+def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_loadings,
+                         prior_components, n_threads):  # fmt: skip
+    """One iteration with every topic updated from the same expected counts; returns the
+    ELBO after it (eq. 3.20) and what the next iteration reads ahead.
+
+    Algorithm 3.1 updates the topics one after the other, each from expected counts
+    (eqs. 3.11-3.12) that follow the topics before it: K sweeps over the counts. Here one
+    q(Z) serves every topic: with q(Z) fixed the ELBO separates over the topics, so the K
+    topic updates are the same coordinate ascent made in a block, and each still raises
+    the bound (doc/wbpmf.rst, "Topic updates"). The expected counts of all topics take one
+    pass over the rows (CSR) and one over the columns (CSC), HierarchicalPMF's passes
+    (``_hpmf_fast.expected_counts``, same bits for any thread count); the row pass that
+    evaluates the bound also gives the next iteration its rows' expected counts
+    (``ahead``: the logs it read and those counts, used only while the logs are the
+    same).
+
+    Parameters
+    ----------
+    state : FitState
+        Updated in place.
+    counts : _Counts, BlockCounts or DaskCounts
+        The counts, with their row (``r``) and column (``c``) passes.
+    ahead : tuple or None
+        What the previous iteration's bound pass left.
+    x_rows, x_cols : ndarray
+        The rows' and the columns' totals.
+    const : float
+        ``sum log X_ij!``.
+    prior_loadings, prior_components : str
+        The EBPM families.
+    n_threads : int
+        Threads of the passes.
+
+    Returns
+    -------
+    elbo : float
+    ahead : tuple
+    """
+    s_ = state
+    K = s_.w.size
+    lu, lv = _topic_logs(s_)
+    if ahead is not None and np.array_equal(ahead[0], lu) and np.array_equal(ahead[1], lv):
+        y_rows = ahead[2]
+    else:
+        y_rows = _pass_rows(counts.r, lu, lv, n_threads, want_log=False)[0]
+    y_cols = _pass_rows(counts.c, lv, lu, n_threads, want_log=False)[0]
+    # contiguous per topic, as the EBPM solvers read them
+    y_rows, y_cols = np.ascontiguousarray(y_rows.T), np.ascontiguousarray(y_cols.T)
+    s_.y_cols = np.empty_like(s_.Ef)
+    for k in range(K):
+        _update_topic(s_, k, y_rows[k], y_cols[k], prior_loadings, prior_components)
+    _update_background(s_, x_rows, x_cols)
+    # zeta_ijk does not depend on l0 and f0 (eq. 3.11): the bound's pass reads the factors
+    # the next iteration's expected counts are made of
+    lu, lv = _topic_logs(s_)
+    y_next, sparse_rows, _ = _pass_rows(counts.r, lu, lv, n_threads)
+    value = elbo(None, x_rows, x_cols, const, s_.w, s_.l0, s_.f0, s_.El, s_.Ef, s_.Elogl,
+                 s_.Elogf, sparse_rows)  # fmt: skip
+    return value - (s_.kl_L.sum() + s_.kl_F.sum()), (lu, lv, y_next)
 
 
 def rowwise_dot(A, v):

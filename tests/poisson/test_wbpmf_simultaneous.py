@@ -1,0 +1,176 @@
+"""WeightedBackgroundPMF(solver="simultaneous"): every topic updated from one q(Z) per
+iteration. The iteration is checked against the same updates written with the sequential
+solver's own sweeps and against dense sums; the bound still never falls; the bits do not
+depend on the threads or on how the counts are stored; the fit reaches the sequential
+solver's neighbourhood."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
+
+from sklearn_cogaps import WeightedBackgroundPMF, match_components
+from sklearn_cogaps._poisson import _wbpmf, _wbpmf_updates
+from sklearn_cogaps._poisson._hpmf_updates import _Counts
+from sklearn_cogaps._utils import _openmp_helpers
+from sklearn_cogaps.datasets import make_background_counts
+
+FAMILIES = ["gamma_mixture", "gamma", "point_gamma", "exponential_mixture"]
+FITTED = ("w_", "l0_", "f0_", "loadings_", "loadings_mean_log_", "components_",
+          "components_mean_", "kl_loadings_", "kl_components_", "objective_history_")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_background_counts(200, 150, 3, weight=0.1, random_state=0)[0]
+
+
+def _fit(X, **kw):
+    kw = dict(dict(n_components=3, random_state=0, tol=0.0, solver="simultaneous"), **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return WeightedBackgroundPMF(**kw).fit(X)
+
+
+def _state(X, K, seed):
+    """A state of the fit after three sequential iterations from its start."""
+    rng = np.random.default_rng(seed)
+    L, F = rng.gamma(1.0, 1.0, (X.shape[0], K)), rng.gamma(1.0, 1.0, (X.shape[1], K))
+    state = _wbpmf_updates.FitState.start(L, F, "gamma_mixture", "point_gamma")
+    sweeper = _wbpmf_updates._Sweeper(X, 1)
+    x_rows, x_cols = np.asarray(X.sum(axis=1)).ravel(), np.asarray(X.sum(axis=0)).ravel()
+    for _ in range(3):
+        _wbpmf_updates.iterate(state, sweeper, x_rows, x_cols, 0.0, "gamma_mixture",
+                               "point_gamma")  # fmt: skip
+    return state, sweeper, x_rows, x_cols
+
+
+def _reference_iteration(state, sweeper, x_rows, x_cols):
+    """The block update written with the sequential solver's sweeps: the denominators of
+    the iteration's start, every topic's expected counts from them alone."""
+    s_ = state
+    K = s_.w.size
+    rows, cols = _wbpmf_updates._exponentials(s_)
+    D = sweeper.denominators(rows, cols)
+    counts = [sweeper.topic_counts(rows, cols, D, k) for k in range(K)]
+    s_.y_cols = np.empty_like(s_.Ef)
+    for k in range(K):
+        _wbpmf_updates._update_topic(s_, k, *counts[k], "gamma_mixture", "point_gamma")
+    _wbpmf_updates._update_background(s_, x_rows, x_cols)
+    value = _wbpmf_updates.elbo(sweeper, x_rows, x_cols, 0.0, s_.w, s_.l0, s_.f0, s_.El,
+                                s_.Ef, s_.Elogl, s_.Elogf)  # fmt: skip
+    return value - (s_.kl_L.sum() + s_.kl_F.sum()), counts
+
+
+def test_an_iteration_is_the_block_update_of_the_sequential_sweeps():
+    """Same expected counts as the sequential solver's sweeps and as dense sums of x_ij
+    phi_ijk (to round-off: other orders of summation), the same updates after them, and a
+    bound equal to the one the sequential sweeps evaluate."""
+    X = sparse.random(120, 50, density=0.3, random_state=1, format="csr")
+    X.data = np.ceil(8 * X.data)
+    K = 4
+    state, sweeper, x_rows, x_cols = _state(X, K, 0)
+    ref_state, _, _, _ = _state(X, K, 0)
+    # dense expected counts of every topic from the state's responsibilities
+    lu, lv = _wbpmf_updates._topic_logs(state)
+    logits = lu[:, None, :] + lv[None, :, :]
+    phi = np.exp(logits - logits.max(axis=2, keepdims=True))
+    phi /= phi.sum(axis=2, keepdims=True)
+    xphi = X.toarray()[:, :, None] * phi
+    value, ahead = _wbpmf_updates.iterate_simultaneous(
+        state, _Counts(X), None, x_rows, x_cols, 0.0, "gamma_mixture", "point_gamma", 2
+    )
+    ref_value, counts = _reference_iteration(ref_state, sweeper, x_rows, x_cols)
+    for k in range(K):
+        np.testing.assert_allclose(counts[k][0], xphi[:, :, k].sum(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(counts[k][1], xphi[:, :, k].sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(state.y_cols, ref_state.y_cols, rtol=1e-12)
+    # the point-gamma solver stops at its tolerance: round-off in its input moves its
+    # answer by a few 1e-9
+    for name in ("w", "l0", "f0", "El", "Ef", "Elogl", "Elogf", "kl_L", "kl_F"):
+        np.testing.assert_allclose(getattr(state, name), getattr(ref_state, name),
+                                   rtol=1e-7, atol=1e-9, err_msg=name)  # fmt: skip
+    np.testing.assert_allclose(value, ref_value, rtol=1e-10)
+    # what it reads ahead: the next iteration's rows' expected counts from the new factors
+    lu, lv = _wbpmf_updates._topic_logs(state)
+    np.testing.assert_array_equal(ahead[0], lu)
+    rows, cols = _wbpmf_updates._exponentials(state)
+    D = sweeper.denominators(rows, cols)
+    for k in range(K):
+        np.testing.assert_allclose(ahead[2][:, k], sweeper.topic_counts(rows, cols, D, k)[0],
+                                   rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_bound_never_falls(data, family):
+    model = _fit(data, prior_loadings=family, prior_components=family, max_iter=25)
+    elbo = model.objective_history_
+    assert np.all(np.isfinite(elbo))
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:]))
+    assert np.all(model.kl_loadings_ >= -1e-6) and np.all(model.kl_components_ >= -1e-6)
+
+
+def test_same_bits_for_any_number_of_threads_and_with_or_without_reading_ahead(data, monkeypatch):
+    monkeypatch.setattr(_openmp_helpers, "MIN_WORK_PER_THREAD", 1)  # every thread, even here
+    with threadpool_limits(1, user_api="openmp"):
+        one = _fit(data, max_iter=6)
+    two = _fit(data, max_iter=6)
+    # the bound's pass takes a logarithm per entry: its expected counts are those of a pass
+    # without, to the bit, so the iterations that make theirs anew give the same fit
+    original = _wbpmf_updates.iterate_simultaneous
+
+    def forgetful(state, counts, ahead, *args):
+        return original(state, counts, None, *args)
+
+    monkeypatch.setattr(_wbpmf, "iterate_simultaneous", forgetful)
+    anew = _fit(data, max_iter=6)
+    for name in FITTED:
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(one, name), getattr(anew, name), err_msg=name)
+    np.testing.assert_array_equal(one.transform(data), two.transform(data))
+
+
+def test_dense_sparse_and_out_of_core_counts_give_the_same_bits(data):
+    ref = _fit(data, max_iter=5)
+    for X in (data.toarray(), data.tocsc()):
+        est = _fit(X, max_iter=5)
+        for name in FITTED:
+            np.testing.assert_array_equal(getattr(est, name), getattr(ref, name), err_msg=name)
+    da = pytest.importorskip("dask.array", reason="dask is an optional extra")
+    for rows in (200, 37):
+        est = _fit(da.from_array(data.toarray(), chunks=(rows, -1)), max_iter=5)
+        for name in FITTED:
+            np.testing.assert_array_equal(getattr(est, name), getattr(ref, name), err_msg=name)
+
+
+def test_it_reaches_the_sequential_solvers_neighbourhood():
+    """Both solvers from the same start, run to a fixed point: bounds within 1e-4 of each
+    other, the same topics."""
+    X, L, F, l0, f0 = make_background_counts(200, 150, 3, weight=0.2, baseline=0.05,
+                                              frac_samples=0.2, frac_features=0.2,
+                                              random_state=1)  # fmt: skip
+    a = _fit(X, max_iter=300, tol=1e-9, solver="sequential")
+    b = _fit(X, max_iter=300, tol=1e-9)
+    assert abs(a.lower_bound_ - b.lower_bound_) <= 1e-4 * abs(a.lower_bound_)
+    _, corr = match_components(a.components_.T, b.components_.T)
+    assert np.all(corr > 0.99), corr
+    _, corr = match_components(f0[:, None] * F, b.components_.T)
+    assert np.all(corr > 0.9), corr
+
+
+def test_warm_start_and_several_starts(data):
+    """A warm continuation and n_init read nothing ahead from another run."""
+    full = _fit(data, max_iter=8)
+    part = _fit(data, max_iter=4)
+    first = part.lower_bound_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        part.set_params(warm_start=True).fit(data)
+    history = part.objective_history_
+    assert history[0] >= first and np.all(np.diff(history) >= 0)
+    np.testing.assert_allclose(part.lower_bound_, full.lower_bound_, rtol=1e-5)
+    best = _fit(data, max_iter=4, n_init=2)
+    assert best.lower_bound_ >= _fit(data, max_iter=4).lower_bound_
