@@ -183,6 +183,11 @@ class _Problem:
         """Threads of a pass over the counts with ``n_components`` topics."""
         return kernel_threads(2 * self.counts.nnz * n_components, self.n_threads)
 
+    def solve_threads(self, n_components):
+        """Topics whose EBPM solves run at once: their marginals cost about 2000
+        operations per row and column (the grid's 34 components)."""
+        return kernel_threads(2000 * sum(self.counts.shape) * n_components, self.n_threads)
+
     def release_columns(self):
         """Let a cluster drop the column blocks of the start's passes over the columns, and
         the sweeper the denominators that a previous run of n_init left ahead."""
@@ -310,11 +315,12 @@ class WeightedBackgroundPMF(
         topic from expected counts that follow the topics updated before it, one sweep
         over the counts per topic. ``"simultaneous"`` updates every topic from the same
         expected counts, made by one pass over the rows and one over the columns as in
-        :class:`HierarchicalPMF`, and keeps a second, column-major copy of the counts: the
-        same coordinate ascent on the same ELBO, each iteration raising it, at a fraction
-        of the time per iteration for a similar number of iterations (measured in
-        ``doc/wbpmf.rst``, "Topic updates"). The two reach nearby, not identical, fixed
-        points. :meth:`partial_fit` starts with a sequential iteration either way.
+        :class:`HierarchicalPMF`, with the topics' prior fits on several threads, and keeps
+        a second, column-major copy of the counts: the same coordinate ascent on the same
+        ELBO, each iteration raising it, in less time per iteration on large counts for a
+        similar number of iterations (measured in ``doc/wbpmf.rst``, "Topic updates"). The
+        two reach nearby, not identical, fixed points. :meth:`partial_fit` starts with a
+        sequential iteration either way.
     max_iter : int, default=100
         Maximum number of iterations of the fit.
     tol : float, default=1e-8
@@ -698,7 +704,7 @@ class WeightedBackgroundPMF(
         if self.solver == "simultaneous":
             value, p.ahead = iterate_simultaneous(
                 state.fit, p.counts, p.ahead, p.x_rows, p.x_cols, p.const, *p.families,
-                p.pass_threads(self.n_components),
+                p.pass_threads(self.n_components), p.solve_threads(self.n_components),
             )  # fmt: skip
             return value
         return iterate(state.fit, p.sweeper, p.x_rows, p.x_cols, p.const, *p.families)

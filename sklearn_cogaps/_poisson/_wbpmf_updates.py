@@ -11,6 +11,8 @@ iteration, by the sweep of the previous iteration's bound, and then follow each 
 update by the one term that changed.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .._utils._openmp_helpers import kernel_threads
@@ -261,24 +263,61 @@ def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_compone
     return value - (s_.kl_L.sum() + s_.kl_F.sum())
 
 
+def _loadings_exposure(s_, k):
+    """The exposures of topic ``k``'s loadings (eq. 3.13)."""
+    return np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
+
+
+def _components_exposure(s_, k, El_k):
+    """The exposures of topic ``k``'s factors with its loadings' means ``El_k`` (eq. 3.14)."""
+    return np.dot(s_.l0, El_k) * s_.w[k] * s_.f0
+
+
+def _weight(s_, y_rows, El_k, Ef_k):
+    """``w_k`` from the topic's expected counts and means (Algorithm 3.1, eq. 3.18)."""
+    den = np.dot(s_.l0, El_k) * np.dot(s_.f0, Ef_k)
+    return y_rows.sum() / den if den > 0 else 0.0
+
+
+def _store_loadings(s_, k, res):
+    s_.El[:, k], s_.Elogl[:, k], s_.kl_L[k] = res.mean, res.mean_log, res.kl
+    s_.gL = _store(s_.gL, k, res, s_.w.size)
+
+
+def _store_components(s_, k, res):
+    s_.Ef[:, k], s_.Elogf[:, k], s_.kl_F[k] = res.mean, res.mean_log, res.kl
+    s_.gF = _store(s_.gF, k, res, s_.w.size)
+
+
 def _update_topic(s_, k, y_rows, y_cols, prior_loadings, prior_components):
     """Topic ``k``'s posteriors, priors and weight from its expected counts ``y_rows`` (n,)
-    and ``y_cols`` (p,), in place."""
-    K = s_.w.size
+    and ``y_cols`` (p,), in place: q_L,k and g_L,k, then q_F,k and g_F,k with the new
+    loadings, then w_k."""
     s_.y_cols[:, k] = y_cols
-    # q_L,k and g_L,k (eq. 3.13).
-    s = np.dot(s_.f0, s_.Ef[:, k]) * s_.w[k] * s_.l0
-    res = _solve(y_rows, s, prior_loadings, _prior_k(s_.gL, k))
-    s_.El[:, k], s_.Elogl[:, k], s_.kl_L[k] = res.mean, res.mean_log, res.kl
-    s_.gL = _store(s_.gL, k, res, K)
-    # q_F,k and g_F,k with the new loadings (eq. 3.14).
-    s = np.dot(s_.l0, s_.El[:, k]) * s_.w[k] * s_.f0
-    res = _solve(y_cols, s, prior_components, _prior_k(s_.gF, k))
-    s_.Ef[:, k], s_.Elogf[:, k], s_.kl_F[k] = res.mean, res.mean_log, res.kl
-    s_.gF = _store(s_.gF, k, res, K)
-    # w_k (Algorithm 3.1, eq. 3.18).
-    den = np.dot(s_.l0, s_.El[:, k]) * np.dot(s_.f0, s_.Ef[:, k])
-    s_.w[k] = y_rows.sum() / den if den > 0 else 0.0
+    res = _solve(y_rows, _loadings_exposure(s_, k), prior_loadings, _prior_k(s_.gL, k))
+    _store_loadings(s_, k, res)
+    res = _solve(y_cols, _components_exposure(s_, k, s_.El[:, k]), prior_components,
+                 _prior_k(s_.gF, k))  # fmt: skip
+    _store_components(s_, k, res)
+    s_.w[k] = _weight(s_, y_rows, s_.El[:, k], s_.Ef[:, k])
+
+
+def _topic_solution(s_, k, y_rows, y_cols, prior_loadings, prior_components):
+    """:func:`_update_topic` with the state left as it is: ``(res_L, res_F, w_k)``, from
+    topic ``k``'s factors, weight and priors and the background alone."""
+    res_l = _solve(y_rows, _loadings_exposure(s_, k), prior_loadings, _prior_k(s_.gL, k))
+    res_f = _solve(y_cols, _components_exposure(s_, k, res_l.mean), prior_components,
+                   _prior_k(s_.gF, k))  # fmt: skip
+    return res_l, res_f, _weight(s_, y_rows, res_l.mean, res_f.mean)
+
+
+def _store_topic(s_, k, solution, y_cols):
+    """Write topic ``k``'s :func:`_topic_solution` into the state."""
+    res_l, res_f, w = solution
+    s_.y_cols[:, k] = y_cols
+    _store_loadings(s_, k, res_l)
+    _store_components(s_, k, res_f)
+    s_.w[k] = w
 
 
 def _update_background(s_, x_rows, x_cols):
@@ -296,7 +335,7 @@ def _topic_logs(s_):
 
 
 def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_loadings,
-                         prior_components, n_threads):  # fmt: skip
+                         prior_components, n_threads, solve_threads=1):  # fmt: skip
     """One iteration with every topic updated from the same expected counts; returns the
     ELBO after it (eq. 3.20) and what the next iteration reads ahead.
 
@@ -327,6 +366,8 @@ def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_load
         The EBPM families.
     n_threads : int
         Threads of the passes.
+    solve_threads : int, default=1
+        Topics whose EBPM solves run at once (the results do not depend on it).
 
     Returns
     -------
@@ -344,8 +385,20 @@ def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_load
     # contiguous per topic, as the EBPM solvers read them
     y_rows, y_cols = np.ascontiguousarray(y_rows.T), np.ascontiguousarray(y_cols.T)
     s_.y_cols = np.empty_like(s_.Ef)
+
+    def solve(k):
+        return _topic_solution(s_, k, y_rows[k], y_cols[k], prior_loadings, prior_components)
+
+    # the topics' EBPM solves are independent: a few at a time on threads (their compiled
+    # parts release the GIL), each a function of its own topic alone, stored in order
+    n_workers = min(K, solve_threads)
+    if n_workers > 1:
+        with ThreadPoolExecutor(n_workers) as pool:
+            solutions = list(pool.map(solve, range(K)))
+    else:
+        solutions = [solve(k) for k in range(K)]
     for k in range(K):
-        _update_topic(s_, k, y_rows[k], y_cols[k], prior_loadings, prior_components)
+        _store_topic(s_, k, solutions[k], y_cols[k])
     _update_background(s_, x_rows, x_cols)
     # zeta_ijk does not depend on l0 and f0 (eq. 3.11): the bound's pass reads the factors
     # the next iteration's expected counts are made of

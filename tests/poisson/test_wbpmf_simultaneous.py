@@ -35,16 +35,15 @@ def _fit(X, **kw):
         return WeightedBackgroundPMF(**kw).fit(X)
 
 
-def _state(X, K, seed):
+def _state(X, K, seed, families=("gamma_mixture", "point_gamma")):
     """A state of the fit after three sequential iterations from its start."""
     rng = np.random.default_rng(seed)
     L, F = rng.gamma(1.0, 1.0, (X.shape[0], K)), rng.gamma(1.0, 1.0, (X.shape[1], K))
-    state = _wbpmf_updates.FitState.start(L, F, "gamma_mixture", "point_gamma")
+    state = _wbpmf_updates.FitState.start(L, F, *families)
     sweeper = _wbpmf_updates._Sweeper(X, 1)
     x_rows, x_cols = np.asarray(X.sum(axis=1)).ravel(), np.asarray(X.sum(axis=0)).ravel()
     for _ in range(3):
-        _wbpmf_updates.iterate(state, sweeper, x_rows, x_cols, 0.0, "gamma_mixture",
-                               "point_gamma")  # fmt: skip
+        _wbpmf_updates.iterate(state, sweeper, x_rows, x_cols, 0.0, *families)
     return state, sweeper, x_rows, x_cols
 
 
@@ -102,6 +101,29 @@ def test_an_iteration_is_the_block_update_of_the_sequential_sweeps():
     for k in range(K):
         np.testing.assert_allclose(ahead[2][:, k], sweeper.topic_counts(rows, cols, D, k)[0],
                                    rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("prior", ["gamma_mixture", "point_gamma"])
+def test_topics_solved_at_once_give_the_bits_of_one_after_the_other(prior):
+    """The topics' EBPM solves on a pool of threads: the state of one at a time, to the
+    bit, whatever the pool's size (each solve reads its own topic only; the stores are in
+    order)."""
+    X = sparse.random(150, 60, density=0.3, random_state=3, format="csr")
+    X.data = np.ceil(8 * X.data)
+    x_rows, x_cols = np.asarray(X.sum(axis=1)).ravel(), np.asarray(X.sum(axis=0)).ravel()
+    out = []
+    for solve_threads in (1, 2, 5):
+        state, _, _, _ = _state(X, 5, 2, (prior, prior))
+        ahead = None
+        for _ in range(3):
+            value, ahead = _wbpmf_updates.iterate_simultaneous(
+                state, _Counts(X), ahead, x_rows, x_cols, 0.0, prior, prior, 1, solve_threads
+            )
+        out.append((value, state))
+    for value, state in out[1:]:
+        assert value == out[0][0]
+        for name in ("w", "l0", "f0", "El", "Ef", "Elogl", "Elogf", "kl_L", "kl_F", "y_cols"):
+            np.testing.assert_array_equal(getattr(state, name), getattr(out[0][1], name))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
