@@ -12,6 +12,12 @@ matrices). Default threads (2 on this machine).
 
     python benchmarks/wbpmf_solvers.py                      # all three, 3 repeats
     python benchmarks/wbpmf_solvers.py --data sc --repeat 5 --n-iter 30
+    python benchmarks/wbpmf_solvers.py --fixed-points       # the prior families' ends
+
+``--fixed-points``: both solvers from the same start on ``make_background_counts(150, 300,
+2, weight=0.3, signal=5.0)``, seeds 0 to 7, ``max_iter=300``, for each prior family (both
+sides): the final ELBO and iterations of each, their difference and the smallest
+correlation of the matched topics. No times.
 
 The machine must be quiet for the times to mean anything.
 """
@@ -36,13 +42,41 @@ def timed(make, X, n):
     return one, (time.perf_counter() - t0 - one) / n, model
 
 
+def fixed_points(families=("gamma", "point_gamma", "gamma_mixture", "exponential_mixture")):
+    from sklearn_cogaps import WeightedBackgroundPMF, match_components
+    from sklearn_cogaps.datasets import make_background_counts
+
+    warnings.simplefilter("ignore")
+    print("make_background_counts(150, 300, 2, weight=0.3, signal=5.0), K = 2, max_iter=300")
+    print(f"{'prior':20} {'seed':>4} {'sequential (it)':>22} {'simultaneous (it)':>22} "
+          f"{'difference':>10} {'min corr':>8}")  # fmt: skip
+    for family in families:
+        for seed in range(8):
+            X = make_background_counts(150, 300, 2, weight=0.3, signal=5.0,
+                                       random_state=seed)[0]  # fmt: skip
+            a, b = (
+                WeightedBackgroundPMF(2, solver=solver, prior_loadings=family,
+                                      prior_components=family, random_state=0,
+                                      max_iter=300).fit(X)
+                for solver in ("sequential", "simultaneous")
+            )  # fmt: skip
+            corr = match_components(a.components_.T, b.components_.T)[1].min()
+            print(f"{family:20} {seed:4d} {a.lower_bound_:16.1f} ({a.n_iter_:3d}) "
+                  f"{b.lower_bound_:16.1f} ({b.n_iter_:3d}) "
+                  f"{b.lower_bound_ - a.lower_bound_:+10.1f} {corr:8.3f}")  # fmt: skip
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fixed-points", action="store_true")
     ap.add_argument("--data", nargs="+", default=["digits", "r", "sc"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n-iter", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if args.fixed_points:
+        fixed_points()
+        return
     from sklearn_cogaps import HierarchicalPMF, WeightedBackgroundPMF
 
     warnings.simplefilter("ignore")

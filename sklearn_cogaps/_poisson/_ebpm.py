@@ -390,9 +390,11 @@ def _point_gamma_objective(params, y, s, zero, fit_pi0):
     g_lb = -np.sum(resp * db) * b / n
     if not fit_pi0:
         return val, np.array([g_la, g_lb])
-    # d/dpi0 log p_i = (1[y=0] - p_gamma_i) / p_i.
+    # d/dpi0 log p_i = (1[y=0] - p_gamma_i) / p_i, made at the zeros only: elsewhere p_i
+    # can underflow, and the quotient overflowed there before np.where discarded it
+    d_pi = np.full(n, -1.0 / (1.0 - pi0))
     with np.errstate(divide="ignore", invalid="ignore"):
-        d_pi = np.where(zero, (1.0 - np.exp(lg)) / np.exp(lp), -1.0 / (1.0 - pi0))
+        d_pi[zero] = (1.0 - np.exp(lg[zero])) / np.exp(lp[zero])
     return val, np.array([-np.sum(d_pi) / n, g_la, g_lb])
 
 

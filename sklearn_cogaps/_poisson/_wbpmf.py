@@ -55,7 +55,7 @@ from ._counts import (
 from ._dask_counts import DaskCounts
 from ._ebpm import EBPM_FAMILIES
 from ._hpmf_updates import _Counts
-from ._wbpmf_blocks import BlockSweeper
+from ._wbpmf_blocks import BlockSweeper, column_sums
 from ._wbpmf_fast import regress_rows, row_expected_counts
 from ._wbpmf_svi import ColumnStatistics, batch_statistics, global_step
 from ._wbpmf_updates import (
@@ -79,6 +79,9 @@ _ML_ITER = 30  # multiplicative updates of the maximum-likelihood start of trans
 # Topics that hold at most this share of a row's expected counts are tried switched off by
 # transform's row fit (as HierarchicalPMF's new rows, doc/hpmf.rst "New rows").
 _SEARCH_SHARE = 0.25
+# Whether that search also tries a row's largest topic switched off: it leaves 336 rows
+# below the fit's where the default leaves 369, of 2,160 (benchmarks/wbpmf_training_rows.py)
+_SEARCH_LARGEST = False
 # operations of regress_rows per stored entry and pair of components (one sweep: the
 # normaliser of every entry for every component), for its thread count
 _ROW_WORK = 4
@@ -140,9 +143,10 @@ class _Problem:
     compiled sweeps, the row and column sums, the log X! constant and the prior families
     of the loadings and of the components."""
 
-    def __init__(self, X, W, H, n_threads, families, held=None):
+    def __init__(self, X, W, H, n_threads, families, held=None, sweeps=True):
         self.X, self.W, self.H, self.families, self.held = X, W, H, families, held
         self.n_threads = n_threads
+        self.sweeps = sweeps  # False: the counts' own passes (solver="simultaneous")
         self._sweeper = None
         self._counts = None
         self.ahead = None  # what solver="simultaneous"'s next iteration reads ahead
@@ -184,9 +188,14 @@ class _Problem:
         return kernel_threads(2 * self.counts.nnz * n_components, self.n_threads)
 
     def solve_threads(self, n_components):
-        """Topics whose EBPM solves run at once: their marginals cost about 2000
-        operations per row and column (the grid's 34 components)."""
-        return kernel_threads(2000 * sum(self.counts.shape) * n_components, self.n_threads)
+        """Topics whose EBPM solves run at once: with the mixture priors, whose solves are
+        compiled, on counts of at least 10,000 rows and columns; otherwise one at a time
+        (on smaller counts, and with the gamma families' solves, mostly Python, a pool
+        cost more than it saved: 4.3-4.9 ms against 1.9 ms per iteration on 200 x 150
+        counts with K = 3)."""
+        if not set(self.families) <= {"gamma_mixture", "exponential_mixture"}:
+            return 1
+        return kernel_threads(200 * sum(self.counts.shape), min(n_components, self.n_threads))
 
     def release_columns(self):
         """Let a cluster drop the column blocks of the start's passes over the columns, and
@@ -194,14 +203,18 @@ class _Problem:
         self.ahead = None
         if self._sweeper is not None:
             self._sweeper.ahead = None
-        if isinstance(self.X, DaskCounts):
+        if isinstance(self.X, DaskCounts) and self.sweeps:  # the other solver's passes
             self.X.release_columns()
 
     @property
     def x_cols(self):
         """The columns' sums, added row after row as ``X.sum(axis=0)`` adds them."""
         if isinstance(self.X, (BlockCounts, DaskCounts)):
-            return self.sweeper.x_cols
+            if self.sweeps:
+                return self.sweeper.x_cols
+            if not hasattr(self, "_x_cols"):
+                self._x_cols = column_sums(self.X)
+            return self._x_cols
         if not hasattr(self, "_x_cols"):
             self._x_cols = np.asarray(self.X.sum(axis=0)).ravel()
         return self._x_cols
@@ -315,11 +328,13 @@ class WeightedBackgroundPMF(
         topic from expected counts that follow the topics updated before it, one sweep
         over the counts per topic. ``"simultaneous"`` updates every topic from the same
         expected counts, made by one pass over the rows and one over the columns as in
-        :class:`HierarchicalPMF`, with the topics' prior fits on several threads, and keeps
-        a second, column-major copy of the counts: the same coordinate ascent on the same
-        ELBO, each iteration raising it, in less time per iteration on large counts for a
-        similar number of iterations (measured in ``doc/wbpmf.rst``, "Topic updates"). The
-        two reach nearby, not identical, fixed points. :meth:`partial_fit` starts with a
+        :class:`HierarchicalPMF`, with the topics' prior fits on several threads on large
+        counts, and keeps a second, column-major copy of the counts: the same coordinate
+        ascent on the same ELBO, each iteration raising it. With the mixture priors it
+        took about as many iterations for the same bound in less time per iteration
+        (1.5 times less on 20000 x 5000 counts); with ``"gamma"`` and ``"point_gamma"`` it
+        needed up to ten times the iterations and sometimes ended at a lower fixed point
+        (``doc/wbpmf.rst``, "Topic updates"). :meth:`partial_fit` starts with a
         sequential iteration either way.
     max_iter : int, default=100
         Maximum number of iterations of the fit.
@@ -778,7 +793,8 @@ class WeightedBackgroundPMF(
             )
         rng = check_random_state(self.random_state)
         families = (self.prior_loadings, self._parameter("prior_components"))
-        problem = _Problem(X, W, H, effective_n_threads(), families, held)
+        problem = _Problem(X, W, H, effective_n_threads(), families, held,
+                           sweeps=self.solver == "sequential")  # fmt: skip
         try:
             start = self._warm_state(problem)
             run = (
@@ -1033,8 +1049,9 @@ class WeightedBackgroundPMF(
             counts = fit[0][:, None] * fit[1] * colw
             total = counts.sum(axis=1)
             off = np.zeros_like(counts, dtype=bool)
-            off[:, k] = (counts[:, k] > 0) & (counts[:, k] <= _SEARCH_SHARE * total) & (
-                counts[:, k] < counts.max(axis=1))  # fmt: skip
+            off[:, k] = (counts[:, k] > 0) & (counts[:, k] <= _SEARCH_SHARE * total)
+            if not _SEARCH_LARGEST:
+                off[:, k] &= counts[:, k] < counts.max(axis=1)
             self._try_switched_off(fit, X, x_rows, off, n_threads)
         return (sweeper, x_rows, *fit)
 

@@ -26,7 +26,7 @@ from ._block_counts import compressed
 from ._wbpmf_fast import data_term, denominators, topic_counts
 from ._wbpmf_updates import _stabilised, chunk_starts
 
-__all__ = ["BlockSweeper"]
+__all__ = ["BlockSweeper", "column_sums"]
 
 
 def _csr(arrays, n_features):
@@ -131,6 +131,20 @@ def _column_sums(y, arrays):
     """``y`` with the part's counts added column by column, row after row."""
     y = y.copy()
     np.add.at(y, arrays[1], arrays[2])
+    return y
+
+
+def column_sums(counts):
+    """The columns' sums of counts read by blocks or kept on a cluster, added row after row
+    as ``X.sum(axis=0)`` adds them, from the counts' own blocks: for the solver that makes
+    no :class:`BlockSweeper` (``solver="simultaneous"``, whose passes are the counts')."""
+    y = np.zeros(counts.shape[1])
+    if hasattr(counts, "client"):
+        for block in counts.rows:  # in the order of the rows
+            y = counts.client.submit(_column_sums, y, block, pure=False)
+        return counts.client.gather(y)
+    for _, X in counts.blocks:
+        np.add.at(y, X.indices, X.data)
     return y
 
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._utils._openmp_helpers import kernel_threads
+from .._utils._openmp_helpers import kernel_threads, limit_this_thread
 from ._ebpm import (
     DEFAULT_GAMMA_GRID,
     _posterior_rows,
@@ -365,7 +365,7 @@ def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_load
     prior_loadings, prior_components : str
         The EBPM families.
     n_threads : int
-        Threads of the passes.
+        Threads of the passes, shared by the topics' solves when they run at once.
     solve_threads : int, default=1
         Topics whose EBPM solves run at once (the results do not depend on it).
 
@@ -393,8 +393,16 @@ def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_load
     # parts release the GIL), each a function of its own topic alone, stored in order
     n_workers = min(K, solve_threads)
     if n_workers > 1:
+        share, errors = max(1, n_threads // n_workers), np.geterr()
+
+        def solve_in_worker(k):
+            # a new thread has OpenMP's and numpy's defaults, not the caller's settings
+            limit_this_thread(share)
+            with np.errstate(**errors):
+                return solve(k)
+
         with ThreadPoolExecutor(n_workers) as pool:
-            solutions = list(pool.map(solve, range(K)))
+            solutions = list(pool.map(solve_in_worker, range(K)))
     else:
         solutions = [solve(k) for k in range(K)]
     for k in range(K):

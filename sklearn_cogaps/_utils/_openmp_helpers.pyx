@@ -4,7 +4,7 @@ import math
 import os
 from functools import lru_cache
 
-from ._openmp_helpers cimport SKC_OPENMP_ENABLED, omp_get_max_threads
+from ._openmp_helpers cimport SKC_OPENMP_ENABLED, omp_get_max_threads, omp_set_num_threads
 
 # A thread is worth waking for this much work (in floating-point operations, roughly):
 # below it, starting and joining the threads costs more than the sweep. Results never
@@ -88,6 +88,20 @@ def effective_n_threads():
     n = max(1, int(omp_get_max_threads()))
     cpus = _container_cpus()
     return n if cpus is None else min(n, cpus)
+
+
+def limit_this_thread(n_threads):
+    """Set OpenMP's limit of the calling thread (its ``nthreads-var``): the kernels that
+    thread starts use at most ``n_threads`` threads. Other threads keep theirs; a thread
+    that Python starts does not inherit the limit ``threadpoolctl`` set in another, so a
+    pool's worker sets its own share with this. Nothing without OpenMP.
+
+    Parameters
+    ----------
+    n_threads : int
+        At least 1.
+    """
+    omp_set_num_threads(max(1, int(n_threads)))
 
 
 def kernel_threads(work, n_threads=None):

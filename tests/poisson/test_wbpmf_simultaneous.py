@@ -126,6 +126,49 @@ def test_topics_solved_at_once_give_the_bits_of_one_after_the_other(prior):
             np.testing.assert_array_equal(getattr(state, name), getattr(out[0][1], name))
 
 
+def test_the_pools_workers_take_the_callers_thread_share_and_numpy_settings(monkeypatch):
+    """A thread the pool starts has OpenMP's and numpy's defaults: each worker limits its
+    kernels to its share of the caller's threads and solves under the caller's
+    ``np.errstate``."""
+    import threading
+
+    X = sparse.random(120, 50, density=0.3, random_state=1, format="csr")
+    X.data = np.ceil(8 * X.data)
+    x_rows, x_cols = np.asarray(X.sum(axis=1)).ravel(), np.asarray(X.sum(axis=0)).ravel()
+    seen = []
+    solution = _wbpmf_updates._topic_solution
+
+    def recording(*args):
+        seen.append((threading.current_thread() is threading.main_thread(),
+                     _openmp_helpers.effective_n_threads(), np.geterr()["over"]))  # fmt: skip
+        return solution(*args)
+
+    monkeypatch.setattr(_wbpmf_updates, "_topic_solution", recording)
+    state, _, _, _ = _state(X, 4, 0)
+    with np.errstate(over="raise"):
+        _wbpmf_updates.iterate_simultaneous(
+            state, _Counts(X), None, x_rows, x_cols, 0.0, "gamma_mixture", "point_gamma", 2, 2
+        )
+    assert len(seen) == 4
+    assert not any(main for main, _, _ in seen)  # every topic on the pool
+    assert all(n == 1 for _, n, _ in seen)  # a share of 2 // 2 threads each
+    assert all(over == "raise" for _, _, over in seen)
+
+
+def test_the_pool_is_for_large_counts_with_the_mixture_priors():
+    """Solves of small counts, or of the gamma families (mostly Python), run one at a
+    time: a pool cost more than it saved there."""
+    small = _wbpmf._Problem(sparse.random(200, 150, density=0.1, format="csr"), None, None,
+                            2, ("gamma_mixture", "gamma_mixture"))  # fmt: skip
+    assert small.solve_threads(10) == 1
+    big = sparse.random(8000, 4000, density=1e-4, format="csr", random_state=0)
+    for families, expected in [(("gamma_mixture", "exponential_mixture"), 2),
+                               (("point_gamma", "gamma_mixture"), 1),
+                               (("gamma", "gamma"), 1)]:  # fmt: skip
+        assert _wbpmf._Problem(big, None, None, 2, families).solve_threads(10) == expected
+    assert _wbpmf._Problem(big, None, None, 2, ("gamma_mixture",) * 2).solve_threads(1) == 1
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_bound_never_falls(data, family):
     model = _fit(data, prior_loadings=family, prior_components=family, max_iter=25)
@@ -166,6 +209,30 @@ def test_dense_sparse_and_out_of_core_counts_give_the_same_bits(data):
         est = _fit(da.from_array(data.toarray(), chunks=(rows, -1)), max_iter=5)
         for name in FITTED:
             np.testing.assert_array_equal(getattr(est, name), getattr(ref, name), err_msg=name)
+
+
+def test_counts_read_by_blocks_or_on_a_cluster_make_no_sweeps(data, monkeypatch):
+    """The simultaneous solver's passes are the counts' own, in memory, by blocks and on
+    a LocalCluster of worker processes: no sweeper and its denominators (their parts
+    would hold the counts a further time on a cluster), the in-memory fit to the bit."""
+    da = pytest.importorskip("dask.array", reason="dask is an optional extra")
+    pytest.importorskip("distributed", reason="dask.distributed is an optional extra")
+    from _shared import local_cluster
+
+    ref = _fit(data, max_iter=4)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a sweeper was made")
+
+    monkeypatch.setattr(_wbpmf, "BlockSweeper", refused)
+    X = da.from_array(data.toarray(), chunks=(47, -1))
+    est = _fit(X, max_iter=4)
+    with local_cluster(2):
+        on_cluster = _fit(X, max_iter=4)
+    for name in FITTED:
+        np.testing.assert_array_equal(getattr(est, name), getattr(ref, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(on_cluster, name), getattr(ref, name),
+                                      err_msg=name)  # fmt: skip
 
 
 def test_it_reaches_the_sequential_solvers_neighbourhood():
