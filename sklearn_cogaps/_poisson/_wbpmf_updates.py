@@ -8,7 +8,9 @@ loadings and of the factors (each an EBPM problem, ``_ebpm``) and the weight, th
 background. Every sweep over X visits its stored entries only (``_wbpmf_fast``), and an
 iteration costs O(nnz K): the denominators ``B_ij = sum_k B_ijk`` are made once per
 iteration, by the sweep of the previous iteration's bound, and then follow each topic's
-update by the one term that changed.
+update by the one term that changed. ``iterate_simultaneous`` updates every topic from the
+same expected counts instead (``solver="simultaneous"``), made by HierarchicalPMF's two
+passes over the counts.
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -213,8 +215,8 @@ class FitState:
 
 def _exponentials(state):
     """The rows' and the columns' :class:`_Exponentials` of the state's factors."""
-    with np.errstate(divide="ignore"):  # a topic of weight 0 has log w = -inf
-        return _Exponentials(np.log(state.w)[None, :] + state.Elogl), _Exponentials(state.Elogf)
+    lu, lv = _topic_logs(state)
+    return _Exponentials(lu), _Exponentials(lv)
 
 
 def iterate(state, sweeper, x_rows, x_cols, const, prior_loadings, prior_components):
