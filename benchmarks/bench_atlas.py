@@ -4,6 +4,7 @@ a block of rows at a time, and on a dask.distributed LocalCluster.
     python benchmarks/bench_atlas.py                      # both parts below
     python benchmarks/bench_atlas.py --part cells         # 200,000 cells x 20,000 genes
     python benchmarks/bench_atlas.py --part cells --models wbpmf
+    python benchmarks/bench_atlas.py --part cells --models wbpmf-sim  # solver="simultaneous"
     python benchmarks/bench_atlas.py --cells 50000        # a smaller atlas
     python benchmarks/bench_atlas.py --part survey        # 10^7 points, d = 5
     python benchmarks/bench_atlas.py --skip-cluster
@@ -139,8 +140,12 @@ def _max_diff(a, b):
 def _model(name):
     import sklearn_cogaps
 
-    return getattr(sklearn_cogaps, {"hpmf": "HierarchicalPMF",
-                                    "wbpmf": "WeightedBackgroundPMF"}[name])  # fmt: skip
+    return getattr(sklearn_cogaps, {"hpmf": "HierarchicalPMF", "wbpmf": "WeightedBackgroundPMF",
+                                    "wbpmf-sim": "WeightedBackgroundPMF"}[name])  # fmt: skip
+
+
+# the parameters of each model key beyond K, max_iter and random_state
+_PARAMS = {"hpmf": {}, "wbpmf": {}, "wbpmf-sim": {"solver": "simultaneous"}}
 
 
 def run_backed(path, max_iter, out, model):
@@ -149,7 +154,7 @@ def run_backed(path, max_iter, out, model):
     Timed = _timed(_model(model))
     adata = ad.read_h5ad(path, backed="r")
     base = reset_peak()
-    est = Timed(10, max_iter=max_iter, random_state=0)
+    est = Timed(10, max_iter=max_iter, random_state=0, **_PARAMS[model])
     est._stamps = []
     with warnings.catch_warnings(), AnonymousPeak() as anonymous:
         warnings.simplefilter("ignore")
@@ -172,8 +177,10 @@ def run_subset(path, model):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         max_iter = 20 if model == "hpmf" else 5  # an iteration of the second is 12 sweeps
-        backed = cls(10, max_iter=max_iter, random_state=0).fit(adata)
-        memory = cls(10, max_iter=max_iter, random_state=0).fit(adata.to_memory().X)
+        backed = cls(10, max_iter=max_iter, random_state=0, **_PARAMS[model]).fit(adata)
+        memory = cls(10, max_iter=max_iter, random_state=0, **_PARAMS[model]).fit(
+            adata.to_memory().X
+        )
     print(json.dumps(dict(diff=_max_diff(_fitted(backed), _fitted(memory)))))
 
 
@@ -193,7 +200,7 @@ def run_cluster(path, max_iter, rows, reference, model):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            est = _model(model)(10, max_iter=max_iter, random_state=0).fit(X)
+            est = _model(model)(10, max_iter=max_iter, random_state=0, **_PARAMS[model]).fit(X)
             seconds = time.perf_counter() - t0
         peak = peak_rss_mb() - base
         workers = sum(client.run(_worker_peak).values())
@@ -389,6 +396,7 @@ def cells(args):
         simulate(subset, args.subset, args.genes)
     for model in args.models.split(","):
         name = _model(model).__name__
+        name += "".join(f" ({k}={v!r})" for k, v in _PARAMS[model].items())
         max_iter = args.max_iter if model == "hpmf" else args.wbpmf_iter
         r = _spawn("--subset-run", subset, model)
         print(f"{name}, subset of {args.subset:,} cells: backed fit vs in-memory fit, largest "

@@ -12,7 +12,7 @@ from scipy import sparse
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.model_selection import cross_validate
+from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 
@@ -738,6 +738,26 @@ def test_deprecated_cogaps_names_still_work_with_a_future_warning():
         assert_array_equal(new.patterns_std_, new.loadings_std_)
     with pytest.raises(InvalidParameterError, match="alpha_W"):
         CoGAPS(alpha_W=-1.0).fit(COUNTS)
+
+
+def test_a_new_name_set_after_its_old_one_wins():
+    """GridSearchCV over solver on an estimator made with method=...: set_params(solver=...)
+    unsets method, so the candidate at the default solver fits that solver."""
+    grid = GridSearchCV(
+        ExtremeDeconvolution(2, method="sgd", max_iter=5, random_state=0),
+        {"solver": ["em", "sgd"]}, cv=2,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        grid.fit(POINTS)
+    em, sgd = grid.cv_results_["mean_test_score"]
+    assert em != sgd  # both candidates fitted SGD before
+    xd = ExtremeDeconvolution(2, method="sgd").set_params(solver="em")
+    assert xd.get_params()["method"] == "deprecated" and xd.solver == "em"
+    # both given at once: the old rule (both set to different values is an error)
+    xd = ExtremeDeconvolution(2).set_params(method="sgd", solver="minibatch_em")
+    with pytest.raises(ValueError, match="are both set"):
+        xd.fit(POINTS)
 
 
 def test_partial_fit_validates_its_parameters_at_every_call():

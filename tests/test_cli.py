@@ -346,6 +346,8 @@ def _bad_inputs(tmp_path, X):
     (tmp_path / "logical.csv").write_text(",a,treated\nr1,1.0,TRUE\nr2,2.0,FALSE\nr3,3.0,TRUE\n")
     (tmp_path / "empty_cell.csv").write_text(",a,b\nr1,1.0,\nr2,2.0,3.0\n")
     (tmp_path / "tabs.csv").write_text("\ta\tb\nr1\t1.0\t2.0\nr2\t2.0\t3.0\n")
+    # genes x samples read with -t: the file's own row and column, not the transpose's
+    (tmp_path / "negative.csv").write_text(",s1,s2,s3\ng1,1,2,3\ng2,1,2,-1\ng3,4,5,6\n")
     return [
         (["logical.csv"], "'treated'"),
         (["empty_cell.csv"], "row 'r1', column 'b' of 'empty_cell.csv' is empty or NA"),
@@ -354,7 +356,8 @@ def _bad_inputs(tmp_path, X):
         (["missing.npy"], "no such file"),
         (["vector.npy"], "a 2-D matrix is needed"),
         (["text.csv"], "oops"),
-        (["negative.npy"], "Negative values"),
+        (["negative.npy"], "row '1', column '1' of 'negative.npy' is negative"),
+        (["negative.csv", "-t"], "row 'g2', column 's3' of 'negative.csv' is negative (-1;"),
         (["x.npy", "--uncertainty", "u_wrong.npy"], "must be written as the input is"),
         (["x.npy", "-o", "out.txt"], "cannot tell the format of the output"),
         (["x.npy", "-o", "no/such/folder/out.npz"], "does not exist"),

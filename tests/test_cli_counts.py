@@ -164,6 +164,24 @@ def test_train_writes_the_fitted_estimator(capsys, trained):
     assert_allclose(model.components_, again.components_)
 
 
+def test_train_passes_the_solver_and_refuses_one_of_the_other_model(capsys, trained, tmp_path):
+    X = sio.mmread(trained / "run.filtered.mtx").tocsr()
+    argv = ["train", "-i", trained / "run.filtered.mtx", "-o", tmp_path, "-p", "w", *FAST]
+    status, _, err = _run(capsys, *argv, "--model", "wbpmf", "--solver", "simultaneous")
+    assert status == 0, err
+    model = joblib.load(tmp_path / "w.model.joblib")
+    assert isinstance(model, WeightedBackgroundPMF) and model.solver == "simultaneous"
+    again = WeightedBackgroundPMF(3, solver="simultaneous", max_iter=20, random_state=1).fit(X)
+    assert_array_equal(model.components_, again.components_)
+    # a solver of the other model is refused before the counts are read
+    argv[2] = tmp_path / "absent.mtx"
+    status, _, err = _run(capsys, *argv, "--model", "wbpmf", "--solver", "newton")
+    assert status == 2
+    assert "--solver newton is not a solver of --model wbpmf" in err
+    assert "(it is a solver of --model hpmf)" in err
+    assert "sequential or simultaneous" in err and "absent" not in err
+
+
 def test_score_writes_the_methods_results(capsys, trained, tmp_path):
     model = joblib.load(trained / "run.model.joblib")
     argv = ["score", "-m", trained / "run.model.joblib", "-o", tmp_path, "-p", "s", "-n", "5"]

@@ -326,6 +326,31 @@ def test_parameters_the_solver_does_not_read_warn():
         _quiet_fit(MaxMarginMF(3, alpha=2.0, max_iter=6, burn_in=2, random_state=0), RATINGS)
 
 
+def test_parameters_this_fit_does_not_read_warn():
+    """CoGAPS's checkpoint_every and checkpoint_minutes without checkpoint_path, its
+    snapshot_phase without snapshots, and the Poisson models' n_iter_no_change without
+    held-out counts and total_samples in fit were dropped without a word."""
+    X = _counts((20, 30))
+    unread = [
+        (dict(checkpoint_every=10), "checkpoint_every=10 is used only with checkpoint_path"),
+        (dict(checkpoint_minutes=1.0), "checkpoint_minutes"),
+        (dict(snapshot_phase="all"), "used only with n_snapshots > 0"),
+    ]
+    for params, name in unread:
+        with pytest.warns(UserWarning, match=name):
+            _quiet_fit(CoGAPS(2, max_iter=4, random_state=0, **params), X)
+    for Estimator in (HierarchicalPMF, WeightedBackgroundPMF):
+        with pytest.warns(UserWarning, match=r"n_iter_no_change=5 is used only with held-out"):
+            _quiet_fit(Estimator(2, max_iter=3, n_iter_no_change=5), X)
+        with pytest.warns(UserWarning, match=r"total_samples=10 is used only by partial_fit"):
+            _quiet_fit(Estimator(2, max_iter=3, total_samples=10), X)
+        with warnings.catch_warnings():  # where they are read, no warning
+            warnings.simplefilter("error", UserWarning)
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            Estimator(2, total_samples=40).partial_fit(X)
+            Estimator(2, max_iter=3, n_iter_no_change=5).fit(X, X_val=X[::-1])
+
+
 def _quiet_fit(estimator, X):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -507,3 +532,26 @@ def test_a_transposed_fixed_matrix_is_told_so():
         CoGAPS(2, max_iter=3).fit(X, fixed_components=H.T)
     with pytest.raises(ValueError, match="Set n_components to the number of components"):
         CoGAPS(3, max_iter=3).fit(X, fixed_components=H)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: HierarchicalPMF(2, max_iter=20, random_state=0),
+     lambda: WeightedBackgroundPMF(2, max_iter=5, random_state=0),
+     lambda: CoGAPS(2, max_iter=20, random_state=0)],
+    ids=["HierarchicalPMF", "WeightedBackgroundPMF", "CoGAPS"],
+)  # fmt: skip
+@pytest.mark.parametrize("dtype, parts", [(np.uint8, (200, 100)), (np.int16, (30000, 30000))])
+def test_duplicate_entries_of_a_small_integer_coo_are_added_without_wrapping(make, dtype, parts):
+    """A COO matrix's duplicates were added in its own dtype: 200 + 100 in uint8 read as 44,
+    30000 + 30000 in int16 as a negative count."""
+    from scipy import sparse
+
+    X = _counts((12, 8))
+    X[0, 0] = sum(parts)
+    C = sparse.coo_matrix(X)
+    first = (C.row == 0) & (C.col == 0)
+    values = np.r_[np.where(first, parts[0], C.data), parts[1]].astype(dtype)
+    D = sparse.coo_matrix((values, (np.r_[C.row, 0], np.r_[C.col, 0])), shape=X.shape)
+    a, b = make().fit(D), make().fit(X)
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-12, atol=1e-12)

@@ -1,5 +1,6 @@
 """One thread policy: OpenMP's limit, threadpoolctl, the container's CPU quota, the work."""
 
+import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
@@ -74,3 +75,37 @@ def test_reconstruction_error_does_not_depend_on_blas_threads():
             model._set_reconstruction_err(X)
         errors.add(model.reconstruction_err_)
     assert len(errors) == 1
+
+
+def test_cogaps_nmf_start_does_not_depend_on_blas_threads(monkeypatch):
+    """The start's weighted NMF reduces over the rows and the columns of X in BLAS: its
+    factors, then the chain's, moved in their last bits between OMP_NUM_THREADS=1 and 2,
+    which OpenBLAS also reads. The start now runs on one BLAS thread, whatever the limit
+    around the fit."""
+    from sklearn_cogaps import CoGAPS
+    from sklearn_cogaps._cogaps import _chain
+    from sklearn_cogaps.datasets import make_patterns
+
+    X = make_patterns(n_samples=200, n_features=2000, n_components=5, random_state=0)[0]
+    seen, starts = [], []
+    original = _chain.nmf_start
+
+    def recording(*args):
+        seen.append(threadpool_info_blas())
+        starts.append(original(*args))
+        return starts[-1]
+
+    monkeypatch.setattr(_chain, "nmf_start", recording)
+    for n in (2, 1):
+        with threadpool_limits(n, user_api="blas"):
+            CoGAPS(5, max_iter=1, random_state=0).fit(X)
+    assert seen == [1, 1] or not any(seen)  # no BLAS library found: nothing to limit
+    np.testing.assert_array_equal(starts[0][0], starts[1][0])
+
+
+def threadpool_info_blas():
+    """The number of threads of the BLAS libraries loaded (their largest), or 0."""
+    from threadpoolctl import threadpool_info
+
+    return max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"),
+               default=0)  # fmt: skip

@@ -294,6 +294,12 @@ def _add_train(subparsers):
         help="HierarchicalPMF (hpmf, the default) or WeightedBackgroundPMF (wbpmf)",
     )
     sub.add_argument(
+        "--solver",
+        metavar="NAME",
+        help="the estimator's solver: vbem (the default), newton or pathwise for hpmf; "
+        "sequential (the default) or simultaneous for wbpmf",
+    )
+    sub.add_argument(
         "-M",
         "--max-iter",
         type=_number(int, 1),

@@ -18,6 +18,7 @@ from ._run import _PipeTolerantOutput
 __all__ = ["main"]
 
 _MODELS = {"hpmf": "HierarchicalPMF", "wbpmf": "WeightedBackgroundPMF"}
+_SOLVERS = {"hpmf": ("vbem", "newton", "pathwise"), "wbpmf": ("sequential", "simultaneous")}
 
 # ENSEMBL ids carry an unstable version after a dot (ENSG00000186092.6)
 _ENSEMBL_VERSION = re.compile(r"^(ENS[A-Z]*\d+)\.\d+$")
@@ -354,6 +355,7 @@ def _train(args):
 
     import sklearn_cogaps
 
+    _check_solver(args.model, args.solver)  # before reading the counts
     X, _, genes = _read_counts(args.input, args.transpose, args.layer, args.genes)
     verbose = 0 if args.quiet else min(args.verbose, 2)
     params = {"n_components": args.n_components, "n_init": args.n_init, "random_state": args.seed}
@@ -361,6 +363,8 @@ def _train(args):
         params["max_iter"] = args.max_iter
     if args.tol is not None:
         params["tol"] = args.tol
+    if args.solver is not None:
+        params["solver"] = args.solver
     name = _MODELS[args.model]
     model = getattr(sklearn_cogaps, name)(verbose=verbose, **params)
     shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
@@ -385,6 +389,18 @@ def _train(args):
     print(f"iterations  {model.n_iter_:,}{starts}, {state}")
     print(f"time        {wall:.2f} s wall, {n_threads} thread(s)")
     print(f"written: {path}")
+
+
+def _check_solver(model, solver):
+    """Refuse a ``--solver`` that ``--model`` does not have, naming those it has."""
+    if solver is None or solver in _SOLVERS[model]:
+        return
+    other = [m for m, names in _SOLVERS.items() if solver in names]
+    hint = f" (it is a solver of --model {other[0]})" if other else ""
+    raise CommandLineError(
+        f"--solver {solver} is not a solver of --model {model}{hint}; --model {model} takes "
+        f"--solver {' or '.join(_SOLVERS[model])}."
+    )
 
 
 def _load_model(path):

@@ -305,8 +305,36 @@ def _check_same_order(what, of_input, of_uncertainty, args):
     )
 
 
+def _refuse_negative(X, samples, features, args):
+    """Refuse a negative value, named by the file's own row and column (a transposed
+    file's rows are the genes)."""
+    values = X.data if sparse.issparse(X) else X
+    n_negative = int(np.count_nonzero(values < 0))
+    if not n_negative:
+        return
+    coo = sparse.coo_matrix(X) if sparse.issparse(X) else None
+    if coo is not None:
+        first = np.flatnonzero(coo.data < 0)[0]
+        i, j, value = coo.row[first], coo.col[first], coo.data[first]
+    else:
+        i, j = np.argwhere(X < 0)[0]
+        value = X[i, j]
+    transposed = args.transpose or args.input.lower().endswith(".gct")
+    # an unnamed matrix (.npy, .mtx) is named by its 1-based places in the file
+    samples = samples if samples is not None else [str(k + 1) for k in range(X.shape[0])]
+    features = features if features is not None else [str(k + 1) for k in range(X.shape[1])]
+    row, column = (features[j], samples[i]) if transposed else (samples[i], features[j])
+    raise CommandLineError(
+        f"row '{row}', column '{column}' of '{args.input}' is negative ({value:g}; "
+        f"{n_negative} negative value(s) in all): CoGAPS factors non-negative data. Give it "
+        "the data before centring or scaling (log1p of counts, or expression values), not "
+        "z-scores."
+    )
+
+
 def _run_file(args, make_model):
     X, samples, features = read_matrix(args.input, transpose=args.transpose, layer=args.layer)
+    _refuse_negative(X, samples, features, args)
     uncertainty = args.uncertainty if args.uncertainty in NAMED_UNCERTAINTIES else None
     if args.uncertainty and uncertainty is None:
         if args.sparse_optimization:

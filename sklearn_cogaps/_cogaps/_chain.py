@@ -10,6 +10,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array
+from threadpoolctl import threadpool_limits
 
 from .._utils._openmp_helpers import kernel_threads
 from .._utils._seeding import draw_seeds, fingerprint
@@ -275,8 +276,12 @@ def new_sampler(est, X, data, fixed):
         return sampler
     # the start's products overflow where the empty domain's chi-square does
     _check_finite_start(sampler.chi_square(1))
-    # the start's random factors come after the chain's seeds: the empty start is unchanged
-    W0, Ht0 = nmf_start(data, K, (est.lambda_W_, est.lambda_H_), fixed, rng)
+    # the start's random factors come after the chain's seeds: the empty start is unchanged.
+    # One BLAS thread: the products' sums over the rows or the columns of X are added in an
+    # order that depends on BLAS's thread count (OMP_NUM_THREADS sets OpenBLAS's too), and
+    # their last bits, then the chain's, with it
+    with threadpool_limits(limits=1, user_api="blas"):
+        W0, Ht0 = nmf_start(data, K, (est.lambda_W_, est.lambda_H_), fixed, rng)
     state = sampler.get_state()
     state["W"], state["Ht"] = W0, Ht0
     state["atoms_w"] = _one_atom_per_element(W0, which == "W")

@@ -27,6 +27,7 @@ from .._utils._checkpoint import Checkpoint
 from .._utils._deprecation import RenamedMixin
 from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
+from .._utils._params import warn_unused_parameters
 from .._utils._validation import check_ignored_y, check_side_labels, validate_input
 from .._utils._warnings import warn
 from ._atomic_domain import MAX_N_COLUMNS
@@ -794,6 +795,12 @@ class CoGAPS(
         check_side_labels(X, "uncertainty", uncertainty)
         check_side_labels(X, "fixed_components", fixed_components, axes=("column",))
         check_side_labels(X, "fixed_patterns", fixed_patterns, axes=("row",))
+        if self.checkpoint_path is None:
+            warn_unused_parameters(self, ("checkpoint_every", "checkpoint_minutes"),
+                                   "with checkpoint_path", "Set checkpoint_path")  # fmt: skip
+        if self.n_snapshots == 0:
+            warn_unused_parameters(self, ("snapshot_phase",), "with n_snapshots > 0",
+                                   "Set n_snapshots")  # fmt: skip
         self._atom_densities = (
             float(self._parameter("atom_density_W")),
             float(self._parameter("atom_density_H")),

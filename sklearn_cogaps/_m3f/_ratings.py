@@ -203,7 +203,7 @@ class _Ratings:
         self.shape = R.shape
         self.indptr = R.indptr.astype(np.intc)
         self.indices = R.indices.astype(np.intc)
-        self.level = (np.searchsorted(levels, R.data) + 1).astype(np.intc)
+        self.level = (level_codes(R.data, levels)[0] + 1).astype(np.intc)
         self.entry = np.arange(R.nnz, dtype=np.intc)
         C = sparse.csr_matrix(
             (np.arange(R.nnz, dtype=np.float64) + 1.0, R.indices, R.indptr), shape=R.shape
@@ -301,10 +301,26 @@ def _check_strays(R):
     )
 
 
+# A rating within this relative distance of a level is that level: the same scale read in
+# float32 and in float64 (0.1 is 0.10000000149 in float32) must give the same codes.
+_LEVEL_RTOL = 2.0**-20
+
+
+def level_codes(values, levels):
+    """The index of each value's level (0-based; ``levels`` sorted) and whether it is one:
+    the nearest level, within ``_LEVEL_RTOL`` of it."""
+    values = np.asarray(values, dtype=np.float64)
+    hi = np.clip(np.searchsorted(levels, values), 0, levels.size - 1)
+    lo = np.maximum(hi - 1, 0)
+    idx = np.where(np.abs(values - levels[lo]) < np.abs(values - levels[hi]), lo, hi)
+    nearest = levels[idx]
+    ok = np.abs(values - nearest) <= _LEVEL_RTOL * np.maximum(np.abs(nearest), 1.0)
+    return idx, ok
+
+
 def check_levels(R, levels, name):
     """Level codes must exist for every rating of R."""
-    pos = np.searchsorted(levels, R.data)
-    ok = (pos < levels.size) & (levels[np.minimum(pos, levels.size - 1)] == R.data)
+    ok = level_codes(R.data, levels)[1]
     if not np.all(ok):
         bad = np.unique(R.data[~ok])[:5]
         lv = (

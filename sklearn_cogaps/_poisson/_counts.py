@@ -13,9 +13,15 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from .._utils._anndata import is_anndata
 from .._utils._blocks import RowBlocks, current_client, is_out_of_core
 from .._utils._openmp_helpers import kernel_threads
+from .._utils._params import warn_unused_parameters
 from .._utils._recommend import IMPLICIT_ATTRIBUTES, RecommenderMixin
 from .._utils._seeding import check_seed
-from .._utils._validation import data_dtype, out_of_core_features, validate_input
+from .._utils._validation import (
+    check_side_labels,
+    data_dtype,
+    out_of_core_features,
+    validate_input,
+)
 from .._utils._warnings import warn
 from . import _hpmf_fast
 from ._block_counts import BlockCounts
@@ -283,6 +289,18 @@ def loglik(W, H, counts, average):
     return total / (counts.shape[0] * counts.shape[1]) if average == "entry" else total
 
 
+def warn_fit_only_parameters(estimator, X_val):
+    """Warn in ``fit`` about the parameters of the Poisson models that it does not read:
+    ``n_iter_no_change`` without held-out counts, ``total_samples`` (partial_fit's)."""
+    if X_val is None:
+        warn_unused_parameters(
+            estimator, ("n_iter_no_change",), "with held-out counts", "Pass fit(X, X_val=...)"
+        )
+    warn_unused_parameters(
+        estimator, ("total_samples",), "by partial_fit", "Call partial_fit on batches of rows"
+    )
+
+
 #: hpfrec's arguments of ``fit``: its held-out triplets (``val_set``) are X_val's counts.
 _HPFREC_FIT_ARGUMENTS = {"val_set": ("hpfrec's", "X_val")}
 
@@ -291,7 +309,12 @@ HPFREC_METHODS = {
     "topN": ("hpfrec", "recommend(X_user_rows, n=..., users=user_indices)"),
     "topN_cold": ("hpfrec", "recommend(X_new_rows, n=...) (new users by default)"),
     "predict": ("hpfrec", "score_pairs(users, items) for the expected counts of pairs"),
-    "eval_llk": ("hpfrec", "poisson_loglik(X_held_out, users=rows, average=None)"),
+    "eval_llk": (
+        "hpfrec",
+        "poisson_loglik(X_held_out, users=rows, average='nonzero') * "
+        "X_held_out.nnz (hpfrec sums over the given triplets only; average=None sums "
+        "every entry of their rows)",
+    ),
     "mean_negative_pois_llh": ("scHPF", "-poisson_loglik(X, average='nonzero')"),
     "cell_score": ("scHPF", "loading_scores() (or loading_scores(X_new) for new cells)"),
     "project": ("scHPF", "transform(X_new) (the loadings of new cells, the factors fixed)"),
@@ -521,6 +544,8 @@ class CountModelMixin(RecommenderMixin):
                 "(counts to fit them on), not both."
             )
         _refuse_out_of_core(X, "poisson_loglik")
+        # fit_on's rows are X's rows, its columns X's columns, matched by position
+        check_side_labels(X, "fit_on", fit_on)
         given, X = X, self._validate_counts(X, reset=False)
         if users is not None:
             W = self._loadings_of(users, X.shape[0])

@@ -44,6 +44,7 @@ from ._counts import (
     log_of_factor,
     loglik,
     refuse_hpfrec_arguments,
+    warn_fit_only_parameters,
 )
 from ._dask_counts import DaskCounts
 from ._hpmf_updates import (
@@ -662,6 +663,7 @@ class HierarchicalPMF(
                 "with solver='pathwise'",
                 "Set solver='pathwise'",
             )
+        warn_fit_only_parameters(self, X_val)
         held = self._held_out_counts(X_val, read)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)

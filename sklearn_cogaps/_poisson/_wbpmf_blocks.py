@@ -134,18 +134,25 @@ def _column_sums(y, arrays):
     return y
 
 
+def _column_sums_of(parts, n_features, client=None):
+    """The columns' sums of CSR ``parts`` (arrays, or futures of them on ``client``), added
+    row after row in the order of the parts, as ``X.sum(axis=0)`` adds them."""
+    y = np.zeros(n_features)
+    for arrays in parts:
+        if client is None:
+            np.add.at(y, arrays[1], arrays[2])
+        else:
+            y = client.submit(_column_sums, y, arrays, pure=False)
+    return y if client is None else client.gather(y)
+
+
 def column_sums(counts):
-    """The columns' sums of counts read by blocks or kept on a cluster, added row after row
-    as ``X.sum(axis=0)`` adds them, from the counts' own blocks: for the solver that makes
-    no :class:`BlockSweeper` (``solver="simultaneous"``, whose passes are the counts')."""
-    y = np.zeros(counts.shape[1])
+    """The columns' sums of counts read by blocks or kept on a cluster, from the counts' own
+    blocks: for the solver that makes no :class:`BlockSweeper` (``solver="simultaneous"``,
+    whose passes are the counts')."""
     if hasattr(counts, "client"):
-        for block in counts.rows:  # in the order of the rows
-            y = counts.client.submit(_column_sums, y, block, pure=False)
-        return counts.client.gather(y)
-    for _, X in counts.blocks:
-        np.add.at(y, X.indices, X.data)
-    return y
+        return _column_sums_of(counts.rows, counts.shape[1], counts.client)
+    return _column_sums_of((compressed(X) for _, X in counts.blocks), counts.shape[1])
 
 
 class _LocalParts:
@@ -172,10 +179,7 @@ class _LocalParts:
             ptr += arrays[2].size
 
     def column_sums(self):
-        y = np.zeros(self.sweeper.p)
-        for _, _, _, arrays in self:
-            np.add.at(y, arrays[1], arrays[2])
-        return y
+        return _column_sums_of((arrays for _, _, _, arrays in self), self.sweeper.p)
 
     def denominators(self, U, V):
         for lo, hi, ptr, arrays in self:
@@ -234,10 +238,7 @@ class _ClusterParts:
         return self.client.scatter(values, broadcast=True, hash=False)
 
     def column_sums(self):
-        y = np.zeros(self.sweeper.p)
-        for part in self.futures:  # in the order of the rows, as X.sum(axis=0)
-            y = self.client.submit(_column_sums, y, part, pure=False)
-        return self.client.gather(y)
+        return _column_sums_of(self.futures, self.sweeper.p, self.client)
 
     def denominators(self, U, V):
         V = self._shared(V)

@@ -24,6 +24,7 @@ from ._ebpm import (
     ebpm,
     ebpm_exponential_mixture,
     ebpm_gamma,
+    ebpm_mixture_near,
 )
 from ._hpmf_updates import _pass_rows
 from ._wbpmf_fast import data_term, data_term_counts, denominators, topic_counts
@@ -67,7 +68,14 @@ def _prior_k(prior, k):
     return (prior[0][k], prior[1][k], prior[2][k], prior[3][k])
 
 
-def _solve(y, s, family, prior_k):
+# the families whose prior is a mixture on a fixed grid, which a screened iteration solves
+# on the components next to the support only (ebpm_mixture_near)
+GRID_FAMILIES = ("gamma_mixture", "exponential_mixture")
+
+
+def _solve(y, s, family, prior_k, near=False):
+    if near and family in GRID_FAMILIES and prior_k is not None:
+        return ebpm_mixture_near(y, s, prior_k)
     if family == "exponential_mixture":
         return ebpm_exponential_mixture(y, s, scales=1.0 / prior_k[3], weights_init=prior_k[1])
     return ebpm(y, s, family, prior_k)
@@ -304,12 +312,13 @@ def _update_topic(s_, k, y_rows, y_cols, prior_loadings, prior_components):
     s_.w[k] = _weight(s_, y_rows, s_.El[:, k], s_.Ef[:, k])
 
 
-def _topic_solution(s_, k, y_rows, y_cols, prior_loadings, prior_components):
+def _topic_solution(s_, k, y_rows, y_cols, prior_loadings, prior_components, near=False):
     """:func:`_update_topic` with the state left as it is: ``(res_L, res_F, w_k)``, from
-    topic ``k``'s factors, weight and priors and the background alone."""
-    res_l = _solve(y_rows, _loadings_exposure(s_, k), prior_loadings, _prior_k(s_.gL, k))
+    topic ``k``'s factors, weight and priors and the background alone; ``near``: the grid
+    priors' weights move only next to their support (:func:`ebpm_mixture_near`)."""
+    res_l = _solve(y_rows, _loadings_exposure(s_, k), prior_loadings, _prior_k(s_.gL, k), near)
     res_f = _solve(y_cols, _components_exposure(s_, k, res_l.mean), prior_components,
-                   _prior_k(s_.gF, k))  # fmt: skip
+                   _prior_k(s_.gF, k), near)  # fmt: skip
     return res_l, res_f, _weight(s_, y_rows, res_l.mean, res_f.mean)
 
 
@@ -337,7 +346,8 @@ def _topic_logs(s_):
 
 
 def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_loadings,
-                         prior_components, n_threads, solve_threads=1):  # fmt: skip
+                         prior_components, n_threads, solve_threads=1,
+                         near=False):  # fmt: skip
     """One iteration with every topic updated from the same expected counts; returns the
     ELBO after it (eq. 3.20) and what the next iteration reads ahead.
 
@@ -370,6 +380,10 @@ def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_load
         Threads of the passes, shared by the topics' solves when they run at once.
     solve_threads : int, default=1
         Topics whose EBPM solves run at once (the results do not depend on it).
+    near : bool, default=False
+        Screened: the grid priors' weights move only onto the components next to their
+        support (:func:`ebpm_mixture_near`), a step that still raises the bound; False
+        solves them over the whole grid.
 
     Returns
     -------
@@ -389,7 +403,8 @@ def iterate_simultaneous(state, counts, ahead, x_rows, x_cols, const, prior_load
     s_.y_cols = np.empty_like(s_.Ef)
 
     def solve(k):
-        return _topic_solution(s_, k, y_rows[k], y_cols[k], prior_loadings, prior_components)
+        return _topic_solution(s_, k, y_rows[k], y_cols[k], prior_loadings, prior_components,
+                               near)  # fmt: skip
 
     # the topics' EBPM solves are independent: a few at a time on threads (their compiled
     # parts release the GIL), each a function of its own topic alone, stored in order

@@ -96,6 +96,30 @@ class RenamedMixin:
         )
         return value.T if transposed else value
 
+    def set_params(self, **params):
+        """Set the parameters of this estimator; a new name also unsets its old one.
+
+        As ``BaseEstimator.set_params``, where a renamed parameter set without its old name
+        unsets the old one, so the value set last wins. Otherwise an estimator made with the
+        old name (``method="sgd"``) would keep it through ``set_params(solver="em")``
+        whenever the new value is the default, and ``GridSearchCV`` over ``solver`` would
+        fit one solver for every candidate.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters.
+
+        Returns
+        -------
+        self : estimator instance
+            Estimator instance.
+        """
+        for old, new in type(self)._renamed_parameters.items():
+            if new in params and old not in params:
+                params[old] = NOT_SET
+        return super().set_params(**params)
+
     def _parameter(self, new):
         """The value of parameter ``new``, or of its old name when that one is set (with a
         ``FutureWarning``; a ``ValueError`` when both are set to different values)."""

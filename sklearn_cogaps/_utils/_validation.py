@@ -63,6 +63,10 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
         estimator.__dict__.pop("_anndata_layer", None)
     adata = X if is_anndata(X) else None
     X, names = unwrap_anndata(X)
+    if sparse.issparse(X) and X.format == "coo" and X.dtype != np.float64:
+        # converting a COO matrix sums its duplicate entries in its own dtype, where a small
+        # integer type wraps around (uint8: 200 + 100 = 44): convert to float64 first
+        X = X.astype(np.float64)
     # validate_data calls its input X whatever it is (held-out ratings, observed ones): its
     # messages are given the input's name
     name = kwargs.get("input_name", "X") if check is check_array else kwargs.pop("input_name", "X")
@@ -360,14 +364,16 @@ def check_side_labels(X, name, value, axes=("column", "row")):
         Which of its labels are X's: its columns are X's columns (features), its rows X's
         rows (samples).
     """
-    if not hasattr(value, "columns") or not hasattr(value, "index"):
+    if not hasattr(value, "index"):
         return
+    if not hasattr(value, "columns"):  # a Series: a value per row of X (sample_weight)
+        axes = tuple(axis for axis in axes if axis == "row")
     labels = {
-        "column": (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
-        "row": (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
+        "column": lambda: (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
+        "row": lambda: (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
     }
     for axis in axes:
-        of_x, of_v = labels[axis]
+        of_x, of_v = labels[axis]()
         how = label_mismatch(of_x, of_v)
         if how is None:
             continue
@@ -455,6 +461,8 @@ def canonical_csr(X):
     """
     if not sparse.issparse(X):
         return sparse.csr_matrix(X, dtype=np.float64)
+    if X.format == "coo" and X.dtype != np.float64:
+        X = X.astype(np.float64)  # its duplicates summed in float64 (see validate_input)
     csr = X.tocsr()  # converts other formats (new arrays); a CSR matrix comes back as is
     # a new matrix object on the same arrays: the checks below cache flags on it, not on X
     view = sparse.csr_matrix((csr.data, csr.indices, csr.indptr), shape=csr.shape, copy=False)

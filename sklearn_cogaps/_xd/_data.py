@@ -193,6 +193,7 @@ def validate_observations(estimator, X, X_cov, projection, sample_weight, reset)
     # noise variances as a DataFrame are matched to X by position: their labels must
     # be X's, in X's order
     check_side_labels(X, "X_cov", X_cov)
+    check_side_labels(X, "sample_weight", sample_weight, axes=("row",))
     for name, value in (("X_cov", X_cov), ("projection", projection),
                         ("sample_weight", sample_weight)):  # fmt: skip
         check_not_masked(value, name)

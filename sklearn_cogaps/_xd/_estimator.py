@@ -632,6 +632,9 @@ class ExtremeDeconvolution(
                         advice=NOISE_ADVICE.replace("fit(", "partial_fit("))  # fmt: skip
         warn_if_noise_like(self, y, X_cov, "partial_fit")
         first = not hasattr(self, "means_")
+        if not first:  # a batch without the noise the earlier batches had
+            self._warn_if_missing("partial_fit", "X_cov", X_cov)
+            self._warn_if_missing("partial_fit", "projection", projection)
         if not first and self.means_.shape[0] != self.n_components:
             raise ValueError(
                 f"n_components={self.n_components}, but the model being updated has "
@@ -802,7 +805,7 @@ class ExtremeDeconvolution(
         warn_if_noise_like(self, y, X_cov, "score")
         self._warn_if_missing("score", "X_cov", X_cov)
         self._warn_if_missing("score", "projection", projection)
-        return float(self._log_likelihoods(X, X_cov, projection).mean())
+        return float(self._log_likelihoods(X, X_cov, projection).mean(dtype=np.float64))
 
     @_observations_doc
     def predict_proba(self, X, *, X_cov=None, projection=None):
@@ -1068,7 +1071,9 @@ class ExtremeDeconvolution(
         self._warn_if_missing("bic", "X_cov", X_cov)
         self._warn_if_missing("bic", "projection", projection)
         log_prob = self._log_likelihoods(X, X_cov, projection)
-        return -2 * log_prob.sum() + self._n_parameters() * np.log(log_prob.shape[0])
+        # summed in float64 whatever the points' dtype, as score averages them
+        return float(-2 * log_prob.sum(dtype=np.float64)
+                     + self._n_parameters() * np.log(log_prob.shape[0]))  # fmt: skip
 
     @_observations_doc
     def aic(self, X, *, X_cov=None, projection=None):
@@ -1086,7 +1091,7 @@ class ExtremeDeconvolution(
         self._warn_if_missing("aic", "X_cov", X_cov)
         self._warn_if_missing("aic", "projection", projection)
         log_prob = self._log_likelihoods(X, X_cov, projection)
-        return -2 * log_prob.sum() + 2 * self._n_parameters()
+        return float(-2 * log_prob.sum(dtype=np.float64) + 2 * self._n_parameters())
 
 
 # The methods that take observations: astroML's argument names and its positional noise get

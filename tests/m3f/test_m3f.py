@@ -1112,3 +1112,25 @@ def test_a_factor_scale_whose_precision_is_not_finite_is_refused(scale, match):
     R = np.ceil(np.random.default_rng(0).uniform(0, 5, (20, 15)))
     with pytest.raises(ValueError, match=f"The factor_scale {match}"):
         MaxMarginMF(factor_scale=scale, max_iter=20, burn_in=2).fit(R)
+
+
+def test_levels_read_in_float32_are_the_same_levels_in_float64():
+    """A scale of 0.1 steps fitted in float32 (0.1 is 0.10000000149 there) scores and
+    predicts float64 ratings of it, and the reverse: the same level codes, not a refusal
+    of every rating as off the scale."""
+    R = sparse.random(40, 30, density=0.3, random_state=0, format="csr")
+    R.data = np.ceil(R.data * 5) / 10
+    R32 = R.astype(np.float32)
+    kw = dict(n_components=5, max_iter=15, burn_in=5, random_state=0)
+    a, b = MaxMarginMF(**kw).fit(R32), MaxMarginMF(**kw).fit(R)
+    assert_array_equal(a.loadings_, b.loadings_)  # the same codes, so the same chain
+    for model in (a, b):
+        for X in (R, R32):
+            assert np.isfinite(model.score(X))
+            # a new user's chain is seeded by its ratings' values: the same values, the
+            # same predictions (levels as each fit holds them)
+            got = model.predict_ratings(R[:5], observed=X[:5]).toarray()
+            want = b.predict_ratings(R[:5], observed=X[:5]).toarray()
+            assert_allclose(got, want, rtol=1e-7)
+    with pytest.raises(ValueError, match="not rating levels"):
+        a.score(R * 1.001)

@@ -33,6 +33,13 @@ def test_the_loglik_of_training_rows_is_scipy_s(thinned):
     nonzero = X[:100] > 0
     scored = est.poisson_loglik(sparse.csr_matrix(X[:100]), users=rows, average="nonzero")
     assert_allclose(scored, terms[nonzero].mean(), rtol=1e-12)
+    # hpfrec's eval_llk sums over the given triplets (the stored counts): what its refusal
+    # says to write gives that sum
+    with pytest.raises(AttributeError) as refused:
+        _ = est.eval_llk
+    advice = "poisson_loglik(X_held_out, users=rows, average='nonzero') * X_held_out.nnz"
+    assert advice in str(refused.value)
+    assert_allclose(scored * nonzero.sum(), terms[nonzero].sum(), rtol=1e-12)
 
 
 def test_held_out_rows_are_scored_on_one_half_fitted_on_the_other(thinned):
@@ -122,6 +129,10 @@ def test_held_out_counts_with_labels_must_be_aligned_with_x(Estimator):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(X, X_val=X_val)  # aligned: accepted
+    # poisson_loglik(fit_on=...): other counts of the same rows, matched by position
+    est.poisson_loglik(X_val, fit_on=X)
+    with pytest.raises(ValueError, match=r"row labels of 'fit_on' are the row labels of X"):
+        est.poisson_loglik(X_val, fit_on=X.iloc[::-1])
 
 
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])

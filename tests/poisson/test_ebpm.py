@@ -15,9 +15,11 @@ from sklearn_cogaps._poisson._ebpm import (
     ebpm_gamma,
     ebpm_gamma_mixture,
     ebpm_kl,
+    ebpm_mixture_near,
     ebpm_point_gamma,
     ebpm_posterior,
     mixsqp,
+    near_components,
 )
 
 FAMILIES = ["gamma_mixture", "gamma", "point_gamma", "exponential_mixture"]
@@ -173,6 +175,43 @@ def test_mixsqp_warm_start_gives_same_solution():
     r1 = ebpm_gamma_mixture(y, s)
     r2 = ebpm_gamma_mixture(y, s, weights_init=np.eye(DEFAULT_GAMMA_GRID.size)[5])
     assert r2.log_likelihood == pytest.approx(r1.log_likelihood, rel=1e-10)
+
+
+def test_the_components_near_the_support_are_its_neighbours_in_the_grids_order():
+    """The gamma grid (mean 1) in the order of its variances 1/a, the exponential grid in
+    the order of its scales; the grid's own order is not theirs (1e-8 and 1e-16 at its
+    end)."""
+    a = DEFAULT_GAMMA_GRID
+    w = np.zeros(a.size)
+    w[[list(a).index(1.0), list(a).index(1e-16)]] = 0.5
+    assert set(a[near_components(w, a, a)]) == {3.0, 1.0, 0.9, 1e-8, 1e-16}
+    w = np.zeros(a.size)
+    w[list(a).index(1000.0)] = 1.0
+    assert set(a[near_components(w, a, a)]) == {1000.0, 200.0}
+    scales = np.array([4.0, 1.0, 8.0, 2.0])
+    near = near_components(np.array([0.0, 0.0, 0.0, 1.0]), np.ones(4), 1 / scales)
+    assert list(near) == [0, 1, 3]  # scales 4, 1 and 2 around 2
+
+
+@pytest.mark.parametrize("family", ["gamma_mixture", "exponential_mixture"])
+def test_a_solve_near_the_support_raises_the_likelihood_and_keeps_an_optimum(family):
+    """From weights off the optimum, the screened solve moves them only next to their
+    support and never lowers the marginal likelihood; from the whole grid's optimum it
+    gives that optimum back (its support is its own neighbourhood)."""
+    y, s = _data(n=300, seed=5, zeros=False, integer=False)
+    full = ebpm(y, s, family)
+    m = full.weights.size
+    prior = (0.0, np.eye(m)[m // 2], full.shape, full.rate)
+    start = ebpm_posterior(y, s, 0.0, *prior[1:])[2]
+    near = ebpm_mixture_near(y, s, prior)
+    kept = near_components(prior[1], full.shape, full.rate)
+    assert np.all(near.weights[np.setdiff1d(np.arange(m), kept)] == 0)
+    assert near.weights.sum() == pytest.approx(1.0)
+    assert start <= near.log_likelihood <= full.log_likelihood + 1e-9
+    again = ebpm_mixture_near(y, s, (0.0, full.weights, full.shape, full.rate))
+    assert again.log_likelihood == pytest.approx(full.log_likelihood, rel=1e-10)
+    np.testing.assert_allclose(again.mean, full.mean, rtol=1e-6)
+    assert again.kl == pytest.approx(full.kl, rel=1e-6, abs=1e-8)
 
 
 @pytest.mark.parametrize("family", ["gamma", "point_gamma"])

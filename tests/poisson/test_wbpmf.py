@@ -210,6 +210,10 @@ def test_errors(data):
         WeightedBackgroundPMF(3, init="custom").fit(X, W=np.ones((200, 3)), H=np.ones((2, 150)))
     with pytest.raises(ValueError, match="non-negative"):
         WeightedBackgroundPMF(3, init="custom").fit(X, W=-np.ones((200, 3)), H=np.ones((3, 150)))
+    with pytest.raises(ValueError, match=r"W must be dense.*W.toarray\(\)"):
+        WeightedBackgroundPMF(3, init="custom").fit(
+            X, W=sparse.csr_matrix(np.ones((200, 3))), H=np.ones((3, 150))
+        )
     with pytest.raises(ValueError, match="only with init='custom'"):
         WeightedBackgroundPMF(3).fit(X, W=np.ones((200, 3)), H=np.ones((3, 150)))
     pd = pytest.importorskip("pandas")

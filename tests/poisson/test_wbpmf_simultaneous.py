@@ -250,6 +250,53 @@ def test_it_reaches_the_sequential_solvers_neighbourhood():
     assert np.all(corr > 0.9), corr
 
 
+def _near_flags(monkeypatch):
+    """Record whether each iteration of the fits that follow is screened."""
+    flags = []
+    original = _wbpmf_updates.iterate_simultaneous
+
+    def recording(*args):
+        flags.append(args[-1])
+        return original(*args)
+
+    monkeypatch.setattr(_wbpmf, "iterate_simultaneous", recording)
+    return flags
+
+
+def test_screened_iterations_between_iterations_over_the_whole_grid(data, monkeypatch):
+    """With a grid prior the first iteration is over the whole grid, then at most
+    _SCREENED_RUN screened ones between two over it, and the fit stops only after one
+    over it; without a grid prior no iteration is screened."""
+    flags = _near_flags(monkeypatch)
+    model = _fit(data, max_iter=500, tol=3e-6)
+    assert model.converged_ and len(flags) == model.n_iter_ > 2 * _wbpmf._SCREENED_RUN
+    assert not flags[0] and not flags[-1] and sum(flags) > len(flags) // 2
+    runs = "".join("s" if f else "." for f in flags).split(".")
+    assert max(len(r) for r in runs) == _wbpmf._SCREENED_RUN
+    del flags[:]
+    _fit(data, max_iter=15, prior_loadings="point_gamma", prior_components="gamma")
+    assert flags == [False] * 15
+    monkeypatch.setattr(_wbpmf, "_SCREENED_RUN", None)
+    del flags[:]
+    _fit(data, max_iter=15)
+    assert flags == [False] * 15
+
+
+@pytest.mark.parametrize("family", ["gamma_mixture", "exponential_mixture"])
+def test_screened_and_whole_grid_fits_reach_the_same_fixed_point(monkeypatch, family):
+    """Run to a fixed point with and without the screened iterations: bounds within 1e-5
+    of each other, the same topics."""
+    X = make_background_counts(200, 150, 3, weight=0.2, baseline=0.05, frac_samples=0.2,
+                               frac_features=0.2, random_state=1)[0]  # fmt: skip
+    kw = dict(max_iter=400, tol=1e-9, prior_loadings=family, prior_components=family)
+    screened = _fit(X, **kw)
+    monkeypatch.setattr(_wbpmf, "_SCREENED_RUN", None)
+    whole = _fit(X, **kw)
+    assert abs(screened.lower_bound_ - whole.lower_bound_) <= 1e-5 * abs(whole.lower_bound_)
+    _, corr = match_components(screened.components_.T, whole.components_.T)
+    assert np.all(corr > 0.999), corr
+
+
 def test_warm_start_and_several_starts(data):
     """A warm continuation and n_init read nothing ahead from another run."""
     full = _fit(data, max_iter=8)

@@ -181,6 +181,13 @@ def test_float32_agrees_with_float64():
     assert_allclose(b.means_, a.means_, atol=2e-3)
     assert_allclose(b.covariances_, a.covariances_, atol=5e-3)
     assert abs(b.lower_bound_ - a.lower_bound_) < 1e-4
+    # the criteria add the points' float32 log-likelihoods in float64: Python floats, as
+    # score's mean, each the sum of the float64 values of those terms
+    X32, S32 = X.astype(np.float32), S.astype(np.float32)
+    terms = b.score_samples(X32, X_cov=S32).astype(np.float64)
+    for name in ("aic", "bic", "score"):
+        assert type(getattr(b, name)(X32, X_cov=S32)) is float, name
+    assert b.aic(X32, X_cov=S32) == -2 * terms.sum() + 2 * b._n_parameters()
 
 
 def test_sample_weight_equals_repeated_points():
@@ -451,6 +458,12 @@ def test_labelled_noise_must_follow_the_labels_of_x():
         ExtremeDeconvolution(n_components=1).fit(X, X_cov=noise[["b", "a"]])
     with pytest.raises(ValueError, match="row labels of 'X_cov'"):
         ExtremeDeconvolution(n_components=1).fit(X, X_cov=noise.iloc[::-1])
+    # a Series of weights is a value per row: matched by label, in X's order
+    weight = pd.Series(np.r_[np.full(30, 5.0), np.ones(30)], index=X.index)
+    ExtremeDeconvolution(n_components=1, random_state=0).fit(X, sample_weight=weight)
+    with pytest.raises(ValueError, match=r"row labels of 'sample_weight'.*loc\[X.index\]"):
+        ExtremeDeconvolution(n_components=1).fit(X, sample_weight=weight.iloc[::-1])
+    ExtremeDeconvolution(n_components=1, random_state=0).fit(X.values, sample_weight=weight)
 
 
 def test_split_merge_splits_the_component_on_two_clusters_not_the_noisiest():
@@ -753,6 +766,10 @@ def test_scoring_without_the_noise_of_a_noisy_fit_warns_and_routing_passes_it():
     for method in methods:
         with pytest.warns(UserWarning, match=rf"fitted with X_cov, but {method} got no X_cov"):
             getattr(noisy, method)(X)
+    # a batch without noise after batches with it would update the mixture as noise-free
+    online = ExtremeDeconvolution(n_components=2, random_state=0).partial_fit(X, X_cov=var)
+    with pytest.warns(UserWarning, match=r"fitted with X_cov, but partial_fit got no X_cov"):
+        online.partial_fit(X)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*fitted with X_cov")
         for method in methods:
