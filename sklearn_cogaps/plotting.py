@@ -135,7 +135,8 @@ def plot_patterns(
     pattern_names : list of str, default=None
         Legend entries; ``Pattern_1``, ``Pattern_2``, ... by default, as CoGAPS names them.
     xlabel : str, default=None
-        Label of the horizontal axis ("sample", or "group" with ``groups``, by default).
+        Label of the horizontal axis: by default the name of ``x`` or ``groups`` when it is
+        a named pandas Series, else "sample" (or "group" with ``groups``).
     ax : matplotlib Axes, default=None
         Where to draw; a new figure's Axes when None.
     **line_kwargs
@@ -173,6 +174,8 @@ def plot_patterns(
     if x is not None and groups is not None:
         raise ValueError("give x or groups, not both.")
     ax = _axes(ax)
+    # a named Series of x or groups names the axis (time, dose) unless xlabel does
+    x_name = getattr(x if groups is None else groups, "name", None)
     # a Series of x or groups is matched to a DataFrame of patterns by its index
     if x is not None:
         x = _follow_labels(np.asarray(x), _labels(x, 0), samples, 0, "x", "the patterns' samples")
@@ -187,14 +190,14 @@ def plot_patterns(
         positions = np.arange(len(levels))
         values = np.array([P[groups == g].mean(axis=0) for g in levels])
         ax.set_xticks(positions, [str(g) for g in levels])
-        default_label = "group"
+        default_label = "group" if x_name is None else str(x_name)
     else:
         positions = np.arange(n, dtype=float) if x is None else x.astype(float)
         if positions.shape != (n,):
             raise ValueError(f"x must have one value per sample ({n}); got {positions.shape}.")
         order = np.argsort(positions, kind="stable")
         positions, values = positions[order], P[order]
-        default_label = "sample"
+        default_label = "sample" if x is None or x_name is None else str(x_name)
     line_kwargs.setdefault("marker", "o")
     for k in range(K):
         ax.plot(positions, values[:, k], label=pattern_names[k], **line_kwargs)

@@ -59,6 +59,11 @@ def test_patterns_one_line_per_pattern_in_time_order(cogaps):
     assert_array_equal(lines[0].get_xdata(), np.sort(times))
     assert_array_equal(lines[1].get_ydata(), model.loadings_[::-1, 1])
     assert ax.get_xlabel() == "hours" and ax.get_ylabel() == "pattern value"
+    # a named Series names the axis; an array, or an unnamed Series, leaves "sample"
+    pd = pytest.importorskip("pandas")
+    assert plot_patterns(model, x=pd.Series(times, name="hours")).get_xlabel() == "hours"
+    assert plot_patterns(model, x=pd.Series(times)).get_xlabel() == "sample"
+    assert plot_patterns(model, x=times).get_xlabel() == "sample"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "Pattern_1",
         "Pattern_2",
