@@ -145,7 +145,11 @@ def _model(name):
 
 
 # the parameters of each model key beyond K, max_iter and random_state
-_PARAMS = {"hpmf": {}, "wbpmf": {}, "wbpmf-sim": {"solver": "simultaneous"}}
+_PARAMS = {
+    "hpmf": {},
+    "wbpmf": {"solver": "sequential"},
+    "wbpmf-sim": {"solver": "simultaneous"},  # the default on these counts
+}
 
 
 def run_backed(path, max_iter, out, model):

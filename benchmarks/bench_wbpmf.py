@@ -86,7 +86,9 @@ def run_one(method, data, n_iter):
             W = nmf.fit_transform(X)
             H = nmf.components_
             out["init_s"] = time.perf_counter() - t0
-        model = WeightedBackgroundPMF(K, init="custom", max_iter=n_iter, tol=0.0)
+        model = WeightedBackgroundPMF(
+            K, init="custom", solver="sequential", max_iter=n_iter, tol=0.0
+        )
         tracemalloc.start()
         t0 = time.perf_counter()
         model.fit(X, W=W, H=H)

@@ -38,6 +38,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=2000)
+    parser.add_argument(
+        "--solver",
+        default="sequential",
+        choices=["sequential", "simultaneous"],
+        help="the batch fit's solver (the guide's figures: sequential)",
+    )
     parser.add_argument("--iterations", type=int, nargs="+", default=[10, 30])
     args = parser.parse_args(argv)
     X, K = load("sc")
@@ -48,7 +54,8 @@ def main(argv=None):
     warnings.simplefilter("ignore", ConvergenceWarning)
     for n_iter in args.iterations:
         start = time.perf_counter()
-        model = WeightedBackgroundPMF(K, max_iter=n_iter, tol=0.0, random_state=0).fit(train)
+        model = WeightedBackgroundPMF(K, solver=args.solver, max_iter=n_iter, tol=0.0,
+                                      random_state=0).fit(train)  # fmt: skip
         seconds = time.perf_counter() - start
         print(f"{f'batch fit, {n_iter} iterations':<44} {seconds:8.1f} "
               f"{_score(model, train, val):24.4f}", flush=True)  # fmt: skip

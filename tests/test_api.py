@@ -689,16 +689,22 @@ def test_traces_are_arrays_with_one_value_per_iteration():
     assert cogaps.n_iter_ == 12 and cogaps.objective_history_.shape == (12,)
 
 
-def test_weighted_background_pmf_warm_start_continues_the_fit():
-    long = WeightedBackgroundPMF(2, max_iter=8, tol=0.0, random_state=0).fit(COUNTS)
-    warm = WeightedBackgroundPMF(2, max_iter=4, tol=0.0, random_state=0, warm_start=True)
+@pytest.mark.parametrize("solver", ["sequential", "simultaneous"])
+def test_weighted_background_pmf_warm_start_continues_the_fit(solver):
+    # simultaneous: the screening's cycle continues (iteration 5 of the long fit is screened)
+    long = WeightedBackgroundPMF(2, solver=solver, max_iter=8, tol=0.0, random_state=0)
+    long.fit(COUNTS)
+    warm = WeightedBackgroundPMF(
+        2, solver=solver, max_iter=4, tol=0.0, random_state=0, warm_start=True
+    )
     warm.fit(COUNTS)
     warm.fit(COUNTS)
     assert warm.n_iter_ == 4
     assert_allclose(warm.objective_history_, long.objective_history_[4:], rtol=1e-10)
     assert_allclose(warm.components_, long.components_, rtol=1e-8)
     # another shape or prior family starts anew, and says so
-    cold = WeightedBackgroundPMF(2, max_iter=4, tol=0.0, random_state=0).fit(COUNTS)
+    cold = WeightedBackgroundPMF(2, solver=solver, max_iter=4, tol=0.0, random_state=0)
+    cold.fit(COUNTS)
     with pytest.warns(UserWarning, match=r"warm_start=True, but the prior families"):
         warm.set_params(prior_components="gamma").fit(COUNTS)
     assert_array_equal(

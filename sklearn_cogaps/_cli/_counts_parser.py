@@ -297,7 +297,7 @@ def _add_train(subparsers):
         "--solver",
         metavar="NAME",
         help="the estimator's solver: vbem (the default), newton or pathwise for hpmf; "
-        "sequential (the default) or simultaneous for wbpmf",
+        "auto (the default), sequential or simultaneous for wbpmf",
     )
     sub.add_argument(
         "-M",

@@ -18,7 +18,7 @@ from ._run import _PipeTolerantOutput
 __all__ = ["main"]
 
 _MODELS = {"hpmf": "HierarchicalPMF", "wbpmf": "WeightedBackgroundPMF"}
-_SOLVERS = {"hpmf": ("vbem", "newton", "pathwise"), "wbpmf": ("sequential", "simultaneous")}
+_SOLVERS = {"hpmf": ("vbem", "newton", "pathwise"), "wbpmf": ("auto", "sequential", "simultaneous")}
 
 # ENSEMBL ids carry an unstable version after a dot (ENSG00000186092.6)
 _ENSEMBL_VERSION = re.compile(r"^(ENS[A-Z]*\d+)\.\d+$")

@@ -75,12 +75,19 @@ from ._wbpmf_updates import (
 
 __all__ = ["WeightedBackgroundPMF"]
 
-# KL-NMF iterations of init="nmf", as R's ebpmf.
+# KL-NMF iterations of init="nmf", as R's ebpmf; on counts of at least _LARGE_NNZ stored
+# values, where an iteration costs 0.5 to 1 iteration of the fit and a fit from the shorter
+# start was level at equal time (doc/wbpmf.rst, "The start on large counts"), fewer.
 _N_INIT_NMF = 50
+_N_INIT_NMF_LARGE = 10
 # solver="simultaneous" with a grid prior: screened iterations (the weights moved only next
 # to their support) between two over the whole grid; None: every iteration over the whole
 # grid (doc/wbpmf.rst, "Topic updates")
 _SCREENED_RUN = 9
+# Large counts: solver="auto" takes the simultaneous updates (make_sc's 7.1 M: 0.175 s an
+# iteration against the sequential 0.459 s; doc/wbpmf.rst, "Topic updates") and init="nmf"
+# the shorter start from this many stored counts.
+_LARGE_NNZ = 1_000_000
 _ML_ITER = 30  # multiplicative updates of the maximum-likelihood start of transform
 # Topics that hold at most this share of a row's expected counts are tried switched off by
 # transform's row fit (as HierarchicalPMF's new rows, doc/hpmf.rst "New rows").
@@ -289,6 +296,12 @@ class _Globals:
         self.gL, self.gF, self.kl_F, self.l0, self.El = gL, gF, kl_F, l0, El
 
 
+def _is_large(X):
+    """Whether the counts hold at least ``_LARGE_NNZ`` stored values (dense: non-zeros)."""
+    stored = X.nnz if hasattr(X, "nnz") else np.count_nonzero(X)
+    return stored >= _LARGE_NNZ
+
+
 class _FitState:
     """A run's variational state with the problem it fits."""
 
@@ -331,37 +344,40 @@ class WeightedBackgroundPMF(
     prior_components : {"gamma_mixture", "gamma", "point_gamma", "exponential_mixture"}, \
             default="gamma_mixture"
         EBPM family of the priors ``g_F,k`` of the per-feature factors.
-    solver : {"sequential", "simultaneous"}, default="sequential"
-        The order of the topics' updates within an iteration of :meth:`fit`.
-        ``"sequential"`` is Algorithm 3.1 of the reference (and R's ``ebpmf_wbg``): each
-        topic from expected counts that follow the topics updated before it, one sweep
-        over the counts per topic. ``"simultaneous"`` updates every topic from the same
-        expected counts, made by one pass over the rows and one over the columns as in
-        :class:`HierarchicalPMF`, with the topics' prior fits on several threads on large
-        counts, and keeps a second, column-major copy of the counts: the same coordinate
-        ascent on the same ELBO, each iteration raising it. With the mixture priors, up
-        to nine iterations of ten are screened (each prior's weights move only onto the
-        grid components next to their support, whose likelihoods alone are computed), and
-        the fit stops only after an iteration over the whole grid. With the mixture
-        priors it took about as many iterations for the same bound in less time per
-        iteration; with ``"gamma"`` and ``"point_gamma"`` it needed up to ten times the
-        iterations and sometimes ended at a lower fixed point (``doc/wbpmf.rst``, "Topic
+    solver : {"auto", "sequential", "simultaneous"}, default="auto"
+        The order of the topics' updates within an iteration of :meth:`fit`. ``"auto"`` is
+        ``"simultaneous"`` on counts of at least a million stored values when both priors are
+        mixture families, and ``"sequential"`` otherwise; pass ``solver="sequential"`` for the
+        updates of R's ``ebpmf_wbg`` on any counts. ``"sequential"`` is Algorithm 3.1 of the
+        reference (and R's ``ebpmf_wbg``): each topic from expected counts that follow the topics
+        updated before it, one sweep over the counts per topic. ``"simultaneous"`` updates every
+        topic from the same expected counts, made by one pass over the rows and one over the columns
+        as in :class:`HierarchicalPMF`, with the topics' prior fits on several threads on large
+        counts, and keeps a second, column-major copy of the counts: the same coordinate ascent on
+        the same ELBO, each iteration raising it. With the mixture priors, up to nine iterations of
+        ten are screened (each prior's weights move only onto the grid components next to their
+        support, whose likelihoods alone are computed), and the fit stops only after an iteration
+        over the whole grid. With the mixture priors it took about as many iterations for the same
+        bound in less time per iteration; with ``"gamma"`` and ``"point_gamma"`` it needed up to ten
+        times the iterations and sometimes ended at a lower fixed point (``doc/wbpmf.rst``, "Topic
         updates"). :meth:`partial_fit` starts with a sequential iteration either way.
     max_iter : int, default=100
         Maximum number of iterations of the fit.
     tol : float, default=1e-8
-        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude (or
-        ``tol`` itself below a magnitude of 1), as in every estimator of the package.
-        ``transform`` and ``score`` sweep each new row until its loadings change by less
-        than 1e-6, relative, whatever ``max_iter`` and ``tol``.
+        Stop when an iteration changes the ELBO by at most ``tol`` times its magnitude (or ``tol``
+        itself below a magnitude of 1), as in every estimator of the package; with
+        ``solver="simultaneous"`` a change within ``tol`` after a screened iteration is tested again
+        after an iteration over the whole grid. ``transform`` and ``score`` sweep each new row until
+        its loadings change by less than 1e-6, relative, whatever ``max_iter`` and ``tol``.
     init : {"nmf", "custom"}, default="nmf"
-        ``"nmf"``: start from scikit-learn's KL-NMF (multiplicative updates, 50 iterations);
-        ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the factors
-        are clamped below at 1e-8, ``l0`` and ``f0`` are the row means of ``W`` and of
-        ``H.T`` over the components, ``E[l_ik] = W_ik / l0_i``, ``E[f_jk] = H_kj / f0_j``,
-        ``w = 1`` and the mixture priors start from uniform weights: factors from an
-        earlier fit start near it, not at it (its priors and weights are reset). To
-        continue an earlier fit (R's ``init = fit``), use ``warm_start=True``.
+        ``"nmf"``: start from scikit-learn's KL-NMF (multiplicative updates, 50 iterations as R's
+        ebpmf, 10 on counts of at least a million stored values, where each costs about an iteration
+        of the fit); ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the
+        factors are clamped below at 1e-8, ``l0`` and ``f0`` are the row means of ``W`` and of
+        ``H.T`` over the components, ``E[l_ik] = W_ik / l0_i``, ``E[f_jk] = H_kj / f0_j``, ``w = 1``
+        and the mixture priors start from uniform weights: factors from an earlier fit start near
+        it, not at it (its priors and weights are reset). To continue an earlier fit (R's ``init =
+        fit``), use ``warm_start=True``.
     random_state : int, RandomState instance or None, default=None
         Seed of the NMF initialisation (the iterations are deterministic).
     verbose : int, default=0
@@ -575,7 +591,7 @@ class WeightedBackgroundPMF(
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "prior_loadings": [StrOptions(set(EBPM_FAMILIES))],
         "prior_components": [StrOptions(set(EBPM_FAMILIES))],
-        "solver": [StrOptions({"sequential", "simultaneous"})],
+        "solver": [StrOptions({"auto", "sequential", "simultaneous"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "init": [StrOptions({"nmf", "custom"})],
@@ -595,7 +611,7 @@ class WeightedBackgroundPMF(
         *,
         prior_loadings="gamma_mixture",
         prior_components="gamma_mixture",
-        solver="sequential",
+        solver="auto",
         max_iter=100,
         tol=1e-8,
         init="nmf",
@@ -675,7 +691,22 @@ class WeightedBackgroundPMF(
             return W, H.T.copy()
         if W is not None or H is not None:
             raise ValueError(f"W and H are used only with init='custom'; got init={self.init!r}.")
-        return kl_nmf(X, K, _N_INIT_NMF, draw_seeds(rng) % (2**32), random_nmf)
+        length = _N_INIT_NMF_LARGE if _is_large(X) else _N_INIT_NMF
+        return kl_nmf(X, K, length, draw_seeds(rng) % (2**32), random_nmf)
+
+    def _solver_for(self, families, X):
+        """``solver="auto"``: the simultaneous updates on counts of at least
+        ``_LARGE_NNZ`` stored values when both priors are mixtures on a grid, whose
+        iterations it screens; there they reached the sequential updates' bound in fewer
+        seconds and no more iterations. Otherwise Algorithm 3.1's sequential updates, R's
+        ``ebpmf_wbg``'s: with a gamma family the simultaneous updates needed up to ten
+        times the iterations, and on small counts an iteration costs milliseconds either
+        way (doc/wbpmf.rst, "Topic updates")."""
+        if self.solver != "auto":
+            return self.solver
+        if _is_large(X) and all(family in GRID_FAMILIES for family in families):
+            return "simultaneous"
+        return "sequential"
 
     # -- the fitting loop's hooks ------------------------------------------------------------
 
@@ -683,7 +714,7 @@ class WeightedBackgroundPMF(
         # NNDSVDa is deterministic: the later of n_init starts are KL-NMF from random factors
         problem.n_started += 1
         # solver="simultaneous" keeps the start's CSC copy of the counts for its passes
-        X = problem.counts if self.solver == "simultaneous" else problem.X
+        X = problem.X if problem.sweeps else problem.counts
         L, F = self._initial_factors(X, problem.W, problem.H, rng,
                                      random_nmf=problem.n_started > 1)  # fmt: skip
         problem.release_columns()  # a later start of n_init made them again
@@ -722,16 +753,21 @@ class WeightedBackgroundPMF(
                 self.w_, l0, self.f0_, El, Ef, Elogl, Elogf, g.gL, g.gF, kl.sum(axis=0),
                 self.kl_components_,
             ))))  # fmt: skip
-        return _FitState(problem, FitState(*copy.deepcopy((
+        state = _FitState(problem, FitState(*copy.deepcopy((
             self.w_, self.l0_, self.f0_, self.loadings_mean_, Ef, self.loadings_mean_log_,
             Elogf, tuple(self.prior_loadings_[k] for k in keys),
             tuple(self.prior_components_[k] for k in keys), self.kl_loadings_,
             self.kl_components_,
         ))))  # fmt: skip
+        # the screening's cycle goes on where the fit left it, so that a fit of n iterations
+        # continued by m is the fit of n + m (a new cycle would put a whole-grid iteration
+        # where the longer fit screened one)
+        state.screened_run = self.__dict__.get("_screened_run")
+        return state
 
     def _iterate(self, state, iteration):
         p = state.problem
-        if self.solver == "simultaneous":
+        if not p.sweeps:  # solver="simultaneous"
             near = self._screens(state)
             value, p.ahead = iterate_simultaneous(
                 state.fit, p.counts, p.ahead, p.x_rows, p.x_cols, p.const, *p.families,
@@ -842,7 +878,7 @@ class WeightedBackgroundPMF(
         rng = check_random_state(self.random_state)
         families = (self.prior_loadings, self._parameter("prior_components"))
         problem = _Problem(X, W, H, effective_n_threads(), families, held,
-                           sweeps=self.solver == "sequential")  # fmt: skip
+                           sweeps=self._solver_for(families, X) == "sequential")  # fmt: skip
         try:
             start = self._warm_state(problem)
             run = (
@@ -855,6 +891,7 @@ class WeightedBackgroundPMF(
         self._end_run(run)
         s = run.state.fit
         self._set_globals(s, problem.x_cols, problem.families)
+        self._screened_run = run.state.screened_run
         l0, El = s.l0, s.El
         self.l0_ = l0
         self.loadings_ = l0[:, None] * El

@@ -140,7 +140,7 @@ def test_parity_with_r_ebpmf_wbg():
     np.testing.assert_array_equal(grid, _wbpmf_updates.DEFAULT_GAMMA_GRID)
     r_trace = np.loadtxt(FIXTURE / "trace_elbo_kl.csv.gz", delimiter=",")
     r_final = r_trace[-1, 1]
-    model = WeightedBackgroundPMF(5, init="custom", max_iter=100, tol=0.0)
+    model = WeightedBackgroundPMF(5, init="custom", solver="sequential", max_iter=100, tol=0.0)
     model.fit(X, W=W, H=H)
     assert model.n_iter_ == 100
     assert model.lower_bound_ >= r_final - 1e-4 * abs(r_final)
