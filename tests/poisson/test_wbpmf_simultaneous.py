@@ -310,3 +310,36 @@ def test_warm_start_and_several_starts(data):
     np.testing.assert_allclose(part.lower_bound_, full.lower_bound_, rtol=1e-5)
     best = _fit(data, max_iter=4, n_init=2)
     assert best.lower_bound_ >= _fit(data, max_iter=4).lower_bound_
+
+
+def _bits(model):
+    return [getattr(model, name).tobytes() for name in FITTED]
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["csr", "dense"])
+def test_auto_takes_the_simultaneous_solver_and_the_short_start_on_large_counts(
+    data, monkeypatch, dense
+):
+    """solver="auto" is the simultaneous solver from _LARGE_NNZ stored counts with both
+    priors mixtures, the sequential one below it or with a gamma family; init="nmf" starts
+    from _N_INIT_NMF_LARGE KL-NMF iterations from the same size, whatever the solver."""
+    X = data.toarray() if dense else data
+    stored = np.count_nonzero(data.toarray())
+    kw = dict(max_iter=4)
+    monkeypatch.setattr(_wbpmf, "_LARGE_NNZ", stored + 1)  # small counts
+    small = _fit(X, solver="auto", **kw)
+    assert _bits(small) == _bits(_fit(X, solver="sequential", **kw))
+    monkeypatch.setattr(_wbpmf, "_LARGE_NNZ", stored)  # large counts
+    large = _fit(X, solver="auto", **kw)
+    assert _bits(large) == _bits(_fit(X, solver="simultaneous", **kw))
+    assert _bits(large) != _bits(small)
+    families = dict(prior_loadings="gamma_mixture", prior_components="gamma")
+    assert _bits(_fit(X, solver="auto", **families, **kw)) == _bits(
+        _fit(X, solver="sequential", **families, **kw)
+    )
+    # the start's length follows the size alone: the large counts' sequential fit is the
+    # small counts' from the short start
+    sequential = _fit(X, solver="sequential", **kw)
+    monkeypatch.setattr(_wbpmf, "_LARGE_NNZ", stored + 1)
+    monkeypatch.setattr(_wbpmf, "_N_INIT_NMF", _wbpmf._N_INIT_NMF_LARGE)
+    assert _bits(sequential) == _bits(_fit(X, solver="sequential", **kw))
