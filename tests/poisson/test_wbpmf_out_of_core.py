@@ -71,6 +71,20 @@ def test_dask_fit_equals_the_in_memory_fit(rows, prior):
     assert est.score(da.from_array(new.toarray(), chunks=(rows, -1))) == ref.score(new)
 
 
+def test_auto_reads_the_size_of_counts_read_by_blocks(monkeypatch):
+    """solver="auto" and the start's length read the stored counts of a Dask array (counted
+    by the blocks' check) as of a matrix in memory: large counts give the in-memory fit."""
+    from sklearn_cogaps._poisson import _wbpmf
+
+    X = _counts()
+    monkeypatch.setattr(_wbpmf, "_LARGE_NNZ", X.nnz)
+    ref = _fit(X, solver="simultaneous")
+    est = _fit(da.from_array(X.toarray(), chunks=(160, -1)), solver="auto")
+    _assert_same_fit(est, ref)
+    monkeypatch.setattr(_wbpmf, "_LARGE_NNZ", X.nnz + 1)
+    assert not np.array_equal(_fit(X, solver="simultaneous").components_, ref.components_)
+
+
 def test_backed_anndata_and_hdf5_zarr_datasets(tmp_path, monkeypatch):
     ad = pytest.importorskip("anndata")
     h5py = pytest.importorskip("h5py")
