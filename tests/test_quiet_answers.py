@@ -8,7 +8,13 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
-from sklearn_cogaps import CoGAPS, HierarchicalPMF, MaxMarginMF, WeightedBackgroundPMF
+from sklearn_cogaps import (
+    CoGAPS,
+    ExtremeDeconvolution,
+    HierarchicalPMF,
+    MaxMarginMF,
+    WeightedBackgroundPMF,
+)
 
 from _shared import local_cluster
 
@@ -555,3 +561,19 @@ def test_duplicate_entries_of_a_small_integer_coo_are_added_without_wrapping(mak
     D = sparse.coo_matrix((values, (np.r_[C.row, 0], np.r_[C.col, 0])), shape=X.shape)
     a, b = make().fit(D), make().fit(X)
     np.testing.assert_allclose(a.components_, b.components_, rtol=1e-12, atol=1e-12)
+
+
+def test_xd_on_points_far_below_unit_scale_warns_that_reg_covar_dominates():
+    """At 1e-8 the covariances were reg_covar's 1e-6 exactly, in silence; at 1e-3 twice the
+    components' own. A constant coordinate beside others (what reg_covar is for) and data of
+    unit scale do not warn."""
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.randn(200, 2), rng.randn(200, 2) + 4])
+    for scale in (1e-8, 1e-3):
+        with pytest.warns(UserWarning, match=r"reg_covar=1e-06 is added.*reg_covar=\d"):
+            ExtremeDeconvolution(2, random_state=0).fit(X * scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ExtremeDeconvolution(2, random_state=0).fit(X)
+        ExtremeDeconvolution(2, random_state=0).fit(np.c_[X, np.full(400, 3.0)])
+        ExtremeDeconvolution(2, random_state=0, reg_covar=0.0).fit(X * 1e-3)

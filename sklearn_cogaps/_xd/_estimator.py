@@ -573,6 +573,7 @@ class ExtremeDeconvolution(
             run = self._best_run(problem, rng, self.n_init)
         self._end_run(run)
         self._set_params(run.state.params, data.dtype)
+        self._warn_if_reg_covar_dominates(run.state.params)
         self._fit_weight = (
             data.total if isinstance(data, ObservationBlocks)
             else float(np.sum(data.sample_weight, dtype=np.float64))
@@ -582,6 +583,27 @@ class ExtremeDeconvolution(
         self.lower_bound_ = float(run.state.loglik)
         self.objective_history_ = np.asarray(run.history, dtype=np.float64)
         return self
+
+    def _warn_if_reg_covar_dominates(self, params):
+        """Data on a scale far below 1 (1e-8 degrees, 1e-5 magnitudes) got covariances that
+        were mostly ``reg_covar``, the absolute floor of GaussianMixture's convention, in
+        silence: warn when it is at least a tenth of the fitted mixture's largest variance.
+        A constant coordinate beside others, what the floor is for, does not warn."""
+        if self.reg_covar <= 0:
+            return
+        weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
+        mean = weights @ means
+        second = np.einsum("j,jab->ab", weights, covs + means[:, :, None] * means[:, None, :])
+        largest = float(np.max(np.diag(second) - mean**2))
+        if self.reg_covar >= 0.1 * largest:
+            warn(
+                f"reg_covar={self.reg_covar:g} is added to every covariance, and the fitted "
+                f"mixture's largest variance is {largest:.3g}: its covariances are largely "
+                "reg_covar. Rescale the points (and X_cov by the square of the factor), or "
+                f"set reg_covar far below the data's variances (e.g. "
+                f"reg_covar={largest * 1e-6:.1g}).",
+                UserWarning,
+            )
 
     def _set_params(self, params, dtype):
         weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
