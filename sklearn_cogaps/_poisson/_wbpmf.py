@@ -75,9 +75,10 @@ from ._wbpmf_updates import (
 
 __all__ = ["WeightedBackgroundPMF"]
 
-# KL-NMF iterations of init="nmf", as R's ebpmf; on counts of at least _LARGE_NNZ stored
-# values, where an iteration costs 0.5 to 1 iteration of the fit and a fit from the shorter
-# start was level at equal time (doc/wbpmf.rst, "The start on large counts"), fewer.
+# KL-NMF iterations of init="nmf", as R's ebpmf; with solver="simultaneous" on counts of at
+# least _LARGE_NNZ stored values, where an iteration costs 0.5 to 1 iteration of the fit and
+# a fit from the shorter start was level at equal time (doc/wbpmf.rst, "The start on large
+# counts"), fewer.
 _N_INIT_NMF = 50
 _N_INIT_NMF_LARGE = 10
 # solver="simultaneous" with a grid prior: screened iterations (the weights moved only next
@@ -348,19 +349,22 @@ class WeightedBackgroundPMF(
         The order of the topics' updates within an iteration of :meth:`fit`. ``"auto"`` is
         ``"simultaneous"`` on counts of at least a million stored values when both priors are
         mixture families, and ``"sequential"`` otherwise; pass ``solver="sequential"`` for the
-        updates of R's ``ebpmf_wbg`` on any counts. ``"sequential"`` is Algorithm 3.1 of the
-        reference (and R's ``ebpmf_wbg``): each topic from expected counts that follow the topics
-        updated before it, one sweep over the counts per topic. ``"simultaneous"`` updates every
-        topic from the same expected counts, made by one pass over the rows and one over the columns
-        as in :class:`HierarchicalPMF`, with the topics' prior fits on several threads on large
-        counts, and keeps a second, column-major copy of the counts: the same coordinate ascent on
-        the same ELBO, each iteration raising it. With the mixture priors, up to nine iterations of
-        ten are screened (each prior's weights move only onto the grid components next to their
-        support, whose likelihoods alone are computed), and the fit stops only after an iteration
-        over the whole grid. With the mixture priors it took about as many iterations for the same
-        bound in less time per iteration; with ``"gamma"`` and ``"point_gamma"`` it needed up to ten
-        times the iterations and sometimes ended at a lower fixed point (``doc/wbpmf.rst``, "Topic
-        updates"). :meth:`partial_fit` starts with a sequential iteration either way.
+        updates of R's ``ebpmf_wbg`` on any counts. The choice follows the size of X:
+        cross-validation folds below the size fit with the sequential solver and their refit on all
+        rows with the simultaneous one (``solver_`` says which); pass ``solver`` to keep one.
+        ``"sequential"`` is Algorithm 3.1 of the reference (and R's ``ebpmf_wbg``): each topic from
+        expected counts that follow the topics updated before it, one sweep over the counts per
+        topic. ``"simultaneous"`` updates every topic from the same expected counts, made by one
+        pass over the rows and one over the columns as in :class:`HierarchicalPMF`, with the topics'
+        prior fits on several threads on large counts, and keeps a second, column-major copy of the
+        counts: the same coordinate ascent on the same ELBO, each iteration raising it. With the
+        mixture priors, up to nine iterations of ten are screened (each prior's weights move only
+        onto the grid components next to their support, whose likelihoods alone are computed), and
+        the fit stops only after an iteration over the whole grid. With the mixture priors it took
+        about as many iterations for the same bound in less time per iteration; with ``"gamma"`` and
+        ``"point_gamma"`` it needed up to ten times the iterations and sometimes ended at a lower
+        fixed point (``doc/wbpmf.rst``, "Topic updates"). :meth:`partial_fit` starts with a
+        sequential iteration either way.
     max_iter : int, default=100
         Maximum number of iterations of the fit.
     tol : float, default=1e-8
@@ -371,13 +375,13 @@ class WeightedBackgroundPMF(
         its loadings change by less than 1e-6, relative, whatever ``max_iter`` and ``tol``.
     init : {"nmf", "custom"}, default="nmf"
         ``"nmf"``: start from scikit-learn's KL-NMF (multiplicative updates, 50 iterations as R's
-        ebpmf, 10 on counts of at least a million stored values, where each costs about an iteration
-        of the fit); ``"custom"``: from ``W`` and ``H`` passed to :meth:`fit`. In both cases the
-        factors are clamped below at 1e-8, ``l0`` and ``f0`` are the row means of ``W`` and of
-        ``H.T`` over the components, ``E[l_ik] = W_ik / l0_i``, ``E[f_jk] = H_kj / f0_j``, ``w = 1``
-        and the mixture priors start from uniform weights: factors from an earlier fit start near
-        it, not at it (its priors and weights are reset). To continue an earlier fit (R's ``init =
-        fit``), use ``warm_start=True``.
+        ebpmf; 10 with the simultaneous solver on counts of at least a million stored values, where
+        each costs about an iteration of the fit); ``"custom"``: from ``W`` and ``H`` passed to
+        :meth:`fit`. In both cases the factors are clamped below at 1e-8, ``l0`` and ``f0`` are the
+        row means of ``W`` and of ``H.T`` over the components, ``E[l_ik] = W_ik / l0_i``, ``E[f_jk]
+        = H_kj / f0_j``, ``w = 1`` and the mixture priors start from uniform weights: factors from
+        an earlier fit start near it, not at it (its priors and weights are reset). To continue an
+        earlier fit (R's ``init = fit``), use ``warm_start=True``.
     random_state : int, RandomState instance or None, default=None
         Seed of the NMF initialisation (the iterations are deterministic).
     verbose : int, default=0
@@ -451,6 +455,9 @@ class WeightedBackgroundPMF(
     reconstruction_err_ : float
         ``sqrt(2 D_KL(X || loadings_ @ components_))``, the Poisson deviance's square root:
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
+    solver_ : {"sequential", "simultaneous"}
+        The solver of the last :meth:`fit`: ``solver``, or what ``"auto"`` chose for its
+        counts. Set by :meth:`fit` only.
     objective_history_ : ndarray of shape (``n_iter_``,)
         The ELBO after each iteration; after :meth:`partial_fit`, each batch's ELBO per row
         before its step, with the batch's rows fitted by the local step (at most a few
@@ -657,7 +664,7 @@ class WeightedBackgroundPMF(
         self._check_values(X.shape, False, X.data, has_fractions(X.data))
         return X
 
-    def _initial_factors(self, X, W, H, rng, random_nmf=False):
+    def _initial_factors(self, X, W, H, rng, random_nmf=False, short=False):
         n, p = X.shape
         K = self.n_components
         if self.init == "custom":
@@ -691,7 +698,7 @@ class WeightedBackgroundPMF(
             return W, H.T.copy()
         if W is not None or H is not None:
             raise ValueError(f"W and H are used only with init='custom'; got init={self.init!r}.")
-        length = _N_INIT_NMF_LARGE if _is_large(X) else _N_INIT_NMF
+        length = _N_INIT_NMF_LARGE if short else _N_INIT_NMF
         return kl_nmf(X, K, length, draw_seeds(rng) % (2**32), random_nmf)
 
     def _solver_for(self, families, X):
@@ -715,8 +722,11 @@ class WeightedBackgroundPMF(
         problem.n_started += 1
         # solver="simultaneous" keeps the start's CSC copy of the counts for its passes
         X = problem.X if problem.sweeps else problem.counts
+        # the simultaneous solver on large counts starts from fewer KL-NMF iterations, which
+        # cost it 0.5 to 1 of its own there; the sequential solver keeps R's 50
         L, F = self._initial_factors(X, problem.W, problem.H, rng,
-                                     random_nmf=problem.n_started > 1)  # fmt: skip
+                                     random_nmf=problem.n_started > 1,
+                                     short=not problem.sweeps and _is_large(X))  # fmt: skip
         problem.release_columns()  # a later start of n_init made them again
         return _FitState(problem, FitState.start(L, F, *problem.families))
 
@@ -753,8 +763,14 @@ class WeightedBackgroundPMF(
                 self.w_, l0, self.f0_, El, Ef, Elogl, Elogf, g.gL, g.gF, kl.sum(axis=0),
                 self.kl_components_,
             ))))  # fmt: skip
+        # the features without counts as the fit left them, not at their fitted scales: a
+        # fit of n iterations continued by m is then the fit of n + m
+        f0 = self.f0_.copy()
+        unseen_state = self.__dict__.get("_unseen_state")
+        if unseen_state is not None:
+            unseen, f0[unseen], Ef[unseen], Elogf[unseen] = unseen_state
         state = _FitState(problem, FitState(*copy.deepcopy((
-            self.w_, self.l0_, self.f0_, self.loadings_mean_, Ef, self.loadings_mean_log_,
+            self.w_, self.l0_, f0, self.loadings_mean_, Ef, self.loadings_mean_log_,
             Elogf, tuple(self.prior_loadings_[k] for k in keys),
             tuple(self.prior_components_[k] for k in keys), self.kl_loadings_,
             self.kl_components_,
@@ -825,7 +841,10 @@ class WeightedBackgroundPMF(
     def _snapshot(self, state, iteration):
         if iteration == 0:
             return None  # nothing complete: an interruption leaves the estimator as it was
-        return _FitState(state.problem, copy.deepcopy(state.fit))
+        snapshot = _FitState(state.problem, copy.deepcopy(state.fit))
+        # with the screening's place, which a warm start after an interruption continues
+        snapshot.screened, snapshot.screened_run = state.screened, state.screened_run
+        return snapshot
 
     # ---------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -877,8 +896,9 @@ class WeightedBackgroundPMF(
             )
         rng = check_random_state(self.random_state)
         families = (self.prior_loadings, self._parameter("prior_components"))
+        solver = self._solver_for(families, X)
         problem = _Problem(X, W, H, effective_n_threads(), families, held,
-                           sweeps=self._solver_for(families, X) == "sequential")  # fmt: skip
+                           sweeps=solver == "sequential")  # fmt: skip
         try:
             start = self._warm_state(problem)
             run = (
@@ -891,7 +911,12 @@ class WeightedBackgroundPMF(
         self._end_run(run)
         s = run.state.fit
         self._set_globals(s, problem.x_cols, problem.families)
+        self.solver_ = solver
         self._screened_run = run.state.screened_run
+        # the state of the features without counts, which the fitted attributes give their
+        # empirical-Bayes scales instead (unseen_features): what a warm start continues from
+        unseen = np.flatnonzero(problem.x_cols <= 0)
+        self._unseen_state = (unseen, s.f0[unseen], s.Ef[unseen], s.Elogf[unseen])
         l0, El = s.l0, s.El
         self.l0_ = l0
         self.loadings_ = l0[:, None] * El

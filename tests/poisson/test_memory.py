@@ -63,5 +63,5 @@ def test_wbpmf_simultaneous_fit_peaks_below_2_times_the_csr_size_above_the_data(
     X, size = _counts(3_000_000)
     estimator = WeightedBackgroundPMF(5, max_iter=2, random_state=0)
     peak = _peak(estimator, X)
-    assert estimator._solver_for(estimator._fit_families, X) == "simultaneous"
+    assert estimator.solver_ == "simultaneous"
     assert peak / size <= 2.0, peak / size

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 from scipy import io, sparse
 from scipy.special import gammaln, xlogy
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from sklearn_cogaps import WeightedBackgroundPMF, match_components
+from sklearn_cogaps import FitInterruptedWarning, WeightedBackgroundPMF, match_components
 from sklearn_cogaps._poisson import _wbpmf, _wbpmf_updates
 from sklearn_cogaps._poisson._ebpm import _expected_loglik_rows, _posterior_rows
 from sklearn_cogaps._poisson._wbpmf_fast import row_expected_counts
@@ -559,3 +560,43 @@ def test_r_ebpmf_results_and_init_from_a_fit_say_ours():
             getattr(model, name)
     with pytest.raises(ValueError, match=r"not a fit .*warm_start=True"):
         WeightedBackgroundPMF(2, init=model).fit(X)
+
+
+@pytest.mark.parametrize("solver", ["sequential", "simultaneous"])
+def test_a_warm_start_continues_to_the_bit_with_features_without_counts(solver, monkeypatch):
+    """A fit of n iterations continued by m is the fit of n + m, also when some features
+    have no count (their fitted scales are the empirical-Bayes ones, not the state the fit
+    continues from) and after an interruption (the screening's place is kept)."""
+    X = make_background_counts(200, 150, 3, weight=0.1, random_state=0)[0]
+    assert np.any(np.asarray(X.sum(axis=0)).ravel() == 0)
+    names = ("w_", "l0_", "f0_", "loadings_", "components_", "kl_loadings_", "kl_components_")
+
+    def bits(model):
+        return [getattr(model, name).tobytes() for name in names]
+
+    def make(**kw):
+        return WeightedBackgroundPMF(3, solver=solver, random_state=0, tol=0.0, **kw)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        full = make(max_iter=8).fit(X)
+        for first in (4, 2):
+            warm = make(max_iter=first, warm_start=True).fit(X)
+            warm.set_params(max_iter=8 - first).fit(X)
+            assert bits(warm) == bits(full)
+            assert_array_equal(warm.objective_history_, full.objective_history_[first:])
+        iterate = WeightedBackgroundPMF._iterate
+
+        def interrupted(self, state, iteration):
+            if iteration == 5:
+                raise KeyboardInterrupt
+            return iterate(self, state, iteration)
+
+        monkeypatch.setattr(WeightedBackgroundPMF, "_iterate", interrupted)
+        warm = make(max_iter=8, warm_start=True)
+        with pytest.warns(FitInterruptedWarning, match="interrupted after 4 of 8"):
+            warm.fit(X)
+        monkeypatch.setattr(WeightedBackgroundPMF, "_iterate", iterate)
+        assert warm.n_iter_ == 4
+        warm.set_params(max_iter=4).fit(X)
+        assert bits(warm) == bits(full)

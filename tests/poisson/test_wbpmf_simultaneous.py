@@ -333,13 +333,14 @@ def test_auto_takes_the_simultaneous_solver_and_the_short_start_on_large_counts(
     large = _fit(X, solver="auto", **kw)
     assert _bits(large) == _bits(_fit(X, solver="simultaneous", **kw))
     assert _bits(large) != _bits(small)
+    assert (small.solver_, large.solver_) == ("sequential", "simultaneous")
     families = dict(prior_loadings="gamma_mixture", prior_components="gamma")
     assert _bits(_fit(X, solver="auto", **families, **kw)) == _bits(
         _fit(X, solver="sequential", **families, **kw)
     )
-    # the start's length follows the size alone: the large counts' sequential fit is the
-    # small counts' from the short start
-    sequential = _fit(X, solver="sequential", **kw)
+    # the short start is the simultaneous solver's on large counts: the sequential solver
+    # keeps R's 50 KL-NMF iterations whatever the size
+    assert _bits(_fit(X, solver="sequential", **kw)) == _bits(small)
     monkeypatch.setattr(_wbpmf, "_LARGE_NNZ", stored + 1)
     monkeypatch.setattr(_wbpmf, "_N_INIT_NMF", _wbpmf._N_INIT_NMF_LARGE)
-    assert _bits(sequential) == _bits(_fit(X, solver="sequential", **kw))
+    assert _bits(_fit(X, solver="simultaneous", **kw)) == _bits(large)
