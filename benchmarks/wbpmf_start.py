@@ -76,25 +76,14 @@ def run(X, K, n_start, seed, n_iter, solver="sequential"):
     return model.objective_history_, start, (total - start) / (n_iter - 1)
 
 
-def _timed_class():
-    from sklearn_cogaps import WeightedBackgroundPMF
-
-    class Timed(WeightedBackgroundPMF):
-        """Stamps the end of each iteration of the fit."""
-
-        def _iterate(self, state, iteration):
-            value = super()._iterate(state, iteration)
-            self._stamps.append(time.perf_counter())
-            return value
-
-    return Timed
-
-
 def equal_time(X, K, lengths, n_iter):
     """Each start length's fit, its ELBO read at fractions of the shortest fit's time."""
+    from bench_atlas import _timed
+
+    from sklearn_cogaps import WeightedBackgroundPMF
     from sklearn_cogaps._poisson import _wbpmf
 
-    _Timed = _timed_class()
+    _Timed = _timed(WeightedBackgroundPMF)
     traces = {}
     for n_start in lengths:
         _wbpmf._N_INIT_NMF = _wbpmf._N_INIT_NMF_LARGE = n_start

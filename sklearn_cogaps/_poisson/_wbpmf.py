@@ -756,7 +756,7 @@ class WeightedBackgroundPMF(
         svi = self.__dict__.get("_svi_state")
         if svi is not None:
             # the fitted features (those without counts so far at their empirical-Bayes
-            # scales, as a warm fit's are), the rows of X at the local step
+            # scales), the rows of X at the local step
             _, _, l0, El, Elogl, kl = self._local_step(problem.X)
             g = svi.globals
             return _FitState(problem, FitState(*copy.deepcopy((
@@ -768,6 +768,7 @@ class WeightedBackgroundPMF(
         f0 = self.f0_.copy()
         unseen_state = self.__dict__.get("_unseen_state")
         if unseen_state is not None:
+            Ef, Elogf = Ef.copy(), Elogf.copy()  # with one component, views of the attributes
             unseen, f0[unseen], Ef[unseen], Elogf[unseen] = unseen_state
         state = _FitState(problem, FitState(*copy.deepcopy((
             self.w_, self.l0_, f0, self.loadings_mean_, Ef, self.loadings_mean_log_,

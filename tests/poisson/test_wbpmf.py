@@ -600,3 +600,24 @@ def test_a_warm_start_continues_to_the_bit_with_features_without_counts(solver, 
         assert warm.n_iter_ == 4
         warm.set_params(max_iter=4).fit(X)
         assert bits(warm) == bits(full)
+
+
+def test_a_warm_start_interrupted_before_its_first_iteration_leaves_the_model(monkeypatch):
+    """With one component the features' moments are views of the fitted attributes: the
+    warm start's state of the features without counts must not be written into them."""
+    X = make_background_counts(200, 150, 3, weight=0.1, random_state=0)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = WeightedBackgroundPMF(1, max_iter=3, tol=0.0, random_state=0, warm_start=True)
+        model.fit(X)
+    before = {name: np.copy(value) for name, value in vars(model).items() if name.endswith("_")
+              and isinstance(value, np.ndarray)}  # fmt: skip
+
+    def interrupted(self, state, iteration):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(WeightedBackgroundPMF, "_iterate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(X)
+    for name, value in before.items():
+        assert_array_equal(getattr(model, name), value, err_msg=name)
