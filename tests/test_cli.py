@@ -664,6 +664,34 @@ def test_table_without_an_index_column_is_refused(
     assert status == 0, err
 
 
+@pytest.mark.parametrize("with_pandas", [True, False])
+def test_table_without_a_header_row_is_refused(data, tmp_path, capsys, monkeypatch, with_pandas):
+    # numpy's savetxt or to_csv(header=False): the first row is data, not names
+    X = data[0]
+    path = tmp_path / "no_header.csv"
+    rows = [",".join([name, *(repr(float(v)) for v in row)]) for name, row in zip(data[1], X)]
+    path.write_text("\n".join(rows) + "\n")
+    if not with_pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2
+    assert "first row" in err and "looks like data" in err and "column names" in err, err
+    # counts repeat
+    counts = ["cell0,1,0,2,1", "cell1,0,0,3,1"]
+    path.write_text("\n".join(counts) + "\n")
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2 and "repeats numbers" in err, err
+    # an empty column name
+    path.write_text(",a,,c\ncell0,1,2,3\ncell1,2,3,4\n")
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2 and "empty name in column 3" in err, err
+    # numeric gene ids (unique integers) are names
+    header = ",".join(["", *(str(7157 + j) for j in range(X.shape[1]))])
+    path.write_text("\n".join([header, *rows]) + "\n")
+    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    assert status == 0, err
+
+
 def test_uncertainty_file_with_reordered_names_is_refused(data, tmp_path, capsys):
     X, samples, features = data
     U = np.maximum(0.2 * X, 0.3)

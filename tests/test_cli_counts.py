@@ -221,6 +221,17 @@ def test_project_selects_the_trained_genes_by_name(capsys, counts, files, traine
         f.writelines(f"OTHER{j}\n" for j in range(X.shape[1]))
     status, _, err = _run(capsys, *argv[:-1], tmp_path / "short.tsv")
     assert status == 2 and "not in" in err and "--input-genes" in err
+    # INPUT named by symbol, without three of the trained genes: the message counts those
+    # three by the model's names that INPUT uses, not every gene by the model's ids
+    keep = [j for j in range(X.shape[1]) if j not in (5, 6, 7)]
+    sio.mmwrite(tmp_path / "fewer.mtx", sparse.coo_matrix(X[:, keep]))
+    with open(tmp_path / "fewer.tsv", "w") as f:
+        f.writelines(f"GENE{j}\n" for j in keep)
+    fewer = ["-i", tmp_path / "fewer.mtx", "--input-genes", tmp_path / "fewer.tsv"]
+    status, _, err = _run(capsys, *argv[:-4], *fewer, "-g", trained / "run.genes.txt")
+    assert status == 2, err
+    assert f"3 of the model's {model.n_features_in_} genes" in err, err
+    assert "['GENE5', 'GENE6', 'GENE7']" in err, err
     # no names to match, another width
     status, _, err = _run(capsys, *argv[:-2])
     assert status == 2 and "cannot be matched by name" in err

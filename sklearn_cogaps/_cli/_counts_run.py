@@ -494,9 +494,15 @@ def _align(X, input_genes, model_genes, args):
             if all(key in position for key in wanted):
                 _refuse_repeated_names(wanted, have, args)
                 return X[:, [position[key] for key in wanted]]
-    wanted = _gene_keys(model_genes[:, 0], True)
+    # the model's column of names that INPUT matches best (ids or symbols) says which of
+    # its genes are missing
     have = set(_gene_keys(input_genes.ravel(), True))
-    missing = [g for g in wanted if g not in have]
+    missing = min(
+        ([g for g in _gene_keys(model_genes[:, mc], True) if g not in have]
+         for mc in range(model_genes.shape[1])),
+        key=len,
+    )  # fmt: skip
+    wanted = model_genes[:, 0]
     raise CommandLineError(
         f"{len(missing):,} of the model's {len(wanted):,} genes are not in '{args.input}' "
         f"(first {missing[:3]}): project needs the counts of every trained gene. Give the "

@@ -98,9 +98,10 @@ def _read_delimited(path, sep):
             f"{frame.iat[i, j]!r}; every column after the index column must hold numbers "
             "(the first row is the header)."
         ) from None
-    rows = _names(frame.index)
+    rows, cols = _names(frame.index), _names(frame.columns)
     _check_row_names(rows, path)
-    return values, rows, _names(frame.columns)
+    _check_column_names(cols, path)
+    return values, rows, cols
 
 
 _SEPARATORS = {",": "commas (.csv)", "\t": "tabs (.tsv)"}
@@ -156,7 +157,29 @@ def _read_delimited_numpy(path, sep):
                 ) from None
     rows = np.array([row[0] for row in body], dtype=str)
     _check_row_names(rows, path)
+    _check_column_names(header[1:], path)
     return values, rows, np.array(header[1:], dtype=str)
+
+
+def _numbers_that_look_like_data(names):
+    """The fractional and the repeated numbers among ``names`` when every name is a number
+    (numbered rows or numeric gene ids are unique integers), else two empty arrays."""
+    numbers = []
+    for name in names:
+        try:
+            numbers.append(float(name))
+        except ValueError:
+            return np.empty(0), np.empty(0)
+    numbers = np.asarray(numbers)
+    finite = numbers[np.isfinite(numbers)]
+    unique, counts = np.unique(numbers, return_counts=True)
+    return finite[finite != np.round(finite)], unique[counts > 1]
+
+
+def _found(fractional, repeated):
+    if len(fractional):
+        return f"holds fractional numbers ({', '.join(map(repr, fractional[:3].tolist()))}, ...)"
+    return f"repeats numbers ({', '.join(map(repr, repeated[:3].tolist()))}, ...)"
 
 
 def _check_row_names(rows, path):
@@ -167,29 +190,32 @@ def _check_row_names(rows, path):
     row names. A column of numbers is taken for data when some are fractional or when they
     repeat (numbered rows are unique integers); names that are not all numbers pass.
     """
-    numbers = []
-    for name in rows:
-        try:
-            numbers.append(float(name))
-        except ValueError:
-            return
-    numbers = np.asarray(numbers)
-    finite = numbers[np.isfinite(numbers)]
-    fractional = finite[finite != np.round(finite)]
-    unique, counts = np.unique(numbers, return_counts=True)
-    repeated = unique[counts > 1]
+    fractional, repeated = _numbers_that_look_like_data(rows)
     if not len(fractional) and not len(repeated):
         return
-    found = (
-        f"holds fractional numbers ({', '.join(map(repr, fractional[:3].tolist()))}, ...)"
-        if len(fractional)
-        else f"repeats numbers ({', '.join(map(repr, repeated[:3].tolist()))}, ...)"
-    )
     raise CommandLineError(
-        f"the first column of '{path}' is read as the row names, but it {found}: it looks "
-        "like data, which would be dropped. Give the table a first column of unique row "
-        "names (pandas: df.to_csv(path) with its index; R: write.csv(x, path) with "
-        "row.names), or save the matrix as .npy."
+        f"the first column of '{path}' is read as the row names, but it "
+        f"{_found(fractional, repeated)}: it looks like data, which would be dropped. Give "
+        "the table a first column of unique row names (pandas: df.to_csv(path) with its "
+        "index; R: write.csv(x, path) with row.names), or save the matrix as .npy."
+    )
+
+
+def _check_column_names(cols, path):
+    """Refuse a header row that holds data rather than column names: an empty name, or
+    numbers that are fractional or repeat (numeric gene ids are unique integers), as in a
+    table written without its header (numpy's ``savetxt``, pandas' ``header=False``), whose
+    first row would otherwise be dropped."""
+    empty = [j for j, name in enumerate(cols) if not str(name).strip()]
+    fractional, repeated = _numbers_that_look_like_data(cols)
+    if not empty and not len(fractional) and not len(repeated):
+        return
+    found = f"has an empty name in column {empty[0] + 2}" if empty else _found(fractional, repeated)
+    raise CommandLineError(
+        f"the first row of '{path}' is read as the column names, but it {found}: it looks "
+        "like data, which would be dropped. Give the table a header row of unique column "
+        "names (pandas: df.to_csv(path) with its columns; numpy: savetxt(path, X, "
+        "header=...) with comments=''), or save the matrix as .npy."
     )
 
 

@@ -28,6 +28,7 @@ from .._utils._validation import (
     check_ignored_y,
     check_not_triplets,
     check_side_labels,
+    data_dtype,
     shape_of,
     validate_input,
 )
@@ -698,6 +699,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                                    "Set prior='ibp'")  # fmt: skip
         R_held = self._validate_ratings(y, reset=False, name="y") if held_out else None
         levels = infer_levels(R, self.n_levels)
+        if data_dtype(X) == np.float32:
+            # the decimals float32 ratings stand for: 0.3, not 0.30000001192092896
+            levels = np.array([float(str(np.float32(v))) for v in levels])
         check_levels(R, levels, "X")
         if R_held is not None:
             _check_held_out(R, R_held)
@@ -754,11 +758,12 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         idx = np.sum(x[:, None] >= theta_rows, axis=1)
         return self.levels_[idx]
 
-    def _output(self, X, P, values):
+    def _output(self, X, P, values, dtype=np.float64):
+        values = values.astype(dtype, copy=False)
         out = sparse.csr_matrix((values, P.indices.copy(), P.indptr.copy()), shape=P.shape)
         if sparse.issparse(X):
             return out
-        dense = np.full(P.shape, np.nan)
+        dense = np.full(P.shape, np.nan, dtype=dtype)
         rows = np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
         dense[rows, P.indices] = values
         return dense
@@ -799,9 +804,10 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         -------
         ratings : scipy.sparse.csr_matrix or ndarray of shape (n_users, n_items)
             Predicted ratings at the pairs of X: a CSR matrix for sparse X, else a dense
-            array with NaN at the other entries.
+            array with NaN at the other entries; float32 for float32 X, else float64.
         """
         check_is_fitted(self)
+        dtype = data_dtype(X)
         X_checked = validate_input(
             self,
             X,
@@ -826,9 +832,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                     f"users must name the training user of each row of X ({X_checked.shape[0]}"
                     f" rows); got {users.shape[0]} indices."
                 )
-        return self._predict(X_checked, R, users)
+        return self._predict(X_checked, R, users, dtype)
 
-    def _predict(self, X_checked, R, users=None):
+    def _predict(self, X_checked, R, users=None, dtype=np.float64):
         """predict_ratings on validated pairs and validated ratings of new users (or None),
         or of the training users ``users`` (validated indices, or None for all)."""
         P = _pattern_csr(X_checked)
@@ -851,7 +857,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                 )
             U, theta = sample_new_users(self, R)
         x = np.einsum("pk,pk->p", U[rows], self.components_.T[P.indices])
-        return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]))
+        return self._output(X_checked, P, self._ratings_from_scores(x, theta[rows]), dtype)
 
     def _recommend_input(self, X):
         R = self._validate_ratings(X, reset=False)

@@ -354,6 +354,16 @@ PEER_RUN_PARAMETERS = {
     "ntrials": ("scHPF", "n_init=N (the best of N starts by the final ELBO)"),
     "random_seed": ("hpfrec", "random_state=seed"),
     "stop_thr": ("hpfrec", "tol=... (on the relative change of the ELBO)"),
+    "check_every": (
+        "hpfrec",
+        "nothing: the ELBO is computed and tested against tol after every iteration "
+        "(verbose=1 prints it)",
+    ),
+    "reindex": (
+        "hpfrec",
+        "nothing: triplets_to_matrix(df) maps the ids to rows and columns and returns "
+        "their labels, and label_indices(labels, ids) maps ids back",
+    ),
     "epsilon": ("scHPF", "tol=... (on the relative change of the ELBO)"),
     "stop_crit": (
         "hpfrec",

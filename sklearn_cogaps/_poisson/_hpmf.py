@@ -319,6 +319,7 @@ class HierarchicalPMF(
 
     _peer_parameters = {
         **PEER_RUN_PARAMETERS,
+        "K": ("R ebpmf", "n_components=K"),
         "maxiter": ("hpfrec", "max_iter=N"),
         "a": ("hpfrec and scHPF", "prior_shape=a (one shape for both factors)"),
         "c": ("hpfrec and scHPF", "prior_shape=c (one shape for both factors)"),

@@ -583,6 +583,11 @@ class WeightedBackgroundPMF(
         "f0": ("R ebpmf", "f0_"),
         "w": ("R ebpmf", "w_"),
         "ELBO": ("R ebpmf", "objective_history_ (the trace) or lower_bound_ (the last)"),
+        "KL": (
+            "R ebpmf",
+            "kl_loadings_ and kl_components_ (each topic's KL of its posterior from its "
+            "prior, at the end of the fit)",
+        ),
         "qg": (
             "R ebpmf",
             "loadings_mean_ (qls_mean), components_mean_.T (qfs_mean), their _log "

@@ -1131,6 +1131,13 @@ def test_levels_read_in_float32_are_the_same_levels_in_float64():
             # same predictions (levels as each fit holds them)
             got = model.predict_ratings(R[:5], observed=X[:5]).toarray()
             want = b.predict_ratings(R[:5], observed=X[:5]).toarray()
-            assert_allclose(got, want, rtol=1e-7)
+            assert_array_equal(got, want)
     with pytest.raises(ValueError, match="not rating levels"):
         a.score(R * 1.001)
+    # the levels are the decimals the float32 ratings stand for (0.3, not 0.30000001192),
+    # and float32 pairs are rated in float32, as the other estimators give float32 results
+    assert_array_equal(a.levels_, b.levels_)
+    got = a.predict_ratings(R32)
+    assert got.dtype == np.float32
+    assert_array_equal(got.toarray(), b.predict_ratings(R).toarray().astype(np.float32))
+    assert a.predict_ratings(R32.toarray()).dtype == np.float32

@@ -555,7 +555,7 @@ def test_r_ebpmf_results_and_init_from_a_fit_say_ours():
         warnings.simplefilter("ignore")
         model = WeightedBackgroundPMF(2, max_iter=5, random_state=0).fit(X)
     for name, ours in [("l0", "l0_"), ("f0", "f0_"), ("w", "w_"), ("ELBO", "lower_bound_"),
-                       ("qg", "loadings_mean_")]:  # fmt: skip
+                       ("qg", "loadings_mean_"), ("KL", "kl_loadings_")]:  # fmt: skip
         with pytest.raises(AttributeError, match=rf"\(R ebpmf's\); write .*{ours}"):
             getattr(model, name)
     with pytest.raises(ValueError, match=r"not a fit .*warm_start=True"):
