@@ -109,7 +109,7 @@ def sample_new_users(est, R):
     N = R.shape[0]
     K = est.n_components_
     V = np.ascontiguousarray(est.components_.T)
-    row_seeds = _row_seeds(R, est._transform_seed)
+    row_seeds = _row_seeds(R, est._transform_seed, est.levels_)
     Ur = np.zeros((N, K))
     if est.prior == "ibp":
         m = est.loadings_.sum(axis=0)

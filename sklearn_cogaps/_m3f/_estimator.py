@@ -52,6 +52,7 @@ from ._ratings import (
     _row_seeds,
     check_levels,
     infer_levels,
+    level_codes,
 )
 
 __all__ = ["MaxMarginMF"]
@@ -780,9 +781,10 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         generalisation"): each user's factors and thresholds are sampled with the item
         factors held at their running means (a chain of ``max_iter`` iterations, averaged
         after ``burn_in``), from a random stream derived from ``random_state`` and the
-        row's ratings alone, so that a row gets the same predictions whatever other rows
-        are in the batch. For ``prior="ibp"`` a new user takes features among the fitted
-        ones, with prior probability m_k / (N + 1).
+        row's items and rating levels alone, so that a row gets the same predictions
+        whatever other rows are in the batch, and on any scale of the same levels. For
+        ``prior="ibp"`` a new user takes features among the fitted ones, with prior
+        probability m_k / (N + 1).
 
         The method is not called ``predict`` because scikit-learn's ``predict`` returns one
         value per row; this returns a rating per requested pair.
@@ -870,7 +872,8 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         """Score held-out ratings of the users of X: minus their NMAE (higher is better).
 
         Every user (row) with at least two ratings holds one of them out, chosen by a
-        stream derived from ``random_state`` and the row's ratings; the user is rated from
+        stream derived from ``random_state`` and the row's items and rating levels (the
+        same on any scale of the levels, or in float32); the user is rated from
         the others as in :meth:`predict_ratings`, and the held-out ratings are scored. So
         ``GridSearchCV(MaxMarginMF(), {"C": [...]})`` over the users scores ratings the
         fit never saw. To score chosen held-out ratings instead, use
@@ -898,7 +901,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             raise ValueError(
                 "score needs users with at least two ratings (one is held out); X has none."
             )
-        seeds = _row_seeds(R, self._transform_seed ^ 0x5DEECE66D)
+        seeds = _row_seeds(R, self._transform_seed ^ 0x5DEECE66D, self.levels_)
         held = np.zeros(R.nnz, dtype=bool)
         for i in np.flatnonzero(counts >= 2):
             held[R.indptr[i] + int(seeds[i] % np.uint64(counts[i]))] = True
@@ -908,4 +911,6 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         # scored as vectors in the CSR order of both: a dense X may hold ratings of 0, which
         # a sparse matrix of true ratings cannot (a stored 0 is refused there)
         predicted = self._predict(test, train).data
-        return -rating_nmae(R.data[held], predicted, self.levels_)
+        # the held-out ratings as the levels they are (float32's 0.30000001 is 0.3)
+        truth = self.levels_[level_codes(R.data[held], self.levels_)[0]]
+        return -rating_nmae(truth, predicted, self.levels_)

@@ -175,15 +175,18 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
     return train, test
 
 
-def _row_seeds(R, base):
-    """One 64-bit seed per row from ``base`` and the row's items and ratings only."""
+def _row_seeds(R, base, levels):
+    """One 64-bit seed per row from ``base`` and the row's items and rating levels only:
+    the levels' codes, not the values, so that the same ratings on another scale (1..5 or
+    0.5..2.5) or in float32 give the same seeds."""
+    codes = level_codes(R.data, levels)[0].astype(np.int64)
 
     def rows():
         for i in range(R.shape[0]):
             a, b = R.indptr[i], R.indptr[i + 1]
             yield (
                 np.ascontiguousarray(R.indices[a:b], dtype=np.int64).tobytes(),
-                np.ascontiguousarray(R.data[a:b], dtype=np.float64).tobytes(),
+                codes[a:b].tobytes(),
             )
 
     return keyed_digest_seeds(base, rows())

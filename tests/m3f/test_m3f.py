@@ -1141,3 +1141,24 @@ def test_levels_read_in_float32_are_the_same_levels_in_float64():
     assert got.dtype == np.float32
     assert_array_equal(got.toarray(), b.predict_ratings(R).toarray().astype(np.float32))
     assert a.predict_ratings(R32.toarray()).dtype == np.float32
+
+
+def test_the_same_ratings_on_another_scale_score_and_predict_the_same():
+    """The held-out rating of each user and a new user's chain are drawn from the row's
+    items and rating levels, not the values: 1..5, 0.5..2.5, 0.1..0.5 and float32 give
+    the same score and the same predicted levels (seeded by the values, they scored
+    -0.7969, -0.7812, -0.7969 and -0.7813)."""
+    R = sparse.random(40, 30, density=0.3, random_state=1, format="csr")
+    R.data = np.ceil(R.data * 5)
+    kw = dict(n_components=4, max_iter=15, burn_in=5, random_state=0)
+    scores, levels = [], []
+    scales = ((1.0, np.float64), (0.5, np.float64), (0.1, np.float64), (0.1, np.float32))
+    for scale, dtype in scales:
+        X = (R * scale).astype(dtype)
+        model = MaxMarginMF(**kw).fit(X)
+        scores.append(model.score(X))
+        predicted = model.predict_ratings(X[:6], observed=X[:6]).data
+        levels.append(np.searchsorted(model.levels_, predicted.astype(np.float64) - 1e-6))
+    assert len(set(scores)) == 1, scores
+    for got in levels[1:]:
+        assert_array_equal(got, levels[0])
