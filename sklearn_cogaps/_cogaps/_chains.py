@@ -20,7 +20,13 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from .._utils._diagnostics import MIN_ESS_PER_CHAIN, RHAT_THRESHOLD, diagnostics, rhat
+from .._utils._diagnostics import (
+    MIN_ESS_PER_CHAIN,
+    RHAT_THRESHOLD,
+    diagnostics,
+    rhat,
+    rhat_threshold,
+)
 from .._utils._matching import match_components
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._progress import FitInterruptedWarning
@@ -143,20 +149,29 @@ def means_are_precise(histories, calibration, payloads, tol):
     for the chi-square and every entry of W and H that moves, the Monte Carlo standard
     error is at most ``tol`` times the posterior standard deviation (a bulk ESS of at least
     ``1 / tol**2``) and the split R-hat is at most ``RHAT_THRESHOLD`` (Vehtari et al. 2021,
-    section 4), from at least ``MIN_DRAWS`` draws per chain. A loose ``tol`` asks fewer
-    effective draws, never less agreement: a fit that stops is converged by both tests."""
+    section 4), or for the entries of W and H together at most :func:`rhat_threshold` of
+    their number and draws; from at least ``MIN_DRAWS`` draws per chain. A loose ``tol``
+    asks fewer effective draws, never less agreement: a fit that stops is converged by both
+    tests."""
     if min(len(p["snapshots"]) for p in payloads) < MIN_DRAWS:
         return False
     needed = 1.0 / tol**2
 
-    def precise(draws):
+    def moving(draws):
         r, ess = map(np.atleast_1d, diagnostics(draws, tail=False))
-        moving = np.isfinite(ess) & np.isfinite(r)  # NaN for entries constant in every draw
-        return not moving.any() or (ess[moving].min() >= needed
-                                    and r[moving].max() <= RHAT_THRESHOLD)  # fmt: skip
+        keep = np.isfinite(ess) & np.isfinite(r)  # NaN for entries constant in every draw
+        return r[keep], ess[keep]
+
+    def precise(r, ess, threshold):
+        return not r.size or (ess.min() >= needed and r.max() <= threshold)
 
     # the chi-square first: while it is not precise, the matrices' draws are not gathered
-    return precise(histories[:, calibration:]) and all(map(precise, _matched_draws(payloads)))
+    if not precise(*moving(histories[:, calibration:]), RHAT_THRESHOLD):
+        return False
+    W, H = _matched_draws(payloads)
+    (rw, ew), (rh, eh) = moving(W), moving(H)
+    entries = rhat_threshold(W.shape[0], W.shape[1], rw.size + rh.size)
+    return precise(rw, ew, entries) and precise(rh, eh, entries)
 
 
 def _chains_key(model, X, uncertainty, fixed):
@@ -261,8 +276,15 @@ def _chains_in_rounds(model, template, seeds, X, uncertainty, fixed, checkpoint=
         else:
             # the fitted arrays of this round (a later round binds new ones)
             kept = [{name: getattr(est, name) for name in _CHAIN_NAMES} for est in estimators]
-            precise = by_diagnostics and means_are_precise(histories, calibration, payloads,
-                                                           model.tol)  # fmt: skip
+            try:
+                # the diagnostics of a round take seconds at single-cell size: Ctrl-C
+                # there keeps the round, which is complete
+                precise = by_diagnostics and means_are_precise(histories, calibration,
+                                                               payloads, model.tol)  # fmt: skip
+            except KeyboardInterrupt:
+                if checkpoint is not None and iteration > written:
+                    _write_rounds(checkpoint, key, iteration, calibration, agreed, payloads)
+                return kept, calibration, None
             _report_round(model, iteration, "sampling", histories[:, calibration:],
                           "the means are precise" if precise else None)  # fmt: skip
             if precise or iteration >= cap:
@@ -465,19 +487,28 @@ def _interrupted_message(model, n_kept, calibration):
 
 
 def _rhat_problems(model):
-    """Where the chains' R-hat exceeds ``RHAT_THRESHOLD``, as phrases."""
+    """Where the chains' R-hat exceeds ``RHAT_THRESHOLD`` (the chi-square) or
+    :func:`rhat_threshold` of the entries' number and draws (W and H), as phrases."""
+    draws = model._draws["loadings"]
+    n_entries = sum(
+        int(np.isfinite(model.rhat_[name]).sum()) for name in ("loadings", "components")
+    )
+    entries = rhat_threshold(draws.shape[0], draws.shape[1], n_entries)
     problems = []
     for name, values in model.rhat_.items():
+        threshold = RHAT_THRESHOLD if name == "chisq" else entries
         values = np.atleast_1d(values)
         values = values[np.isfinite(values)]  # entries kept at 0 by the prior have none
-        if not values.size or values.max() <= RHAT_THRESHOLD:
+        if not values.size or values.max() <= threshold:
             continue
         if name == "chisq":
             problems.append(f"R-hat of the chi-square is {values.max():.3f}")
         else:
-            share = np.mean(values > RHAT_THRESHOLD)
-            problems.append(f"R-hat exceeds {RHAT_THRESHOLD} for {share:.0%} of the entries "
-                            f"of {name}_ (at most {values.max():.3f})")  # fmt: skip
+            share = np.mean(values > threshold)
+            problems.append(f"R-hat exceeds {threshold:.3f} for {share:.0%} of the entries "
+                            f"of {name}_ (at most {values.max():.3f}; {threshold:.3f} is what "
+                            f"{draws.shape[1]} independent draws per chain would exceed by "
+                            f"chance over {n_entries} entries in 5% of fits)")  # fmt: skip
     return problems
 
 

@@ -265,8 +265,11 @@ class CoGAPS(
         the fitted estimator keeps them for :meth:`to_inference_data`, ``n_chains *
         n_draws * (n_samples + n_features) * n_components`` floats: lower ``n_snapshots``
         on large data).
-        The ``ConvergenceWarning`` then says when R-hat exceeds 1.01 or the chi-square has
-        fewer than 100 effective draws per chain. Ctrl-C keeps the chains completed (with
+        The ``ConvergenceWarning`` then says when R-hat exceeds its threshold (1.01 for
+        the chi-square; for the entries of ``W`` and ``H``, what chains of independent
+        draws would exceed over that many entries in 5% of fits, see
+        :ref:`cogaps-stopping`) or the chi-square has fewer than 100 effective draws per
+        chain. Ctrl-C keeps the chains completed (with
         ``tol``, every chain at its last complete round of sampling), pooled. Not with
         ``warm_start`` or ``distributed``; with ``checkpoint_path`` one file holds every
         chain.
@@ -299,8 +302,9 @@ class CoGAPS(
         left its start for the same level. The sampling ends after the first round where
         the chains agree and the pooled posterior means are estimated to ``tol`` times
         their posterior standard deviation: for the chi-square and every entry of ``W``
-        and ``H`` that moves, the split R-hat is at most 1.01 and the bulk effective sample
-        size at least ``1 / tol**2`` (100 for 0.1), from at least 20 draws per chain. The
+        and ``H`` that moves, the split R-hat is at most its threshold (as for the
+        ``ConvergenceWarning``) and the bulk effective sample size at least ``1 / tol**2``
+        (100 for 0.1), from at least 20 draws per chain. The
         draws are the ``n_snapshots`` per chain of a full sampling phase (100 when 0), so
         ``n_chains * n_snapshots`` must exceed ``1 / tol**2`` for the sampling to end
         before ``max_iter``. ``n_iter_`` is then the iterations run per chain. A fit that
@@ -379,7 +383,7 @@ class CoGAPS(
     converged_ : bool
         One chain: whether its chi-square had stopped falling in the sampling phase (the
         test of its ``ConvergenceWarning``). Several: whether their diagnostics pass (split
-        R-hat at most 1.01 everywhere and enough effective draws of the chi-square; with
+        R-hat within its threshold everywhere and enough effective draws of the chi-square; with
         ``tol``, whether both phases ended by their tests before ``max_iter``). False after
         an interruption.
     n_iter_ : int

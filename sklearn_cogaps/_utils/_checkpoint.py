@@ -11,6 +11,7 @@ how a fit resumes from it, is the estimator's (the hooks ``_checkpoint_payload``
 import contextlib
 import contextvars
 import glob
+import hashlib
 import os
 import pickle
 import socket
@@ -43,7 +44,30 @@ def defer_removal():
 
 
 #: Version of the file's layout; a file of another version is refused with advice.
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+
+# The file: this line, the pickled payload, and the BLAKE2b digest of the pickle. A file
+# damaged on the disk or in a copy, or edited, but still a readable pickle would otherwise
+# resume a chain from a state no fit had (a flipped byte in a residual moves the result
+# without a word).
+_MAGIC = b"sklearn_cogaps checkpoint 2\n"
+_DIGEST_SIZE = 32
+_CHUNK = 1 << 20
+
+
+class _Hashing:
+    """A file's ``write`` that also feeds the bytes to a digest."""
+
+    def __init__(self, f, digest):
+        self.f, self.digest = f, digest
+
+    def write(self, data):
+        self.digest.update(data)
+        return self.f.write(data)
+
+
+def _digest():
+    return hashlib.blake2b(digest_size=_DIGEST_SIZE)
 
 
 class Checkpoint:
@@ -205,8 +229,11 @@ class Checkpoint:
         fd, tmp = tempfile.mkstemp(prefix=self._temporary_prefix(), suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "wb") as f:
-                pickle.dump({"format": CHECKPOINT_FORMAT, **payload}, f,
+                f.write(_MAGIC)
+                digest = _digest()
+                pickle.dump({"format": CHECKPOINT_FORMAT, **payload}, _Hashing(f, digest),
                             protocol=pickle.HIGHEST_PROTOCOL)  # fmt: skip
+                f.write(digest.digest())
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
@@ -224,7 +251,17 @@ class Checkpoint:
             return None
         try:
             with open(self.path, "rb") as f:
+                self._check_digest(f)
                 payload = _ArraysOnly(f).load()
+        except _NotThisVersion:
+            payload = None
+        except _Changed:
+            raise ValueError(
+                f"The checkpoint file {self.path!r} has changed since it was written (its "
+                "content does not match its checksum): it was damaged, on the disk or in a "
+                "copy, or edited. Resuming from it would not continue the fit. Delete it to "
+                "start the fit from the beginning, or pass another checkpoint_path."
+            ) from None
         except Exception as exc:
             raise ValueError(
                 f"The checkpoint file {self.path!r} cannot be read ({type(exc).__name__}: "
@@ -239,6 +276,30 @@ class Checkpoint:
                 "from the beginning."
             )
         return payload
+
+    def _check_digest(self, f):
+        """Leave ``f`` at the start of the pickle whose digest the file's end holds;
+        :class:`_NotThisVersion` for a file of another layout (an older checkpoint, a bare
+        pickle), :class:`_Changed` when the digest differs."""
+        head = f.read(len(_MAGIC))
+        if head != _MAGIC:
+            if head[:1] == b"\x80":  # a bare pickle: the layout of format 1
+                raise _NotThisVersion
+            raise pickle.UnpicklingError("it does not start as a checkpoint of this package")
+        end = os.fstat(f.fileno()).st_size - _DIGEST_SIZE
+        if end < len(_MAGIC):
+            raise _Changed
+        digest = _digest()
+        left = end - len(_MAGIC)
+        while left > 0:
+            chunk = f.read(min(_CHUNK, left))
+            if not chunk:
+                raise _Changed
+            digest.update(chunk)
+            left -= len(chunk)
+        if f.read(_DIGEST_SIZE) != digest.digest():
+            raise _Changed
+        f.seek(len(_MAGIC))
 
     def remove(self):
         """Delete the file (a fit that ran to its end has nothing to resume), or leave it
@@ -263,6 +324,14 @@ _ALLOWED_GLOBALS = {
         (f"{prefix}.multiarray", "scalar"),
     )
 } | {("numpy", "dtype"), ("numpy", "ndarray")}
+
+
+class _NotThisVersion(Exception):
+    pass
+
+
+class _Changed(Exception):
+    pass
 
 
 class _ArraysOnly(pickle.Unpickler):

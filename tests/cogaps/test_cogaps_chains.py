@@ -11,7 +11,7 @@ from joblib import parallel_config
 from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning
-from sklearn_cogaps._utils._diagnostics import ess_bulk, ess_tail, rhat
+from sklearn_cogaps._utils._diagnostics import ess_bulk, ess_tail, rhat, rhat_threshold
 from sklearn_cogaps.datasets import make_patterns
 
 
@@ -203,6 +203,37 @@ def test_the_warning_follows_the_diagnostics():
     assert model.ess_bulk_["chisq"] > 400 and model.ess_tail_["chisq"] > 400
     messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert all("chi-square" not in m for m in messages)
+
+
+@pytest.mark.parametrize("n_chains, n_draws, n_entries", [(4, 100, 60), (2, 100, 1500)])
+def test_the_entries_rhat_threshold_passes_agreeing_chains(n_chains, n_draws, n_entries):
+    """Over many entries the largest R-hat of chains of independent draws from one law
+    exceeds 1.01 by chance (1.02 over 60 entries of 4 chains x 100 draws); the threshold of
+    that many entries and draws is exceeded by chance in about 5% of such fits."""
+    rng = np.random.default_rng(0)
+    threshold = rhat_threshold(n_chains, n_draws, n_entries)
+    largest = np.array([np.nanmax(rhat(rng.standard_normal((n_chains, n_draws, n_entries))))
+                        for _ in range(60)])  # fmt: skip
+    assert np.mean(largest > 1.01) > 0.9  # the fixed threshold fails agreeing chains
+    assert np.mean(largest > threshold) <= 0.15, (threshold, np.sort(largest)[-10:])
+    # and still fails chains that sit apart: one chain shifted by a standard deviation
+    draws = rng.standard_normal((n_chains, n_draws, n_entries))
+    draws[0, :, :5] += 1.0
+    assert np.nanmax(rhat(draws)) > threshold
+    # one quantity with many draws: Vehtari et al.'s 1.01
+    assert rhat_threshold(2, 2000) == 1.01 and rhat_threshold(4, 100) > 1.01
+
+
+def test_well_mixed_chains_of_many_entries_do_not_warn():
+    """A one-pattern model's 60 entries from 4 chains x 100 draws spread over the sampling:
+    the fit warned that the chains did not agree (largest R-hat 1.016 to 1.028, bulk ESS
+    at least 303 of 400) at every max_iter, which raising could not change."""
+    X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = CoGAPS(1, max_iter=2000, n_chains=4, random_state=0).fit(X)
+    largest = max(np.nanmax(model.rhat_["loadings"]), np.nanmax(model.rhat_["components"]))
+    assert 1.01 < largest <= rhat_threshold(4, 100, 60)
 
 
 def test_snapshots_of_every_chain_and_what_is_refused(fitted, tmp_path):

@@ -2,6 +2,7 @@
 ``kill -9`` with the same bits as an uninterrupted fit, refused for other data or
 parameters."""
 
+import hashlib
 import os
 import pickle
 import re
@@ -74,8 +75,7 @@ def test_resumed_after_ctrl_c_equals_the_uninterrupted_fit(monkeypatch, tmp_path
     original = interrupt_cogaps_at(monkeypatch, 83)  # calibration 60 + 22 sampling done
     interrupted = _fit(_model(checkpoint_path=path, checkpoint_every=10), X)
     assert interrupted.n_iter_ == 82
-    with open(path, "rb") as f:
-        assert pickle.load(f)["iteration"] == 80  # the last checkpoint due
+    assert Checkpoint(path).read()["iteration"] == 80  # the last checkpoint due
     monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
     capsys.readouterr()
     resumed = _fit(_model(checkpoint_path=path, checkpoint_every=10, verbose=1), X)
@@ -125,8 +125,7 @@ def _killed_after_a_checkpoint(tmp_path, script_text, path):
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     assert process.returncode == -signal.SIGKILL  # killed while it ran
-    with open(path, "rb") as f:
-        return pickle.load(f)["iteration"]
+    return Checkpoint(path).read()["iteration"]
 
 
 def test_resumed_after_kill_9_equals_the_uninterrupted_fit(tmp_path):
@@ -239,14 +238,18 @@ def test_bad_checkpoint_files_and_combinations_are_refused(tmp_path):
     with pytest.raises(ValueError, match="cannot be read.*delete it"):
         _fit(_model(checkpoint_path=path), X)
     with open(path, "wb") as f:
-        pickle.dump({"format": 0}, f)
+        pickle.dump({"format": 1}, f)  # the bare pickle of format 1
+    with pytest.raises(ValueError, match="not a checkpoint of this version"):
+        _fit(_model(checkpoint_path=path), X)
+    Checkpoint(path)._write({"format": 0})
     with pytest.raises(ValueError, match="not a checkpoint of this version"):
         _fit(_model(checkpoint_path=path), X)
     # a pickle runs the callables it names while it loads: a file that names anything but
-    # numpy's arrays is refused before it runs
+    # numpy's arrays is refused before it runs, even with its checksum right
     planted = tmp_path / "ran"
-    with open(path, "wb") as f:
-        pickle.dump(_Planted(planted), f)
+    body = pickle.dumps(_Planted(planted))
+    digest = hashlib.blake2b(body, digest_size=32).digest()
+    path.write_bytes(b"sklearn_cogaps checkpoint 2\n" + body + digest)
     with pytest.raises(ValueError, match=r"cannot be read.*names (builtins|io).open"):
         _fit(_model(checkpoint_path=path), X)
     assert not planted.exists()
@@ -255,11 +258,9 @@ def test_bad_checkpoint_files_and_combinations_are_refused(tmp_path):
         mp.setattr(Checkpoint, "remove", lambda self: None)  # keep the last one
         path.unlink()
         _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
-    with open(path, "rb") as f:
-        payload = pickle.load(f)
+    payload = Checkpoint(path).read()
     del payload["prior_rates"]
-    with open(path, "wb") as f:
-        pickle.dump(payload, f)
+    Checkpoint(path)._write(payload)
     with pytest.raises(ValueError, match=r"lacks the chain's 'prior_rates'.*Delete it"):
         _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
     with pytest.raises(ValueError, match="distributed fit runs one per set"):
@@ -267,6 +268,39 @@ def test_bad_checkpoint_files_and_combinations_are_refused(tmp_path):
     model = _fit(_model(warm_start=True), X)
     with pytest.raises(ValueError, match="continues the previous one"):
         _fit(model.set_params(checkpoint_path=tmp_path / "other.ckpt"), X)
+
+
+def test_a_checkpoint_changed_since_it_was_written_is_refused(tmp_path):
+    """A file damaged on the disk or in a copy, or edited, that is still a readable pickle
+    resumed a chain from a state no fit had: a residual scaled by 1.5 ran to the end and
+    gave another chisq_ without a word. Every byte of the pickle is now checked."""
+    X = _data()
+    path = tmp_path / "chain.ckpt"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Checkpoint, "remove", lambda self: None)  # keep the last one
+        _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
+    whole = path.read_bytes()
+    for position in (len(whole) // 2, 40, len(whole) - 1):  # the pickle, its start, the digest
+        damaged = bytearray(whole)
+        damaged[position] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(ValueError, match="has changed since it was written.*Delete it"):
+            _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
+    # edited and pickled again without its checksum: the residual of the chain scaled
+    payload = pickle.loads(whole[len(b"sklearn_cogaps checkpoint 2\n") : -32])
+    payload["sampler"]["residual"][0][:] *= 1.5
+    body = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    path.write_bytes(whole[:28] + body + whole[-32:])
+    with pytest.raises(ValueError, match="has changed since it was written"):
+        _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
+    # cut short
+    path.write_bytes(whole[: len(whole) // 3])
+    with pytest.raises(ValueError, match="has changed since it was written"):
+        _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
+    # the file as written resumes, to the bits of the fit without a checkpoint
+    path.write_bytes(whole)
+    resumed = _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
+    _assert_same_fit(resumed, _fit(_model(), X))
 
 
 def test_checkpoints_by_time(tmp_path, monkeypatch):
@@ -331,8 +365,7 @@ def test_several_chains_resume_after_ctrl_c_with_the_bits_of_the_uninterrupted_f
     with pytest.warns(FitInterruptedWarning, match="resume the chains from their last checkpo"):
         kept = _chains(tol=tol, checkpoint_path=path, checkpoint_every=10).fit(X)
     assert kept.n_iter_ == calibration + 50
-    with open(path, "rb") as f:
-        saved = pickle.load(f)
+    saved = Checkpoint(path).read()
     assert saved["iteration"] == calibration + 50 and len(saved["chains"]) == 2
     monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
     capsys.readouterr()
@@ -346,8 +379,7 @@ def test_several_chains_resume_after_ctrl_c_with_the_bits_of_the_uninterrupted_f
     interrupt_cogaps_at(monkeypatch, 2 * 100 + 20)
     with pytest.raises(KeyboardInterrupt):
         _chains(tol=tol, checkpoint_path=path, checkpoint_every=10).fit(X)
-    with open(path, "rb") as f:
-        assert pickle.load(f)["iteration"] == 100
+    assert Checkpoint(path).read()["iteration"] == 100
     monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
     _assert_same_chains(_fit(_chains(tol=tol, checkpoint_path=path), X), reference)
 
@@ -470,7 +502,6 @@ def test_ctrl_c_in_the_calibration_writes_the_last_complete_round(monkeypatch, t
     original = interrupt_cogaps_at(monkeypatch, 2 * 100 + 20)  # in the third round
     with pytest.raises(KeyboardInterrupt):
         _chains(checkpoint_path=path, checkpoint_every=100000).fit(X)
-    with open(path, "rb") as f:
-        assert pickle.load(f)["iteration"] == 100
+    assert Checkpoint(path).read()["iteration"] == 100
     monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
     _assert_same_chains(_fit(_chains(checkpoint_path=path), X), _fit(_chains(), X))
