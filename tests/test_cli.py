@@ -666,7 +666,7 @@ def test_table_without_an_index_column_is_refused(
 
 @pytest.mark.parametrize("with_pandas", [True, False])
 def test_table_without_a_header_row_is_refused(data, tmp_path, capsys, monkeypatch, with_pandas):
-    # numpy's savetxt or to_csv(header=False): the first row is data, not names
+    # to_csv(header=False) or numpy's savetxt: the first row is data, not names
     X = data[0]
     path = tmp_path / "no_header.csv"
     rows = [",".join([name, *(repr(float(v)) for v in row)]) for name, row in zip(data[1], X)]
@@ -677,18 +677,36 @@ def test_table_without_a_header_row_is_refused(data, tmp_path, capsys, monkeypat
     assert status == 2
     assert "first row" in err and "looks like data" in err and "column names" in err, err
     # counts repeat
-    counts = ["cell0,1,0,2,1", "cell1,0,0,3,1"]
-    path.write_text("\n".join(counts) + "\n")
+    path.write_text("cell0,1,0,2,1\ncell1,0,0,3,1\ncell2,2,1,0,0\n")
     status, _, err = _run(capsys, [path, *FAST])
     assert status == 2 and "repeats numbers" in err, err
+    # no names at all: numbers above numbers
+    path.write_text("0,1,2,5\n3,0,4,6\n7,1,1,2\n8,3,0,1\n")
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2 and "as does the first column" in err, err
     # an empty column name
     path.write_text(",a,,c\ncell0,1,2,3\ncell1,2,3,4\n")
     status, _, err = _run(capsys, [path, *FAST])
     assert status == 2 and "empty name in column 3" in err, err
-    # numeric gene ids (unique integers) are names
-    header = ",".join(["", *(str(7157 + j) for j in range(X.shape[1]))])
-    path.write_text("\n".join([header, *rows]) + "\n")
-    status, _, err = _run(capsys, [path, *FAST, "-o", tmp_path / "out.npz"])
+    # a second header line (pandas' MultiIndex of columns) is not a row of data
+    path.write_text(",a,b,c\n,7157,1956,672\ncell0,1,2,3\ncell1,2,3,4\n")
+    status, _, err = _run(capsys, [path, *FAST])
+    assert status == 2 and "line 2" in err and "no row name" in err, err
+    # names that are numbers: numeric gene ids, time points and replicates after an empty
+    # first cell, numbered rows and columns
+    ok = tmp_path / "out.npz"
+    for header in (
+        [str(7157 + j) for j in range(X.shape[1])],
+        [repr(0.5 * j) for j in range(X.shape[1])],
+        [str(6 * (j // 2)) for j in range(X.shape[1])],
+    ):
+        path.write_text("\n".join([",".join(["", *header]), *rows]) + "\n")
+        status, _, err = _run(capsys, [path, *FAST, "-o", ok])
+        assert status == 0, err
+    numbered = [",".join(["", *(str(j) for j in range(X.shape[1]))])]
+    numbered += [",".join([str(i), *(repr(float(v)) for v in row)]) for i, row in enumerate(X)]
+    path.write_text("\n".join(numbered) + "\n")
+    status, _, err = _run(capsys, [path, *FAST, "-o", ok])
     assert status == 0, err
 
 

@@ -100,7 +100,8 @@ def _read_delimited(path, sep):
         ) from None
     rows, cols = _names(frame.index), _names(frame.columns)
     _check_row_names(rows, path)
-    _check_column_names(cols, path)
+    corner = header[0] if len(header) > frame.shape[1] else ""
+    _check_column_names(cols, rows, corner, path)
     return values, rows, cols
 
 
@@ -157,7 +158,7 @@ def _read_delimited_numpy(path, sep):
                 ) from None
     rows = np.array([row[0] for row in body], dtype=str)
     _check_row_names(rows, path)
-    _check_column_names(header[1:], path)
+    _check_column_names(header[1:], rows, header[0], path)
     return values, rows, np.array(header[1:], dtype=str)
 
 
@@ -190,6 +191,16 @@ def _check_row_names(rows, path):
     row names. A column of numbers is taken for data when some are fractional or when they
     repeat (numbered rows are unique integers); names that are not all numbers pass.
     """
+    empty = [i for i, name in enumerate(rows) if not str(name).strip()]
+    if empty:
+        # a second header line (a pandas MultiIndex of columns) or a blank name: a row of
+        # names read as data, or a row that cannot be told from the others
+        raise CommandLineError(
+            f"line {empty[0] + 2} of '{path}' has no row name: a table has one header line "
+            "(a second one, as pandas writes for a MultiIndex of columns, would be read as "
+            "data) and a name in the first column of every row. Keep one level of column "
+            "names (df.columns = df.columns.get_level_values(0)) and name every row."
+        )
     fractional, repeated = _numbers_that_look_like_data(rows)
     if not len(fractional) and not len(repeated):
         return
@@ -201,21 +212,48 @@ def _check_row_names(rows, path):
     )
 
 
-def _check_column_names(cols, path):
-    """Refuse a header row that holds data rather than column names: an empty name, or
-    numbers that are fractional or repeat (numeric gene ids are unique integers), as in a
-    table written without its header (numpy's ``savetxt``, pandas' ``header=False``), whose
-    first row would otherwise be dropped."""
+def _numbered(numbers):
+    """Whether names that are all numbers count 0, 1, 2, ... or 1, 2, 3, ...: the names
+    pandas (a default index or columns) and R write for a matrix without its own."""
+    return bool(
+        numbers.size and numbers[0] in (0.0, 1.0) and np.array_equal(numbers - numbers[0],
+                                                                      np.arange(numbers.size))
+    )  # fmt: skip
+
+
+def _all_numbers(names):
+    try:
+        return np.array([float(name) for name in names])
+    except ValueError:
+        return None
+
+
+def _check_column_names(cols, rows, corner, path):
+    """Refuse a header row that holds data rather than column names, which would be dropped:
+    an empty name (a blank cell, or a header row shorter than the rows); numbers that
+    repeat or are fractional after a first cell that names something, as in a table
+    written without its header but with its row names (``to_csv(header=False)``: that
+    cell is the first row's name); or numbers above a first column of numbers, as in a
+    table written without any names (numpy's ``savetxt``). Numbers after an empty first
+    cell (as pandas and R write a header) are names: time points, replicates, numeric gene
+    ids; numbered rows and columns (0, 1, 2, ... or 1, 2, 3, ..., both) are the names
+    pandas and R write for a matrix without its own."""
     empty = [j for j, name in enumerate(cols) if not str(name).strip()]
     fractional, repeated = _numbers_that_look_like_data(cols)
-    if not empty and not len(fractional) and not len(repeated):
+    header, first = _all_numbers(cols), _all_numbers(rows)
+    if empty:
+        found = f"has an empty name in column {empty[0] + 2}"
+    elif str(corner).strip() and (len(fractional) or len(repeated)):
+        found = f"{_found(fractional, repeated)} after a first cell {corner!r}"
+    elif header is not None and first is not None and not (_numbered(header) and _numbered(first)):
+        found = "holds numbers, as does the first column"
+    else:
         return
-    found = f"has an empty name in column {empty[0] + 2}" if empty else _found(fractional, repeated)
     raise CommandLineError(
         f"the first row of '{path}' is read as the column names, but it {found}: it looks "
-        "like data, which would be dropped. Give the table a header row of unique column "
-        "names (pandas: df.to_csv(path) with its columns; numpy: savetxt(path, X, "
-        "header=...) with comments=''), or save the matrix as .npy."
+        "like data, which would be dropped. Give the table a header row of column names "
+        "(pandas: df.to_csv(path) with its columns; numpy: savetxt(path, X, header=...) "
+        "with comments=''), or save the matrix as .npy."
     )
 
 

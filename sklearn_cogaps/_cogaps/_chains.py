@@ -22,6 +22,7 @@ from sklearn.utils import check_random_state
 
 from .._utils._diagnostics import (
     MIN_ESS_PER_CHAIN,
+    RHAT_LIMIT,
     RHAT_THRESHOLD,
     diagnostics,
     rhat,
@@ -171,7 +172,8 @@ def means_are_precise(histories, calibration, payloads, tol):
     W, H = _matched_draws(payloads)
     (rw, ew), (rh, eh) = moving(W), moving(H)
     entries = rhat_threshold(W.shape[0], W.shape[1], rw.size + rh.size)
-    return precise(rw, ew, entries) and precise(rh, eh, entries)
+    # too few draws for that many entries: chains apart would pass (more come each round)
+    return entries <= RHAT_LIMIT and precise(rw, ew, entries) and precise(rh, eh, entries)
 
 
 def _chains_key(model, X, uncertainty, fixed):
@@ -290,7 +292,13 @@ def _chains_in_rounds(model, template, seeds, X, uncertainty, fixed, checkpoint=
             if precise or iteration >= cap:
                 break
         if checkpoint is not None and checkpoint.due(iteration, written):
-            _write_rounds(checkpoint, key, iteration, calibration, agreed, payloads)
+            try:
+                _write_rounds(checkpoint, key, iteration, calibration, agreed, payloads)
+            except KeyboardInterrupt:
+                # the write is atomic: the file keeps the previous checkpoint
+                if kept is None:
+                    raise
+                return kept, calibration, None
             written = iteration
     return kept, calibration, (agreed, precise)
 
@@ -427,9 +435,19 @@ def fit_chains(model, X, uncertainty, fixed, checkpoint=None):
     model._draws = {"loadings": draws_w, "components": draws_h, "chisq": chisq_draws,
                     "iterations": np.asarray(chains[0]["snapshot_iterations_"])}  # fmt: skip
     model.rhat_, model.ess_bulk_, model.ess_tail_ = {}, {}, {}
-    for name, draws in (("chisq", chisq_draws), ("loadings", draws_w), ("components", draws_h)):
-        r, bulk, tail = diagnostics(draws)
-        model.rhat_[name], model.ess_bulk_[name], model.ess_tail_[name] = r, bulk, tail
+    model._diagnostics_interrupted = False
+    everything = (("chisq", chisq_draws), ("loadings", draws_w), ("components", draws_h))
+    try:
+        for name, draws in everything:
+            r, bulk, tail = diagnostics(draws)
+            model.rhat_[name], model.ess_bulk_[name], model.ess_tail_[name] = r, bulk, tail
+    except KeyboardInterrupt:
+        # the chains are complete (the diagnostics take tens of seconds at single-cell
+        # size): they are kept, their diagnostics unknown
+        for name, draws in everything:
+            for diagnostic in (model.rhat_, model.ess_bulk_, model.ess_tail_):
+                diagnostic[name] = np.full(draws.shape[2:], np.nan)[()]
+        interrupted = model._diagnostics_interrupted = True
     dtype = X.dtype
     if model.n_snapshots:
         model.loadings_snapshots_ = as_dtype(np.concatenate(draws_w), dtype)
@@ -480,9 +498,14 @@ def _interrupted_message(model, n_kept, calibration):
                  "checkpoint")  # fmt: skip
     else:
         again = "Fit again for the complete run (several chains do not continue with warm_start)"
+    diagnosed = (
+        "were not computed (NaN): Ctrl-C came while they ran"
+        if model._diagnostics_interrupted
+        else "are those of what it keeps"
+    )
     return (
-        f"CoGAPS: interrupted; {kept}. Its diagnostics (rhat_, ess_bulk_, ess_tail_) are "
-        f"those of what it keeps, and the ConvergenceWarning is not given. {again}."
+        f"CoGAPS: interrupted; {kept}. Its diagnostics (rhat_, ess_bulk_, ess_tail_) "
+        f"{diagnosed}, and the ConvergenceWarning is not given. {again}."
     )
 
 
@@ -495,6 +518,13 @@ def _rhat_problems(model):
     )
     entries = rhat_threshold(draws.shape[0], draws.shape[1], n_entries)
     problems = []
+    if entries > RHAT_LIMIT:
+        problems.append(f"{draws.shape[1]} draws per chain cannot show that the chains agree "
+                        f"on {n_entries} entries (chains that agree would reach an R-hat of "
+                        f"{entries:.3f} by chance, and chains apart stay below it; raise "
+                        "n_snapshots)")  # fmt: skip
+    by_chance = RHAT_THRESHOLD < entries <= RHAT_LIMIT
+    entries = min(entries, RHAT_LIMIT)
     for name, values in model.rhat_.items():
         threshold = RHAT_THRESHOLD if name == "chisq" else entries
         values = np.atleast_1d(values)
@@ -506,9 +536,11 @@ def _rhat_problems(model):
         else:
             share = np.mean(values > threshold)
             problems.append(f"R-hat exceeds {threshold:.3f} for {share:.0%} of the entries "
-                            f"of {name}_ (at most {values.max():.3f}; {threshold:.3f} is what "
-                            f"{draws.shape[1]} independent draws per chain would exceed by "
-                            f"chance over {n_entries} entries in 5% of fits)")  # fmt: skip
+                            f"of {name}_ (at most {values.max():.3f})")  # fmt: skip
+    if by_chance and any("of the entries" in problem for problem in problems):
+        problems.append(f"{entries:.3f} is the R-hat that chains of {draws.shape[1]} "
+                        f"independent draws would exceed by chance over {n_entries} entries "
+                        "in 5% of fits")  # fmt: skip
     return problems
 
 
@@ -525,8 +557,9 @@ def unconverged_chains_message(model):
         return None
     return (
         f"The {n_chains} chains do not agree yet: {'; '.join(problems)} (Vehtari et al. 2021 "
-        f"ask R-hat < {RHAT_THRESHOLD} and an effective sample size above "
-        f"{MIN_ESS_PER_CHAIN} per chain). Raise max_iter (now {model.max_iter}); rhat_, "
+        f"ask R-hat < {RHAT_THRESHOLD} of a quantity of interest, as of the chi-square, and "
+        f"an effective sample size above {MIN_ESS_PER_CHAIN} per chain). Raise max_iter (now "
+        f"{model.max_iter}); rhat_, "
         "ess_bulk_ and ess_tail_ hold the diagnostics, chain_loadings_ and "
         "chain_components_ each chain's posterior means."
     )

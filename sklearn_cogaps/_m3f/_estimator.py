@@ -359,7 +359,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                 f"the rating levels are {_levels_text(levels)} (n_levels={self.n_levels}), "
                 f"the previous fit had {_levels_text(self.levels_)}"
             )
-        if getattr(self, "_ratings_digest", None) != _ratings_digest(R):
+        if getattr(self, "_ratings_digest", None) != _ratings_digest(R, levels):
             return "X holds other ratings than the previous fit"
         return None
 
@@ -748,7 +748,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         self.n_components_ = U.shape[1]
         self._sums = sums
         self._fit_prior = self.prior
-        self._ratings_digest = _ratings_digest(R)
+        self._ratings_digest = _ratings_digest(R, levels)
         self._chain_state = (chain.U, chain.V, chain.theta, chain.ilam)
         self._chain_ids = chain.ids
         self._n_born_total = chain.n_born

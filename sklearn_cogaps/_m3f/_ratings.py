@@ -21,14 +21,15 @@ _MAX_LEVELS = 1000
 _STRAY_SHARE = 0.05
 
 
-def _ratings_digest(R):
-    """The fingerprint of the ratings CSR ``R`` (its pattern and values, whatever the
-    index dtypes), to tell whether a warm start is given the ratings of its chain."""
+def _ratings_digest(R, levels):
+    """The fingerprint of the ratings CSR ``R`` (its pattern and rating levels, whatever
+    the index dtypes, and the same for the same levels in float32 or float64), to tell
+    whether a warm start is given the ratings of its chain."""
     return fingerprint(
         np.asarray(R.shape, dtype=np.int64),
         R.indptr.astype(np.int64),
         R.indices.astype(np.int64),
-        R.data.astype(np.float64),
+        level_codes(R.data, levels)[0].astype(np.int64),
     )
 
 

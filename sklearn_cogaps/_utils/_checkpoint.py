@@ -255,6 +255,11 @@ class Checkpoint:
                 payload = _ArraysOnly(f).load()
         except _NotThisVersion:
             payload = None
+        except OSError as exc:
+            raise ValueError(
+                f"The checkpoint file {self.path!r} cannot be opened ({type(exc).__name__}: "
+                f"{exc}). Give the fit read access to it, or pass another checkpoint file."
+            ) from exc
         except _Changed:
             raise ValueError(
                 f"The checkpoint file {self.path!r} has changed since it was written (its "
@@ -282,6 +287,8 @@ class Checkpoint:
         :class:`_NotThisVersion` for a file of another layout (an older checkpoint, a bare
         pickle), :class:`_Changed` when the digest differs."""
         head = f.read(len(_MAGIC))
+        if not head:
+            raise pickle.UnpicklingError("it is empty")
         if head != _MAGIC:
             if head[:1] == b"\x80":  # a bare pickle: the layout of format 1
                 raise _NotThisVersion

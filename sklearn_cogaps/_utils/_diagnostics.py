@@ -27,6 +27,11 @@ RHAT_THRESHOLD = 1.01
 MIN_ESS_PER_CHAIN = 100
 # The chance that chains of independent draws from one law fail rhat_threshold.
 RHAT_FALSE_ALARM = 0.05
+# Above this, rhat_threshold would pass chains that sit apart: the rank-normalised R-hat of
+# a chain far from the others stays near 1.5 to 1.8 with 2 to 4 chains, and one 2 standard
+# deviations off near 1.3, so too few draws for that many quantities cannot say that
+# chains agree.
+RHAT_LIMIT = 1.15
 
 
 def rhat_threshold(n_chains, n_draws, n_quantities=1):
@@ -44,7 +49,8 @@ def rhat_threshold(n_chains, n_draws, n_quantities=1):
     quantity); the threshold is the quantile that all quantities pass with probability
     ``1 - RHAT_FALSE_ALARM`` (Bonferroni), never below ``RHAT_THRESHOLD``. Draws closer
     together than the chain's autocorrelation time have a larger R-hat and fail it: their
-    chains need more iterations between draws.
+    chains need more iterations between draws. A threshold above ``RHAT_LIMIT`` says that
+    the draws are too few to judge that many quantities: chains apart would pass it.
 
     Parameters
     ----------

@@ -224,6 +224,17 @@ def test_the_entries_rhat_threshold_passes_agreeing_chains(n_chains, n_draws, n_
     assert rhat_threshold(2, 2000) == 1.01 and rhat_threshold(4, 100) > 1.01
 
 
+def test_too_few_draws_for_the_entries_say_so():
+    """With 8 draws per chain over 158 entries, chains that agree reach an R-hat of 2.2 by
+    chance, above what chains apart reach (about 1.5 to 1.8): the threshold cannot judge
+    them, and the warning says to raise n_snapshots instead of passing every entry."""
+    X, _, _ = make_patterns(n_samples=20, n_features=60, n_components=2, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"8 draws per chain cannot show .*n_snapshots"):
+        model = CoGAPS(2, max_iter=3000, n_chains=2, n_snapshots=8, random_state=0).fit(X)
+    assert not model.converged_
+    assert rhat_threshold(2, 10, 720) > 1.15 >= rhat_threshold(2, 100, 520_000 // 5)
+
+
 def test_well_mixed_chains_of_many_entries_do_not_warn():
     """A one-pattern model's 60 entries from 4 chains x 100 draws spread over the sampling:
     the fit warned that the chains did not agree (largest R-hat 1.016 to 1.028, bulk ESS
@@ -353,3 +364,28 @@ def test_diagnostics_in_one_pass_equal_each_function():
     assert np.array_equal(bulk, ess_bulk(x)) and np.array_equal(tail, ess_tail(x))
     assert all(np.array_equal(a, b, equal_nan=True)
                for a, b in zip(diagnostics(x, tail=False), (r, bulk)))  # fmt: skip
+
+
+def test_ctrl_c_during_the_final_diagnostics_keeps_the_chains(monkeypatch):
+    """The chains are complete when their diagnostics run (tens of seconds at single-cell
+    size): Ctrl-C there keeps the pooled fit, with the diagnostics unknown, where it lost
+    every chain."""
+    from sklearn_cogaps._cogaps import _chains
+
+    X, _, _ = make_patterns(n_samples=15, n_features=30, n_components=2, random_state=0)
+    params = dict(max_iter=60, n_chains=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reference = CoGAPS(2, **params).fit(X)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_chains, "diagnostics", interrupted)
+    with pytest.warns(FitInterruptedWarning, match="were not computed"):
+        kept = CoGAPS(2, **params).fit(X)
+    np.testing.assert_array_equal(kept.loadings_, reference.loadings_)
+    np.testing.assert_array_equal(kept.components_, reference.components_)
+    assert not kept.converged_
+    assert np.isnan(kept.rhat_["chisq"]) and np.isnan(kept.ess_bulk_["loadings"]).all()
+    assert kept.rhat_["components"].shape == reference.rhat_["components"].shape

@@ -297,6 +297,9 @@ def test_a_checkpoint_changed_since_it_was_written_is_refused(tmp_path):
     path.write_bytes(whole[: len(whole) // 3])
     with pytest.raises(ValueError, match="has changed since it was written"):
         _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
+    path.write_bytes(b"")
+    with pytest.raises(ValueError, match="cannot be read .*it is empty"):
+        _fit(_model(checkpoint_path=path, checkpoint_every=20), X)
     # the file as written resumes, to the bits of the fit without a checkpoint
     path.write_bytes(whole)
     resumed = _fit(_model(checkpoint_path=path, checkpoint_every=20), X)

@@ -1162,3 +1162,15 @@ def test_the_same_ratings_on_another_scale_score_and_predict_the_same():
     assert len(set(scores)) == 1, scores
     for got in levels[1:]:
         assert_array_equal(got, levels[0])
+
+
+def test_a_warm_start_continues_on_the_same_ratings_in_float32():
+    """The same ratings in float32 are the same levels: a warm start continues the chain
+    (it warned that X held other ratings and started anew)."""
+    R = sparse.random(30, 20, density=0.3, random_state=2, format="csr")
+    R.data = np.ceil(R.data * 5) / 10
+    model = MaxMarginMF(n_components=3, max_iter=10, burn_in=2, random_state=0).fit(R)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.set_params(warm_start=True).fit(R.astype(np.float32))
+    assert model.objective_history_.shape == (20,)
