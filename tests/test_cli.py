@@ -489,8 +489,11 @@ def test_ctrl_c_with_several_chains_writes_the_chains_kept(data, tmp_path, capsy
 def test_snapshots_of_several_chains_are_written(data, tmp_path, capsys):
     np.save(tmp_path / "x.npy", data[0])
     argv = [tmp_path / "x.npy", *FAST, "--n-chains", "2", "--n-snapshots", "5"]
-    status, _, _ = _run(capsys, [*argv, "-o", tmp_path / "r.npz"])
+    status, out, _ = _run(capsys, [*argv, "-o", tmp_path / "r.npz"])
     assert status == 0
+    # the summary names the thresholds the warning reads: 1.01 for the chi-square, the
+    # entries' (capped where 5 draws per chain cannot judge them)
+    assert "(above 1.01 for the chi-square, 1.150 for the entries: run longer)" in out, out
     with np.load(tmp_path / "r.npz") as r:
         assert int(r["n_chains"]) == 2 and r["converged"].dtype == bool
         assert r["patterns_snapshots"].shape == (10, 12, 2)

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from .._cogaps._chains import entries_rhat_threshold
 from .._utils._checkpoint import defer_removal
+from .._utils._diagnostics import RHAT_LIMIT, RHAT_THRESHOLD
 from .._utils._validation import label_mismatch
 from ._parser import NAMED_UNCERTAINTIES, build_parser
 from ._read import CommandLineError, _kind, read_matrix
@@ -205,7 +207,9 @@ def _print_summary(model, X, uncertainty, wall, n_threads):
             f"chains     {n_kept}{kept}: split R-hat of the chi-square {rhat['chisq']:.3f}, "
             f"bulk ESS {model.ess_bulk_['chisq']:,.0f}; largest R-hat of W "
             f"{np.nanmax(rhat['loadings']):.3f}, of H {np.nanmax(rhat['components']):.3f} "
-            "(above 1.01: run longer)"
+            f"(above {RHAT_THRESHOLD} for the chi-square, "
+            f"{min(entries_rhat_threshold(model)[0], RHAT_LIMIT):.3f} for the entries: run "
+            "longer)"
         )
     # a resumed fit ran only the iterations after its checkpoint here
     resumed = getattr(model, "_resumed_at", 0)

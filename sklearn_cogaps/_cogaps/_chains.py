@@ -509,17 +509,23 @@ def _interrupted_message(model, n_kept, calibration):
     )
 
 
-def _rhat_problems(model):
-    """Where the chains' R-hat exceeds ``RHAT_THRESHOLD`` (the chi-square) or
-    :func:`rhat_threshold` of the entries' number and draws (W and H), as phrases."""
+def entries_rhat_threshold(model):
+    """:func:`rhat_threshold` of a fitted model's moving entries of W and H and its draws:
+    (the threshold, the draws per chain, the moving entries)."""
     draws = model._draws["loadings"]
     n_entries = sum(
         int(np.isfinite(model.rhat_[name]).sum()) for name in ("loadings", "components")
     )
-    entries = rhat_threshold(draws.shape[0], draws.shape[1], n_entries)
+    return rhat_threshold(draws.shape[0], draws.shape[1], n_entries), draws.shape[1], n_entries
+
+
+def _rhat_problems(model):
+    """Where the chains' R-hat exceeds ``RHAT_THRESHOLD`` (the chi-square) or
+    :func:`rhat_threshold` of the entries' number and draws (W and H), as phrases."""
+    entries, n_draws, n_entries = entries_rhat_threshold(model)
     problems = []
     if entries > RHAT_LIMIT:
-        problems.append(f"{draws.shape[1]} draws per chain cannot show that the chains agree "
+        problems.append(f"{n_draws} draws per chain cannot show that the chains agree "
                         f"on {n_entries} entries (chains that agree would reach an R-hat of "
                         f"{entries:.3f} by chance, and chains apart stay below it; raise "
                         "n_snapshots)")  # fmt: skip
@@ -538,7 +544,7 @@ def _rhat_problems(model):
             problems.append(f"R-hat exceeds {threshold:.3f} for {share:.0%} of the entries "
                             f"of {name}_ (at most {values.max():.3f})")  # fmt: skip
     if by_chance and any("of the entries" in problem for problem in problems):
-        problems.append(f"{entries:.3f} is the R-hat that chains of {draws.shape[1]} "
+        problems.append(f"{entries:.3f} is the R-hat that chains of {n_draws} "
                         f"independent draws would exceed by chance over {n_entries} entries "
                         "in 5% of fits")  # fmt: skip
     return problems
