@@ -162,16 +162,20 @@ def _read_delimited_numpy(path, sep):
     return values, rows, np.array(header[1:], dtype=str)
 
 
-def _numbers_that_look_like_data(names):
-    """The fractional and the repeated numbers among ``names`` when every name is a number
-    (numbered rows or numeric gene ids are unique integers), else two empty arrays."""
-    numbers = []
-    for name in names:
-        try:
-            numbers.append(float(name))
-        except ValueError:
-            return np.empty(0), np.empty(0)
-    numbers = np.asarray(numbers)
+def _all_numbers(names):
+    """The names as numbers, or None when one of them is not a number."""
+    try:
+        return np.array([float(name) for name in names])
+    except ValueError:
+        return None
+
+
+def _numbers_that_look_like_data(numbers):
+    """The fractional and the repeated numbers among ``numbers`` (:func:`_all_numbers` of
+    the names; numbered rows or numeric gene ids are unique integers): two empty arrays for
+    None."""
+    if numbers is None:
+        return np.empty(0), np.empty(0)
     finite = numbers[np.isfinite(numbers)]
     unique, counts = np.unique(numbers, return_counts=True)
     return finite[finite != np.round(finite)], unique[counts > 1]
@@ -201,7 +205,7 @@ def _check_row_names(rows, path):
             "data) and a name in the first column of every row. Keep one level of column "
             "names (df.columns = df.columns.get_level_values(0)) and name every row."
         )
-    fractional, repeated = _numbers_that_look_like_data(rows)
+    fractional, repeated = _numbers_that_look_like_data(_all_numbers(rows))
     if not len(fractional) and not len(repeated):
         return
     raise CommandLineError(
@@ -221,13 +225,6 @@ def _numbered(numbers):
     )  # fmt: skip
 
 
-def _all_numbers(names):
-    try:
-        return np.array([float(name) for name in names])
-    except ValueError:
-        return None
-
-
 def _check_column_names(cols, rows, corner, path):
     """Refuse a header row that holds data rather than column names, which would be dropped:
     an empty name (a blank cell, or a header row shorter than the rows); numbers that
@@ -239,8 +236,8 @@ def _check_column_names(cols, rows, corner, path):
     ids; numbered rows and columns (0, 1, 2, ... or 1, 2, 3, ..., both) are the names
     pandas and R write for a matrix without its own."""
     empty = [j for j, name in enumerate(cols) if not str(name).strip()]
-    fractional, repeated = _numbers_that_look_like_data(cols)
     header, first = _all_numbers(cols), _all_numbers(rows)
+    fractional, repeated = _numbers_that_look_like_data(header)
     if empty:
         found = f"has an empty name in column {empty[0] + 2}"
     elif str(corner).strip() and (len(fractional) or len(repeated)):
