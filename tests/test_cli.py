@@ -780,6 +780,12 @@ def test_checkpoint_resumes_an_interrupted_run_to_the_uninterrupted_results(
     assert status == 130 and (tmp_path / "run.ckpt").exists()
     assert "interrupted after 20 of 30" in err
     monkeypatch.setattr("sklearn_cogaps._cogaps._chain.GibbsSampler", original)
+    # the estimator's refusals name the options, not its parameters
+    status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, *checkpoint, "--seed", "4"])
+    assert status == 2 and "another --seed than this fit" in err
+    assert "(or pass another --checkpoint)" in err and "checkpoint_path" not in err
+    status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--checkpoint", tmp_path])
+    assert status == 2 and f"error: --checkpoint '{tmp_path}' is a directory" in err
     status, out, _ = _run(
         capsys, [tmp_path / "x.npy", *FAST, *checkpoint, "-o", tmp_path / "r.npz"]
     )

@@ -4,6 +4,7 @@ summary it prints."""
 import contextlib
 import io
 import os
+import re
 import sys
 import time
 import warnings
@@ -130,7 +131,39 @@ _OPTION_NAMES = (
     # the advice on counts and on the default uncertainty
     ("pass uncertainty='poisson'", "pass --uncertainty poisson"),
     ("pass uncertainty='relative'", "pass --uncertainty relative"),
+    ("Fit again with the same data, parameters and checkpoint_path",
+     "Run the same command again with --checkpoint"),
+    ("Set checkpoint_path=None", "Leave out --checkpoint"),
 )  # fmt: skip
+
+# The estimator's parameters that are options under another spelling; the names hold an
+# underscore, so no word of the messages' prose is taken for one.
+_PARAMETER_OPTIONS = {
+    "max_iter": "--max-iter",
+    "n_chains": "--n-chains",
+    "n_snapshots": "--n-snapshots",
+    "n_jobs": "--n-jobs",
+    "checkpoint_path": "--checkpoint",
+    "checkpoint_every": "--checkpoint-every",
+    "checkpoint_minutes": "--checkpoint-minutes",
+    "atom_density_W": "--atom-density-w",
+    "atom_density_H": "--atom-density-h",
+    "max_gibbs_mass_W": "--max-gibbs-mass-w",
+    "max_gibbs_mass_H": "--max-gibbs-mass-h",
+    "random_state": "--seed",
+    "sparse_optimization": "--sparse-optimization",
+}
+_PARAMETER = re.compile(r"\b(" + "|".join(_PARAMETER_OPTIONS) + r")\b(=?)")
+
+
+def in_option_words(message):
+    """The estimator's message with its parameters named as the command line's options
+    (``checkpoint_path='run.ckpt'`` as ``--checkpoint 'run.ckpt'``)."""
+    for name, option in _OPTION_NAMES:
+        message = message.replace(name, option)
+    return _PARAMETER.sub(
+        lambda m: _PARAMETER_OPTIONS[m.group(1)] + (" " if m.group(2) else ""), message
+    )
 
 
 def _fit(model, X, uncertainty, threads):
@@ -152,10 +185,7 @@ def _fit(model, X, uncertainty, threads):
         # the fit's verdicts and advice, in the command line's words (not a Python
         # warning's place, which is the command line's own frame)
         if issubclass(w.category, (ConvergenceWarning, FitInterruptedWarning, UserWarning)):
-            message = str(w.message)
-            for name, option in _OPTION_NAMES:
-                message = message.replace(name, option)
-            print(f"warning: {message}", file=sys.stderr)
+            print(f"warning: {in_option_words(str(w.message))}", file=sys.stderr)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return wall, n_threads
@@ -512,7 +542,7 @@ def _main(args, parser, make_model, interrupted):
     except (ValueError, OSError) as exc:
         if args.verbose > 1:  # -vv: the whole traceback, for a bug report
             raise
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {in_option_words(str(exc))}", file=sys.stderr)
         return 2
     if not complete:
         print(f"{parser.prog}: interrupted; the results are partial.", file=sys.stderr)

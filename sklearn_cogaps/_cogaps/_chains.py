@@ -625,8 +625,8 @@ def unstopped_message(model, agreed, precise):
 def inference_data(model):
     """The draws of a fitted model as an ArviZ ``InferenceData``: ``posterior`` holds the
     matrices' draws (``loadings``: chain, draw, sample, component; ``components``: chain,
-    draw, component, feature), ``sample_stats`` the chi-square of every sampling
-    iteration."""
+    draw, component, feature), ``sample_stats`` the chi-square of the same states, and the
+    draws' coordinate is their iteration."""
     try:
         import arviz
     except ImportError as exc:
@@ -651,18 +651,25 @@ def inference_data(model):
         draws = {
             "loadings": np.asarray(model.loadings_snapshots_)[sampling][None],
             "components": np.asarray(model.components_snapshots_)[sampling][None],
-            "chisq": np.asarray(model.objective_history_)[n_calibration:][None],
+            "iterations": np.asarray(model.snapshot_iterations_)[sampling],
         }
+        histories = np.asarray(model.objective_history_)[None]
+    else:
+        histories = np.asarray(model.chain_objective_histories_)
+    # every group's draw is the same state: the chi-square of every iteration would give
+    # sample_stats another length than posterior under the same name ("draw")
+    iterations = np.asarray(draws["iterations"], dtype=np.int64)
     n_samples, K = draws["loadings"].shape[2:]
     features = getattr(model, "feature_names_in_", None)
     coords = {
+        "draw": iterations,
         "sample": np.arange(n_samples),
         "component": np.arange(K),
         "feature": np.arange(draws["components"].shape[3]) if features is None else features,
     }
     return arviz.from_dict(
         posterior={"loadings": draws["loadings"], "components": draws["components"]},
-        sample_stats={"chisq": draws["chisq"]},
+        sample_stats={"chisq": histories[:, iterations - 1]},
         coords=coords,
         dims={"loadings": ["sample", "component"], "components": ["component", "feature"]},
     )

@@ -1050,8 +1050,11 @@ class CoGAPS(
         ``posterior`` holds the draws of ``loadings`` (chain, draw, sample, component) and
         ``components`` (chain, draw, component, feature) that the diagnostics read: those
         of every chain of a fit with ``n_chains > 1``, or a single chain's sampling-phase
-        snapshots (``n_snapshots > 0``). ``sample_stats`` holds the chi-square of every
-        sampling iteration. ArviZ's ``summary``, ``plot_trace`` and ``rhat`` then work on it.
+        snapshots (``n_snapshots > 0``). ``sample_stats`` holds the chi-square of the same
+        states (``chisq``), and the coordinate ``draw`` is their iteration (as
+        ``snapshot_iterations_``). ArviZ's ``summary``, ``plot_trace`` and ``rhat`` then
+        work on it. The chi-square of every iteration, which ``rhat_["chisq"]`` reads, is
+        in ``chain_objective_histories_`` (``objective_history_`` for one chain).
 
         Returns
         -------

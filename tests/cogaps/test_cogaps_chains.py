@@ -10,7 +10,7 @@ import pytest
 from joblib import parallel_config
 from sklearn.exceptions import ConvergenceWarning
 
-from sklearn_cogaps import CoGAPS, FitInterruptedWarning
+from sklearn_cogaps import CoGAPS, FitInterruptedWarning, default_uncertainty
 from sklearn_cogaps._utils._diagnostics import ess_bulk, ess_tail, rhat, rhat_threshold
 from sklearn_cogaps.datasets import make_patterns
 
@@ -103,8 +103,23 @@ def test_diagnostics_of_a_fit_equal_arviz_on_its_draws(fitted):
         np.testing.assert_allclose(ours[~np.isnan(ours)], theirs[~np.isnan(theirs)], rtol=1e-10)
         theirs = az.ess(idata.posterior, method="bulk")[name].values
         np.testing.assert_allclose(model.ess_bulk_[name], theirs, rtol=1e-10)
-    chisq = az.convert_to_dataset({"chisq": idata.sample_stats["chisq"].values})
+    # the chi-square's diagnostics read every sampling iteration, not only the draws
+    sampling = model.chain_objective_histories_[:, model.n_calibration_iter_ :]
+    chisq = az.convert_to_dataset({"chisq": sampling})
     assert model.rhat_["chisq"] == pytest.approx(float(az.rhat(chisq)["chisq"]), rel=1e-10)
+    # the groups' draws are the same states, named by their iteration
+    stats = idata.sample_stats["chisq"]
+    assert stats.shape == (3, 100)
+    its = idata.posterior["draw"].values
+    np.testing.assert_array_equal(stats["draw"], its)
+    assert model.n_calibration_iter_ < its[0] and its[-1] == model.n_iter_
+    assert np.all(np.diff(its) > 0)
+    X, W, H = fitted[0], idata.posterior["loadings"].values, idata.posterior["components"].values
+    S = default_uncertainty(X)
+    for c in (0, 2):
+        for d in (0, 57, 99):
+            state = float(np.sum(((X - W[c, d] @ H[c, d]) / S) ** 2))
+            assert stats.values[c, d] == pytest.approx(state, rel=1e-8)
 
 
 def test_diagnostics_without_arviz():
