@@ -311,6 +311,9 @@ class _FitState:
         # solver="simultaneous": whether the last iteration was screened, and the screened
         # iterations since the last over the whole grid (None before the first)
         self.screened, self.screened_run = False, None
+        # the bound the state had when a warm start took it (None for a new start, whose
+        # bound R's ebpmf_wbg does not compute)
+        self.bound = None
 
 
 class WeightedBackgroundPMF(
@@ -785,7 +788,13 @@ class WeightedBackgroundPMF(
         # continued by m is the fit of n + m (a new cycle would put a whole-grid iteration
         # where the longer fit screened one)
         state.screened_run = self.__dict__.get("_screened_run")
+        # tol tests the first iteration against it, as the longer fit tested it against
+        # the one before (after partial_fit the rows start from their local step: no bound)
+        state.bound = self.lower_bound_
         return state
+
+    def _start_objective(self, state):
+        return state.bound
 
     def _iterate(self, state, iteration):
         p = state.problem

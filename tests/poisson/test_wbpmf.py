@@ -602,6 +602,29 @@ def test_a_warm_start_continues_to_the_bit_with_features_without_counts(solver, 
         assert bits(warm) == bits(full)
 
 
+@pytest.mark.parametrize("solver", ["sequential", "simultaneous"])
+def test_a_warm_start_stops_on_tol_where_the_longer_fit_stops(solver):
+    """tol tests a warm start's first iteration against the bound the previous fit ended
+    on, as the fit of n + m iterations tests it against the one before: a fit that tol
+    ends after n iterations, split anywhere, ends after n with the same bits."""
+    X = make_background_counts(200, 150, 3, weight=0.1, random_state=0)[0]
+
+    def make(**kw):
+        return WeightedBackgroundPMF(3, solver=solver, random_state=0, tol=1e-4, **kw)
+
+    full = make(max_iter=100).fit(X)
+    n = full.n_iter_
+    assert full.converged_ and n > 3
+    for first in (n - 1, n - 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warm = make(max_iter=first, warm_start=True).fit(X)
+        warm.set_params(max_iter=100).fit(X)
+        assert warm.converged_ and first + warm.n_iter_ == n
+        assert_array_equal(warm.loadings_, full.loadings_)
+        assert_array_equal(warm.objective_history_, full.objective_history_[first:])
+
+
 def test_a_warm_start_interrupted_before_its_first_iteration_leaves_the_model(monkeypatch):
     """With one component the features' moments are views of the fitted attributes: the
     warm start's state of the features without counts must not be written into them."""
