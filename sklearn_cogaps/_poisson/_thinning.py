@@ -27,7 +27,8 @@ def thin_counts(X, fraction=0.2, *, random_state=None):
     fraction : float, default=0.2
         The expected share of each count held out, in (0, 1).
     random_state : int, RandomState instance or None, default=None
-        Seeds the binomial draws.
+        Seeds the binomial draws: one per non-zero count, row by row, so that the same
+        counts give the same split dense or sparse.
 
     Returns
     -------
@@ -66,5 +67,9 @@ def thin_counts(X, fraction=0.2, *, random_state=None):
         held.eliminate_zeros()
         train.eliminate_zeros()
         return train, held
-    held = rng.binomial(X.astype(np.int64), fraction).astype(np.float64)
+    # one draw per non-zero count in the order of the rows, as the CSR's: the same counts
+    # give the same split dense or sparse
+    nonzero = X != 0
+    held = np.zeros_like(X)
+    held[nonzero] = rng.binomial(X[nonzero].astype(np.int64), fraction)
     return X - held, held

@@ -217,10 +217,13 @@ def test_thin_counts_splits_every_count():
     assert train.dtype == held.dtype == np.float64
     assert np.array_equal(train + held, X) and train.min() >= 0 and held.min() >= 0
     assert held.sum() / X.sum() == pytest.approx(0.2, abs=0.01)
-    # sparse counts give the same draws, as CSR without stored zeros
+    # sparse counts (and a dense matrix in either order) give the same draws, as CSR
+    # without stored zeros
+    assert np.mean(X == 0) > 0.04
     strain, sheld = thin_counts(sparse.csc_matrix(X), 0.2, random_state=0)
     assert sparse.isspmatrix_csr(sheld) and np.all(sheld.data > 0)
-    assert np.array_equal((strain + sheld).toarray(), X)
+    assert np.array_equal(sheld.toarray(), held) and np.array_equal(strain.toarray(), train)
+    assert np.array_equal(thin_counts(np.asfortranarray(X), 0.2, random_state=0)[1], held)
     assert np.array_equal(thin_counts(X, 0.2, random_state=0)[1], held)
     with pytest.raises(ValueError, match="whole-number counts.*holdout_ratings"):
         thin_counts(X + 0.5)
