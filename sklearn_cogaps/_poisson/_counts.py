@@ -3,6 +3,7 @@ they can fit, and their start: the Kullback-Leibler NMF (the maximum-likelihood 
 factorisation) from NNDSVDa, on the VBEM's compiled pass."""
 
 import functools
+import numbers
 import reprlib
 
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = [
     "COUNTS_ADVICE",
     "MISSING_COUNTS_ADVICE",
     "CountModelMixin",
+    "HeldOut",
     "check_total",
     "has_fractions",
     "held_out",
@@ -289,6 +291,26 @@ def loglik(W, H, counts, average):
     return total / (counts.shape[0] * counts.shape[1]) if average == "entry" else total
 
 
+class HeldOut:
+    """The held-out counts of early stopping (from :func:`held_out`), scored at their depth.
+
+    Held-out counts made by thinning (``thin_counts(X, f)``) are Poisson of means ``f mu``
+    beside the training counts' ``(1 - f) mu``: the fit's means estimate the training
+    counts', and scored as the held-out counts' means they are ``(1 - f) / f`` times too
+    large, which rewards the iterations whose means are smallest (with ``f = 0.2``, the
+    first iteration was kept). Their means are taken as the fit's times ``depth``, the
+    held-out counts' total over the training counts' (``f / (1 - f)`` for thinning, 1 for
+    a replicate of the same depth)."""
+
+    def __init__(self, counts, training_row_sums):
+        self.counts = counts
+        self.depth = float(counts.data.sum()) / float(np.sum(training_row_sums))
+
+    def score(self, W, H):
+        """The held-out counts' Poisson log-likelihood per entry under ``depth * W @ H``."""
+        return loglik(self.depth * W, H, self.counts, "entry")
+
+
 def warn_fit_only_parameters(estimator, X_val):
     """Warn in ``fit`` about the parameters of the Poisson models that it does not read:
     ``n_iter_no_change`` without held-out counts, ``total_samples`` (partial_fit's)."""
@@ -518,11 +540,11 @@ class CountModelMixin(RecommenderMixin):
             out_of_core_features(self, X, counts.shape[1], reset=True)
         return counts
 
-    def poisson_loglik(self, X, *, fit_on=None, users=None, average="entry"):
+    def poisson_loglik(self, X, *, fit_on=None, users=None, average="entry", depth=1.0):
         """Poisson log-likelihood of counts under the fitted means of their rows.
 
-        ``sum_ij x_ij ln m_ij - m_ij - ln x_ij!`` with ``m = W @ components_``, where ``W``
-        are the rows' loadings: those of the training users ``users``; or fitted by
+        ``sum_ij x_ij ln m_ij - m_ij - ln x_ij!`` with ``m = depth * W @ components_``, where
+        ``W`` are the rows' loadings: those of the training users ``users``; or fitted by
         :meth:`transform` on ``fit_on`` (other counts of the same rows, as the two halves
         of a binomial thinning: fit on one, score the other); or else on ``X`` itself.
         hpfrec's ``eval_llk`` and scHPF's ``mean_negative_pois_llh`` (with the sign changed)
@@ -539,6 +561,14 @@ class CountModelMixin(RecommenderMixin):
         average : {"entry", "nonzero"} or None, default="entry"
             ``"entry"``: the mean over all entries of X, zeros included; ``"nonzero"``: the
             mean over its non-zero entries of their terms (scHPF's); None: the total.
+        depth : float, default=1.0
+            X's depth relative to the counts that gave the loadings (the training counts
+            with ``users``, ``fit_on`` with it, X itself otherwise): X's means are the
+            fitted ones times ``depth``. 1 for held-out entries (a split of the
+            interactions) and for the two halves of ``thin_counts(X, 0.5)``; ``f / (1 -
+            f)`` for the share held out by ``thin_counts(X, f)`` of training users. The
+            early stopping of ``fit(X_train, X_val=...)`` scores ``X_val`` at the depth
+            ``X_val.sum() / X_train.sum()``.
 
         Returns
         -------
@@ -548,6 +578,11 @@ class CountModelMixin(RecommenderMixin):
         check_is_fitted(self)
         if average not in ("entry", "nonzero", None):
             raise ValueError(f"average must be 'entry', 'nonzero' or None; got {average!r}.")
+        if isinstance(depth, bool) or not isinstance(depth, numbers.Real) or not 0 < depth < np.inf:
+            raise ValueError(
+                f"depth must be a positive number (X's means over the fitted ones, f / (1 - "
+                f"f) for counts held out by thin_counts(X, f)); got {depth!r}."
+            )
         if fit_on is not None and users is not None:
             raise ValueError(
                 "Give the rows' loadings one way: users=... (training rows) or fit_on=... "
@@ -567,7 +602,8 @@ class CountModelMixin(RecommenderMixin):
                 raise ValueError(
                     f"fit_on must hold the rows of X: got {W.shape[0]} rows for {X.shape[0]}."
                 )
-        return loglik(W, np.asarray(self.components_, dtype=np.float64), held_out(X), average)
+        H = np.asarray(self.components_, dtype=np.float64)
+        return loglik(float(depth) * W, H, held_out(X), average)
 
     def _set_reconstruction_err(self, X):
         """``reconstruction_err_``, ``sqrt(2 D_KL(X || loadings_ @ components_))`` as

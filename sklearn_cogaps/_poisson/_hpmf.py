@@ -39,10 +39,10 @@ from ._counts import (
     MISSING_COUNTS_ADVICE,
     PEER_RUN_PARAMETERS,
     CountModelMixin,
+    HeldOut,
     has_fractions,
     kl_nmf,
     log_of_factor,
-    loglik,
     refuse_hpfrec_arguments,
     warn_fit_only_parameters,
 )
@@ -269,7 +269,8 @@ class HierarchicalPMF(
         scikit-learn's NMF's ``reconstruction_err_`` with ``beta_loss="kullback-leibler"``.
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
-        iteration; None without.
+        iteration, under the fitted means times their depth ``X_val.sum() / X.sum()``
+        (``poisson_loglik(X_val, users=..., depth=...)``); None without.
     converged_ : bool
         Whether the last fit met ``tol`` (or, with ``X_val``, stopped at its best held-out
         score); False after an interruption.
@@ -543,7 +544,7 @@ class HierarchicalPMF(
         if self.solver == "pathwise":  # the fitted q is the average of the iterates
             la, lb, fa, fb = state.average
             L, F = np.exp(la - lb), np.exp(fa - fb)
-        return loglik(L, np.ascontiguousarray(F.T), held, "entry")
+        return held.score(L, np.ascontiguousarray(F.T))
 
     def _snapshot(self, state, iteration):
         kept = copy.copy(state)
@@ -641,11 +642,12 @@ class HierarchicalPMF(
             of X is refused.
         X_val : {array-like, sparse matrix} of shape (n_samples, n_features), default=None
             Held-out counts of the same rows, for early stopping: after every iteration
-            their Poisson log-likelihood per entry under the fitted means is recorded in
-            ``validation_scores_``, and the fit stops once ``n_iter_no_change`` iterations
-            have not raised it, at its best iteration. A binomial thinning of the data gives
-            such counts: ``X_train, X_val = thin_counts(X, 0.2)``, then ``fit(X_train,
-            X_val=X_val)``.
+            their Poisson log-likelihood per entry is recorded in ``validation_scores_``,
+            and the fit stops once ``n_iter_no_change`` iterations have not raised it, at
+            its best iteration. A binomial thinning of the data gives such counts:
+            ``X_train, X_val = thin_counts(X, 0.2)``, then ``fit(X_train, X_val=X_val)``.
+            Their means are the fitted ones (which estimate X's) times their depth, the
+            ratio of their total to X's (0.25 for a share of 0.2).
 
         Returns
         -------
@@ -666,6 +668,8 @@ class HierarchicalPMF(
             )
         warn_fit_only_parameters(self, X_val)
         held = self._held_out_counts(X_val, read)
+        if held is not None:
+            held = HeldOut(held, counts.row_sums)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         problem = _Problem(counts, rng, n_threads, held)

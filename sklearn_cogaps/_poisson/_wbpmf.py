@@ -45,11 +45,11 @@ from ._counts import (
     MISSING_COUNTS_ADVICE,
     PEER_RUN_PARAMETERS,
     CountModelMixin,
+    HeldOut,
     _check_block,
     _source_dtype,
     has_fractions,
     kl_nmf,
-    loglik,
     refuse_hpfrec_arguments,
     warn_fit_only_parameters,
 )
@@ -173,7 +173,7 @@ class _Problem:
             self.const = entry_sums(*row_entry_sums(compressed(X)), self.x_rows)[0]
         self.n_started = 0
         if held is not None:
-            self.held = _without_rows_of_no_count(held, self.x_rows)
+            self.held = HeldOut(_without_rows_of_no_count(held, self.x_rows), self.x_rows)
 
     @property
     def sweeper(self):
@@ -467,7 +467,8 @@ class WeightedBackgroundPMF(
         sweeps, not :meth:`score`'s fit of the rows to convergence).
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
-        iteration; None without.
+        iteration, under the fitted means times their depth ``X_val.sum() / X.sum()``
+        (``poisson_loglik(X_val, users=..., depth=...)``); None without.
     converged_ : bool
         Whether the last fit met ``tol`` (or, with ``X_val``, stopped at its best held-out
         score); False after an interruption.
@@ -851,7 +852,7 @@ class WeightedBackgroundPMF(
         # loadings_ @ components_ of this state (Wang: l0_i f0_j sum_k w_k E l_ik E f_jk)
         W = s.l0[:, None] * s.El
         H = s.w[:, None] * (f0[:, None] * Ef).T
-        return loglik(W, H, held, "entry")
+        return held.score(W, H)
 
     def _snapshot(self, state, iteration):
         if iteration == 0:

@@ -56,6 +56,9 @@ def test_the_loglik_refuses_what_it_cannot_read(thinned):
     est, X, A, B = thinned
     with pytest.raises(ValueError, match="average must be"):
         est.poisson_loglik(X[:5], average="mean")
+    for depth in (0, -0.25, np.inf, np.nan, True, "0.25"):
+        with pytest.raises(ValueError, match=r"depth must be a positive number .*thin_counts"):
+            est.poisson_loglik(X[:5], depth=depth)
     with pytest.raises(ValueError, match="not both"):
         est.poisson_loglik(X[:5], users=np.arange(5), fit_on=A[:5])
     with pytest.raises(ValueError, match="fit_on must hold the rows of X"):
@@ -74,7 +77,11 @@ def test_weighted_background_stops_on_held_out_counts_at_its_best_iteration():
     est = WeightedBackgroundPMF(**kw).fit(X - X_val, X_val=X_val)
     scores = est.validation_scores_
     assert est.n_iter_ < 300 and scores.argmax() == est.n_iter_ - 1
-    assert_allclose(est.poisson_loglik(X_val, users=np.arange(300)), scores[-1], rtol=1e-12)
+    # scored at their depth: the fit's means estimate the training counts'
+    depth = X_val.sum() / (X - X_val).sum()
+    assert depth == pytest.approx(0.25, rel=0.02)
+    assert_allclose(est.poisson_loglik(X_val, users=np.arange(300), depth=depth), scores[-1],
+                    rtol=1e-12)  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         plain = WeightedBackgroundPMF(**{**kw, "max_iter": est.n_iter_, "tol": 0.0}).fit(X - X_val)
@@ -92,8 +99,9 @@ def test_held_out_counts_in_a_column_without_training_counts_are_scored():
     est = WeightedBackgroundPMF(3, random_state=0, max_iter=300).fit(X - X_val, X_val=X_val)
     assert np.all(np.isfinite(est.validation_scores_)) and est.n_iter_ > 1
     assert est.validation_scores_.argmax() == est.n_iter_ - 1
-    assert_allclose(est.poisson_loglik(X_val, users=np.arange(150)), est.validation_scores_[-1],
-                    rtol=1e-12)  # fmt: skip
+    depth = X_val.sum() / (X - X_val).sum()
+    assert_allclose(est.poisson_loglik(X_val, users=np.arange(150), depth=depth),
+                    est.validation_scores_[-1], rtol=1e-12)  # fmt: skip
 
 
 def test_held_out_counts_in_a_row_without_training_counts_are_left_out_with_a_warning():
@@ -111,8 +119,9 @@ def test_held_out_counts_in_a_row_without_training_counts_are_left_out_with_a_wa
     assert np.all(np.isfinite(est.validation_scores_)) and est.n_iter_ > 1
     kept = X_val.copy()
     kept[7] = 0
-    assert_allclose(est.poisson_loglik(kept, users=np.arange(150)), est.validation_scores_[-1],
-                    rtol=1e-12)  # fmt: skip
+    depth = kept.sum() / (X - X_val).sum()
+    assert_allclose(est.poisson_loglik(kept, users=np.arange(150), depth=depth),
+                    est.validation_scores_[-1], rtol=1e-12)  # fmt: skip
 
 
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])

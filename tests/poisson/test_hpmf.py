@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from threadpoolctl import threadpool_limits
 
-from sklearn_cogaps import HierarchicalPMF, match_components
+from sklearn_cogaps import HierarchicalPMF, match_components, thin_counts
 from sklearn_cogaps._poisson._hpmf_fast import (
     _dlog_gamma_dshape_for_tests as dlog_gamma_dshape_array,
 )
@@ -422,8 +422,8 @@ def test_three_solvers_reach_the_same_elbo(example, vbem_fit):
 def test_held_out_counts_stop_the_fit_at_its_best_iteration():
     rng = np.random.default_rng(0)
     X = rng.poisson(rng.gamma(0.5, 2.0, (300, 5)) @ rng.gamma(0.5, 2.0, (5, 200)))
-    X_val = rng.binomial(X, 0.2)  # a binomial thinning: the held-out counts of the same rows
-    X_fit = X - X_val
+    # a binomial thinning: the held-out counts of the same rows
+    X_fit, X_val = thin_counts(X, 0.2, random_state=0)
     kw = dict(n_components=20, random_state=0, tol=1e-9, max_iter=500)
     est = HierarchicalPMF(n_iter_no_change=3, **kw).fit(X_fit, X_val=X_val)
     scores = est.validation_scores_
@@ -431,7 +431,8 @@ def test_held_out_counts_stop_the_fit_at_its_best_iteration():
     assert est.n_iter_ < 100 and est.converged_
     assert scores.shape == (est.n_iter_,) and scores.argmax() == est.n_iter_ - 1
     rows = np.arange(300)
-    assert_allclose(est.poisson_loglik(X_val, users=rows), scores[-1], rtol=1e-12)
+    depth = X_val.sum() / X_fit.sum()  # the held-out counts' means: the fit's times depth
+    assert_allclose(est.poisson_loglik(X_val, users=rows, depth=depth), scores[-1], rtol=1e-12)
     # the kept fit is the plain fit stopped at that iteration, to the bit
     plain = HierarchicalPMF(**{**kw, "max_iter": est.n_iter_, "tol": 0.0}).fit(X_fit)
     assert plain.validation_scores_ is None
