@@ -245,3 +245,29 @@ def test_max_margin_mf_leaves_inputs_unchanged(tmp_path):
         for a, b in zip(expected, got):
             assert_array_equal(a, b, err_msg=name)
         assert _snapshot(form) == before, name
+
+
+@pytest.mark.parametrize(
+    "make, side",
+    [
+        (lambda: ExtremeDeconvolution(1, random_state=0), "X_cov"),
+        (lambda: ExtremeDeconvolution(1, random_state=0), "sample_weight"),
+        (lambda: HierarchicalPMF(2, max_iter=5, random_state=0), "X_val"),
+        (lambda: WeightedBackgroundPMF(2, max_iter=5, random_state=0), "X_val"),
+    ],
+)
+def test_a_list_side_input_beside_a_list_x_gives_the_arrays_result(make, side):
+    """A list has an ``index`` method, which the check of a side input's labels took for
+    pandas labels and failed on (TypeError: object of type 'builtin_function_or_method'
+    has no len()) when X was a list too."""
+    X = _counts()
+    values = {
+        "X_cov": np.full_like(X, 0.1),
+        "sample_weight": np.arange(1.0, X.shape[0] + 1),
+        "X_val": _counts(1),
+    }[side]
+    expected = make().fit(X, **{side: values})
+    fitted = make().fit(X.tolist(), **{side: values.tolist()})
+    for name in ("means_", "components_"):
+        if hasattr(expected, name):
+            assert_array_equal(getattr(fitted, name), getattr(expected, name))

@@ -344,6 +344,17 @@ def label_mismatch(of_x, of_side):
     return "in another order" if set(a) == set(b) else "in part"
 
 
+def _axis_labels(obj, axis):
+    """The labels of ``obj`` on ``axis`` ("column" or "row"): a DataFrame's columns or
+    index, a Series' index, an AnnData's var_names or obs_names; None for anything else
+    (a list's ``index`` is a method, not labels)."""
+    for name in ("columns", "var_names") if axis == "column" else ("index", "obs_names"):
+        labels = getattr(obj, name, None)
+        if labels is not None and not callable(labels):
+            return labels
+    return None
+
+
 def check_side_labels(X, name, value, axes=("column", "row")):
     """Refuse a labelled side input whose rows or columns are X's in another order.
 
@@ -364,32 +375,36 @@ def check_side_labels(X, name, value, axes=("column", "row")):
         Which of its labels are X's: its columns are X's columns (features), its rows X's
         rows (samples).
     """
-    if not hasattr(value, "index"):
-        return
-    if not hasattr(value, "columns"):  # a Series: a value per row of X (sample_weight)
+    if _axis_labels(value, "column") is None:  # a Series: a value per row of X (sample_weight)
         axes = tuple(axis for axis in axes if axis == "row")
-    labels = {
-        "column": lambda: (getattr(X, "columns", getattr(X, "var_names", None)), value.columns),
-        "row": lambda: (getattr(X, "index", getattr(X, "obs_names", None)), value.index),
-    }
     for axis in axes:
-        of_x, of_v = labels[axis]()
+        of_x, of_v = _axis_labels(X, axis), _axis_labels(value, axis)
         how = label_mismatch(of_x, of_v)
         if how is None:
             continue
         of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
         # pandas selects rows with .loc[rows] and columns with .loc[:, columns]
-        align = {
-            ("column", "row"): f"{name}.loc[X.index, X.columns]",
-            ("row",): f"{name}.loc[X.index]",
-            ("column",): f"{name}.loc[:, X.columns]",
-        }[tuple(sorted(axes))]
+        # X's labels under the names of X's type; the side input selected as its type is
+        rows, columns = (
+            ("X.obs_names", "X.var_names") if is_anndata(X) else ("X.index", "X.columns")
+        )
+        if is_anndata(value):  # AnnData selects by names, rows first
+            align = {
+                ("column", "row"): f"{name}[{rows}, {columns}]",
+                ("row",): f"{name}[{rows}]",
+                ("column",): f"{name}[:, {columns}]",
+            }[tuple(sorted(axes))]
+        else:  # pandas selects rows with .loc[rows] and columns with .loc[:, columns]
+            align = {
+                ("column", "row"): f"{name}.loc[{rows}, {columns}]",
+                ("row",): f"{name}.loc[{rows}]",
+                ("column",): f"{name}.loc[:, {columns}]",
+            }[tuple(sorted(axes))]
         raise ValueError(
             f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
             f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
             f"position, so values would be paired with the wrong entries of X. Align it "
-            f"first: {align} (for an AnnData, adata.obs_names for X.index and "
-            "adata.var_names for X.columns)."
+            f"first: {align}."
         )
 
 

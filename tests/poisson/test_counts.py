@@ -142,6 +142,16 @@ def test_held_out_counts_with_labels_must_be_aligned_with_x(Estimator):
     est.poisson_loglik(X_val, fit_on=X)
     with pytest.raises(ValueError, match=r"row labels of 'fit_on' are the row labels of X"):
         est.poisson_loglik(X_val, fit_on=X.iloc[::-1])
+    # an AnnData's names are its labels: genes or cells in another order are refused too
+    ad = pytest.importorskip("anndata")
+    adata, held = ad.AnnData(X), ad.AnnData(X_val)
+    with pytest.raises(ValueError, match=r"column labels of 'X_val' .* in another order .*"
+                       r"Align it first: X_val\[X\.obs_names, X\.var_names\]"):  # fmt: skip
+        est.fit(adata, X_val=held[:, X.columns[::-1]])
+    with pytest.raises(ValueError, match=r"row labels of 'X_val' are the row labels of X"):
+        est.fit(adata, X_val=held[held.obs_names[::-1]])
+    with pytest.raises(ValueError, match=r"Align it first: X_val\.loc\[X\.obs_names, "):
+        est.fit(adata, X_val=X_val[X.columns[::-1]])
 
 
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
