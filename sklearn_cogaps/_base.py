@@ -78,6 +78,9 @@ class Run:
         Whether the convergence test was met.
     interrupted : bool
         Whether Ctrl-C ended the run.
+    stopped : bool
+        Whether an iteration ended the run by itself (``_iterate`` returned None, as EM
+        does when its objective falls), keeping the state before it.
     started : float
         When the run started (``time.perf_counter``), or the first of several starts.
     n_starts : int
@@ -97,6 +100,7 @@ class Run:
         self.n_iter = n_iter
         self.converged = converged
         self.interrupted = interrupted
+        self.stopped = False
         self.objective = None
         self.n_starts = 1
         self.n_ran = n_iter
@@ -238,7 +242,7 @@ class IterativeMixin:
         # the history must end at the state kept, not one iteration after it
         kept = None
         n_kept = 0
-        converged = interrupted = False
+        converged = interrupted = stopped = False
         # early stopping: the held-out scores, and the best iteration with its snapshot
         validation, best = [], None
         try:
@@ -254,6 +258,7 @@ class IterativeMixin:
             for iteration in range(first, n_iterations + 1):
                 value = self._iterate(state, iteration)
                 if value is None:
+                    stopped = True
                     break
                 snapshot = self._snapshot(state, iteration)
                 history.append(value)
@@ -299,6 +304,7 @@ class IterativeMixin:
         converged = converged or n_iterations == 0
         run = Run(state, history, start, len(history), converged, interrupted, started)
         run.n_ran = n_ran
+        run.stopped = stopped
         if best is not None:
             run.validation = validation[: len(history)]
         run.objective = self._run_objective(run)
@@ -358,6 +364,13 @@ class IterativeMixin:
         diverged = self._diverged(run.history)
         if diverged is not None:
             return diverged
+        if run.stopped:
+            return (
+                f"{type(self).__name__} stopped after {run.n_iter} of max_iter="
+                f"{self.max_iter} iterations: the next one lowered its "
+                f"{self._objective_name} (the warning before this one says by how much), "
+                "and the fit kept the parameters before it. More iterations would not help."
+            )
         return (
             f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
             f"iterations: the {self._objective_name} still changed by more than tol="
@@ -388,16 +401,18 @@ class IterativeMixin:
         far = worse and abs(final - best) > 0.1 * max(abs(best), 1.0)
         if np.isfinite(final) and not (far or exploded):
             return None
-        advice = (
-            "lower learning_rate"
-            if "learning_rate" in self.get_params(deep=False)
-            else "start it from other parameters"
-        )
+        advice = self._divergence_advice()
         return (
             f"{type(self).__name__} diverged: its {self._objective_name} went from "
             f"{values[0]:.6g} to {final:.6g} in {len(history)} iterations; more iterations "
             f"would not help. To fit, {advice}."
         )
+
+    def _divergence_advice(self):
+        """What a diverged fit should change, for :meth:`_diverged`'s message."""
+        if "learning_rate" in self.get_params(deep=False):
+            return "lower learning_rate"
+        return "start it from other parameters"
 
     def _end_run(self, run, *, total=None):
         """Say how the fit ended (the last progress line, a warning after an interruption

@@ -1,6 +1,7 @@
 """Inputs that once gave a wrong answer without a word now raise or warn, with a message
 that says what to do (each test is the call that used to pass quietly)."""
 
+import re
 import warnings
 
 import numpy as np
@@ -355,6 +356,10 @@ def test_parameters_this_fit_does_not_read_warn():
             warnings.simplefilter("ignore", ConvergenceWarning)
             Estimator(2, total_samples=40).partial_fit(X)
             Estimator(2, max_iter=3, n_iter_no_change=5).fit(X, X_val=X[::-1])
+            # fit continuing a stream of partial_fit: the documented route, which set it
+            stream = Estimator(2, random_state=0, total_samples=40)
+            stream.partial_fit(X[:10]).partial_fit(X[10:])
+            stream.set_params(warm_start=True, max_iter=3).fit(X)
 
 
 def _quiet_fit(estimator, X):
@@ -577,3 +582,23 @@ def test_xd_on_points_far_below_unit_scale_warns_that_reg_covar_dominates():
         ExtremeDeconvolution(2, random_state=0).fit(X)
         ExtremeDeconvolution(2, random_state=0).fit(np.c_[X, np.full(400, 3.0)])
         ExtremeDeconvolution(2, random_state=0, reg_covar=0.0).fit(X * 1e-3)
+
+
+def test_an_em_stopped_by_a_fall_of_its_objective_says_so_not_to_raise_max_iter():
+    """EM that stops because an iteration lowered its objective (reg_covar dominating data
+    of small units) kept the start, n_iter_ = 0, and its ConvergenceWarning said that
+    max_iter=100 iterations had not converged and to raise max_iter."""
+    rng = np.random.default_rng(1)
+    v = np.where(rng.random((2000, 1)) < 0.3, [-2.0, 0.0], [2.0, 1.0])
+    v = v + rng.normal(size=(2000, 2))
+    var = rng.uniform(0.1, 1.0, (2000, 2))
+    X = v + rng.normal(size=(2000, 2)) * np.sqrt(var)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = ExtremeDeconvolution(2, random_state=0).fit(X * 1e-4, X_cov=var * 1e-8)
+    messages = {w.category: str(w.message) for w in caught}
+    assert "decreased" in messages[RuntimeWarning] and est.n_iter_ == 0
+    assert not est.converged_
+    assert re.search(r"stopped after 0 of max_iter=100 iterations: the next one lowered .* "
+                     r"would not help", messages[ConvergenceWarning])  # fmt: skip
+    assert "Increase max_iter" not in messages[ConvergenceWarning]

@@ -40,6 +40,15 @@ def _from_mapping(what, mapping, names):
         raise ValueError(
             f"{what} names features not seen in fit: {unknown}; the features are {list(names)}."
         )
+    pairs = {key: v for key, v in mapping.items() if np.ndim(v) != 0}
+    if pairs:
+        key, v = next(iter(pairs.items()))
+        raise ValueError(
+            f"{what} gives {key!r}: {v!r}, not one number (XDGMM's X_dict pairs of a value "
+            "and its error): give the values in X and their noise variances in X_cov, both "
+            f"by name, e.g. condition({{{key!r}: value}}, X_cov={{{key!r}: error**2}}) for "
+            "a standard error."
+        )
     fill = np.nan if what == "X" else 0.0
     return np.array([float(mapping[n]) if n in mapping else fill for n in names])
 

@@ -19,7 +19,7 @@ from .._utils._validation import (
 from .._utils._warnings import warn
 
 __all__ = [
-    "NOISE_ADVICE",
+    "noise_advice",
     "Observations",
     "Problem",
     "is_projected",
@@ -27,16 +27,22 @@ __all__ = [
     "proxy",
     "observations",
     "validate_observations",
-    "warn_if_noise_like",
+    "check_noise_like_y",
 ]
+
 
 # What to do instead of passing the noise as the second positional argument (astroML's
 # XDGMM.fit(X, Xerr) takes it there).
-NOISE_ADVICE = (
-    "give the noise of each point, pass it by keyword: fit(X, X_cov=Xerr) with covariances "
-    "of shape (n_samples, n_features, n_features) or variances of shape (n_samples, "
-    "n_features); projections go in projection=R and weights in sample_weight=w"
-)
+def noise_advice(method):
+    """What ``method``'s refusal of a side input given positionally advises: the noise by
+    keyword, and the other side inputs ``method`` takes."""
+    weights = "" if method == "score" else " and weights in sample_weight=w"
+    return (
+        f"give the noise of each point, pass it by keyword: {method}(X, X_cov=Xerr) with "
+        "covariances of shape (n_samples, n_features, n_features) or variances of shape "
+        f"(n_samples, n_features); projections go in projection=R{weights}"
+    )
+
 
 # What a masked array of points should be instead: ExtremeDeconvolution reads NaN as a
 # coordinate not measured.
@@ -404,8 +410,14 @@ def proxy(data):
     X = data.X.astype(np.float64)
     missing = np.isnan(X)
     if data.Rproj.shape[0] == 0 and data.R is None:
-        col = np.nanmean(np.where(missing.all(axis=0), 0.0, X), axis=0) if missing.any() else None
-        return np.where(missing, col, X) if missing.any() else X
+        if not missing.any():
+            return X
+        # a missing value starts at its coordinate's weighted mean (0 where no point of
+        # positive weight observes it): a point of weight w and w copies of it start alike
+        w = np.where(missing, 0.0, data.sample_weight.astype(np.float64)[:, None])
+        total = w.sum(axis=0)
+        col = (w * np.where(missing, 0.0, X)).sum(axis=0) / np.where(total > 0, total, 1.0)
+        return np.where(missing, col, X)
     R = (
         data.Rproj.astype(np.float64)
         if data.Rproj.shape[0]
@@ -416,13 +428,16 @@ def proxy(data):
     return np.einsum("npd,np->nd", np.linalg.pinv(R).swapaxes(1, 2), np.where(missing, 0.0, X))
 
 
-def warn_if_noise_like(estimator, y, X_cov, method):
-    """Warn when the ignored ``y`` looks like the points' noise given without its keyword.
+def check_noise_like_y(estimator, y, X, X_cov, method):
+    """Warn when the ignored ``y`` looks like the points' noise given without its keyword,
+    and refuse it beside points of one coordinate.
 
     A 1-d ``y`` of length n_samples passes :func:`check_ignored_y` (scikit-learn's tools
     pass targets along), but astroML's ``fit(X, Xerr)`` habit with one variance per point
     also gives one. Non-negative values that are not all integers are not class labels:
-    they are most likely variances, dropped unless said.
+    they are most likely variances, dropped unless said. Beside X of one column they are
+    exactly the habit's noise of one-dimensional data (a magnitude, a velocity), which a
+    warning would let the fit drop, deconvolving nothing.
     """
     if y is None or X_cov is not None:
         return
@@ -435,6 +450,21 @@ def warn_if_noise_like(estimator, y, X_cov, method):
     finite = values[np.isfinite(values)]
     if finite.size == 0 or np.any(finite < 0) or np.all(finite == np.round(finite)):
         return
+    shape = getattr(X, "shape", None)
+    if shape is None:
+        try:
+            shape = np.shape(X)
+        except (TypeError, ValueError):
+            shape = ()
+    if len(shape) == 2 and shape[1] == 1:
+        raise ValueError(
+            f"{type(estimator).__name__}.{method} got X of one coordinate and, as its second "
+            "positional argument, a value per point that looks like its noise variance "
+            "(non-negative, not integers), as astroML's fit(X, Xerr) takes it; y is ignored, "
+            f"so the noise would be dropped. Pass it by keyword: {method}(X, "
+            "X_cov=y[:, None]) for variances, or X_cov=(y**2)[:, None] for standard "
+            f"deviations; to {method} without noise, call {method}(X)."
+        )
     warn(
         f"{type(estimator).__name__}.{method} ignores y, whose values look like each point's "
         "noise variance (non-negative, not integers). To use them, pass them by keyword: "

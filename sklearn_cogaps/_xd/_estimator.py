@@ -31,12 +31,12 @@ from ._blocks import ObservationBlocks
 from ._condition import aligned_by_name, condition_mixture, given_values
 from ._data import (
     MASKED_ADVICE,
-    NOISE_ADVICE,
     Problem,
+    check_noise_like_y,
     is_projected,
     n_dims,
+    noise_advice,
     validate_observations,
-    warn_if_noise_like,
 )
 from ._em import EMRun, m_step, penalty
 from ._estep import estep, log_prob
@@ -79,7 +79,8 @@ def _observations_doc(method):
 
 # astroML's and extreme-deconvolution's names of the methods' arguments.
 _PEER_ARGUMENTS = {
-    **dict.fromkeys(["Xerr", "xerr", "ycovar", "Xerr_input"], ("astroML's", "X_cov")),
+    **dict.fromkeys(["Xerr", "xerr", "Xerr_input"], ("astroML's", "X_cov")),
+    "ycovar": ("extreme-deconvolution's", "X_cov"),
     "weight": ("extreme-deconvolution's", "sample_weight"),
     **dict.fromkeys(["ydata", "X_input"], ("astroML's", None)),
     "X_dict": ("XDGMM's", None),
@@ -261,6 +262,18 @@ class ExtremeDeconvolution(
         "fixamp": ("extreme-deconvolution", "fixed_weights=fixamp"),
         "fixmean": ("extreme-deconvolution", "fixed_means=fixmean"),
         "fixcovar": ("extreme-deconvolution", "fixed_covariances=fixcovar"),
+        "mu": ("xdgmm's XDGMM", "means_init=mu"),
+        "V": ("xdgmm's XDGMM", "precisions_init=np.linalg.inv(V)"),
+        "weights": ("xdgmm's XDGMM", "weights_init=weights"),
+        "filename": ("xdgmm's XDGMM", "xd = joblib.load(path) for a saved model"),
+        "labels": (
+            "xdgmm's XDGMM",
+            "fit(X) on a pandas DataFrame whose columns are the labels (feature_names_in_)",
+        ),
+        "covariance_type": (
+            "scikit-learn's GaussianMixture",
+            "leave it out: every component has a full covariance",
+        ),
     }
 
     _parameter_constraints = {
@@ -359,6 +372,8 @@ class ExtremeDeconvolution(
         "mu": ("astroML", "means_"),
         "V": ("astroML", "covariances_"),
         "alpha": ("astroML", "weights_"),
+        "weights": ("xdgmm", "weights_"),
+        "labels": ("xdgmm", "feature_names_in_ (fit on a pandas DataFrame)"),
         "bic_test": (
             "xdgmm",
             "bic(X, X_cov=Xerr) of a fit for each n_components, or GridSearchCV over "
@@ -534,8 +549,8 @@ class ExtremeDeconvolution(
         self : ExtremeDeconvolution
             The fitted estimator.
         """
-        check_ignored_y(self, y, X, advice=NOISE_ADVICE)
-        warn_if_noise_like(self, y, X_cov, "fit")
+        check_ignored_y(self, y, X, advice=noise_advice("fit"))
+        check_noise_like_y(self, y, X, X_cov, "fit")
         rng = check_random_state(self.random_state)
         # out of core, the first start's points are read in the pass that checks the data
         data = self._read_observations(X, X_cov, projection, sample_weight, reset=True,
@@ -651,8 +666,8 @@ class ExtremeDeconvolution(
         # every call: the parameters may have changed with set_params (a cheap check)
         self._validate_params()
         check_ignored_y(self, y, X, method="partial_fit",
-                        advice=NOISE_ADVICE.replace("fit(", "partial_fit("))  # fmt: skip
-        warn_if_noise_like(self, y, X_cov, "partial_fit")
+                        advice=noise_advice("partial_fit"))  # fmt: skip
+        check_noise_like_y(self, y, X, X_cov, "partial_fit")
         first = not hasattr(self, "means_")
         if not first:  # a batch without the noise the earlier batches had
             self._warn_if_missing("partial_fit", "X_cov", X_cov)
@@ -823,8 +838,8 @@ class ExtremeDeconvolution(
             Mean of `score_samples`.
         """
         check_ignored_y(self, y, X, method="score",
-                        advice=NOISE_ADVICE.replace("fit(", "score("))  # fmt: skip
-        warn_if_noise_like(self, y, X_cov, "score")
+                        advice=noise_advice("score"))  # fmt: skip
+        check_noise_like_y(self, y, X, X_cov, "score")
         self._warn_if_missing("score", "X_cov", X_cov)
         self._warn_if_missing("score", "projection", projection)
         return float(self._log_likelihoods(X, X_cov, projection).mean(dtype=np.float64))
