@@ -118,12 +118,30 @@ def test_prep_refuses_what_is_not_counts(capsys, counts, tmp_path):
     sio.mmwrite(tmp_path / "norm.mtx", sparse.coo_matrix(X))
     status, _, err = _run(capsys, "prep", "-i", tmp_path / "norm.mtx", "-o", tmp_path)
     assert status == 2
-    assert "fractional" in err and "cell 4, gene 7" in err and "raw counts" in err
+    assert "fractional values, the first 0.5 in cell 4, gene 7" in err and "raw counts" in err
     X[4, 7] = -1.0
     np.save(tmp_path / "neg.npy", X)
     status, _, err = _run(capsys, "train", "-i", tmp_path / "neg.npy", "-o", tmp_path, "-k", "2")
     assert status == 2 and "negative" in err
     assert not (tmp_path / "filtered.mtx").exists()
+
+
+@pytest.mark.parametrize("name", ["empty.mtx", "garbage.mtx", "garbage.mtx.gz"])
+def test_a_file_that_is_not_matrix_market_gets_one_message(capsys, tmp_path, monkeypatch, name):
+    """scipy's reader of a text file left a bytes wrapper whose clean-up printed "Exception
+    ignored in ... I/O operation on closed file" after the error."""
+    import gc
+    import gzip
+
+    raw = b"" if name.startswith("empty") else b"garbage\n"
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(tmp_path / name, "wb") as f:
+        f.write(raw)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    status, _, err = _run(capsys, "prep", "-i", tmp_path / name, "-o", tmp_path / "out")
+    gc.collect()
+    assert status == 2 and "error:" in err and not unraisable
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".txt.bz2"])

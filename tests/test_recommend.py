@@ -266,6 +266,9 @@ def test_ids_become_indices_only_when_the_fit_saw_them(fitted):
         label_indices(users, [1000, 1008], name="users")
     with pytest.raises(ValueError, match="must be sorted"):
         label_indices(users[::-1], [1000])
+    # a label twice gave an extra row that no triplet reaches
+    with pytest.raises(ValueError, match=r"must be distinct.*1007 is there twice"):
+        triplets_to_matrix([1000, 1007], [1, 1], user_labels=[1000, 1007, 1007])
     # a held-out matrix on the training labels lines up with the fitted one
     X, u, i = triplets_to_matrix(["a", "b", "c"], ["x", "y", "z"])
     held, hu, hi = triplets_to_matrix(["c"], ["x"], user_labels=u, item_labels=i)

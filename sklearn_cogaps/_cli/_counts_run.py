@@ -186,8 +186,8 @@ def _check_counts(X, path, genes=None):
         col = int(X.indices[found[0]])
         gene = f" ({genes[col, 0]})" if genes is not None else ""
         raise CommandLineError(
-            f"'{path}' holds {len(found):,} {kind} values, the first {values[found[0]]!r} in "
-            f"cell {row}, gene {col}{gene} (0-based): {advice}"
+            f"'{path}' holds {len(found):,} {kind} values, the first "
+            f"{float(values[found[0]])!r} in cell {row}, gene {col}{gene} (0-based): {advice}"
         )
 
 

@@ -30,6 +30,13 @@ def open_text(path, newline=None):
     return opener(path, "rt", newline=newline)
 
 
+def open_binary(path):
+    """The same file as bytes: scipy's Matrix Market reader wraps a text file in a bytes
+    reader whose clean-up, after an error, printed a traceback of its own."""
+    opener = COMPRESSIONS.get(Path(path).suffix.lower())
+    return open(path, "rb") if opener is None else opener(path, "rb")
+
+
 def _kind(path, formats, what, compressed=()):
     """The format of ``path`` among ``formats`` by its name; those in ``compressed`` may
     also end with a compression's suffix."""
@@ -122,8 +129,8 @@ def _check_table(X, rows, cols, path, sep):
         i, j = missing[0]
         raise CommandLineError(
             f"row '{rows[i]}', column '{cols[j]}' of '{path}' is empty or NA ({len(missing)} "
-            "such cells): CoGAPS has no model of missing values; fill them (with 0 for "
-            "undetected counts) or drop their rows or columns."
+            "such cells): the factorisations have no model of missing values; fill them "
+            "(with 0 for undetected counts) or drop their rows or columns."
         )
 
 
@@ -384,7 +391,7 @@ def read_matrix(path, transpose=False, layer=None):
     elif kind == ".mtx":
         from scipy.io import mmread
 
-        with open_text(path) as f:
+        with open_binary(path) as f:
             X = mmread(f)
         X = X.tocsr() if sparse.issparse(X) else np.asarray(X)
     else:

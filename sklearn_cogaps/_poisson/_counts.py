@@ -318,6 +318,8 @@ def warn_fit_only_parameters(estimator, X_val):
         warn_unused_parameters(
             estimator, ("n_iter_no_change",), "with held-out counts", "Pass fit(X, X_val=...)"
         )
+    if getattr(estimator, "warm_start", False) and "_svi_state" in estimator.__dict__:
+        return  # fit continuing a stream of partial_fit, which read it (the documented route)
     warn_unused_parameters(
         estimator, ("total_samples",), "by partial_fit", "Call partial_fit on batches of rows"
     )

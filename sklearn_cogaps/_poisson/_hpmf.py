@@ -563,6 +563,16 @@ class HierarchicalPMF(
         old = np.mean(history[-2 * _WINDOW : -_WINDOW])
         return abs(new - old) <= self.tol * max(abs(new), 1.0)  # as the other solvers
 
+    def _divergence_advice(self):
+        if self.solver == "pathwise":  # the only solver that takes steps
+            return "lower learning_rate"
+        # the updates of VBEM and Newton raise the bound in exact arithmetic: a bound that
+        # falls far has lost its precision, to counts far above the others most often
+        return (
+            "look for counts far larger than the others (the bound's terms of the others "
+            "are then below its precision), or start it from other parameters"
+        )
+
     def _unconverged_message(self, run):
         message = super()._unconverged_message(run)
         if message is None and run.converged and not run.interrupted:

@@ -32,8 +32,9 @@ def thin_counts(X, fraction=0.2, *, random_state=None):
 
     Returns
     -------
-    X_train, X_held : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_features)
-        Float64 counts that sum to X, sparse (CSR, without stored zeros) when X is.
+    X_train, X_held : ndarray or sparse CSR of shape (n_samples, n_features)
+        Float64 counts that sum to X, sparse (CSR, a matrix or an array as X is, without
+        stored zeros) when X is.
 
     Examples
     --------
@@ -49,6 +50,10 @@ def thin_counts(X, fraction=0.2, *, random_state=None):
     rng = check_random_state(check_seed(random_state))
     X = check_array(X, accept_sparse=("csr", "csc", "coo"), dtype=np.float64,
                     input_name="X")  # fmt: skip
+    if sparse.issparse(X):
+        # the counts are the sums of duplicate entries (COO's 0.5 + 0.5 is a count of 1)
+        X = X.tocsr(copy=True)
+        X.sum_duplicates()
     values = X.data if sparse.issparse(X) else X
     if values.size and (values.min() < 0 or np.any(values != np.round(values))):
         raise ValueError(
@@ -58,8 +63,6 @@ def thin_counts(X, fraction=0.2, *, random_state=None):
     if values.size and values.max() >= 2.0**62:
         raise ValueError("X has counts beyond 2**62, which binomial draws cannot take.")
     if sparse.issparse(X):
-        X = X.tocsr(copy=True)
-        X.sum_duplicates()
         held = X.copy()
         held.data = rng.binomial(X.data.astype(np.int64), fraction).astype(np.float64)
         train = X.copy()

@@ -566,6 +566,30 @@ class WeightedBackgroundPMF(
             "R ebpmf",
             "nothing: the prior solvers run to their tolerance (mix-SQP's KKT conditions)",
         ),
+        "Kmax": (
+            "R ebpmf",
+            "n_components=K: the fit neither adds nor drops topics (choose K by "
+            "GridSearchCV over n_components, whose score is the held-out bound)",
+        ),
+        "fix_g": (
+            "R ebpmf",
+            "nothing: the priors are always fitted (empirical Bayes); to start from given "
+            "factors, init='custom' with fit(X, W=..., H=...)",
+        ),
+        "init_tol": (
+            "R ebpmf",
+            "nothing: the start is a fixed number of KL-NMF iterations (init='nmf'), or "
+            "your own factors with init='custom' and fit(X, W=..., H=...)",
+        ),
+    }
+
+    # R ebpm's prior families that this estimator lacks, and the closest one it has
+    _peer_families = {
+        "point_exponential": "'point_gamma' (a point mass at 0 and a gamma, of which the "
+        "exponential is the shape-1 case) or 'exponential_mixture'",
+        "two_gamma": "'gamma_mixture' (a mixture on a grid of gammas)",
+        "gamma_mixture_single_scale": "'gamma_mixture' (its grid of gammas of mean 1)",
+        "mle_pm": "'gamma' (a fitted prior in place of no prior)",
     }
 
     def _validate_params(self):
@@ -578,6 +602,16 @@ class WeightedBackgroundPMF(
                 "warm_start=True).fit(X)); to start from given factors, init='custom' "
                 "with fit(X, W=..., H=...)."
             )
+        for name in ("prior_loadings", "prior_components"):
+            family = getattr(self, name)
+            if isinstance(family, str) and family in self._peer_families:
+                from sklearn.utils._param_validation import InvalidParameterError
+
+                raise InvalidParameterError(
+                    f"{name}={family!r} is a prior family of R's ebpm that this estimator "
+                    f"does not fit; the closest it has is {self._peer_families[family]}. "
+                    f"Its families: {', '.join(map(repr, EBPM_FAMILIES))}."
+                )
         super()._validate_params()
 
     # R ebpmf_wbg's results, read on a fitted model
@@ -586,6 +620,8 @@ class WeightedBackgroundPMF(
         "l0": ("R ebpmf", "l0_"),
         "f0": ("R ebpmf", "f0_"),
         "w": ("R ebpmf", "w_"),
+        "EL": ("R ebpmf", "loadings_mean_ (E[l_ik]; loadings_ holds l0_i E[l_ik])"),
+        "EF": ("R ebpmf", "components_mean_.T (E[f_jk]; components_ holds w_k f0_j E[f_jk])"),
         "ELBO": ("R ebpmf", "objective_history_ (the trace) or lower_bound_ (the last)"),
         "KL": (
             "R ebpmf",
@@ -755,6 +791,24 @@ class WeightedBackgroundPMF(
         if families != problem.families:
             return (f"the prior families are {problem.families}, the previous fit had "
                     f"{families}")  # fmt: skip
+        if "_svi_state" not in self.__dict__:
+            # a row or column without counts in the previous fit has background 0 in its
+            # state (l0_i = 0 at the maximum likelihood; f0_j kept at 0 in the fit's state):
+            # its counts now would have no mean to update from
+            rows = np.flatnonzero((np.asarray(self.l0_) == 0) & (problem.x_rows > 0))
+            unseen = self.__dict__.get("_unseen_state", (np.empty(0, dtype=np.intp),))[0]
+            if unseen.size:
+                # out of core, a pass of its own: x_cols would make the sweeps (and let go
+                # of the columns that a new start, if this one is refused, reads)
+                out_of_core = isinstance(problem.X, (BlockCounts, DaskCounts))
+                sums = column_sums(problem.X) if out_of_core else problem.x_cols
+                unseen = unseen[sums[unseen] > 0]
+            cols = unseen
+            if rows.size or cols.size:
+                first = f"row {rows[0]}" if rows.size else f"column {cols[0]}"
+                return (f"X has counts in {rows.size} row(s) and {cols.size} column(s) that "
+                        f"had none in the previous fit (the first: {first}), whose state "
+                        "has no background there to continue from")  # fmt: skip
         return None
 
     def _continue(self, problem):

@@ -107,6 +107,13 @@ def label_indices(labels, ids, *, name="ids"):
         raise ValueError(
             "labels must be sorted, as triplets_to_matrix returns them; got unsorted labels."
         )
+    if labels.size and np.any(labels[1:] == labels[:-1]):
+        # searchsorted finds the first of two equal labels: the second's row stays empty
+        twice = labels[1:][labels[1:] == labels[:-1]][:1].tolist()[0]
+        raise ValueError(
+            f"labels must be distinct, as triplets_to_matrix returns them; {twice!r} is "
+            "there twice. Pass np.unique(labels)."
+        )
     if labels.size == 0:
         found, unknown = np.zeros(ids.size, dtype=np.int64), np.ones(ids.size, dtype=bool)
     else:

@@ -243,6 +243,10 @@ def test_thin_counts_splits_every_count():
     assert sparse.isspmatrix_csr(sheld) and np.all(sheld.data > 0)
     assert np.array_equal(sheld.toarray(), held) and np.array_equal(strain.toarray(), train)
     assert np.array_equal(thin_counts(np.asfortranarray(X), 0.2, random_state=0)[1], held)
+    # the counts of a COO are the sums of its duplicates: 0.5 + 0.5 is a count of 1
+    C = sparse.coo_matrix(([0.5, 0.5, 3.0], ([0, 0, 1], [0, 0, 1])), shape=(2, 2))
+    ctrain, cheld = thin_counts(C, 0.5, random_state=0)
+    assert np.array_equal((ctrain + cheld).toarray(), [[1.0, 0.0], [0.0, 3.0]])
     assert np.array_equal(thin_counts(X, 0.2, random_state=0)[1], held)
     with pytest.raises(ValueError, match="whole-number counts.*holdout_ratings"):
         thin_counts(X + 0.5)

@@ -555,11 +555,23 @@ def test_r_ebpmf_results_and_init_from_a_fit_say_ours():
         warnings.simplefilter("ignore")
         model = WeightedBackgroundPMF(2, max_iter=5, random_state=0).fit(X)
     for name, ours in [("l0", "l0_"), ("f0", "f0_"), ("w", "w_"), ("ELBO", "lower_bound_"),
-                       ("qg", "loadings_mean_"), ("KL", "kl_loadings_")]:  # fmt: skip
+                       ("qg", "loadings_mean_"), ("KL", "kl_loadings_"),
+                       ("EL", "loadings_mean_"), ("EF", r"components_mean_\.T")]:  # fmt: skip
         with pytest.raises(AttributeError, match=rf"\(R ebpmf's\); write .*{ours}"):
             getattr(model, name)
     with pytest.raises(ValueError, match=r"not a fit .*warm_start=True"):
         WeightedBackgroundPMF(2, init=model).fit(X)
+    for family, closest in [("point_exponential", "'point_gamma'"), ("two_gamma",
+                            "'gamma_mixture'"), ("gamma_mixture_single_scale",
+                            "'gamma_mixture'"), ("mle_pm", "'gamma'")]:  # fmt: skip
+        for name in ("prior_loadings", "prior_components"):
+            with pytest.raises(ValueError, match=rf"{name}='{family}' is a prior family of "
+                               rf"R's ebpm .* the closest it has is {closest}"):  # fmt: skip
+                WeightedBackgroundPMF(2, **{name: family}).fit(X)
+    for name, ours in [("Kmax", "n_components=K"), ("fix_g", "always fitted"),
+                       ("init_tol", "KL-NMF iterations")]:  # fmt: skip
+        with pytest.raises(TypeError, match=rf"'{name}' \(R ebpmf's name.*{ours}"):
+            WeightedBackgroundPMF(**{name: 1})
 
 
 @pytest.mark.parametrize("solver", ["sequential", "simultaneous"])
@@ -623,6 +635,33 @@ def test_a_warm_start_stops_on_tol_where_the_longer_fit_stops(solver):
         assert warm.converged_ and first + warm.n_iter_ == n
         assert_array_equal(warm.loadings_, full.loadings_)
         assert_array_equal(warm.objective_history_, full.objective_history_[first:])
+
+
+@pytest.mark.parametrize("source", ["memory", "dask"])
+@pytest.mark.parametrize("empty", ["row", "column"])
+def test_a_warm_start_on_counts_where_the_previous_fit_had_none_starts_anew(empty, source):
+    """Rows and columns without counts have background 0 in the fit's state: counts there
+    on a warm start (fit on thinned counts, then on all of them) failed inside the EBPM
+    solver with "y must be 0 wherever the exposure s is 0"."""
+    X = np.random.default_rng(0).poisson(1.0, size=(50, 30)).astype(float)
+    if source == "dask":
+        da = pytest.importorskip("dask.array")
+        given = da.from_array(X, chunks=(20, -1))
+    else:
+        given = X
+    A = X.copy()
+    if empty == "row":
+        A[0] = 0
+    else:
+        A[:, 0] = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = WeightedBackgroundPMF(2, max_iter=5, random_state=0).fit(A)
+        with pytest.warns(UserWarning, match=rf"counts in .* that had none in the previous "
+                          rf"fit \(the first: {empty} 0\).*starts a new one"):  # fmt: skip
+            model.set_params(warm_start=True).fit(given)
+        new = WeightedBackgroundPMF(2, max_iter=5, random_state=0).fit(X)
+    assert_array_equal(model.components_, new.components_)
 
 
 def test_a_warm_start_interrupted_before_its_first_iteration_leaves_the_model(monkeypatch):
