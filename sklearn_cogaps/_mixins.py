@@ -4,6 +4,7 @@ non-negative factorisation transformers have in common."""
 import functools
 import inspect
 import re
+import reprlib
 
 import numpy as np
 from scipy import sparse
@@ -97,9 +98,10 @@ class DataInFitMixin:
         for name, value in kwargs.items():
             if name in cls._peer_parameters:
                 whose, instead = cls._peer_parameters[name]
+                # reprlib: a list of 20,000 gene names or a matrix is not echoed whole
                 raise TypeError(
                     f"{cls.__name__}() has no parameter {name!r} ({whose}'s name, given "
-                    f"{value!r}); write {instead}."
+                    f"{reprlib.repr(value)}); write {instead}."
                 )
         return super().__new__(cls)
 

@@ -7,6 +7,8 @@ that ``Axes``. Matplotlib is an optional dependency: ``pip install "sklearn_coga
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._utils._warnings import warn
+
 __all__ = ["plot_patterns", "plot_markers", "plot_trace", "plot_xd"]
 
 
@@ -116,7 +118,15 @@ def _data_by_feature_names(X, feature_names):
 
 
 def plot_patterns(
-    patterns, *, x=None, groups=None, pattern_names=None, xlabel=None, ax=None, **line_kwargs
+    patterns,
+    *,
+    x=None,
+    groups=None,
+    pattern_names=None,
+    sample_names=None,
+    xlabel=None,
+    ax=None,
+    **line_kwargs,
 ):
     """Draw each pattern across the samples, one line per pattern.
 
@@ -134,6 +144,12 @@ def plot_patterns(
         axis is labelled with the groups. Cannot be combined with ``x``.
     pattern_names : list of str, default=None
         Legend entries; ``Pattern_1``, ``Pattern_2``, ... by default, as CoGAPS names them.
+    sample_names : array-like of shape (n_samples,), default=None
+        The samples' names, in the order of the patterns' rows (the fitted data's index,
+        ``X.index`` or ``adata.obs_names``), when ``patterns`` carries none: a fitted
+        estimator keeps no sample names. A pandas Series of ``x`` or ``groups`` is then
+        matched to the samples by its index. Without them such a Series is read by position,
+        with a warning.
     xlabel : str, default=None
         Label of the horizontal axis: by default the name of ``x`` or ``groups`` when it is
         a named pandas Series, else "sample" (or "group" with ``groups``).
@@ -163,6 +179,8 @@ def plot_patterns(
     if hasattr(patterns, "fit"):
         patterns = _sample_factors(patterns)
     samples, columns = _labels(patterns, 0), _labels(patterns, 1)
+    if sample_names is not None:
+        samples = [str(v) for v in np.asarray(sample_names).ravel()]
     P = np.asarray(patterns, dtype=np.float64)
     if P.ndim != 2:
         raise ValueError(f"patterns must be 2-D (n_samples, n_components); got shape {P.shape}.")
@@ -177,6 +195,15 @@ def plot_patterns(
     # a named Series of x or groups names the axis (time, dose) unless xlabel does
     x_name = getattr(x if groups is None else groups, "name", None)
     # a Series of x or groups is matched to a DataFrame of patterns by its index
+    given = x if groups is None else groups
+    if samples is None and _labels(given, 0) is not None:
+        what = "x" if groups is None else "groups"
+        warn(
+            f"{what} is labelled by sample ({_labels(given, 0)[:3]}...), but the patterns "
+            "carry no sample names (a fitted estimator keeps none): it is matched to them "
+            f"by position. Pass sample_names=X.index (the fitted data's sample names) to "
+            f"match it by label, or {what}.to_numpy() if its order is the data's."
+        )
     if x is not None:
         x = _follow_labels(np.asarray(x), _labels(x, 0), samples, 0, "x", "the patterns' samples")
     if groups is not None:

@@ -319,3 +319,26 @@ def test_missing_matplotlib_says_what_to_install(monkeypatch, cogaps):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r"pip install \"sklearn_cogaps\[plot\]\""):
         plot_patterns(cogaps[1])
+
+
+def test_a_labelled_series_beside_a_fitted_estimator_is_matched_by_the_sample_names(cogaps):
+    """A fitted estimator keeps no sample names: a Series of time points in another order
+    than the data was drawn by position, each sample at another's time, without a word."""
+    pd = pytest.importorskip("pandas")
+    X, model = cogaps
+    cells = [f"c{i}" for i in range(X.shape[0])]
+    times = pd.Series(np.arange(16.0), index=cells)
+    expected = plot_patterns(model, x=times.to_numpy())
+    with pytest.warns(UserWarning, match=r"x is labelled by sample .* matched to them by "
+                      r"position\. Pass sample_names=X\.index"):  # fmt: skip
+        plot_patterns(model, x=times.iloc[::-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = plot_patterns(model, x=times.iloc[::-1], sample_names=cells)
+        grouped = plot_patterns(model, groups=pd.Series(["a"] * 8 + ["b"] * 8, index=cells)
+                                .iloc[::-1], sample_names=cells)  # fmt: skip
+    for got, want in zip(ax.get_lines(), expected.get_lines()):
+        assert_allclose(got.get_ydata(), want.get_ydata())
+    first = grouped.get_lines()[0].get_ydata()
+    halves = [model.loadings_[:8, 0].mean(), model.loadings_[8:, 0].mean()]
+    assert_allclose(sorted(first), sorted(halves))

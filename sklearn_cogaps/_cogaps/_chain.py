@@ -29,6 +29,7 @@ __all__ = [
     "ChainState",
     "check_checkpoint",
     "checkpoint_key",
+    "gibbs_mass_caps",
     "as_dtype",
     "canonical_csr",
     "cast_attributes",
@@ -471,6 +472,12 @@ def restore_sampler(est, data, n_threads):
     )
 
 
+def gibbs_mass_caps(est):
+    """The caps of the Gibbs mass moves, part of the chain's kernel: a chain continued
+    under other caps would average the samples of two kernels."""
+    return (float(est.max_gibbs_mass_W), float(est.max_gibbs_mass_H))
+
+
 def warm_start_mismatch(est, X, data, fixed, likelihood):
     """Why ``warm_start`` cannot continue the previous chain on these data (a sentence), or
     None when it can. A previous chain whose samples cannot be averaged with this fit's
@@ -498,6 +505,11 @@ def warm_start_mismatch(est, X, data, fixed, likelihood):
     if previous_densities != densities:
         return (f"the atom densities (atom_density_W, atom_density_H) are {densities}, the "
                 f"previous chain's prior had {previous_densities}")  # fmt: skip
+    caps = gibbs_mass_caps(est)
+    previous_caps = state.get("gibbs_mass_caps", caps)
+    if previous_caps != caps:
+        return (f"the Gibbs mass caps (max_gibbs_mass_W, max_gibbs_mass_H) are {caps}, the "
+                f"previous chain's moves had {previous_caps}")  # fmt: skip
     # states saved by release 0.1 name the moves "birth_death", or none (CoGAPS's)
     previous_moves = state.get("solver", state.get("birth_death", "cogaps"))
     solver = est._parameter("solver")

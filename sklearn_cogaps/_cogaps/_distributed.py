@@ -91,6 +91,20 @@ def _explicit_subsets(explicit_sets, n_total, axis_name, names):
                     f"explicit_sets[{i}] names {axis_name}s that are not in X: {missing[:5]}."
                 )
             idx = np.array([lookup[m] for m in members.tolist()], dtype=np.intp)
+        elif members.dtype.kind in "OUS":
+            # the samples of a single-cell split are positions: X's rows carry no names the
+            # estimator keeps
+            index, adata = (
+                ("X.columns", "adata.var_names")
+                if axis_name == "feature"
+                else ("X.index", "adata.obs_names")
+            )
+            raise ValueError(
+                f"explicit_sets[{i}] holds names ({members[:3].tolist()}), but X gives its "
+                f"{axis_name}s no names: fit a DataFrame (or an AnnData) that names them, or "
+                f"pass their positions ({index}.get_indexer(names) for a DataFrame, "
+                f"{adata}.get_indexer(names) for an AnnData)."
+            )
         else:
             raise ValueError(
                 f"explicit_sets[{i}] must hold integer {axis_name} indices"
@@ -327,9 +341,11 @@ def _check_matching_parameters(model, n_sets):
     return cut, min_ns, max_ns
 
 
-def fit_distributed(model, X, uncertainty=None):
+def fit_distributed(model, X, uncertainty=None, sample_names=None):
     """Fit ``model`` (a CoGAPS with ``distributed`` set) in distributed mode; sets its
-    fitted attributes and returns it. ``X`` is already validated."""
+    fitted attributes and returns it. ``X`` is already validated; ``sample_names`` are the
+    rows' names of X as given (a DataFrame's index, an AnnData's obs_names), by which a
+    single-cell split's ``explicit_sets`` may name its samples."""
     genome_wide = model.distributed == "genome-wide"
     axis = 1 if genome_wide else 0
     axis_name = "feature" if genome_wide else "sample"
@@ -360,7 +376,7 @@ def fit_distributed(model, X, uncertainty=None):
         )
     rng = check_random_state(model.random_state)
     if model.explicit_sets is not None:
-        names = getattr(model, "feature_names_in_", None) if genome_wide else None
+        names = getattr(model, "feature_names_in_", None) if genome_wide else sample_names
         subsets, left_out = _explicit_subsets(model.explicit_sets, n_total, axis_name, names)
         if model.n_sets is not None and model.n_sets != len(subsets):
             raise ValueError(

@@ -28,7 +28,12 @@ from .._utils._deprecation import RenamedMixin
 from .._utils._habits import peer_arguments
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
 from .._utils._params import warn_unused_parameters
-from .._utils._validation import check_ignored_y, check_side_labels, validate_input
+from .._utils._validation import (
+    axis_labels,
+    check_ignored_y,
+    check_side_labels,
+    validate_input,
+)
 from .._utils._warnings import warn
 from ._atomic_domain import MAX_N_COLUMNS
 from ._chain import (
@@ -39,6 +44,7 @@ from ._chain import (
     check_finite_fit,
     checkpoint_key,
     chisq_fall,
+    gibbs_mass_caps,
     make_sampler,
     model_data,
     n_entries,
@@ -230,8 +236,9 @@ class CoGAPS(
         ``min_ns`` plus the number of subsets.
     explicit_sets : list of array-like, default=None
         The subsets of distributed mode, instead of random ones (``explicitSets``): lists
-        of feature indices (or feature names) for ``"genome-wide"``, of sample indices for
-        ``"single-cell"``, from 0; one flat list or 1-d array is one subset, a dict's values
+        of feature indices (or feature names) for ``"genome-wide"``, of sample indices (or
+        the names of a DataFrame's index, an AnnData's obs_names) for ``"single-cell"``,
+        from 0; one flat list or 1-d array is one subset, a dict's values
         are its subsets. They must not overlap. Features (or samples) in no set do not
         shape the consensus patterns; the second phase fits them too, shared out among the
         subsets in order, so that every one has its result (R's tests fit four sets
@@ -809,6 +816,8 @@ class CoGAPS(
             float(self._parameter("atom_density_W")),
             float(self._parameter("atom_density_H")),
         )
+        # the samples' names, by which a single-cell split's explicit_sets may name them
+        sample_names = axis_labels(X, "row")
         X = self._validate_X(X, reset=True)
         values = X.data if sparse.issparse(X) else X
         if not np.any(values):
@@ -854,7 +863,7 @@ class CoGAPS(
             self._n_calibration_iter = None  # the subsets' chains have their own phases
             for name in ("loadings_snapshots_", "components_snapshots_", "snapshot_iterations_"):
                 self.__dict__.pop(name, None)
-            fit_distributed(self, X, uncertainty)
+            fit_distributed(self, X, uncertainty, sample_names)
             self._set_reconstruction_err(X)
             return self
         if self.n_chains > 1:
@@ -971,6 +980,7 @@ class CoGAPS(
                     "solver": self._parameter("solver"),
                     "likelihood": likelihood,
                     "atom_densities": tuple(self._atom_densities),
+                    "gibbs_mass_caps": gibbs_mass_caps(self),
                 }
             if not continued:
                 # the chain's calibration phase: its first iterations, whatever later warm

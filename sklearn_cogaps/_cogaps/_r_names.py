@@ -84,7 +84,15 @@ R_ATTRIBUTES = {
         "calcCoGAPSStat": "sklearn_cogaps.gene_set_statistic(model.components_, "
         "model.components_std_, sets, feature_names=model.feature_names_in_)",
         "getPatternGeneSet": "sklearn_cogaps.marker_overrepresentation(model.components_, "
-        "model.loadings_, sets)",
+        "model.loadings_, sets, feature_names=model.feature_names_in_)",
+        "calcGeneGSStat": "nothing per gene: sklearn_cogaps.gene_set_statistic(...) tests "
+        "each set as calcCoGAPSStat does (doc/cogaps_gene_sets.rst)",
+        "plotPatterns": "sklearn_cogaps.plotting.plot_patterns(model, x=time_points)",
+        "binaryA": "model.z_scores()[1].T > 3 (genes x patterns, R's default threshold=3; "
+        "draw it with matplotlib's imshow)",
+        "reconstructGene": "model.loadings_ @ model.components_ (samples x genes)",
+        "plotResiduals": "(X - model.loadings_ @ model.components_) / uncertainty, drawn "
+        "with matplotlib's imshow",
         "plotPatternMarkers": "sklearn_cogaps.plotting.plot_markers(model, X=X)",
         "getClusteredPatterns": "subset_patterns_ with pattern_clusters_ (distributed fits)",
         "getUnmatchedPatterns": "subset_patterns_ where pattern_clusters_ is -1 (distributed fits)",

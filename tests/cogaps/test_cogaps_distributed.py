@@ -135,6 +135,21 @@ def test_explicit_sets_and_feature_names(cells):
         **FIT,
     ).fit(X.toarray())
     assert_array_equal(by_index.components_, model.components_)
+    # a single-cell split names its samples by the DataFrame's index
+    cells_named = pd.DataFrame(X.toarray(), index=[f"cell{i}" for i in range(X.shape[0])])
+    half = X.shape[0] // 2
+    split = dict(distributed="single-cell", n_sets=2, random_state=0, max_iter=20)
+    by_name = CoGAPS(
+        explicit_sets=[cells_named.index[:half].tolist(), cells_named.index[half:].tolist()],
+        **split,
+    ).fit(cells_named)
+    by_position = CoGAPS(explicit_sets=[range(half), range(half, X.shape[0])], **split).fit(
+        X.toarray()
+    )
+    assert_array_equal(by_name.loadings_, by_position.loadings_)
+    with pytest.raises(ValueError, match=r"X gives its samples no names: fit a DataFrame .*"
+                       r"X\.index\.get_indexer\(names\)"):  # fmt: skip
+        CoGAPS(explicit_sets=[["cell0", "cell1"]], **split).fit(X.toarray())
 
 
 def test_one_flat_list_of_members_is_one_subset():
@@ -353,7 +368,8 @@ def test_no_cluster_large_enough_is_an_error():
         (dict(distributed="genome-wide", explicit_sets=[[0, 1], [1, 2]]), "must not overlap"),
         (dict(distributed="genome-wide", explicit_sets=[[0, 300]]), "outside"),
         (dict(distributed="genome-wide", explicit_sets=[[]]), "empty"),
-        (dict(distributed="genome-wide", explicit_sets=[["a"]]), "integer feature indices"),
+        (dict(distributed="genome-wide", explicit_sets=[["a"]]), r"gives its features no names"),
+        (dict(distributed="genome-wide", explicit_sets=[[0.5]]), "integer feature indices"),
         (
             dict(
                 distributed="genome-wide",

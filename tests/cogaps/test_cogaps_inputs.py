@@ -298,6 +298,12 @@ def _small_fit():
         ("calcCoGAPSStat", r"gene_set_statistic\(model.components_"),
         ("getUnmatchedPatterns", "pattern_clusters_ is -1"),
         ("getMeanChiSq", "chisq_"),
+        ("getPatternGeneSet", r"feature_names=model.feature_names_in_"),
+        ("calcGeneGSStat", "nothing per gene"),
+        ("plotPatterns", r"plot_patterns\(model"),
+        ("binaryA", r"z_scores\(\)\[1\]\.T > 3"),
+        ("reconstructGene", r"loadings_ @ model.components_"),
+        ("plotResiduals", r"\(X - model.loadings_ @ model.components_\) / uncertainty"),
     ],
 )
 def test_r_and_pycogaps_result_names_say_ours(name, advice):
