@@ -24,6 +24,7 @@ from sklearn_cogaps import (
     MaxMarginMF,
     WeightedBackgroundPMF,
     _m3f,
+    holdout_ratings,
     neg_nmae_scorer,
 )
 from sklearn_cogaps._poisson import _hpmf, _wbpmf_updates
@@ -186,6 +187,16 @@ def test_a_peer_s_parameter_name_says_ours(call, match):
         CoGAPS(bogus=1)
 
 
+def test_a_peer_s_parameter_name_does_not_echo_a_large_value():
+    """R's geneNames of 20,000 genes gave a message of 189,032 characters."""
+    with pytest.raises(TypeError, match=r"'geneNames' \(R CoGAPS's name, given \['g0', ") as e:
+        CoGAPS(3, geneNames=[f"g{i}" for i in range(20000)])
+    assert len(str(e.value)) < 300
+    with pytest.raises(TypeError, match=r"'uncertainty'") as e:
+        CoGAPS(3, uncertainty=np.ones((500, 500)))
+    assert len(str(e.value)) < 300
+
+
 @pytest.mark.parametrize("estimator", _factorisations(), ids=lambda e: type(e).__name__)
 def test_a_table_of_user_item_count_triplets_is_refused(estimator):
     """hpfrec's HPF.fit takes (UserId, ItemId, Count) rows; here it would be a 3-feature X."""
@@ -274,9 +285,18 @@ def test_max_margin_mf_refuses_side_inputs_and_traces_held_out_ratings_in_fit():
         assert_array_equal(model.fit(RATINGS, y).loadings_, expected)
     assert np.all(np.isfinite(model.held_out_nmae_))
     assert np.isfinite(neg_nmae_scorer(model, RATINGS, held_out))
-    # but score(X, X_test) would silently score X: refused
-    with pytest.raises(ValueError, match=r"score\(X_test\).*neg_nmae_scorer"):
-        model.score(RATINGS, held_out)
+    # score(X, X_test) scores them as neg_nmae_scorer does (it refused them, and a search
+    # with scoring=None scored every fold NaN and kept its first candidate)
+    assert model.score(RATINGS, held_out) == neg_nmae_scorer(model, RATINGS, held_out)
+    with pytest.raises(ValueError, match=r"pass them as y of the shape of X"):
+        model.score(RATINGS, np.ones((RATINGS.shape[0] - 1, RATINGS.shape[1])))
+    X_train, X_test = holdout_ratings(RATINGS, 1, random_state=0)
+    search = GridSearchCV(clone(model), {"n_components": [1, 2]}, cv=2)
+    by_default = _quiet(search.fit, X_train, X_test).cv_results_["mean_test_score"]
+    search.set_params(scoring=neg_nmae_scorer)
+    by_scorer = _quiet(search.fit, X_train, X_test).cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(by_default))
+    assert_array_equal(by_default, by_scorer)
 
 
 def test_pipelines_and_cross_validation_pass_targets_through():
@@ -786,6 +806,19 @@ def test_a_non_numeric_column_is_named(estimator):
         clone(estimator).fit(df)
     # numbers held in object columns are numbers
     _quiet(clone(estimator).fit, df.drop(columns="cell_type").astype(object))
+
+
+@pytest.mark.parametrize(
+    "estimator", [*_factorisations(), ExtremeDeconvolution(2)], ids=lambda e: type(e).__name__
+)
+def test_a_1d_x_is_refused_without_printing_every_value(estimator):
+    """scikit-learn's message printed the whole array (thousands of values) before its
+    advice."""
+    x = np.arange(1000, dtype=float) % 7
+    with pytest.raises(ValueError, match=r"got 1D array instead \(1000 values\)\. Reshape "
+                       r"your data: X\.reshape\(-1, 1\) for 1000 samples") as refused:  # fmt: skip
+        clone(estimator).fit(x)
+    assert len(str(refused.value)) < 300
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ from ._chain import (
     _snapshot,
     sample_new_users,
 )
-from ._metrics import _held_out_nmae, rating_nmae
+from ._metrics import _held_out_nmae, neg_nmae_scorer, rating_nmae
 from ._ratings import (
     _as_ratings_csr,
     _check_held_out,
@@ -63,9 +63,9 @@ _MAX_IBP_FEATURES = 10_000
 _MAX_SCALE = float(np.sqrt(np.finfo(np.float64).max))
 
 _HELD_OUT_ADVICE = (
-    "score held-out ratings, call score(X_test), rating_nmae(X_test, "
-    "model.predict_ratings(X_test)), or neg_nmae_scorer(model, X_train, X_test): "
-    "MaxMarginMF takes no per-entry side input"
+    "score held-out ratings, pass them as y of the shape of X, score(X_train, X_test) "
+    "(the matrices of holdout_ratings), or call score(X) to hold one rating of each user "
+    "out"
 )
 
 
@@ -871,27 +871,36 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
     def score(self, X, y=None):
         """Score held-out ratings of the users of X: minus their NMAE (higher is better).
 
-        Every user (row) with at least two ratings holds one of them out, chosen by a
-        stream derived from ``random_state`` and the row's items and rating levels (the
-        same on any scale of the levels, or in float32); the user is rated from
-        the others as in :meth:`predict_ratings`, and the held-out ratings are scored. So
-        ``GridSearchCV(MaxMarginMF(), {"C": [...]})`` over the users scores ratings the
-        fit never saw. To score chosen held-out ratings instead, use
-        :func:`neg_nmae_scorer` with :func:`holdout_ratings`.
+        With ``y``, held-out ratings of the users of X (the shape of X, as ``fit`` takes
+        them): the users are rated from X as in :meth:`predict_ratings` and scored at the
+        entries of y, as :func:`neg_nmae_scorer` scores them. So
+        ``GridSearchCV(MaxMarginMF(), {...}).fit(X_train, X_test)`` with the matrices of
+        :func:`holdout_ratings` scores each fold's held-out ratings.
+
+        Without it, every user (row) with at least two ratings holds one of them out,
+        chosen by a stream derived from ``random_state`` and the row's items and rating
+        levels (the same on any scale of the levels, or in float32); the user is rated
+        from the others, and the held-out ratings are scored. So
+        ``GridSearchCV(MaxMarginMF(), {"C": [...]}).fit(X)`` over the users scores ratings
+        the fit never saw.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_users, n_items)
             Ratings of the users to score.
-        y : Ignored
-            Not used, present for API consistency. A second positional array of the shape
-            of X is refused: to score chosen held-out ratings use :func:`neg_nmae_scorer`.
+        y : {array-like, sparse matrix} of shape (n_users, n_items), default=None
+            Held-out ratings of the same users, to score given X. A 1-d target of length
+            n_users (which scikit-learn's tools pass along) is ignored.
 
         Returns
         -------
         score : float
             -MAE / E_L over the held-out ratings (:func:`rating_nmae`).
         """
+        if y is not None and shape_of(y) == shape_of(X):
+            # fit(X_train, X_test) traces them: scored here as they are there
+            check_is_fitted(self)
+            return neg_nmae_scorer(self, X, y)
         check_ignored_y(self, y, X, method="score", advice=_HELD_OUT_ADVICE)
         check_is_fitted(self)
         R = self._validate_ratings(X, reset=False)

@@ -14,6 +14,7 @@ from ._warnings import warn
 
 __all__ = [
     "as_float_array",
+    "axis_labels",
     "canonical_csr",
     "check_ignored_y",
     "check_not_triplets",
@@ -89,6 +90,15 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
             where = _first_entry(X, lambda a: a < 0, row_offset)
             raise ValueError(f"{message.rstrip('.')}{where}. {advice}") from None
         first_line = message.split("\n")[0]
+        if first_line.startswith("Expected 2D array, got 1D array instead"):
+            # scikit-learn's message prints every value of the array (thousands of them);
+            # its "Reshape your data" stays, which its checks look for
+            n = int(np.size(X))
+            raise ValueError(
+                f"Expected 2D array, got 1D array instead ({n} values). Reshape your data: "
+                f"{name}.reshape(-1, 1) for {n} samples of one feature or "
+                f"{name}.reshape(1, -1) for one sample of {n} features."
+            ) from None
         advice = getattr(estimator, "_missing_value_advice", None)
         # scikit-learn's advice after it is for supervised learning; ours replaces it
         if advice and "contains NaN" in first_line:
@@ -344,7 +354,7 @@ def label_mismatch(of_x, of_side):
     return "in another order" if set(a) == set(b) else "in part"
 
 
-def _axis_labels(obj, axis):
+def axis_labels(obj, axis):
     """The labels of ``obj`` on ``axis`` ("column" or "row"): a DataFrame's columns or
     index, a Series' index, an AnnData's var_names or obs_names; None for anything else
     (a list's ``index`` is a method, not labels)."""
@@ -375,10 +385,10 @@ def check_side_labels(X, name, value, axes=("column", "row")):
         Which of its labels are X's: its columns are X's columns (features), its rows X's
         rows (samples).
     """
-    if _axis_labels(value, "column") is None:  # a Series: a value per row of X (sample_weight)
+    if axis_labels(value, "column") is None:  # a Series: a value per row of X (sample_weight)
         axes = tuple(axis for axis in axes if axis == "row")
     for axis in axes:
-        of_x, of_v = _axis_labels(X, axis), _axis_labels(value, axis)
+        of_x, of_v = axis_labels(X, axis), axis_labels(value, axis)
         how = label_mismatch(of_x, of_v)
         if how is None:
             continue
@@ -450,10 +460,22 @@ def check_ignored_y(estimator, y, X, *, method="fit", advice):
         return
     if len(y_shape) == 2 and y_shape[0] == n and y_shape != x_shape:
         return
+    if y_shape == x_shape:
+        # the shape of a side input of X's entries given without its keyword (R's
+        # CoGAPS(data, uncertainty)); a Pipeline's target of X's shape is refused with it
+        what = (
+            f" has the shape of X, {x_shape}, as a side input of X's entries given "
+            "without its keyword has (a target of that shape for a later step of a "
+            "Pipeline cannot be told apart from one, and is refused too)"
+        )
+    else:
+        what = (
+            f", of shape {y_shape}, is not a target of n_samples = {n} rows that it could "
+            f"ignore (X has shape {x_shape})"
+        )
     raise ValueError(
         f"{type(estimator).__name__}.{method} does not use y, and its second positional "
-        f"argument, of shape {y_shape}, is not a target of length n_samples = {n} that it "
-        f"could ignore (X has shape {x_shape}); it would be dropped silently. To {advice}."
+        f"argument{what}; it would be dropped silently. To {advice}."
     )
 
 
