@@ -179,9 +179,14 @@ def plot_patterns(
     if hasattr(patterns, "fit"):
         patterns = _sample_factors(patterns)
     samples, columns = _labels(patterns, 0), _labels(patterns, 1)
+    P = np.asarray(patterns, dtype=np.float64)
     if sample_names is not None:
         samples = [str(v) for v in np.asarray(sample_names).ravel()]
-    P = np.asarray(patterns, dtype=np.float64)
+        if P.ndim == 2 and len(samples) != P.shape[0]:
+            raise ValueError(
+                f"sample_names has {len(samples)} names for the {P.shape[0]} samples of the "
+                "patterns."
+            )
     if P.ndim != 2:
         raise ValueError(f"patterns must be 2-D (n_samples, n_components); got shape {P.shape}.")
     n, K = P.shape

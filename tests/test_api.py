@@ -815,8 +815,8 @@ def test_a_1d_x_is_refused_without_printing_every_value(estimator):
     """scikit-learn's message printed the whole array (thousands of values) before its
     advice."""
     x = np.arange(1000, dtype=float) % 7
-    with pytest.raises(ValueError, match=r"got 1D array instead \(1000 values\)\. Reshape "
-                       r"your data: X\.reshape\(-1, 1\) for 1000 samples") as refused:  # fmt: skip
+    expected = r"got 1D array instead \(1000 values\)\. Reshape your data: np\.reshape\(X, "
+    with pytest.raises(ValueError, match=expected + r"\(-1, 1\)\) for 1000 samples") as refused:
         clone(estimator).fit(x)
     assert len(str(refused.value)) < 300
 

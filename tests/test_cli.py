@@ -786,6 +786,13 @@ def test_checkpoint_resumes_an_interrupted_run_to_the_uninterrupted_results(
     assert "(or pass another --checkpoint)" in err and "checkpoint_path" not in err
     status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--checkpoint", tmp_path])
     assert status == 2 and f"error: --checkpoint '{tmp_path}' is a directory" in err
+    # a quoted path keeps the parameters' names of its folders (a sweep's max_iter=500)
+    folder = tmp_path / "max_iter=500,random_state=3"
+    folder.mkdir()
+    status, _, err = _run(capsys, [folder / "missing.npy", *FAST])
+    assert status == 2 and f"'{folder / 'missing.npy'}'" in err
+    status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "--checkpoint", folder])
+    assert status == 2 and f"error: --checkpoint '{folder}' is a directory" in err
     status, out, _ = _run(
         capsys, [tmp_path / "x.npy", *FAST, *checkpoint, "-o", tmp_path / "r.npz"]
     )

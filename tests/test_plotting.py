@@ -340,5 +340,7 @@ def test_a_labelled_series_beside_a_fitted_estimator_is_matched_by_the_sample_na
     for got, want in zip(ax.get_lines(), expected.get_lines()):
         assert_allclose(got.get_ydata(), want.get_ydata())
     first = grouped.get_lines()[0].get_ydata()
+    with pytest.raises(ValueError, match=r"sample_names has 15 names for the 16 samples"):
+        plot_patterns(model, x=times, sample_names=cells[:-1])
     halves = [model.loadings_[:8, 0].mean(), model.loadings_[8:, 0].mean()]
     assert_allclose(sorted(first), sorted(halves))

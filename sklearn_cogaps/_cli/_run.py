@@ -114,7 +114,6 @@ def _empty_model_chisq(X, uncertainty):
 # The estimator's advice names its Python parameters; on the command line they are options.
 _OPTION_NAMES = (
     ("max_iter (now", "-n/--max-iter (now"),
-    ("n_components=", "-k/--n-components "),
     ("Raise max_iter, or n_chains and n_snapshots", "Raise --max-iter, or --n-chains and "
      "--n-snapshots"),
     ("raise max_iter or n_snapshots", "raise --max-iter or --n-snapshots"),
@@ -139,6 +138,7 @@ _OPTION_NAMES = (
 # The estimator's parameters that are options under another spelling; the names hold an
 # underscore, so no word of the messages' prose is taken for one.
 _PARAMETER_OPTIONS = {
+    "n_components": "-k/--n-components",
     "max_iter": "--max-iter",
     "n_chains": "--n-chains",
     "n_snapshots": "--n-snapshots",
@@ -156,14 +156,25 @@ _PARAMETER_OPTIONS = {
 _PARAMETER = re.compile(r"\b(" + "|".join(_PARAMETER_OPTIONS) + r")\b(=?)")
 
 
+# A quoted value of a message (a path, a name): "'" not after a letter (R's, chain's) to
+# the next "'" not before one
+_QUOTED = re.compile(r"((?<!\w)'[^']*'(?!\w))")
+
+
 def in_option_words(message):
     """The estimator's message with its parameters named as the command line's options
-    (``checkpoint_path='run.ckpt'`` as ``--checkpoint 'run.ckpt'``)."""
+    (``checkpoint_path='run.ckpt'`` as ``--checkpoint 'run.ckpt'``); quoted values, such as
+    a path with ``max_iter=500`` in a folder's name, are left as they are."""
+    # the advice's phrases whole (some quote a value: uncertainty='poisson'), then the
+    # parameters' names in the text between the quoted values
     for name, option in _OPTION_NAMES:
         message = message.replace(name, option)
-    return _PARAMETER.sub(
-        lambda m: _PARAMETER_OPTIONS[m.group(1)] + (" " if m.group(2) else ""), message
-    )
+    parts = _QUOTED.split(message)
+    for i in range(0, len(parts), 2):
+        parts[i] = _PARAMETER.sub(
+            lambda m: _PARAMETER_OPTIONS[m.group(1)] + (" " if m.group(2) else ""), parts[i]
+        )
+    return "".join(parts)
 
 
 def _fit(model, X, uncertainty, threads):

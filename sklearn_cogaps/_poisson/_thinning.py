@@ -54,6 +54,9 @@ def thin_counts(X, fraction=0.2, *, random_state=None):
         # the counts are the sums of duplicate entries (COO's 0.5 + 0.5 is a count of 1)
         X = X.tocsr(copy=True)
         X.sum_duplicates()
+        # a stored 0 would take a draw (numpy's binomial draws for n = 0 too), moving every
+        # draw after it away from the dense matrix's
+        X.eliminate_zeros()
     values = X.data if sparse.issparse(X) else X
     if values.size and (values.min() < 0 or np.any(values != np.round(values))):
         raise ValueError(

@@ -468,7 +468,8 @@ class WeightedBackgroundPMF(
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         With ``X_val``, the held-out counts' Poisson log-likelihood per entry after each kept
         iteration, under the fitted means times their depth ``X_val.sum() / X.sum()``
-        (``poisson_loglik(X_val, users=..., depth=...)``); None without.
+        (``poisson_loglik(X_val, users=..., depth=...)``); None without. Rows of ``X_val``
+        whose row of X has no count are left out of both (with a warning).
     converged_ : bool
         Whether the last fit met ``tol`` (or, with ``X_val``, stopped at its best held-out
         score); False after an interruption.

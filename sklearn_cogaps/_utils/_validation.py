@@ -96,8 +96,8 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
             n = int(np.size(X))
             raise ValueError(
                 f"Expected 2D array, got 1D array instead ({n} values). Reshape your data: "
-                f"{name}.reshape(-1, 1) for {n} samples of one feature or "
-                f"{name}.reshape(1, -1) for one sample of {n} features."
+                f"np.reshape({name}, (-1, 1)) for {n} samples of one feature or "
+                f"np.reshape({name}, (1, -1)) for one sample of {n} features."
             ) from None
         advice = getattr(estimator, "_missing_value_advice", None)
         # scikit-learn's advice after it is for supervised learning; ours replaces it
@@ -365,6 +365,12 @@ def axis_labels(obj, axis):
     return None
 
 
+def _named_by_anndata(obj, labels):
+    """Whether ``labels`` are the names AnnData gives itself ("0", "1", ... in order, as
+    ``AnnData(array)`` makes them): positions, not names."""
+    return is_anndata(obj) and all(str(v) == str(i) for i, v in enumerate(labels))
+
+
 def check_side_labels(X, name, value, axes=("column", "row")):
     """Refuse a labelled side input whose rows or columns are X's in another order.
 
@@ -385,12 +391,17 @@ def check_side_labels(X, name, value, axes=("column", "row")):
         Which of its labels are X's: its columns are X's columns (features), its rows X's
         rows (samples).
     """
-    if axis_labels(value, "column") is None:  # a Series: a value per row of X (sample_weight)
+    if not (hasattr(value, "columns") or is_anndata(value)):
+        # a Series: a value per row of X (sample_weight)
         axes = tuple(axis for axis in axes if axis == "row")
     for axis in axes:
         of_x, of_v = axis_labels(X, axis), axis_labels(value, axis)
         how = label_mismatch(of_x, of_v)
-        if how is None:
+        if how is None or (
+            # AnnData's own numbering beside other names (a subset's '10', '11', ...) is
+            # positions; the same numbers in another order are a reordering all the same
+            how == "in part" and (_named_by_anndata(X, of_x) or _named_by_anndata(value, of_v))
+        ):
             continue
         of_x, of_v = np.asarray(of_x, dtype=object), np.asarray(of_v, dtype=object)
         # pandas selects rows with .loc[rows] and columns with .loc[:, columns]
@@ -398,7 +409,9 @@ def check_side_labels(X, name, value, axes=("column", "row")):
         rows, columns = (
             ("X.obs_names", "X.var_names") if is_anndata(X) else ("X.index", "X.columns")
         )
-        if is_anndata(value):  # AnnData selects by names, rows first
+        if is_anndata(value):  # AnnData selects by names (str; integers are positions)
+            if not is_anndata(X):
+                rows, columns = f"{rows}.astype(str)", f"{columns}.astype(str)"
             align = {
                 ("column", "row"): f"{name}[{rows}, {columns}]",
                 ("row",): f"{name}[{rows}]",

@@ -462,8 +462,8 @@ def check_noise_like_y(estimator, y, X, X_cov, method):
             "positional argument, a value per point that looks like its noise variance "
             "(non-negative, not integers), as astroML's fit(X, Xerr) takes it; y is ignored, "
             f"so the noise would be dropped. Pass it by keyword: {method}(X, "
-            "X_cov=y[:, None]) for variances, or X_cov=(y**2)[:, None] for standard "
-            f"deviations; to {method} without noise, call {method}(X)."
+            "X_cov=np.asarray(y)[:, None]) for variances, or X_cov=np.asarray(y)[:, None]**2 "
+            f"for standard deviations; to {method} without noise, call {method}(X)."
         )
     warn(
         f"{type(estimator).__name__}.{method} ignores y, whose values look like each point's "

@@ -152,6 +152,13 @@ def test_held_out_counts_with_labels_must_be_aligned_with_x(Estimator):
         est.fit(adata, X_val=held[held.obs_names[::-1]])
     with pytest.raises(ValueError, match=r"Align it first: X_val\.loc\[X\.obs_names, "):
         est.fit(adata, X_val=X_val[X.columns[::-1]])
+    # AnnData's own numbering ('0', '1', ...) beside a subset's names is positions
+    names = pd.DataFrame(index=[str(i) for i in range(10, 30)])
+    subset = ad.AnnData(X.iloc[10:].to_numpy(), obs=names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(subset, X_val=ad.AnnData(X_val.iloc[10:].to_numpy()))
+        est.fit(X.iloc[10:], X_val=ad.AnnData(X_val.iloc[10:].to_numpy()))
 
 
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
@@ -243,6 +250,11 @@ def test_thin_counts_splits_every_count():
     assert sparse.isspmatrix_csr(sheld) and np.all(sheld.data > 0)
     assert np.array_equal(sheld.toarray(), held) and np.array_equal(strain.toarray(), train)
     assert np.array_equal(thin_counts(np.asfortranarray(X), 0.2, random_state=0)[1], held)
+    # stored zeros take no draw: the same counts as the dense matrix's
+    S = sparse.csr_matrix(X)
+    S.data[::3] = 0
+    assert np.array_equal(thin_counts(S, 0.2, random_state=0)[1].toarray(),
+                          thin_counts(S.toarray(), 0.2, random_state=0)[1])  # fmt: skip
     # the counts of a COO are the sums of its duplicates: 0.5 + 0.5 is a count of 1
     C = sparse.coo_matrix(([0.5, 0.5, 3.0], ([0, 0, 1], [0, 0, 1])), shape=(2, 2))
     ctrain, cheld = thin_counts(C, 0.5, random_state=0)

@@ -754,7 +754,7 @@ def test_noise_variances_given_as_y_are_named():
             ("partial_fit", lambda: ExtremeDeconvolution(2).partial_fit(x, var)),
         ]:
             with pytest.raises(ValueError, match=rf"X of one coordinate .* Pass it by keyword: "
-                               rf"{method}\(X, X_cov=y\[:, None\]\)"):  # fmt: skip
+                               rf"{method}\(X, X_cov=np\.asarray\(y\)\[:, None\]\)"):  # fmt: skip
                 call()
         warnings.filterwarnings("error", message=".*ignores y")
         xd.fit(x, np.repeat([0.0, 1.0], 100))  # labels
