@@ -14,6 +14,7 @@ from .._utils._validation import (
     as_float_array,
     check_not_masked,
     check_side_labels,
+    shape_of,
     validate_input,
 )
 from .._utils._warnings import warn
@@ -450,12 +451,7 @@ def check_noise_like_y(estimator, y, X, X_cov, method):
     finite = values[np.isfinite(values)]
     if finite.size == 0 or np.any(finite < 0) or np.all(finite == np.round(finite)):
         return
-    shape = getattr(X, "shape", None)
-    if shape is None:
-        try:
-            shape = np.shape(X)
-        except (TypeError, ValueError):
-            shape = ()
+    shape = shape_of(X)
     if len(shape) == 2 and shape[1] == 1:
         raise ValueError(
             f"{type(estimator).__name__}.{method} got X of one coordinate and, as its second "
