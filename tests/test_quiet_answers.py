@@ -237,10 +237,12 @@ def test_hpmf_priors_stalled_at_a_strong_start_are_not_called_converged():
     assert learned.score(X) > stalled.score(X) + 100
 
 
+@pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
-def test_held_out_interactions_as_x_val_warn(Estimator):
+def test_held_out_interactions_as_x_val_warn(Estimator, dense):
     """A split of the interactions (hpfrec's val_set) as X_val: every entry of its rows is
-    scored, the training counts as held-out zeros, and early stopping kept iteration 1."""
+    scored, the training counts as held-out zeros, and early stopping kept iteration 1.
+    Dense matrices (a pivot table's) warn as sparse ones do."""
     from scipy import sparse
 
     from sklearn_cogaps import holdout_ratings, thin_counts
@@ -249,9 +251,11 @@ def test_held_out_interactions_as_x_val_warn(Estimator):
     rates = rng.gamma(0.5, 1.0, (80, 3)) @ rng.gamma(0.5, 1.0, (3, 40))
     X = sparse.csr_matrix(rng.poisson(rates).astype(np.float64))
     X_train, X_val = holdout_ratings(X, 3, random_state=0)
+    if dense:
+        X_train, X_val = X_train.toarray(), X_val.toarray()
     with pytest.warns(UserWarning, match=r"X_val has no count where X has one.*thin_counts"):
         Estimator(3, max_iter=5, random_state=0).fit(X_train, X_val=X_val)
-    X_train, X_val = thin_counts(X, 0.2, random_state=0)
+    X_train, X_val = thin_counts(X.toarray() if dense else X, 0.2, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", ConvergenceWarning)

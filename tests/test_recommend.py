@@ -190,6 +190,13 @@ def test_max_margin_mf_recommends_by_the_score_its_ratings_cut():
     assert new_items.shape == (3, 3) and np.all(new_items >= 0)
     with pytest.raises(AttributeError, match="predict_ratings"):
         _ = est.predict
+    # 0 for "not rated" in a dense matrix would mark every item seen: refused, for training
+    # users as for new ones
+    zeros = np.nan_to_num(RATINGS[:2])
+    for users in (np.arange(2), None):
+        with pytest.raises(ValueError, match=r"not rating levels: \[0\.0\].*NaN, not 0"):
+            with pytest.warns(UserWarning, match="zeros"):
+                est.recommend(zeros, n=3, users=users)
 
 
 def test_triplets_make_the_matrix_with_its_labels():
@@ -313,3 +320,42 @@ def test_implicit_surprise_and_hpfrec_names_say_what_to_write(fitted):
             Estimator(**{name: 1})
     with pytest.raises(AttributeError, match=r"'test' \(surprise's\); write rating_mae"):
         _ = MaxMarginMF().test
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("Estimator", [HierarchicalPMF, WeightedBackgroundPMF])
+def test_users_named_by_label_instead_of_position_are_refused(Estimator):
+    # a pivot table's index holds hpfrec's user IDs: users=ID would take another user's
+    # factors, found by the labels of X's rows
+    pd = pytest.importorskip("pandas")
+    X = _interactions().toarray()
+    P = pd.DataFrame(X, index=np.arange(X.shape[0]) * 10 + 3)  # IDs 3, 13, 23, ...
+    model = Estimator(3, random_state=0, max_iter=10).fit(P)
+    with pytest.raises(ValueError, match=r"labelled '13', but users\[0\] = 13 .* '133'"):
+        model.recommend(P.loc[[13]], 3, users=[13])
+    with pytest.raises(ValueError, match=r"users are positions"):
+        model.poisson_loglik(P.loc[[13, 23]], users=[13, 23])
+    by_position = model.recommend(P.iloc[[1, 2]], 3, users=[1, 2])
+    for got, want in zip(by_position, model.recommend(X[[1, 2]], 3, users=[1, 2])):
+        assert_array_equal(got, want)
+    # labels of their own (a new frame's 0, 1, ...) and arrays are positions
+    model.recommend(pd.DataFrame(X[[13]]), 3, users=[13])
+    # a model fitted on positions keeps no labels to check
+    plain = Estimator(3, random_state=0, max_iter=10).fit(pd.DataFrame(X))
+    plain.recommend(P.loc[[13]], 3, users=[13])
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_training_users_in_another_order_are_refused_by_predict_ratings():
+    pd = pytest.importorskip("pandas")
+    users = [f"u{i}" for i in range(RATINGS.shape[0])]
+    frame = pd.DataFrame(RATINGS, index=users)
+    model = MaxMarginMF(2, max_iter=6, burn_in=2, random_state=0).fit(frame)
+    with pytest.raises(ValueError, match=r"another order: row 0 is labelled 'u1'"):
+        model.predict_ratings(frame.iloc[[1, 0, *range(2, len(users))]])
+    with pytest.raises(ValueError, match=r"users\[0\] = 0 is the training row labelled 'u0'"):
+        model.predict_ratings(frame.iloc[[3]], users=[0])
+    assert_array_equal(
+        model.predict_ratings(frame.iloc[[3]], users=[3]),
+        model.predict_ratings(RATINGS[[3]], users=[3]),
+    )

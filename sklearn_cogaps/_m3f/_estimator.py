@@ -278,8 +278,10 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         **IMPLICIT_ATTRIBUTES,
         "test": (
             "surprise",
-            "rating_mae(R_test, model.predict_ratings(R_test, users=rows)) (or rating_nmae) "
-            "for held-out ratings of training users",
+            "rating_mae(R_test, model.predict_ratings(R_test)) (or rating_nmae) for "
+            "held-out ratings of all training users, R_test = triplets_to_matrix(..., "
+            "user_labels=users, item_labels=items)[0] (row i is training row i); for some "
+            "users' rows r, predict_ratings(R_test[r], users=r)",
         ),
     }
 
@@ -711,6 +713,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         rho, varsigma = self._threshold_prior(L)
         data = _Ratings(R, levels)
         rng = check_random_state(self.random_state)
+        # score's held-out ratings, from random_state alone: a search's candidates (other
+        # n_components or prior, which draw other starts) are scored on the same ratings
+        holdout_seed = draw_seeds(copy.deepcopy(rng))
         problem = _Problem(R, R_held, data, levels, rho, varsigma, rng)
         state = self._warm_state(problem)
         if state is None:
@@ -733,6 +738,8 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         sums = state.sums
         chain = state.chain
         self._transform_seed = transform_seed
+        self._holdout_seed = holdout_seed
+        self._keep_row_labels(X)
         self.n_samples_averaged_ = sums.count
         self.objective_history_ = np.asarray(objective + run.history)
         self.n_features_history_ = np.asarray(state.n_features, dtype=np.intp)
@@ -834,6 +841,8 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                     f"users must name the training user of each row of X ({X_checked.shape[0]}"
                     f" rows); got {users.shape[0]} indices."
                 )
+        if R is None:  # training users: X's row labels, if any, must be theirs
+            self._check_row_labels(X, users)
         return self._predict(X_checked, R, users, dtype)
 
     def _predict(self, X_checked, R, users=None, dtype=np.float64):
@@ -863,6 +872,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
 
     def _recommend_input(self, X):
         R = self._validate_ratings(X, reset=False)
+        # training users' ratings say only what they have seen, but zeros read as ratings
+        # of 0 would mark every item seen and recommend none: refused as for new users
+        check_levels(R, self.levels_, "X")
         return R, R  # a user has seen the items it rated
 
     def _new_user_factors(self, R, given):
@@ -910,7 +922,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             raise ValueError(
                 "score needs users with at least two ratings (one is held out); X has none."
             )
-        seeds = _row_seeds(R, self._transform_seed ^ 0x5DEECE66D, self.levels_)
+        # a model pickled before _holdout_seed was kept holds out what it did then
+        seed = getattr(self, "_holdout_seed", self._transform_seed ^ 0x5DEECE66D)
+        seeds = _row_seeds(R, seed, self.levels_)
         held = np.zeros(R.nnz, dtype=bool)
         for i in np.flatnonzero(counts >= 2):
             held[R.indptr[i] + int(seeds[i] % np.uint64(counts[i]))] = True

@@ -335,9 +335,10 @@ HPFREC_METHODS = {
     "predict": ("hpfrec", "score_pairs(users, items) for the expected counts of pairs"),
     "eval_llk": (
         "hpfrec",
-        "poisson_loglik(X_held_out, users=rows, average='nonzero') * "
-        "X_held_out.nnz (hpfrec sums over the given triplets only; average=None sums "
-        "every entry of their rows)",
+        "poisson_loglik(X_held, users=np.arange(X_held.shape[0]), average='nonzero') * "
+        "X_held.nnz, with X_held = triplets_to_matrix(..., user_labels=users, "
+        "item_labels=items)[0], whose row i is training row i (hpfrec sums over the given "
+        "triplets only; average=None sums every entry of their rows)",
     ),
     "mean_negative_pois_llh": ("scHPF", "-poisson_loglik(X, average='nonzero')"),
     "cell_score": ("scHPF", "loading_scores() (or loading_scores(X_new) for new cells)"),
@@ -494,7 +495,7 @@ class CountModelMixin(RecommenderMixin):
             )
 
     def _drop_row_attributes(self):
-        for name in self._row_attributes:
+        for name in (*self._row_attributes, "_row_labels"):
             self.__dict__.pop(name, None)
 
     def _check_values(self, shape, all_zeros, totals, fractions):
@@ -595,7 +596,7 @@ class CountModelMixin(RecommenderMixin):
         check_side_labels(X, "fit_on", fit_on)
         given, X = X, self._validate_counts(X, reset=False)
         if users is not None:
-            W = self._loadings_of(users, X.shape[0])
+            W = self._loadings_of(users, X.shape[0], given)
         else:
             # the input as given: transform checks an AnnData's names against the fit's
             source = given if fit_on is None else fit_on
@@ -656,7 +657,9 @@ class CountModelMixin(RecommenderMixin):
                 "Hold out a share of the counts (X_train, X_val = thin_counts(X, 0.2), then "
                 "fit(X_train, X_val=X_val)), or fit without X_val."
             )
-        if sparse.issparse(counts) and not held.multiply(counts).nnz:
+        # X in memory, dense or sparse (not read by blocks): its values at X_val's counts
+        in_memory = sparse.issparse(counts) or isinstance(counts, np.ndarray)
+        if in_memory and not np.any(np.asarray(counts[held.nonzero()])):
             # every entry of X_val's rows is scored, X's own counts as held-out zeros: a
             # split of the interactions (hpfrec's val_set) makes the held-out score fall as
             # the fit learns X, and early stopping keep the first iteration

@@ -32,6 +32,7 @@ from .._utils._validation import (
     check_side_labels,
     validate_input,
 )
+from .._utils._warnings import warn
 from ._block_counts import BlockCounts
 from ._counts import (
     _HPFREC_FIT_ARGUMENTS,
@@ -100,6 +101,36 @@ _NO_SIDE_INPUT = (
     "fit the counts alone, call fit(X); held-out counts of the same rows go by keyword, "
     "fit(X_train, X_val=X_held) (thin_counts makes them)"
 )
+
+
+def _lines_without_counts(counts, n_threads):
+    """The rows and the features of the counts without a single count (index arrays)."""
+    n, p = counts.shape
+    if isinstance(counts, _Counts):  # zeros dropped: a feature's stored counts are positive
+        column_counts = np.bincount(counts.r[1], minlength=p)
+    else:  # out of core: one pass over the column blocks
+        column_counts = counts.c.product(np.ones((n, 1)), n_threads).ravel()
+    return np.flatnonzero(counts.row_sums == 0), np.flatnonzero(column_counts == 0)
+
+
+def _warn_scores_without_counts(lines, axis):
+    """scHPF's scores divide by a capacity that a row or feature without counts makes small,
+    so they rank such a line mid-range (a gene never detected above half of the detected
+    ones); scHPF's preprocessing (Levitin et al. 2019, "Methods") drops such genes."""
+    if not len(lines):
+        return
+    name, kind, keep = (
+        ("rows", "cells", "X[np.asarray(X.sum(axis=1)).ravel() > 0]")
+        if axis == 0
+        else ("features", "genes", "X[:, np.asarray(X.sum(axis=0)).ravel() > 0]")
+    )
+    shown = ", ".join(str(i) for i in lines[:5]) + (", ..." if len(lines) > 5 else "")
+    warn(
+        f"{len(lines)} {name} of the training data have no count ({shown}): their factors "
+        "are the prior's, and their scores rank mid-range, above many with counts. scHPF's "
+        f"prep drops such {kind}; fit the others, {keep}.",
+        UserWarning,
+    )
 
 
 class _Problem:
@@ -682,6 +713,8 @@ class HierarchicalPMF(
             held = HeldOut(held, counts.row_sums)
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
+        # scHPF's scores are misleading for them (loading_scores, component_scores warn)
+        without_counts = _lines_without_counts(counts, n_threads)
         problem = _Problem(counts, rng, n_threads, held)
         start = self._warm_state(problem)
         run = (
@@ -710,6 +743,8 @@ class HierarchicalPMF(
         self._set_components(F, (L.a, L.b))
         self._set_reconstruction_err(counts)
         self._cast_fitted(dtype)
+        self._without_counts = without_counts
+        self._keep_row_labels(X)
         if hasattr(self, "_svi_state"):  # a later partial_fit continues this fit
             del self._svi_state
         return self
@@ -802,6 +837,7 @@ class HierarchicalPMF(
         prior, means, bound = svi_step(counts, prior, F, means, rho, n_rows, self.learn_prior,
                                        n_threads)  # fmt: skip
         self._drop_row_attributes()
+        self.__dict__.pop("_without_counts", None)
         self._svi_state = (steps + 1, seen, means)
         self._set_components(F, prior)
         self.components_ = self.components_.astype(dtype, copy=False)
@@ -972,6 +1008,10 @@ class HierarchicalPMF(
             L, self._components64().T, self.prior_loadings_shape_, self.prior_components_shape_
         )
 
+    def _without_counts_of(self, axis):
+        # a model pickled before these were kept has none to name
+        return getattr(self, "_without_counts", (np.empty(0, int),) * 2)[axis]
+
     def loading_scores(self, X=None):
         """Compute scHPF's cell scores: each loading times its row's capacity.
 
@@ -996,6 +1036,7 @@ class HierarchicalPMF(
         check_is_fitted(self)
         rows, _, scale, (rate_l, _) = self._hierarchical_scores()
         if X is None:
+            _warn_scores_without_counts(self._without_counts_of(0), axis=0)
             return rows.astype(self.components_.dtype, copy=False)
         L = self.transform(X)  # in the dtype of X, as the scores
         scores = row_scores(np.asarray(L, dtype=np.float64), scale, self.prior_loadings_shape_,
@@ -1017,4 +1058,5 @@ class HierarchicalPMF(
         """
         check_is_fitted(self)
         scores = self._hierarchical_scores()[1].T
+        _warn_scores_without_counts(self._without_counts_of(1), axis=1)
         return np.ascontiguousarray(scores, dtype=self.components_.dtype)

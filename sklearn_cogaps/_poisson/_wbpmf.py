@@ -950,13 +950,14 @@ class WeightedBackgroundPMF(
         check_side_labels(X, "W", W, axes=("row",))
         check_side_labels(X, "H", H, axes=("column",))
         check_side_labels(X, "X_val", X_val)
-        dtype, X = self._read_counts(X, reset=True)
+        given, (dtype, X) = X, self._read_counts(X, reset=True)
         warn_fit_only_parameters(self, X_val)
         # The EBPM solvers work on (n x grid) matrices: BLAS threads only add overhead there.
         held = self._held_out_counts(X_val, X)
         with threadpool_limits(limits=1, user_api="blas"):
             self._fit(X, W, H, held)
         self._cast_fitted(dtype)
+        self._keep_row_labels(given)
         return self
 
     def _fit(self, X, W, H, held=None):

@@ -10,6 +10,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
 
 from ._habits import peer_arguments
+from ._validation import axis_labels, is_anndata
 from ._warnings import warn
 
 __all__ = ["IMPLICIT_ATTRIBUTES", "RecommenderMixin", "label_indices", "triplets_to_matrix"]
@@ -155,10 +156,10 @@ def triplets_to_matrix(
         that should be unique). None sums, and warns when the values summed look like star
         ratings (whole numbers from 1 to 10), which a sum would take off their scale.
     user_labels, item_labels : array-like, default=None
-        The labels of an earlier call (a training matrix): the rows or columns are then
-        these, in this order, and a triplet of another user or item is refused, so that a
-        held-out matrix lines up with the fitted one. None: the sorted labels of the
-        triplets.
+        The labels of an earlier call (a training matrix), sorted as it returns them: the
+        rows or columns are then these, in this order, and a triplet of another user or
+        item is refused, so that a held-out matrix lines up with the fitted one (unsorted
+        labels are refused). None: the sorted labels of the triplets.
 
     Returns
     -------
@@ -385,7 +386,7 @@ class RecommenderMixin:
         if users is None:
             U = np.asarray(self._new_user_factors(X, given), dtype=np.float64)
         else:
-            U = self._loadings_of(users, X.shape[0])
+            U = self._loadings_of(users, X.shape[0], given)
         V = np.asarray(self.components_, dtype=np.float64)
         n_items = V.shape[1]
         outside = None
@@ -433,8 +434,9 @@ class RecommenderMixin:
             scores[start:stop, :width] = np.where(found, top, np.nan)
         return ranked, scores
 
-    def _loadings_of(self, users, n_rows):
-        """The fitted loadings (float64) of the training rows ``users``, one per row of X."""
+    def _loadings_of(self, users, n_rows, given=None):
+        """The fitted loadings (float64) of the training rows ``users``, one per row of X
+        (``given``: X as given, whose row labels are checked against the training rows')."""
         loadings = self._training_loadings(
             "leave users=None, and the rows of X are fitted as new rows."
         )
@@ -444,7 +446,47 @@ class RecommenderMixin:
                 f"users must name the training user of each row of X: got {users.shape[0]} "
                 f"users for {n_rows} rows."
             )
+        self._check_row_labels(given, users)
         return np.asarray(loadings, dtype=np.float64)[users]
+
+    def _keep_row_labels(self, X):
+        """Keep the row labels of the training data (a DataFrame's index, an AnnData's
+        obs_names) unless they are positions, for :meth:`_check_row_labels`."""
+        labels = axis_labels(X, "row")
+        if labels is not None and not all(str(v) == str(i) for i, v in enumerate(labels)):
+            self._row_labels = np.asarray(labels, dtype=object)
+        else:
+            self.__dict__.pop("_row_labels", None)
+
+    def _check_row_labels(self, given, users=None):
+        """Refuse rows of X labelled as other training rows than ``users`` (None: all of
+        them, in order). ``users`` are positions: hpfrec's habit of user IDs, or a
+        DataFrame of the training data's index selected by label, would score each row with
+        another user's factors. Labels shared with no training row mean positions."""
+        trained = getattr(self, "_row_labels", None)
+        labels = axis_labels(given, "row")
+        if trained is None or labels is None:
+            return
+        expected = trained if users is None else trained[users]
+        got, want = [str(v) for v in labels], [str(v) for v in expected]
+        if len(got) != len(want) or got == want or not set(got) & {str(v) for v in trained}:
+            return
+        first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+        where = "obs_names" if is_anndata(given) else "index"
+        if users is None:
+            raise ValueError(
+                f"The rows of X are the training rows in another order: row {first} is "
+                f"labelled {got[first]!r}, training row {first} {want[first]!r}. Give them in "
+                f"the training order (X.loc[training_X.{where}]), or name each row's training "
+                f"row with users=training_X.{where}.get_indexer(X.{where})."
+            )
+        raise ValueError(
+            f"users are positions of the training rows, not labels: row {first} of X is "
+            f"labelled {got[first]!r}, but users[{first}] = {int(users[first])} is the "
+            f"training row labelled {want[first]!r}. Pass the positions of X's rows, "
+            f"users=training_X.{where}.get_indexer(X.{where}) (label_indices(labels, ids) "
+            "for the labels of triplets_to_matrix)."
+        )
 
     def _training_loadings(self, advice):
         """``loadings_``, or an error that says what to do when the model keeps no training

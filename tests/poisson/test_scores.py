@@ -1,8 +1,12 @@
 """scHPF's cell and gene scores: ``loading_scores`` and ``component_scores``."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_cogaps import HierarchicalPMF, WeightedBackgroundPMF
 from sklearn_cogaps._poisson._scores import hierarchical_scores
@@ -137,3 +141,31 @@ def test_float32_counts_give_float32_scores(counts, Estimator):
     assert model.loading_scores(counts[:5].astype(np.float32)).dtype == np.float32
     assert model.component_scores().dtype == np.float32
     assert model.loading_scores(counts[:5]).dtype == np.float64  # as transform
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_scores_of_rows_and_features_without_counts_warn(counts):
+    # genes never detected get scores above detected genes (their capacity is large where
+    # their weight is small), which the warning says; scHPF's prep drops them
+    X = counts.astype(float)
+    X[:, :5] = 0
+    X[:3] = 0
+    X[:, 7] = 0
+    model = HierarchicalPMF(K, random_state=0, max_iter=50).fit(X)
+    with pytest.warns(UserWarning, match=r"6 features .* no count \(0, 1, 2, 3, 4, \.\.\.\)"):
+        gene_scores = model.component_scores()
+    ranks = np.argsort(np.argsort(-gene_scores, axis=1), axis=1)
+    assert ranks[:, :5].max() < 50  # above half of the detected genes in every component
+    with pytest.warns(UserWarning, match=r"3 rows .* no count \(0, 1, 2\)"):
+        model.loading_scores()
+    with warnings.catch_warnings():  # new rows' scores, and a model without empty lines
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.loading_scores(counts[:4])
+        model.fit(counts).component_scores()
+        model.loading_scores()
+    da = pytest.importorskip("dask.array")
+    for out_of_core in (sparse.csr_matrix(X), da.from_array(X, chunks=(70, 100))):
+        model = HierarchicalPMF(K, random_state=0, max_iter=2).fit(out_of_core)
+        with pytest.warns(UserWarning, match=r"6 features .* \(0, 1, 2, 3, 4, \.\.\.\)"):
+            model.component_scores()
