@@ -724,6 +724,14 @@ def test_uncertainty_file_with_reordered_names_is_refused(data, tmp_path, capsys
     _write_delimited(tmp_path / "u.csv", U[::-1], samples[::-1], features, ",")
     status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
     assert status == 2 and "sample names of" in err
+    # one name of another gene: the message names where the names part, not the first few
+    changed = list(features)
+    changed[3] = "other"
+    _write_delimited(tmp_path / "u.csv", U, samples, changed, ",")
+    status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
+    assert (
+        status == 2 and f"first that differs at position 3, 'other' against '{features[3]}'" in err
+    )
     # names that share none with the input's: the file of other data
     _write_delimited(tmp_path / "u.csv", U, [f"T{i}" for i in range(len(samples))], features, ",")
     status, _, err = _run(capsys, [tmp_path / "x.csv", *FAST, "--uncertainty", tmp_path / "u.csv"])
@@ -874,7 +882,11 @@ def test_convergence_advice_names_the_options(capsys, tmp_path):
     [("--nIterations", "--max-iter"), ("--nPatterns", "--n-components"),
      ("--nThreads", "--threads"), ("--checkpointInFile", "--checkpoint"),
      ("--snapshotPhase", "--n-snapshots"), ("--outputFrequency", "--verbose"),
-     ("--nSets", "n_sets=N")],
+     ("--nSets", "n_sets=N"),
+     # as options are spelled: a close match would name the other matrix or unit
+     ("--alpha-a", "--atom-density-h"), ("--alpha-p", "--atom-density-w"),
+     ("--max-gibbs-mass-a", "--max-gibbs-mass-h"), ("--checkpoint-interval", "--checkpoint-every"),
+     ("--n-patterns", "-k/--n-components"), ("--niterations", "--max-iter")],
 )  # fmt: skip
 def test_r_cogaps_names_as_options_say_what_to_write(r_name, option, capsys):
     with pytest.raises(SystemExit):
@@ -886,7 +898,7 @@ def test_r_cogaps_names_as_options_say_what_to_write(r_name, option, capsys):
 @pytest.mark.parametrize(
     "written, option",
     [("--n_components", "write --n-components"), ("--max_iter", "write --max-iter"),
-     ("--n-patterns", "write -k/--n-components"), ("--sede", "write --seed")],
+     ("--n-compnents", "write --n-components"), ("--sede", "write --seed")],
 )  # fmt: skip
 def test_a_misspelt_option_gets_the_option_meant(written, option, capsys):
     with pytest.raises(SystemExit):

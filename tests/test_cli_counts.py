@@ -372,3 +372,56 @@ def test_train_checks_its_options_and_speaks_in_them(capsys, trained, tmp_path):
     assert status == 0 and "at most 35 can differ" in err
     # the estimator's ConvergenceWarning, in the options of the command line
     assert "raise -M/--max-iter" in err and "max_iter=" not in err
+
+
+def test_gene_files_that_name_other_genes_are_refused(capsys, counts, files, trained, tmp_path):
+    # the model keeps its genes' names: another run's genes.txt, or this one shuffled,
+    # would label its scores and select project's genes wrongly
+    lines = (trained / "run.genes.txt").read_text().splitlines()
+    shifted = tmp_path / "shifted.txt"
+    shifted.write_text("\n".join(lines[1:] + lines[:1]) + "\n")
+    model = trained / "run.model.joblib"
+    status, _, err = _run(capsys, "score", "-m", model, "-g", shifted, "-o", tmp_path)
+    assert status == 2 and "names the model's genes in another order: its gene 1" in err
+    argv = ["project", "-m", model, "-g", shifted, "-i", files / "raw.mtx", "-o", tmp_path]
+    status, _, err = _run(capsys, *argv, "--input-genes", files / "features.tsv")
+    assert status == 2 and "in another order" in err
+    status, _, err = _run(capsys, "score", "-m", model, "-g", trained / "run.genes.txt",
+                          "-o", tmp_path)  # fmt: skip
+    assert status == 0, err
+    # --genes replaces an input's own names by others (ids for symbols), not by its own
+    # names in another order
+    X, _, names = counts
+    pd = pytest.importorskip("pandas")
+    pd.DataFrame(X, columns=names).to_csv(tmp_path / "named.csv")
+    reordered = tmp_path / "reordered.txt"
+    reordered.write_text("\n".join(names[::-1]) + "\n")
+    argv = ["prep", "-i", tmp_path / "named.csv", "-o", tmp_path / "p", "-m", "0"]
+    status, _, err = _run(capsys, *argv, "--genes", reordered)
+    assert status == 2 and "in another order: its gene 1" in err
+    status, _, err = _run(capsys, *argv, "--genes", files / "features.tsv")  # ids and names
+    assert status == 0, err
+
+
+def test_prep_does_not_write_over_its_input(capsys, files, tmp_path):
+    shutil.copy(files / "raw.mtx", tmp_path / "filtered.mtx")
+    before = (tmp_path / "filtered.mtx").read_bytes()
+    status, _, err = _run(capsys, "prep", "-i", tmp_path / "filtered.mtx", "-m", "1")
+    assert status == 2 and "over its input" in err
+    assert (tmp_path / "filtered.mtx").read_bytes() == before
+
+
+def test_an_interrupted_train_writes_no_model(capsys, files, tmp_path, monkeypatch):
+    import warnings
+
+    from sklearn_cogaps._utils._progress import FitInterruptedWarning
+
+    def interrupted(self, X, y=None, **kwargs):  # Ctrl-C after 7 iterations, as fit ends
+        self.n_iter_ = 7
+        warnings.warn("stopped", FitInterruptedWarning, stacklevel=2)
+        return self
+
+    monkeypatch.setattr(HierarchicalPMF, "fit", interrupted)
+    status, _, err = _run(capsys, "train", "-i", files / "raw.mtx", "-o", tmp_path, *FAST)
+    assert status == 130 and "after 7 iterations; no model written" in err
+    assert not list(tmp_path.glob("*.joblib"))

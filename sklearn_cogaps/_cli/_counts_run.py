@@ -140,13 +140,15 @@ def _read_counts(path, transpose=False, layer=None, genes_file=None):
         genes = None if names is None else np.asarray(names, dtype=object)[:, None]
     X = sparse.csr_matrix(X)
     if genes_file is not None:
-        genes = _read_gene_file(genes_file, "the gene file")
+        own, genes = genes, _read_gene_file(genes_file, "the gene file")
         if len(genes) != X.shape[1]:
             raise CommandLineError(
                 f"the gene file '{genes_file}' names {len(genes)} genes and '{path}' has "
                 f"{X.shape[1]} columns (genes); one gene a line, no header"
                 + (", and --transpose if the file is genes x cells." if not transpose else ".")
             )
+        if own is not None:  # names of another kind replace the input's own, not the same
+            _check_gene_file(genes, [str(v) for v in own[:, 0]], genes_file, f"'{path}'")
     _check_counts(X, path, genes)
     return X, cells, genes
 
@@ -294,6 +296,12 @@ def _prep(args):
         )
         passes = on_list if keeps else ~on_list
         print(f"  {described}: {int(on_list.sum()):,} of INPUT's genes on it")
+        if not on_list.any():
+            print(
+                f"warning: the {kind} names none of INPUT's genes: it may name them otherwise "
+                "(ids or names, --filter-by-gene-name; an .h5ad's var_names are its names)",
+                file=sys.stderr,
+            )
         keep &= passes
     if not keep.any():
         raise CommandLineError(
@@ -305,12 +313,20 @@ def _prep(args):
     kept = genes[keep] if genes is not None else np.flatnonzero(keep)
     out = _outprefix(args.outdir or Path(args.input).parent, args.prefix)
     written = [out("filtered.mtx"), out("genes.txt")]
+    if cells is not None:
+        written.append(out("cells.txt"))
+    inputs = [Path(p).resolve() for p in (args.input, args.genes) if p is not None]
+    for path in written:
+        if path.resolve() in inputs:
+            raise CommandLineError(
+                f"prep would write its output over its input '{path}': give another "
+                "-o/--outdir or a -p/--prefix."
+            )
     from scipy.io import mmwrite
 
     mmwrite(written[0], filtered.tocoo(), field="integer")
     _write_lines(written[1], kept)
     if cells is not None:
-        written.append(out("cells.txt"))
         _write_lines(written[2], cells)
     empty = int(np.sum(np.diff(filtered.indptr) == 0))
     print(
@@ -329,14 +345,23 @@ def _fit(model, X, threads):
     from threadpoolctl import threadpool_limits
 
     from .._utils._openmp_helpers import effective_n_threads
+    from .._utils._progress import FitInterruptedWarning
 
     with threadpool_limits(limits=threads, user_api="openmp"):
         n_threads = effective_n_threads()
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
+            warnings.simplefilter("always", FitInterruptedWarning)
             model.fit(X)
         seconds = time.perf_counter() - start
+    if any(issubclass(w.category, FitInterruptedWarning) for w in caught):
+        # a model of part of one start must not pass for a fit: score would read it
+        print(
+            f"Ctrl-C stopped the fit after {model.n_iter_:,} iterations; no model written.",
+            file=sys.stderr,
+        )
+        raise KeyboardInterrupt
     for w in caught:
         if issubclass(w.category, ConvergenceWarning):
             # the estimator's advice names its Python parameters; here they are options
@@ -440,7 +465,33 @@ def _model_genes(model, genes_file):
             f"the gene file '{genes_file}' names {len(genes):,} genes and the model has "
             f"{model.n_features_in_:,}: give the genes.txt that prep wrote for train's input."
         )
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        # the model keeps its genes' names: a file of other genes would mislabel its scores
+        _check_gene_file(genes, [str(v) for v in names], genes_file, "the model's genes")
     return genes
+
+
+def _check_gene_file(genes, names, path, whose):
+    """Refuse a gene file of which no column is ``names`` in order, when a column shares
+    some of them (another run's genes, or these in another order); names shared with no
+    column (ids for symbols) are the file's to give."""
+    best = None
+    for c in range(genes.shape[1]):
+        column = [str(v) for v in genes[:, c]]
+        if column == names:
+            return
+        if set(column) & set(names):
+            best = best or column
+    if best is None:
+        return
+    first = next(i for i, (a, b) in enumerate(zip(best, names)) if a != b)
+    how = f"{whose} in another order" if set(best) == set(names) else f"other genes than {whose}"
+    raise CommandLineError(
+        f"the gene file '{path}' names {how}: its gene {first + 1} is {best[first]!r}, "
+        f"where {whose} have {names[first]!r}. Give the genes.txt that prep wrote for this "
+        "data (or leave the option out: the names are known)."
+    )
 
 
 def _score(args):

@@ -3,6 +3,7 @@
 import argparse
 import difflib
 import math
+import re
 
 from ._read import INPUT_FORMATS
 from ._write import OUTPUT_FORMATS
@@ -286,7 +287,8 @@ def build_parser():
         "--transpose",
         action="store_true",
         help="INPUT (and the uncertainty) is genes x samples, as CoGAPS writes it: "
-        "fit its transpose",
+        "fit its transpose (a .gct is genes x samples by its format and always read "
+        "transposed; -t then applies to the uncertainty alone)",
     )
     parser.add_argument(
         "--sparse-optimization",
@@ -330,7 +332,12 @@ def build_parser():
         help="print the chain's progress (-vv: tracebacks of errors too)",
     )
     for r_name, option in _R_OPTIONS.items():
-        parser.add_argument(f"--{r_name}", action=RefusedOption,
+        # also as options are spelled (--alpha-a, --niterations): a close match among ours
+        # would name another matrix (--alpha-w for alphaA) or another unit
+        kebab = re.sub(r"(?<=[a-z])([A-Z])", r"-\1", r_name).lower()
+        spellings = dict.fromkeys(f"--{name}" for name in (r_name, kebab, r_name.lower()))
+        taken = parser._option_string_actions
+        parser.add_argument(*(s for s in spellings if s not in taken), action=RefusedOption,
                             message="{option} is R CoGAPS's name; write " + option)  # fmt: skip
     return parser
 

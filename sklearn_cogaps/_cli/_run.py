@@ -16,7 +16,7 @@ from scipy import sparse
 from .._cogaps._chains import entries_rhat_threshold
 from .._utils._checkpoint import defer_removal
 from .._utils._diagnostics import RHAT_LIMIT, RHAT_THRESHOLD
-from .._utils._validation import label_mismatch
+from .._utils._validation import first_difference, label_mismatch
 from ._parser import NAMED_UNCERTAINTIES, build_parser
 from ._read import CommandLineError, _kind, read_matrix
 from ._write import chain_status, write_h5ad, write_results
@@ -133,6 +133,17 @@ _OPTION_NAMES = (
     ("Fit again with the same data, parameters and checkpoint_path",
      "Run the same command again with --checkpoint"),
     ("Set checkpoint_path=None", "Leave out --checkpoint"),
+    # an interrupted chain: the command line has no warm start, and resumes by checkpoints
+    ("Fit again with warm_start=True to continue the chain (max_iter more sampling "
+     "iterations from where it stopped; a calibration cut short is not resumed), or fit "
+     "again from the start for a complete fit.", "Run again for a complete fit; with "
+     "--checkpoint FILE a run interrupted later resumes from its last checkpoint."),
+    # n_jobs with one chain: the command line has no distributed mode
+    ("is used only in distributed mode, and this fit ignores it", "runs the chains of "
+     "--n-chains > 1, and this fit of one chain ignores it"),
+    ("Set distributed to 'genome-wide' or 'single-cell'", "Use --n-chains"),
+    ("set OMP_NUM_THREADS or use threadpoolctl.threadpool_limits", "use --threads N"),
+    ("; n_jobs also runs the chains of n_chains > 1.", "."),
 )  # fmt: skip
 
 # The estimator's parameters that are options under another spelling; the names hold an
@@ -344,7 +355,8 @@ def _check_same_order(what, of_input, of_uncertainty, args):
         )
     raise CommandLineError(
         f"the {what} names of '{args.uncertainty}' are those of '{args.input}' {how} "
-        f"(first {b[:3]} against {a[:3]}); entries are matched by position, so values "
+        f"(the first that differs {first_difference(b, a)}); entries are matched by "
+        "position, so values "
         f"would get other entries' standard deviations. Write the uncertainty with the "
         f"{what}s in the order of the input."
     )
@@ -506,6 +518,14 @@ def _main(args, parser, make_model, interrupted):
             _kind(args.output, (".npz", ".csv", ".tsv"), "the output")
             if not Path(args.output).resolve().parent.is_dir():
                 raise CommandLineError(f"the folder of the output '{args.output}' does not exist.")
+        if args.n_snapshots and not str(args.output).lower().endswith(".npz"):
+            used = " (with --n-chains they are still the draws the diagnostics read)"
+            print(
+                f"warning: --n-snapshots {args.n_snapshots} keeps states that only an .npz "
+                "output holds (-o FILE.npz); this run writes none of them"
+                + (used if args.n_chains > 1 else ""),
+                file=sys.stderr,
+            )
         if args.output_h5ad is not None:
             _kind(args.output_h5ad, (".h5ad",), "the output")
             if args.input is None or not args.input.lower().endswith(".h5ad") or args.transpose:

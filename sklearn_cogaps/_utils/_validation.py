@@ -354,6 +354,14 @@ def label_mismatch(of_x, of_side):
     return "in another order" if set(a) == set(b) else "in part"
 
 
+def first_difference(of_side, of_x):
+    """Where two lists of labels of one length first differ, for a message: the position
+    and both labels (the first few labels of each may well be equal)."""
+    a, b = [str(v) for v in of_side], [str(v) for v in of_x]
+    i = next((i for i, (u, v) in enumerate(zip(a, b)) if u != v), 0)
+    return f"at position {i}, {a[i]!r} against {b[i]!r}"
+
+
 def axis_labels(obj, axis):
     """The labels of ``obj`` on ``axis`` ("column" or "row"): a DataFrame's columns or
     index, a Series' index, an AnnData's var_names or obs_names; None for anything else
@@ -424,8 +432,8 @@ def check_side_labels(X, name, value, axes=("column", "row")):
                 ("column",): f"{name}.loc[:, {columns}]",
             }[tuple(sorted(axes))]
         raise ValueError(
-            f"The {axis} labels of '{name}' are the {axis} labels of X {how} (first "
-            f"{of_v[:3].tolist()} against {of_x[:3].tolist()}); entries are matched by "
+            f"The {axis} labels of '{name}' are the {axis} labels of X {how} (the first "
+            f"that differs {first_difference(of_v, of_x)}); entries are matched by "
             f"position, so values would be paired with the wrong entries of X. Align it "
             f"first: {align}."
         )
