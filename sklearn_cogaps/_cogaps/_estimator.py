@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._blocks import is_dask_array
 from .._utils._checkpoint import Checkpoint
 from .._utils._deprecation import RenamedMixin
 from .._utils._habits import peer_arguments
@@ -611,6 +612,12 @@ class CoGAPS(
 
     # ------------------------------------------------------------------ validation
     def _validate_X(self, X, reset):
+        if is_dask_array(X):
+            # the sampler holds X in memory: computed whole, CSR chunks as a CSR matrix
+            # (numpy would wrap the computed matrix in an array of one object)
+            X = X.compute()
+            if hasattr(X, "to_scipy_sparse"):  # chunks of pydata/sparse
+                X = X.to_scipy_sparse()
         X = validate_input(
             self,
             X,

@@ -27,7 +27,7 @@ from .._utils._openmp_helpers import effective_n_threads
 from .._utils._params import warn_unused_parameters
 from .._utils._validation import check_ignored_y, out_of_core_features
 from .._utils._warnings import warn
-from ._blocks import ObservationBlocks
+from ._blocks import ObservationBlocks, start_index
 from ._condition import aligned_by_name, condition_mixture, given_values
 from ._data import (
     MASKED_ADVICE,
@@ -446,6 +446,9 @@ class ExtremeDeconvolution(
         data = problem.data
         if isinstance(data, ObservationBlocks):
             data = data.start_sample(rng)
+        else:  # the points an out-of-core fit starts from, so that both fits are one
+            index = start_index(data.n, rng)
+            data = data if index is None else data.take(index)
         return self._start_state(problem, initial_params(self, data, rng))
 
     def _start_state(self, problem, params, fixed=None):

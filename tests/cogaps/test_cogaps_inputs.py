@@ -181,6 +181,17 @@ def test_dense_inputs_unchanged_and_equivalent(dense, tmp_path, dtype):
         assert_same_results(got, expected, name)
 
 
+def test_dask_arrays_are_fitted_as_the_arrays_they_compute_to(dense):
+    # dense chunks as an ndarray, CSR chunks as a CSR matrix (numpy read them as one object)
+    da = pytest.importorskip("dask.array")
+    lazy = da.from_array(dense, chunks=(7, -1))
+    for X, expected in (
+        (lazy, dense),
+        (lazy.map_blocks(sparse.csr_matrix, dtype=dense.dtype), sparse.csr_matrix(dense)),
+    ):
+        assert_same_results(results(CoGAPS(**FAST), X), results(CoGAPS(**FAST), expected), "dask")
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_sparse_model_on_dense_inputs(dense, tmp_path, dtype):
     """sparse_optimization=True on dense input runs the model of a sparse X (in float64,

@@ -238,6 +238,41 @@ def test_the_first_start_is_read_with_the_checks(monkeypatch, start_points):
     _assert_same_fit(two, ref)
 
 
+@pytest.mark.parametrize("n_init", [1, 2])
+def test_a_start_of_a_sample_of_the_points_is_the_in_memory_one(monkeypatch, n_init):
+    """Above START_POINTS points the start is computed from a sample of them, in memory as
+    out of core: the fits are one (the in-memory start used every point, and the fits
+    parted: other components' order, 67% of the labels)."""
+    monkeypatch.setattr(xd_blocks, "START_POINTS", 500)
+    X, var, _, _ = _points()
+    kw = dict(n_components=3, random_state=0, max_iter=5, tol=0.0, n_init=n_init)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        memory = ExtremeDeconvolution(**kw).fit(X, X_cov=var)
+        blocks = ExtremeDeconvolution(**kw).fit(da.from_array(X, chunks=(400, -1)), X_cov=var)
+    _assert_same_fit(memory, blocks)
+    # the sample is another start than all the points
+    monkeypatch.setattr(xd_blocks, "START_POINTS", 10**6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = ExtremeDeconvolution(**kw).fit(X, X_cov=var)
+    assert not np.array_equal(whole.means_, memory.means_)
+
+
+def test_the_start_sample_keeps_no_permutation_of_every_point():
+    # a billion stars' start draws its 100,000 points without an array of a billion
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        index = xd_blocks.start_index(10**9, np.random.RandomState(0))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert index.size == xd_blocks.START_POINTS == np.unique(index).size
+    assert index[-1] < 10**9 and peak < 20 * 2**20
+
+
 def test_inputs_that_cannot_be_read_by_blocks_are_refused():
     X, var, full, w = _points(n=600)
     Xd = da.from_array(X, chunks=(200, -1))
