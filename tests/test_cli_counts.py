@@ -382,10 +382,10 @@ def test_gene_files_that_name_other_genes_are_refused(capsys, counts, files, tra
     shifted.write_text("\n".join(lines[1:] + lines[:1]) + "\n")
     model = trained / "run.model.joblib"
     status, _, err = _run(capsys, "score", "-m", model, "-g", shifted, "-o", tmp_path)
-    assert status == 2 and "names the model's genes in another order: its gene 1" in err
+    assert status == 2 and "not name the model's genes in their order: its gene 1 is" in err
     argv = ["project", "-m", model, "-g", shifted, "-i", files / "raw.mtx", "-o", tmp_path]
     status, _, err = _run(capsys, *argv, "--input-genes", files / "features.tsv")
-    assert status == 2 and "in another order" in err
+    assert status == 2 and "in their order" in err
     status, _, err = _run(capsys, "score", "-m", model, "-g", trained / "run.genes.txt",
                           "-o", tmp_path)  # fmt: skip
     assert status == 0, err
@@ -398,8 +398,19 @@ def test_gene_files_that_name_other_genes_are_refused(capsys, counts, files, tra
     reordered.write_text("\n".join(names[::-1]) + "\n")
     argv = ["prep", "-i", tmp_path / "named.csv", "-o", tmp_path / "p", "-m", "0"]
     status, _, err = _run(capsys, *argv, "--genes", reordered)
-    assert status == 2 and "in another order: its gene 1" in err
+    assert status == 2 and "in their order: its gene 1 is 'GENE39', which is gene 40" in err
     status, _, err = _run(capsys, *argv, "--genes", files / "features.tsv")  # ids and names
+    assert status == 0, err
+    # 10x's names beside var_names made unique (GENE4, GENE4-1): the names that repeat say
+    # nothing, the others are in place
+    unique = list(names)
+    unique[5] = f"{names[4]}-1"
+    pd.DataFrame(X, columns=unique).to_csv(tmp_path / "unique.csv")
+    features = tmp_path / "features.tsv"
+    features.write_text("".join(f"ENSG{j}\t{names[4] if j == 5 else n}\tGene Expression\n"
+                                for j, n in enumerate(names)))  # fmt: skip
+    argv = ["prep", "-i", tmp_path / "unique.csv", "-o", tmp_path / "q", "-m", "0"]
+    status, _, err = _run(capsys, *argv, "--genes", features)
     assert status == 0, err
 
 
@@ -423,5 +434,21 @@ def test_an_interrupted_train_writes_no_model(capsys, files, tmp_path, monkeypat
 
     monkeypatch.setattr(HierarchicalPMF, "fit", interrupted)
     status, _, err = _run(capsys, "train", "-i", files / "raw.mtx", "-o", tmp_path, *FAST)
-    assert status == 130 and "after 7 iterations; no model written" in err
+    assert status == 130 and "before it ended; no model written" in err
     assert not list(tmp_path.glob("*.joblib"))
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [(["train", "-i", "x.mtx", "-k", "3", "--max_iter", "3"], "(--max_iter: write --max-iter)"),
+     (["train", "-i", "x.mtx", "-k", "3", "--maxiter", "3"], "(--maxiter: write --max-iter)"),
+     (["prep", "-i", "x.mtx", "--min_cells", "3"], "(--min_cells: write --min-cells)"),
+     (["score", "-m", "m.joblib", "--n_top", "3"], "(--n_top: write --n-top)")],
+)  # fmt: skip
+def test_a_misspelt_option_of_a_command_gets_the_option_meant(capsys, argv, hint):
+    # refused by the command's parser, which knows its options and names the command
+    with pytest.raises(SystemExit):
+        main(argv)
+    err = capsys.readouterr().err
+    assert f"sklearn-cogaps-counts {argv[0]}: error: unrecognized arguments" in err
+    assert hint in err

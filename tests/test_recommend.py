@@ -340,6 +340,13 @@ def test_users_named_by_label_instead_of_position_are_refused(Estimator):
         assert_array_equal(got, want)
     # labels of their own (a new frame's 0, 1, ...) and arrays are positions
     model.recommend(pd.DataFrame(X[[13]]), 3, users=[13])
+    # a default index (0, 1, ...) is positions, also beside IDs 1..n that it overlaps
+    ids = Estimator(3, random_state=0, max_iter=10).fit(pd.DataFrame(X, index=np.arange(1, 51)))
+    for got, want in zip(
+        ids.recommend(pd.DataFrame(X[[4, 5]]), 3, users=[4, 5]),
+        ids.recommend(X[[4, 5]], 3, users=[4, 5]),
+    ):
+        assert_array_equal(got, want)
     # a model fitted on positions keeps no labels to check
     plain = Estimator(3, random_state=0, max_iter=10).fit(pd.DataFrame(X))
     plain.recommend(P.loc[[13]], 3, users=[13])
@@ -353,6 +360,8 @@ def test_training_users_in_another_order_are_refused_by_predict_ratings():
     model = MaxMarginMF(2, max_iter=6, burn_in=2, random_state=0).fit(frame)
     with pytest.raises(ValueError, match=r"another order: row 0 is labelled 'u1'"):
         model.predict_ratings(frame.iloc[[1, 0, *range(2, len(users))]])
+    # every training row under a default index: positions, in the training order
+    assert_array_equal(model.predict_ratings(pd.DataFrame(RATINGS)), model.predict_ratings(RATINGS))
     with pytest.raises(ValueError, match=r"users\[0\] = 0 is the training row labelled 'u0'"):
         model.predict_ratings(frame.iloc[[3]], users=[0])
     assert_array_equal(

@@ -4,7 +4,7 @@ scHPF's command line names them, for count matrices."""
 import argparse
 import math
 
-from ._parser import RefusedOption
+from ._parser import RefusedOption, SuggestingParser
 
 __all__ = ["build_counts_parser", "refuse_peer_commands"]
 
@@ -458,7 +458,7 @@ def build_counts_parser():
     parser : argparse.ArgumentParser
         The parser, with the subcommands prep, train, score and project.
     """
-    parser = argparse.ArgumentParser(
+    parser = _CountsParser(
         prog=PROG,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -469,4 +469,14 @@ def build_counts_parser():
     _add_train(subparsers)
     _add_score(subparsers)
     _add_project(subparsers)
+    parser.subcommands = subparsers.choices
     return parser
+
+
+class _CountsParser(SuggestingParser):
+    """The parser of the commands and of each command: an option it does not know is
+    refused with the option meant (``--n_components``, ``--maxiter``), by the command's
+    parser, whose usage it prints."""
+
+    _answers_r_names = False
+    _MEANT = {"nfactors": "-k/--n-components", "n-factors": "-k/--n-components"}

@@ -356,9 +356,11 @@ def _fit(model, X, threads):
             model.fit(X)
         seconds = time.perf_counter() - start
     if any(issubclass(w.category, FitInterruptedWarning) for w in caught):
-        # a model of part of one start must not pass for a fit: score would read it
+        # what the estimator keeps (part of a start, or the starts done of -t/--n-init) is
+        # not the fit asked for, and score would read it as one
         print(
-            f"Ctrl-C stopped the fit after {model.n_iter_:,} iterations; no model written.",
+            "Ctrl-C stopped the fit before it ended; no model written. Run train again "
+            "(lower -M/--max-iter or -t/--n-init for a shorter fit).",
             file=sys.stderr,
         )
         raise KeyboardInterrupt
@@ -473,25 +475,25 @@ def _model_genes(model, genes_file):
 
 
 def _check_gene_file(genes, names, path, whose):
-    """Refuse a gene file of which no column is ``names`` in order, when a column shares
-    some of them (another run's genes, or these in another order); names shared with no
-    column (ids for symbols) are the file's to give."""
-    best = None
+    """Refuse a gene file with a column whose names sit at other places than in ``names``:
+    another run's genes, or these in another order. Names that appear once in the column
+    and once in ``names`` must be at the same place; other names (ids for symbols, a name
+    AnnData's var_names_make_unique suffixed, a column of feature types) say nothing."""
+    place = {}
+    for i, name in enumerate(names):
+        place[name] = None if name in place else i  # a repeated name has no place
     for c in range(genes.shape[1]):
         column = [str(v) for v in genes[:, c]]
-        if column == names:
-            return
-        if set(column) & set(names):
-            best = best or column
-    if best is None:
-        return
-    first = next(i for i, (a, b) in enumerate(zip(best, names)) if a != b)
-    how = f"{whose} in another order" if set(best) == set(names) else f"other genes than {whose}"
-    raise CommandLineError(
-        f"the gene file '{path}' names {how}: its gene {first + 1} is {best[first]!r}, "
-        f"where {whose} have {names[first]!r}. Give the genes.txt that prep wrote for this "
-        "data (or leave the option out: the names are known)."
-    )
+        counts = Counter(column)
+        for i, name in enumerate(column):
+            j = place.get(name)
+            if j is not None and j != i and counts[name] == 1:
+                raise CommandLineError(
+                    f"the gene file '{path}' does not name {whose} in their order: its gene "
+                    f"{i + 1} is {name!r}, which is gene {j + 1} of {whose}. Give the "
+                    "genes.txt that prep wrote for these data (or leave the option out: the "
+                    "names are known)."
+                )
 
 
 def _score(args):

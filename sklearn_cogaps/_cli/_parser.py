@@ -120,6 +120,16 @@ class SuggestingParser(argparse.ArgumentParser):
         "random-state": "--seed",
     }
 
+    _answers_r_names = True
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            # a subcommand's options are refused by the subcommand's parser, which knows them
+            chosen = getattr(self, "subcommands", {}).get(getattr(parsed, "command", None))
+            (chosen or self).error("unrecognized arguments: " + " ".join(extras))
+        return parsed
+
     def error(self, message):
         prefix = "unrecognized arguments: "
         if message.startswith(prefix):
@@ -136,6 +146,10 @@ class SuggestingParser(argparse.ArgumentParser):
                     continue
                 written = word.split("=")[0]
                 name = written[2:].replace("_", "-").lower()
+                r_name = _r_spellings().get(written[2:].lower())
+                if r_name is not None and self._answers_r_names:
+                    hints.append(f"{written} {r_name}")
+                    continue
                 close = difflib.get_close_matches(f"--{name}", options, n=1, cutoff=0.8)
                 meant = self._MEANT.get(name) or (close[0] if close else None)
                 if meant:
@@ -332,14 +346,22 @@ def build_parser():
         help="print the chain's progress (-vv: tracebacks of errors too)",
     )
     for r_name, option in _R_OPTIONS.items():
-        # also as options are spelled (--alpha-a, --niterations): a close match among ours
-        # would name another matrix (--alpha-w for alphaA) or another unit
-        kebab = re.sub(r"(?<=[a-z])([A-Z])", r"-\1", r_name).lower()
-        spellings = dict.fromkeys(f"--{name}" for name in (r_name, kebab, r_name.lower()))
-        taken = parser._option_string_actions
-        parser.add_argument(*(s for s in spellings if s not in taken), action=RefusedOption,
+        parser.add_argument(f"--{r_name}", action=RefusedOption,
                             message="{option} is R CoGAPS's name; write " + option)  # fmt: skip
     return parser
+
+
+def _r_spellings():
+    """R CoGAPS's names as options are spelled (``--alpha-a``, ``--niterations``), and what
+    to write: a close match among ours would name another matrix (``--alpha-w`` for
+    ``alphaA``) or another unit. They are answered when refused, not registered, so that
+    argparse's abbreviations of ours (``--n-s``, ``--output-``) stay unambiguous."""
+    spellings = {}
+    for r_name, option in _R_OPTIONS.items():
+        kebab = re.sub(r"(?<=[a-z])([A-Z])", r"-\1", r_name).lower()
+        for name in (kebab, r_name.lower()):
+            spellings[name] = f"is R CoGAPS's name {r_name}; write {option}"
+    return spellings
 
 
 # R CoGAPS's parameter names, written as options out of habit, and the option to write.

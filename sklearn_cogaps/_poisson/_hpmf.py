@@ -119,11 +119,15 @@ def _warn_scores_without_counts(lines, axis):
     ones); scHPF's preprocessing (Levitin et al. 2019, "Methods") drops such genes."""
     if not len(lines):
         return
-    name, kind, keep = (
-        ("rows", "cells", "X[np.asarray(X.sum(axis=1)).ravel() > 0]")
-        if axis == 0
-        else ("features", "genes", "X[:, np.asarray(X.sum(axis=0)).ravel() > 0]")
-    )
+    if axis == 0:
+        name, kind = "rows", "cells"
+        keep = ("X[np.asarray(X.sum(axis=1)).ravel() > 0] (a DataFrame: X[X.sum(axis=1) > 0]; "
+                "an AnnData: adata[np.asarray(adata.X.sum(axis=1)).ravel() > 0])")  # fmt: skip
+    else:
+        name, kind = "features", "genes"
+        keep = ("X[:, np.asarray(X.sum(axis=0)).ravel() > 0] (a DataFrame: "
+                "X.loc[:, X.sum(axis=0) > 0]; an AnnData: "
+                "adata[:, np.asarray(adata.X.sum(axis=0)).ravel() > 0])")  # fmt: skip
     shown = ", ".join(str(i) for i in lines[:5]) + (", ..." if len(lines) > 5 else "")
     warn(
         f"{len(lines)} {name} of the training data have no count ({shown}): their factors "

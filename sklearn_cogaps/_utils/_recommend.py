@@ -286,6 +286,12 @@ def _implicit_order(method):
     return recommend
 
 
+def _positions(labels):
+    """Whether row labels are positions: 0, 1, ... in order (a default index, AnnData's
+    own names)."""
+    return all(str(v) == str(i) for i, v in enumerate(labels))
+
+
 class RecommenderMixin:
     """Scores of (user, item) pairs and top-n recommendations (hpfrec's ``predict`` and
     ``topN``), for an estimator of a users x items matrix.
@@ -453,7 +459,7 @@ class RecommenderMixin:
         """Keep the row labels of the training data (a DataFrame's index, an AnnData's
         obs_names) unless they are positions, for :meth:`_check_row_labels`."""
         labels = axis_labels(X, "row")
-        if labels is not None and not all(str(v) == str(i) for i, v in enumerate(labels)):
+        if labels is not None and not _positions(labels):
             self._row_labels = np.asarray(labels, dtype=object)
         else:
             self.__dict__.pop("_row_labels", None)
@@ -465,8 +471,8 @@ class RecommenderMixin:
         another user's factors. Labels shared with no training row mean positions."""
         trained = getattr(self, "_row_labels", None)
         labels = axis_labels(given, "row")
-        if trained is None or labels is None:
-            return
+        if trained is None or labels is None or _positions(labels):
+            return  # a default index (0, 1, ...) is positions, as at fit
         expected = trained if users is None else trained[users]
         got, want = [str(v) for v in labels], [str(v) for v in expected]
         if len(got) != len(want) or got == want or not set(got) & {str(v) for v in trained}:
