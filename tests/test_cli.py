@@ -471,6 +471,19 @@ def test_ctrl_c_during_sampling_exits_130_with_partial_results(
         assert list(trace["phase"].value_counts().sort_index()) == [15, 5]
 
 
+def test_ctrl_c_does_not_write_partial_results_over_earlier_ones(data, tmp_path, capsys,
+                                                                 monkeypatch):  # fmt: skip
+    np.save(tmp_path / "x.npy", data[0])
+    for suffix, earlier in ((".npz", "r.npz"), (".csv", "r_status.csv")):
+        (tmp_path / earlier).write_text("a complete run's")
+        _interrupt_at(monkeypatch, 15 + 6)
+        status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / f"r{suffix}"])
+        assert status == 130 and "holds earlier results, kept" in err
+        assert (tmp_path / earlier).read_text() == "a complete run's"
+        assert f"r.partial{'_patterns' if suffix == '.csv' else ''}{suffix}" in out
+        assert (tmp_path / f"r.partial{'_status' if suffix == '.csv' else ''}{suffix}").exists()
+
+
 def test_ctrl_c_with_several_chains_writes_the_chains_kept(data, tmp_path, capsys, monkeypatch):
     np.save(tmp_path / "x.npy", data[0])
     _interrupt_at(monkeypatch, 30 + 6)  # the first of 3 chains complete, then Ctrl-C
@@ -920,3 +933,14 @@ def test_the_advice_on_counts_is_given_in_the_command_line_s_words(tmp_path, cap
     assert "warning: X holds only whole numbers" in err
     assert "pass --uncertainty poisson" in err and "uncertainty='poisson'" not in err
     assert "UserWarning" not in err
+
+
+def test_tables_of_other_layouts_say_what_they_look_like(tmp_path, capsys):
+    # a spreadsheet's export with semicolons and decimal commas, and a comment line: what
+    # pandas says alone does not tell the user what to change
+    (tmp_path / "semi.csv").write_text(";S1;S2;S3\nG1;1,5;2;3\nG2;4;5,5;6\n")
+    (tmp_path / "hash.csv").write_text("# exported\n,S1,S2\nG1,1,2\nG2,3,4\n")
+    status, _, err = _run(capsys, [tmp_path / "semi.csv", *FAST])
+    assert status == 2 and "separated by semicolons (decimal commas?)" in err
+    status, _, err = _run(capsys, [tmp_path / "hash.csv", *FAST])
+    assert status == 2 and "starts with a comment line ('#')" in err

@@ -66,7 +66,10 @@ output formats: {OUTPUT_FORMATS}
 
 after Ctrl-C: a chain stopped early keeps the iterations done; its results are
   printed and written marked partial (complete = False in OUT.npz, status
-  "partial" in OUT_status.csv and uns['cogaps']), and the exit status is 130.
+  "partial" in OUT_status.csv and uns['cogaps']), beside earlier results of OUT
+  (as OUT.partial.npz) rather than over them, and the exit status is 130. With
+  --n-chains > 1 the chains completed are kept (none when they run at once, with
+  --n-jobs); with --checkpoint FILE, the same command resumes the run.
 """
 
 

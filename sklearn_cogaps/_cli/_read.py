@@ -53,6 +53,24 @@ def _kind(path, formats, what, compressed=()):
     )
 
 
+def _layout_hint(path, sep):
+    """What a table that pandas could not read may be instead: comment lines, or a table
+    separated by semicolons with decimal commas (a spreadsheet's export in many locales)."""
+    try:
+        with open_text(path) as f:
+            first = f.readline()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if first.startswith("#"):
+        return (". It starts with a comment line ('#'): remove the comment lines, or write "
+                "the table again without them.")  # fmt: skip
+    if sep != ";" and first.count(";") > first.count(sep):
+        return (". Its header row is separated by semicolons (decimal commas?): write it "
+                "with commas first, pandas.read_csv(path, sep=';', decimal=',', "
+                "index_col=0).to_csv('X.csv').")  # fmt: skip
+    return ""
+
+
 def _read_delimited(path, sep):
     """A table with a header row and an index column: values, row names, column names."""
     try:
@@ -66,7 +84,8 @@ def _read_delimited(path, sep):
         frame = pd.read_csv(path, sep=sep, index_col=0, **exact)
     except (ValueError, pd.errors.ParserError) as error:
         raise CommandLineError(
-            f"'{path}' cannot be read as a table separated by {_SEPARATORS[sep]}: {error}"
+            f"'{path}' cannot be read as a table separated by {_SEPARATORS[sep]}: "
+            f"{str(error).rstrip('.')}{_layout_hint(path, sep) or '.'}"
         ) from None
     # the row names as written: the index column read as text, so that "0101" stays "0101"
     # and "NA" stays "NA" (an index parsed with the values would lose both)
@@ -103,7 +122,7 @@ def _read_delimited(path, sep):
         raise CommandLineError(
             f"row '{frame.index[i]}', column '{frame.columns[j]}' of '{path}' is not a number: "
             f"{frame.iat[i, j]!r}; every column after the index column must hold numbers "
-            "(the first row is the header)."
+            f"(the first row is the header){_layout_hint(path, sep) or '.'}"
         ) from None
     rows, cols = _names(frame.index), _names(frame.columns)
     _check_row_names(rows, path)

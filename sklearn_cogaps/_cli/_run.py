@@ -511,6 +511,26 @@ def main(argv=None):
         return _main(args, parser, make_model, interrupted)
 
 
+def _partial_output(path):
+    """Where the partial results of an interrupted run go: the output asked for, or beside
+    it (``OUT.partial.npz``) when that output already holds results, which a later run's
+    Ctrl-C must not replace."""
+    if path is None:
+        return None
+    path = Path(path)
+    prefix = str(path)[: -len(path.suffix)]
+    tables = path.suffix.lower() in (".csv", ".tsv")
+    if not (Path(f"{prefix}_status{path.suffix}") if tables else path).exists():
+        return str(path)
+    beside = f"{prefix}.partial{path.suffix}"
+    print(
+        f"warning: '{path}' holds earlier results, kept; the partial results are written "
+        f"to '{beside}'",
+        file=sys.stderr,
+    )
+    return beside
+
+
 def _main(args, parser, make_model, interrupted):
     """The run of :func:`main`, its summary on standard output."""
     try:
@@ -556,11 +576,14 @@ def _main(args, parser, make_model, interrupted):
                     print("\nnothing written: add --output FILE.npz (or .csv) to keep the results.")
             interrupted = "interrupted while writing the results; the files may be incomplete."
             written = []
-            if args.output is not None:
-                written += write_results(args.output, model, samples, features)
-            if args.output_h5ad is not None:
-                written += write_h5ad(args.output_h5ad, args.input, model, args.layer)
             complete = chain_status(model)["complete"]
+            output, output_h5ad = args.output, args.output_h5ad
+            if not complete:  # a partial result does not replace results already there
+                output, output_h5ad = _partial_output(output), _partial_output(output_h5ad)
+            if output is not None:
+                written += write_results(output, model, samples, features)
+            if output_h5ad is not None:
+                written += write_h5ad(output_h5ad, args.input, model, args.layer)
             if written:
                 mark = "" if complete else " (partial results, marked as such)"
                 print("\nwritten: " + ", ".join(str(p) for p in written) + mark)
