@@ -52,7 +52,7 @@ gene files (--whitelist, --blacklist, --genes): one gene a line, or columns
 
 _OUTDIR = """\
 output files are written to OUTDIR (created when missing); with -p PREFIX their names
-  start with "PREFIX." (for example PREFIX.cell_score.txt)."""
+  start with "PREFIX." (for example PREFIX.genes.txt)."""
 
 PREP_EPILOG = f"""\
 {_INPUTS}
@@ -65,6 +65,7 @@ filtering: a gene is kept when it is detected (a count of at least 1) in at leas
   (the default 0.01 is 1% of the cells); 1 or more is a number of cells.
 
 {_OUTDIR}
+  OUTDIR defaults to the folder of INPUT (prep refuses to write over INPUT).
   PREFIX.filtered.mtx  the kept counts, cells x genes, Matrix Market of integers
                        (scipy.io.mmread reads it), the input of train
   PREFIX.genes.txt     the kept genes in the order of the columns, one a line: their
@@ -84,6 +85,7 @@ models: hpmf is sklearn_cogaps.HierarchicalPMF (scHPF's model, its priors learne
   fit N times and keeps the start of highest final ELBO (scHPF's --ntrials).
 
 {_OUTDIR}
+  OUTDIR defaults to the folder of INPUT.
   PREFIX.model.joblib  the fitted estimator, saved with joblib: a pickle, to be
                        loaded only from a trusted source (joblib.load(path) gives
                        the estimator back, with the same version of sklearn_cogaps).
@@ -106,7 +108,8 @@ SCORE_EPILOG = f"""\
                            --n-top, or all), named from --genes FILE (its column
                            --name-col), else from the model's feature_names_in_,
                            else by their 0-based column number
-  Rows follow the cells and genes of train's input. numpy.loadtxt reads them.
+  Rows follow the cells and genes of train's input. numpy.loadtxt reads the scores
+  (numpy.loadtxt(path, dtype=str, delimiter="\t") the ranked genes).
 """
 
 PROJECT_EPILOG = f"""\

@@ -49,7 +49,8 @@ output formats: {OUTPUT_FORMATS}
   rhat_chisq, rhat_patterns, rhat_amplitudes, ess_bulk_chisq, ess_bulk_patterns
   and ess_bulk_amplitudes (split R-hat and bulk ESS), with --n-snapshots the
   kept states patterns_snapshots, amplitudes_snapshots, snapshot_iterations (and
-  snapshot_chains, the chain of each), and
+  snapshot_chains, the chain of each), with --n-chains each chain's means
+  chain_patterns (chains x samples x K) and chain_amplitudes, and
   sample_names / feature_names when the input has them:
       r = numpy.load("OUT.npz"); r["patterns"]
   OUT.csv (or OUT.tsv) writes six tables with the common prefix OUT:
