@@ -213,6 +213,9 @@ def test_gct_files_are_read_as_genes_by_samples(
     bad.write_text("#1.2\n3\t2\nName\tDescription\ts0\ts1\ng0\tna\t1\t2\n")
     status, _, err = _run(capsys, [bad, *FAST])
     assert status == 2 and "announces 3 genes x 2 samples and holds 1 x 2" in err
+    bad.write_text("#1.2\n1\t2\nName\ts0\ts1\ng0\t1\t2\n")  # no Description column
+    status, _, err = _run(capsys, [bad, *FAST])
+    assert status == 2 and "no Description column after Name" in err
 
 
 @pytest.mark.parametrize("with_pandas", [True, False])

@@ -303,9 +303,20 @@ def _read_gct(path):
     samples = np.array(header[first:], dtype=object)
     rows = [line.split("\t") for line in lines[3 + n_col_meta :] if line.strip()]
     if len(samples) != n_samples or len(rows) != n_genes:
+        # GCT 1.2 has a Description column after the names; a file without it has one
+        # sample column fewer than it announces once the first is read as the description
+        missing = (
+            " Its header has no Description column after Name: GCT 1.2 needs one (it may be "
+            "empty) before the samples."
+            if version == "#1.2"
+            and len(samples) == n_samples - 1
+            and len(header) > 1
+            and header[1].strip().lower() != "description"
+            else ""
+        )
         raise CommandLineError(
             f"'{path}' announces {n_genes} genes x {n_samples} samples and holds {len(rows)} x "
-            f"{len(samples)}."
+            f"{len(samples)}.{missing}"
         )
     genes = np.array([r[0] for r in rows], dtype=object)
     try:

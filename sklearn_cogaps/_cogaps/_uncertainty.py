@@ -194,10 +194,13 @@ def validate_uncertainty(uncertainty, X, fit=False):
         return np.ascontiguousarray(u)
     smallest, largest = u.min(), u.max()
     if smallest <= 0:
+        i, j = np.unravel_index(int(np.argmin(u)), u.shape)
+        count = int(np.count_nonzero(u <= 0))
         raise ValueError(
-            f"'uncertainty' must be positive everywhere; its smallest entry is {smallest}. "
-            "A zero standard deviation makes the likelihood infinite: floor it, for "
-            "example np.maximum(uncertainty, 0.1)."
+            f"'uncertainty' must be positive everywhere; {count} entr"
+            f"{'y is' if count == 1 else 'ies are'} not, the smallest {smallest} at row {i}, "
+            f"column {j}. A zero standard deviation makes the likelihood infinite: floor it, "
+            "for example np.maximum(uncertainty, 0.1)."
         )
     if smallest < SMALLEST_SIGMA or largest > LARGEST_VALUE:
         raise ValueError(

@@ -220,3 +220,12 @@ def test_a_sample_without_effective_data_is_warned_about():
         warnings.simplefilter("always")
         CoGAPS(2, max_iter=20, random_state=0).fit(X[:4], uncertainty=U[:4])
     assert not [w for w in caught if "effective data" in str(w.message)]
+
+
+def test_a_zero_standard_deviation_is_refused_where_it_is():
+    X = make_patterns(12, 20, 2, random_state=0)[0]
+    U = np.maximum(0.1 * X, 0.1)
+    U[3, 7] = 0.0
+    U[5, 2] = 0.0
+    with pytest.raises(ValueError, match=r"2 entries are not, the smallest 0\.0 at row 3, colu"):
+        CoGAPS(2, max_iter=5, random_state=0).fit(X, uncertainty=U)
