@@ -481,7 +481,7 @@ def test_ctrl_c_does_not_write_partial_results_over_earlier_ones(data, tmp_path,
         (tmp_path / earlier).write_text("a complete run's")
         _interrupt_at(monkeypatch, 15 + 6)
         status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / f"r{suffix}"])
-        assert status == 130 and "holds earlier results, kept" in err
+        assert status == 130 and "earlier results, kept" in err
         assert (tmp_path / earlier).read_text() == "a complete run's"
         assert f"r.partial{'_patterns' if suffix == '.csv' else ''}{suffix}" in out
         assert (tmp_path / f"r.partial{'_status' if suffix == '.csv' else ''}{suffix}").exists()
@@ -947,3 +947,21 @@ def test_tables_of_other_layouts_say_what_they_look_like(tmp_path, capsys):
     assert status == 2 and "separated by semicolons (decimal commas?)" in err
     status, _, err = _run(capsys, [tmp_path / "hash.csv", *FAST])
     assert status == 2 and "starts with a comment line ('#')" in err
+    # integers separated by semicolons read as one column; a header named '#gene' is a
+    # header, not a comment line
+    (tmp_path / "semi.csv").write_text(";S1;S2\nG1;1;2\nG2;3;4\n")
+    status, _, err = _run(capsys, [tmp_path / "semi.csv", *FAST])
+    assert status == 2 and "separated by semicolons" in err
+    (tmp_path / "hash.csv").write_text("#gene,S1,S2\nG1,1,2\nG2,3,x\n")
+    status, _, err = _run(capsys, [tmp_path / "hash.csv", *FAST])
+    assert status == 2 and "is not a number: 'x'" in err and "comment" not in err
+
+
+def test_an_npz_output_is_written_to_the_file_named(data, tmp_path, capsys):
+    # numpy adds ".npz" to a name that ends otherwise: R.NPZ was written as R.NPZ.npz
+    np.save(tmp_path / "x.npy", data[0])
+    status, out, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / "R.NPZ"])
+    assert status == 0, err
+    assert (tmp_path / "R.NPZ").exists() and not (tmp_path / "R.NPZ.npz").exists()
+    with np.load(tmp_path / "R.NPZ") as r:
+        assert bool(r["complete"])

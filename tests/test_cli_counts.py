@@ -412,6 +412,11 @@ def test_gene_files_that_name_other_genes_are_refused(capsys, counts, files, tra
     argv = ["prep", "-i", tmp_path / "unique.csv", "-o", tmp_path / "q", "-m", "0"]
     status, _, err = _run(capsys, *argv, "--genes", features)
     assert status == 0, err
+    # a table whose columns are numbered (pandas' header for a matrix) has no names
+    pd.DataFrame(X).to_csv(tmp_path / "numbered.csv")
+    argv = ["prep", "-i", tmp_path / "numbered.csv", "-o", tmp_path / "r", "-m", "0"]
+    status, _, err = _run(capsys, *argv, "--genes", reordered)
+    assert status == 0, err
 
 
 def test_prep_does_not_write_over_its_input(capsys, files, tmp_path):

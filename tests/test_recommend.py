@@ -347,6 +347,13 @@ def test_users_named_by_label_instead_of_position_are_refused(Estimator):
         ids.recommend(X[[4, 5]], 3, users=[4, 5]),
     ):
         assert_array_equal(got, want)
+    # a shuffled 0..n-1 index is labels: rows taken by them, or users given as them, are
+    # refused (each row would get another user's factors)
+    shuffled = pd.DataFrame(X).sample(frac=1, random_state=0)
+    ids = Estimator(3, random_state=0, max_iter=10).fit(shuffled)
+    with pytest.raises(ValueError, match=r"users are positions"):
+        ids.recommend(shuffled.loc[[0, 1, 2]], 3, users=[0, 1, 2])
+    ids.recommend(shuffled.iloc[[0, 1, 2]], 3, users=[0, 1, 2])
     # a model fitted on positions keeps no labels to check
     plain = Estimator(3, random_state=0, max_iter=10).fit(pd.DataFrame(X))
     plain.recommend(P.loc[[13]], 3, users=[13])
@@ -360,6 +367,10 @@ def test_training_users_in_another_order_are_refused_by_predict_ratings():
     model = MaxMarginMF(2, max_iter=6, burn_in=2, random_state=0).fit(frame)
     with pytest.raises(ValueError, match=r"another order: row 0 is labelled 'u1'"):
         model.predict_ratings(frame.iloc[[1, 0, *range(2, len(users))]])
+    shuffled = pd.DataFrame(RATINGS).sample(frac=1, random_state=0)
+    shuffled_model = MaxMarginMF(2, max_iter=6, burn_in=2, random_state=0).fit(shuffled)
+    with pytest.raises(ValueError, match=r"another order: row 0 is labelled '0'"):
+        shuffled_model.predict_ratings(shuffled.sort_index())
     # every training row under a default index: positions, in the training order
     assert_array_equal(model.predict_ratings(pd.DataFrame(RATINGS)), model.predict_ratings(RATINGS))
     with pytest.raises(ValueError, match=r"users\[0\] = 0 is the training row labelled 'u0'"):

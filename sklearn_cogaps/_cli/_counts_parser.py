@@ -482,4 +482,8 @@ class _CountsParser(SuggestingParser):
     parser, whose usage it prints."""
 
     _answers_r_names = False
-    _MEANT = {"nfactors": "-k/--n-components", "n-factors": "-k/--n-components"}
+    _MEANT = {
+        "nfactors": "-k/--n-components",
+        "n-factors": "-k/--n-components",
+        **dict.fromkeys(("n-iter", "niter", "n-iterations", "iterations"), "-M/--max-iter"),
+    }

@@ -479,6 +479,8 @@ def _check_gene_file(genes, names, path, whose):
     another run's genes, or these in another order. Names that appear once in the column
     and once in ``names`` must be at the same place; other names (ids for symbols, a name
     AnnData's var_names_make_unique suffixed, a column of feature types) say nothing."""
+    if all(name == str(i) for i, name in enumerate(names)):
+        return  # numbered columns (a header pandas wrote for a matrix): no names to compare
     place = {}
     for i, name in enumerate(names):
         place[name] = None if name in place else i  # a repeated name has no place

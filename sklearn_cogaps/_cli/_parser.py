@@ -155,7 +155,10 @@ class SuggestingParser(argparse.ArgumentParser):
                     hints.append(f"{written} {r_name}")
                     continue
                 close = difflib.get_close_matches(f"--{name}", options, n=1, cutoff=0.8)
-                meant = self._MEANT.get(name) or (close[0] if close else None)
+                meant = self._MEANT.get(name)
+                if meant is not None and meant.split()[0].split("/")[-1] not in options:
+                    meant = None  # an option of another command (--nfactors of train)
+                meant = meant or (close[0] if close else None)
                 if meant:
                     hints.append(f"{written}: write {meant}")
             if hints:

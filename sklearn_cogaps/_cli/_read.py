@@ -58,10 +58,10 @@ def _layout_hint(path, sep):
     separated by semicolons with decimal commas (a spreadsheet's export in many locales)."""
     try:
         with open_text(path) as f:
-            first = f.readline()
+            first, second = f.readline(), f.readline()
     except (OSError, UnicodeDecodeError):
         return ""
-    if first.startswith("#"):
+    if first.startswith("#") and first.count(sep) != second.count(sep):
         return (". It starts with a comment line ('#'): remove the comment lines, or write "
                 "the table again without them.")  # fmt: skip
     if sep != ";" and first.count(";") > first.count(sep):
@@ -141,7 +141,8 @@ def _check_table(X, rows, cols, path, sep):
         raise CommandLineError(
             f"'{path}' has no column after its index column when read as separated by "
             f"{_SEPARATORS[sep]}; a table separated by tabs must be named .tsv, one by commas "
-            ".csv (other separators and decimal commas are not read)."
+            ".csv (other separators and decimal commas are not read)"
+            f"{_layout_hint(path, sep) or '.'}"
         )
     missing = np.argwhere(np.isnan(X))
     if len(missing):

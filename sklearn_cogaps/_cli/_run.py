@@ -523,9 +523,10 @@ def _partial_output(path):
     if not (Path(f"{prefix}_status{path.suffix}") if tables else path).exists():
         return str(path)
     beside = f"{prefix}.partial{path.suffix}"
+    held = f"'{prefix}_*{path.suffix}' hold" if tables else f"'{path}' holds"
+    shown = f"'{prefix}.partial_*{path.suffix}'" if tables else f"'{beside}'"
     print(
-        f"warning: '{path}' holds earlier results, kept; the partial results are written "
-        f"to '{beside}'",
+        f"warning: {held} earlier results, kept; the partial results are written to {shown}",
         file=sys.stderr,
     )
     return beside

@@ -132,7 +132,9 @@ def write_results(path, model, sample_names=None, feature_names=None):
             arrays["sample_names"] = np.asarray(sample_names, dtype=str)
         if feature_names is not None:
             arrays["feature_names"] = np.asarray(feature_names, dtype=str)
-        np.savez_compressed(path, **arrays)
+        # to the file named: numpy adds ".npz" to a name that ends otherwise (R.NPZ)
+        with open(path, "wb") as f:
+            np.savez_compressed(f, **arrays)
         return [path]
 
     sep = "," if kind == ".csv" else "\t"

@@ -471,19 +471,31 @@ class RecommenderMixin:
         another user's factors. Labels shared with no training row mean positions."""
         trained = getattr(self, "_row_labels", None)
         labels = axis_labels(given, "row")
-        if trained is None or labels is None or _positions(labels):
-            return  # a default index (0, 1, ...) is positions, as at fit
+        if trained is None or labels is None:
+            return
         expected = trained if users is None else trained[users]
         got, want = [str(v) for v in labels], [str(v) for v in expected]
-        if len(got) != len(want) or got == want or not set(got) & {str(v) for v in trained}:
+        if len(got) != len(want) or got == want:
             return
+        if _positions(labels):
+            # a default index (0, 1, ...) is positions, as at fit; but not when it is the
+            # training labels themselves (a shuffled 0..n-1 index: rows taken by label, or
+            # users given as those labels)
+            same = (set(got) == {str(v) for v in trained}) if users is None else (
+                got == [str(int(u)) for u in users])  # fmt: skip
+            if not same:
+                return
+        elif not set(got) & {str(v) for v in trained}:
+            return  # labels of their own: positions
         first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
-        where = "obs_names" if is_anndata(given) else "index"
+        anndata = is_anndata(given)
+        where = "obs_names" if anndata else "index"
         if users is None:
+            select = "X[training_X.obs_names]" if anndata else "X.loc[training_X.index]"
             raise ValueError(
                 f"The rows of X are the training rows in another order: row {first} is "
                 f"labelled {got[first]!r}, training row {first} {want[first]!r}. Give them in "
-                f"the training order (X.loc[training_X.{where}]), or name each row's training "
+                f"the training order ({select}), or name each row's training "
                 f"row with users=training_X.{where}.get_indexer(X.{where})."
             )
         raise ValueError(
