@@ -14,7 +14,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
 
 from ._utils._anndata import load_matrix
-from ._utils._validation import label_mismatch
+from ._utils._validation import first_difference, label_mismatch
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
 
@@ -215,6 +215,29 @@ def _check_fitted_genes(estimator, adata):
     )
 
 
+def _check_fitted_cells(estimator, adata):
+    """Refuse to store per-cell results (the fit's own loadings) under cells other than
+    those fitted, in their order: sorted by cluster after the fit, or another AnnData of the
+    same shape, each cell would get another's factors. The cells are known when the fit
+    was to an AnnData (or had row labels of its own)."""
+    fitted = getattr(estimator, "_anndata_cells", None)
+    if fitted is None:
+        fitted = getattr(estimator, "_row_labels", None)
+    if fitted is None:
+        return
+    fitted = [str(v) for v in fitted]
+    cells = [str(v) for v in adata.obs_names]
+    if fitted == cells:
+        return
+    how = "the same cells in another order" if sorted(fitted) == sorted(cells) else "other cells"
+    raise ValueError(
+        f"The estimator was fitted to {how} than adata.obs_names (the first that differs "
+        f"{first_difference(cells, fitted)}); its per-cell results would be stored under the "
+        "wrong cells. Store them in the AnnData it was fitted to, in its order "
+        "(adata[fitted_adata.obs_names]), or use refit=True."
+    )
+
+
 def fit_anndata(
     adata, estimator, *, layer=None, key_added=None, copy=False, refit=True, **fit_params
 ):
@@ -251,7 +274,9 @@ def fit_anndata(
         matrix (its number of samples and features must match).
     **fit_params
         Passed to ``estimator.fit``, for example ``uncertainty=adata.layers["sigma"]`` for
-        CoGAPS.
+        CoGAPS (an array of standard deviations needs a dense ``.X`` or layer: a sparse one
+        is fitted with the sparse-data model, whose uncertainty is a named one,
+        ``uncertainty="poisson"``).
 
     Returns
     -------
@@ -288,10 +313,25 @@ def fit_anndata(
             "a new file. Pass copy=False to store the results in adata itself, or load it "
             "first with adata.to_memory()."
         )
+    if getattr(adata, "isbacked", False) and getattr(adata, "is_view", False):
+        # refused before the fit: anndata stores nothing in a view of a backed file
+        raise ValueError(
+            "adata is a view of a backed AnnData (a subset of a file read with backed='r'), "
+            "which anndata cannot store results in. Load the subset first, "
+            "adata_subset.to_memory(), and fit that."
+        )
     if not hasattr(estimator, "transform"):
         raise TypeError(
             f"{type(estimator).__name__} is not a factorisation (it has no transform); "
             "fit_anndata stores per-cell factors and per-gene components."
+        )
+    if type(estimator).__module__.split(".")[0] != "sklearn_cogaps":
+        # a Pipeline or scikit-learn's NMF would receive the AnnData itself
+        raise TypeError(
+            f"fit_anndata fits this package's estimators (CoGAPS, HierarchicalPMF, "
+            f"WeightedBackgroundPMF), which read an AnnData; {type(estimator).__name__} "
+            "does not. Fit it on the matrix, estimator.fit(adata.X), and store its results "
+            "in adata.obsm yourself."
         )
     key = type(estimator).__name__.lower() if key_added is None else str(key_added)
     if not refit and fit_params:
@@ -334,6 +374,8 @@ def fit_anndata(
             f"{adata.n_vars}. Use refit=True."
         )
     _check_fitted_genes(estimator, adata)
+    if not refit and "_svi_state" not in estimator.__dict__:
+        _check_fitted_cells(estimator, adata)
     obsm, varm, uns = anndata_results(estimator, key, loadings=factors)
     target = adata.copy() if copy else adata
     # an earlier fit under the same key may have stored what this one has not (standard

@@ -61,6 +61,13 @@ def _axes(ax):
     return ax
 
 
+def _is_missing(value):
+    """Whether a label is missing: None, NaN, or pandas' NA and NaT."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
+
+
 def _labels(obj, axis):
     """The labels of a pandas object along ``axis`` (0: index, 1: columns) as a list of
     str, or None: other inputs and pandas' default ``RangeIndex`` carry no labels."""
@@ -83,14 +90,20 @@ def _follow_labels(values, labels, wanted, axis, what, wanted_what, disjoint_by_
     wanted = [str(v) for v in wanted]
     if labels == wanted or (disjoint_by_position and not set(labels) & set(wanted)):
         return values
-    same = set(labels) == set(wanted) and len(set(labels)) == len(labels) == len(wanted)
-    if same:
+    # the same labels in another order, or more of them (a Series of every cell beside the
+    # patterns of a subset): taken by label
+    if len(set(labels)) == len(labels) and set(wanted) <= set(labels):
         position = {label: i for i, label in enumerate(labels)}
         return np.take(values, [position[label] for label in wanted], axis=axis)
+    missing = [label for label in wanted if label not in set(labels)]
+    where = (
+        f"{len(missing)} of {wanted_what} are not among them, first {missing[0]!r}"
+        if missing
+        else f"some of its labels repeat, first {next(v for v in labels if labels.count(v) > 1)!r}"
+    )
     raise ValueError(
-        f"The labels of {what} differ from {wanted_what} (first of {what}: {labels[:3]}, "
-        f"of {wanted_what}: {wanted[:3]}); pass data labelled like {wanted_what}, or an "
-        "array to match them by position."
+        f"The labels of {what} do not name {wanted_what}: {where}. Pass data labelled "
+        f"like {wanted_what}, or an array to match them by position."
     )
 
 
@@ -140,8 +153,10 @@ def plot_patterns(
         samples are drawn in increasing ``x``. None places them at 0, 1, 2, ... in order.
     groups : array-like of shape (n_samples,), default=None
         A group label for each sample (condition, cell type): each line then goes through
-        the mean of its pattern in each group, groups in order of first appearance, and the
-        axis is labelled with the groups. Cannot be combined with ``x``.
+        the mean of its pattern in each group, groups in the order of a categorical's
+        categories (else of first appearance), and the axis is labelled with the groups.
+        Missing labels (NaN) are refused. A pandas Series is taken by label (it may hold
+        more samples than the patterns). Cannot be combined with ``x``.
     pattern_names : list of str, default=None
         Legend entries; ``Pattern_1``, ``Pattern_2``, ... by default, as CoGAPS names them.
     sample_names : array-like of shape (n_samples,), default=None
@@ -217,8 +232,20 @@ def plot_patterns(
         )
         if groups.shape != (n,):
             raise ValueError(f"groups must have one label per sample ({n}); got {groups.shape}.")
-        _, first = np.unique(groups, return_index=True)
-        levels = groups[np.sort(first)]
+        missing = np.array([_is_missing(g) for g in groups.tolist()], dtype=bool)
+        if missing.any():
+            raise ValueError(
+                f"groups has {int(missing.sum())} missing labels (NaN, first at sample "
+                f"{int(np.argmax(missing))}): name them, for example "
+                "groups.astype(object).fillna('unassigned'), or leave their samples out."
+            )
+        categories = getattr(getattr(given, "cat", None), "categories", None)
+        if categories is not None:  # a categorical's order (scanpy's), the present ones
+            present = set(groups.tolist())
+            levels = np.array([c for c in categories if c in present], dtype=object)
+        else:
+            _, first = np.unique(groups, return_index=True)
+            levels = groups[np.sort(first)]
         positions = np.arange(len(levels))
         values = np.array([P[groups == g].mean(axis=0) for g in levels])
         ax.set_xticks(positions, [str(g) for g in levels])

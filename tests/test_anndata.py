@@ -159,6 +159,29 @@ def test_results_of_a_fitted_estimator_without_refitting(expression):
     assert_array_equal(reversed_genes.varm["cogaps_components"], by_name.components_.T)
     with pytest.raises(TypeError, match=r"refit=False\) does not fit, so it cannot use"):
         fit_anndata(adata, model, refit=False, uncertainty="poisson")
+    # and its results under its cells: sorted by cluster after the fit, or another AnnData
+    # of the same shape, each cell would get another's patterns
+    by_cells = CoGAPS(n_components=2, max_iter=10, random_state=0).fit(named)
+    with pytest.raises(ValueError, match="the same cells in another order than adata.obs_n"):
+        fit_anndata(named[::-1].copy(), by_cells, refit=False)
+    other = named.copy()
+    other.obs_names = [f"other{i}" for i in range(other.n_obs)]
+    with pytest.raises(ValueError, match="fitted to other cells than adata.obs_names"):
+        fit_anndata(other, by_cells, refit=False)
+    fit_anndata(named, by_cells, refit=False)  # its own cells
+    # a later fit to a plain matrix forgets them
+    by_cells.fit(expression)
+    fit_anndata(other, by_cells, refit=False)
+
+
+def test_explicit_sets_of_repeated_cell_names_are_refused(expression):
+    # anndata.concat keeps each batch's barcodes: a name says neither row
+    a, b = _adata(expression), _adata(expression)
+    both = anndata.concat([a, b])
+    model = CoGAPS(n_components=2, max_iter=10, random_state=0, distributed="single-cell",
+                   explicit_sets=[a.obs_names[:10], a.obs_names[10:]])  # fmt: skip
+    with pytest.raises(ValueError, match=r"20 names of X's samples repeat .*index_unique"):
+        fit_anndata(both, model)
 
 
 def test_backed_files_are_read_without_loading_the_rest(expression, tmp_path):
@@ -184,6 +207,13 @@ def test_errors_say_what_to_do(expression, monkeypatch):
         fit_anndata(adata, ExtremeDeconvolution(n_components=2, tol=1e-2, random_state=0))
     with pytest.raises(TypeError, match="must be a scikit-learn estimator"):
         fit_anndata(adata, "CoGAPS")
+    # a Pipeline or scikit-learn's NMF would receive the AnnData (numpy failed on it)
+    from sklearn.decomposition import NMF
+    from sklearn.pipeline import make_pipeline
+
+    for other in (NMF(2), make_pipeline(CoGAPS(n_components=2))):
+        with pytest.raises(TypeError, match=r"does not\. Fit it on the matrix"):
+            fit_anndata(adata, other)
     monkeypatch.setitem(sys.modules, "anndata", None)
     with pytest.raises(ImportError, match=r"pip install \"sklearn_cogaps\[anndata\]\""):
         fit_anndata(adata, CoGAPS())
@@ -358,3 +388,14 @@ def test_an_anndata_as_cogaps_uncertainty_says_what_to_pass():
     X = make_patterns(n_samples=20, n_features=30, n_components=2, random_state=0)[0]
     with pytest.raises(TypeError, match=r"'uncertainty' is an AnnData.*adata\.layers\['sigma'\]"):
         CoGAPS(2, max_iter=5).fit(X, uncertainty=anndata.AnnData(0.1 + X))
+
+
+def test_a_view_of_a_backed_anndata_is_refused_before_the_fit(expression, tmp_path):
+    _adata(expression).write_h5ad(tmp_path / "v.h5ad")
+    backed = anndata.read_h5ad(tmp_path / "v.h5ad", backed="r")
+    model = CoGAPS(n_components=2, max_iter=5, random_state=0)
+    with pytest.raises(ValueError, match=r"view of a backed AnnData.*to_memory\(\)"):
+        fit_anndata(backed[:10], model)
+    assert not hasattr(model, "components_")  # refused before the fit
+    fit_anndata(backed[:10].to_memory(), model)
+    backed.file.close()

@@ -153,10 +153,10 @@ def test_marker_heatmap_reads_a_data_frame_by_its_names(cogaps):
     ax = plot_markers(model, X=shuffled, n_markers=3)
     assert_allclose(ax.images[0].get_array(), expected[:, ::-1])
     assert [t.get_text() for t in ax.get_xticklabels()] == cells[::-1]
-    with pytest.raises(ValueError, match="differ from the fitted features"):
+    with pytest.raises(ValueError, match="do not name the fitted features"):
         plot_markers(model, X=df.rename(columns={"g0": "other"}), n_markers=3)
     # names that share nothing with the fitted ones (other identifiers) are refused too
-    with pytest.raises(ValueError, match="differ from the fitted features"):
+    with pytest.raises(ValueError, match="do not name the fitted features"):
         plot_markers(model, X=df.set_axis([f"ENSG{j}" for j in range(len(genes))], axis=1))
     # sample_names with a frame in another row order: the rows follow sample_names
     ax = plot_markers(model, X=shuffled, sample_names=cells, n_markers=3)
@@ -196,7 +196,7 @@ def test_patterns_frame_names_its_lines_and_aligns_its_labels(cogaps):
     times = pd.Series(np.arange(16.0), index=cells)
     ax = plot_patterns(frame, x=times.iloc[::-1])
     assert_allclose(ax.get_lines()[0].get_ydata(), frame["a"].to_numpy())
-    with pytest.raises(ValueError, match="differ from the patterns' samples"):
+    with pytest.raises(ValueError, match="do not name the patterns' samples"):
         plot_patterns(frame, groups=groups.rename(index={"c0": "other"}))
 
 
@@ -292,7 +292,7 @@ def test_xd_reads_a_frame_by_its_column_names(catalogue):
     ax = plot_xd(xd, frame[["c", "b", "a"]], dims=(0, 2), density=False)
     assert_allclose(ax.collections[0].get_offsets(), X[:, [0, 2]])
     assert ax.get_xlabel() == "a" and ax.get_ylabel() == "c"
-    with pytest.raises(ValueError, match="differ from the fitted features"):
+    with pytest.raises(ValueError, match="do not name the fitted features"):
         plot_xd(xd, frame.set_axis(["x", "y", "z"], axis=1))
 
 
@@ -344,3 +344,21 @@ def test_a_labelled_series_beside_a_fitted_estimator_is_matched_by_the_sample_na
         plot_patterns(model, x=times, sample_names=cells[:-1])
     halves = [model.loadings_[:8, 0].mean(), model.loadings_[8:, 0].mean()]
     assert_allclose(sorted(first), sorted(halves))
+
+
+def test_groups_of_scanpy_habits():
+    # a categorical's order, the parent AnnData's Series beside a subset's patterns, and
+    # missing labels refused with what to write
+    pd = pytest.importorskip("pandas")
+    P = pd.DataFrame(np.arange(12.0).reshape(6, 2), index=[f"c{i}" for i in range(6)])
+    cells = pd.Series(["b", "a", "b", "a", "b", "a", "a"], index=[f"c{i}" for i in range(7)])
+    ax = plot_patterns(P, groups=cells.astype(pd.CategoricalDtype(["a", "b"])))
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+    plt.close("all")
+    ax = plot_patterns(P, groups=cells)  # 7 cells for 6 patterns: taken by label
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["b", "a"]
+    assert_allclose(ax.get_lines()[0].get_ydata(), [4.0, 6.0])  # rows 0, 2, 4 and 1, 3, 5
+    plt.close("all")
+    unlabelled = cells.iloc[:6].where(cells.iloc[:6] != "a")  # NaN for the 'a' cells
+    with pytest.raises(ValueError, match=r"3 missing labels .*fillna\('unassigned'\)"):
+        plot_patterns(P, groups=unlabelled)

@@ -9,6 +9,7 @@ not depend on the backend or on the number of workers.
 """
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 
 import numpy as np
@@ -85,6 +86,17 @@ def _explicit_subsets(explicit_sets, n_total, axis_name, names):
         if members.dtype.kind in "iu":
             idx = members.astype(np.intp)
         elif members.dtype.kind in "OUS" and lookup is not None:
+            if len(lookup) < len(names):
+                # a name given twice (anndata.concat keeps each batch's barcodes) names
+                # either row: the last would be taken without a word
+                repeated = sorted(k for k, c in Counter(names).items() if c > 1)
+                raise ValueError(
+                    f"explicit_sets[{i}] names {axis_name}s, but {len(repeated)} names of X's "
+                    f"{axis_name}s repeat (first {repeated[:3]}), so a name "
+                    f"does not say which {axis_name} it is. Make them unique (AnnData: "
+                    "obs_names_make_unique(), or anndata.concat(..., index_unique='-')) or "
+                    "pass positions."
+                )
             missing = [m for m in members.tolist() if m not in lookup]
             if missing:
                 raise ValueError(

@@ -99,7 +99,9 @@ def warn_if_fitted_on_a_layer(estimator, adata):
     warn(
         f"This {type(estimator).__name__} was fitted on the layer {layer!r} (fit_anndata), "
         f"but an AnnData passed here is read through its .X, which may be on another "
-        f"scale. Pass adata.layers[{layer!r}] to use the fitted layer.",
+        f"scale. To use the fitted layer, pass it with the fitted genes selected by name, "
+        f"adata[:, model.feature_names_in_].layers[{layer!r}] (a layer alone carries no "
+        "gene names to check).",
         UserWarning,
     )
 

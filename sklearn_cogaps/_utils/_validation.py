@@ -62,6 +62,11 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
     if reset:
         # fit_anndata(layer=...) records the layer after its fit; a plain fit forgets it
         estimator.__dict__.pop("_anndata_layer", None)
+        # the cells of a fit to an AnnData, which fit_anndata(refit=False) checks
+        if is_anndata(X):
+            estimator._anndata_cells = np.asarray(X.obs_names, dtype=object)
+        else:
+            estimator.__dict__.pop("_anndata_cells", None)
     adata = X if is_anndata(X) else None
     X, names = unwrap_anndata(X)
     if sparse.issparse(X) and X.format == "coo" and X.dtype != np.float64:
@@ -544,6 +549,11 @@ def out_of_core_features(estimator, X, n_features, reset, check=True):
     name = type(estimator).__name__
     if reset:
         estimator.__dict__.pop("_anndata_layer", None)
+        # the cells of a fit to an AnnData, which fit_anndata(refit=False) checks
+        if is_anndata(X):
+            estimator._anndata_cells = np.asarray(X.obs_names, dtype=object)
+        else:
+            estimator.__dict__.pop("_anndata_cells", None)
         estimator.n_features_in_ = n_features
         if names is None:
             estimator.__dict__.pop("feature_names_in_", None)
