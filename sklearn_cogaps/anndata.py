@@ -193,49 +193,44 @@ def _with_layer(adata, layer):
     )
 
 
-def _check_fitted_genes(estimator, adata):
-    """Refuse to store per-gene results under genes other than those fitted, in their
-    order (a model fitted with names carries them in ``feature_names_in_``)."""
-    fitted = getattr(estimator, "feature_names_in_", None)
+def _check_fitted_labels(fitted, present, kind, axis_name, advice):
+    """Refuse to store a fit's per-gene or per-cell results under labels other than those
+    fitted, in their order (``fitted`` None: the fit knows none)."""
     if fitted is None:
         return
-    fitted = [str(v) for v in fitted]
-    genes = [str(v) for v in adata.var_names]
-    if fitted == genes:
+    fitted, present = [str(v) for v in fitted], [str(v) for v in present]
+    if fitted == present:
         return
     how = {
-        "in another order": "the same genes in another order",
-        "in part": "partly other genes",
-    }.get(label_mismatch(fitted, genes), "other genes")
+        "in another order": f"the same {kind} in another order",
+        "in part": f"partly other {kind}",
+    }.get(label_mismatch(fitted, present), f"other {kind}")
+    where = f" (the first that differs {first_difference(present, fitted)})" if len(
+        present) == len(fitted) else ""  # fmt: skip
     raise ValueError(
-        f"The estimator was fitted to {how} than adata.var_names (first fitted: "
-        f"{fitted[:3]}, first in adata: {genes[:3]}); its per-gene results would be stored "
-        "under the wrong genes. Store them in adata[:, estimator.feature_names_in_], or "
-        "use refit=True."
+        f"The estimator was fitted to {how} than adata.{axis_name}{where}; its results would "
+        f"be stored under the wrong {kind}. {advice}, or use refit=True."
     )
+
+
+def _check_fitted_genes(estimator, adata):
+    """Per-gene results under the fitted genes (``feature_names_in_``), in their order."""
+    _check_fitted_labels(getattr(estimator, "feature_names_in_", None), adata.var_names,
+                         "genes", "var_names",
+                         "Store them in adata[:, estimator.feature_names_in_]")  # fmt: skip
 
 
 def _check_fitted_cells(estimator, adata):
-    """Refuse to store per-cell results (the fit's own loadings) under cells other than
-    those fitted, in their order: sorted by cluster after the fit, or another AnnData of the
-    same shape, each cell would get another's factors. The cells are known when the fit
-    was to an AnnData (or had row labels of its own)."""
+    """Per-cell results (the fit's own loadings) under the fitted cells, in their order:
+    sorted by cluster after the fit, or another AnnData of the same shape, each cell would
+    get another's factors. The cells are known when the fit was to an AnnData (or had row
+    labels of its own)."""
     fitted = getattr(estimator, "_anndata_cells", None)
     if fitted is None:
         fitted = getattr(estimator, "_row_labels", None)
-    if fitted is None:
-        return
-    fitted = [str(v) for v in fitted]
-    cells = [str(v) for v in adata.obs_names]
-    if fitted == cells:
-        return
-    how = "the same cells in another order" if sorted(fitted) == sorted(cells) else "other cells"
-    raise ValueError(
-        f"The estimator was fitted to {how} than adata.obs_names (the first that differs "
-        f"{first_difference(cells, fitted)}); its per-cell results would be stored under the "
-        "wrong cells. Store them in the AnnData it was fitted to, in its order "
-        "(adata[fitted_adata.obs_names]), or use refit=True."
-    )
+    _check_fitted_labels(fitted, adata.obs_names, "cells", "obs_names",
+                         "Store them in the AnnData it was fitted to, in its order "
+                         "(adata[fitted_adata.obs_names])")  # fmt: skip
 
 
 def fit_anndata(
