@@ -4,6 +4,8 @@ Every function draws on the Matplotlib ``Axes`` it is given (or on a new figure'
 that ``Axes``. Matplotlib is an optional dependency: ``pip install "sklearn_cogaps[plot]"``.
 """
 
+from collections import Counter
+
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
@@ -95,11 +97,13 @@ def _follow_labels(values, labels, wanted, axis, what, wanted_what, disjoint_by_
     if len(set(labels)) == len(labels) and set(wanted) <= set(labels):
         position = {label: i for i, label in enumerate(labels)}
         return np.take(values, [position[label] for label in wanted], axis=axis)
-    missing = [label for label in wanted if label not in set(labels)]
+    have = set(labels)
+    missing = [label for label in wanted if label not in have]
     where = (
         f"{len(missing)} of {wanted_what} are not among them, first {missing[0]!r}"
         if missing
-        else f"some of its labels repeat, first {next(v for v in labels if labels.count(v) > 1)!r}"
+        else "some of its labels repeat, first "
+        f"{next(v for v, c in Counter(labels).items() if c > 1)!r}"
     )
     raise ValueError(
         f"The labels of {what} do not name {wanted_what}: {where}. Pass data labelled "

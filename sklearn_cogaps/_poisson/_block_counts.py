@@ -48,11 +48,12 @@ def entry_sums(row_log_factorial, row_xlogx, row_sums):
 def block_summary(X, check=None, first_row=0):
     """What a fit keeps of a block of rows (canonical CSR) besides the block: what ``check``
     (called with the block and ``first_row``, its place in the whole data) returns, the
-    rows' sums, their ``sum ln Gamma(x + 1)`` and ``sum x ln x``, and the number of stored
-    counts."""
+    rows' sums, their ``sum ln Gamma(x + 1)`` and ``sum x ln x``, the number of stored
+    counts, and each column's number of positive counts."""
     checked = check(X, first_row) if check is not None else None
     row_sums = np.asarray(X.sum(axis=1)).ravel()
-    return (checked, row_sums, *row_entry_sums(compressed(X)), X.nnz)
+    column_nnz = np.bincount(X.indices[X.data != 0], minlength=X.shape[1])
+    return (checked, row_sums, *row_entry_sums(compressed(X)), X.nnz, column_nnz)
 
 
 class BlockCounts:
@@ -77,11 +78,12 @@ class BlockCounts:
         self.row_sums, log_factorial, xlogx = np.empty(n), np.empty(n), np.empty(n)
         self.nnz = 0
         self.checked = []
+        self.column_nnz = np.zeros(self.shape[1], dtype=np.int64)
         for a, X in blocks:
             rows = slice(a, a + X.shape[0])
-            checked, self.row_sums[rows], log_factorial[rows], xlogx[rows], nnz = block_summary(
-                X, check, a
-            )
+            summary = block_summary(X, check, a)
+            checked, self.row_sums[rows], log_factorial[rows], xlogx[rows], nnz = summary[:5]
+            self.column_nnz += summary[5]
             self.checked.append(checked)
             self.nnz += nnz
         self.log_factorial, self.xlogx, self.total = entry_sums(log_factorial, xlogx,

@@ -188,6 +188,7 @@ class DaskCounts:
         self.checked = [s[0] for s in summaries]
         self.row_sums = np.concatenate([s[1] for s in summaries])
         self.nnz = int(sum(s[4] for s in summaries))
+        self.column_nnz = np.sum([s[5] for s in summaries], axis=0)
         self.log_factorial, self.xlogx, self.total = entry_sums(
             np.concatenate([s[2] for s in summaries]),
             np.concatenate([s[3] for s in summaries]),

@@ -103,14 +103,9 @@ _NO_SIDE_INPUT = (
 )
 
 
-def _lines_without_counts(counts, n_threads):
+def _lines_without_counts(counts):
     """The rows and the features of the counts without a single count (index arrays)."""
-    n, p = counts.shape
-    if isinstance(counts, _Counts):  # zeros dropped: a feature's stored counts are positive
-        column_counts = np.bincount(counts.r[1], minlength=p)
-    else:  # out of core: one pass over the column blocks
-        column_counts = counts.c.product(np.ones((n, 1)), n_threads).ravel()
-    return np.flatnonzero(counts.row_sums == 0), np.flatnonzero(column_counts == 0)
+    return np.flatnonzero(counts.row_sums == 0), np.flatnonzero(counts.column_nnz == 0)
 
 
 def _warn_scores_without_counts(lines, axis):
@@ -718,7 +713,7 @@ class HierarchicalPMF(
         rng = check_random_state(self.random_state)
         n_threads = kernel_threads(2 * counts.nnz * self.n_components)
         # scHPF's scores are misleading for them (loading_scores, component_scores warn)
-        without_counts = _lines_without_counts(counts, n_threads)
+        without_counts = _lines_without_counts(counts)
         problem = _Problem(counts, rng, n_threads, held)
         start = self._warm_state(problem)
         run = (

@@ -59,6 +59,11 @@ class _Counts:
         return compressed(Xr.tocsc())
 
     @functools.cached_property
+    def column_nnz(self):
+        """Each column's number of stored (positive) counts."""
+        return np.bincount(self.r[1], minlength=self.shape[1])
+
+    @functools.cached_property
     def _entry_sums(self):
         return entry_sums(*row_entry_sums(self.r), self.row_sums)
 

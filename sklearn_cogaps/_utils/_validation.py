@@ -28,6 +28,17 @@ __all__ = [
 ]
 
 
+def _record_anndata_fit(estimator, X):
+    """What a fit keeps of an AnnData beside its genes: its cells, which
+    ``fit_anndata(refit=False)`` checks; a fit to other data forgets them, and the layer
+    that fit_anndata(layer=...) records after its fit."""
+    estimator.__dict__.pop("_anndata_layer", None)
+    if is_anndata(X):
+        estimator._anndata_cells = np.asarray(X.obs_names, dtype=object)
+    else:
+        estimator.__dict__.pop("_anndata_cells", None)
+
+
 def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **kwargs):
     """``validate_data`` that also takes an AnnData, whose ``var_names`` are feature names.
 
@@ -60,13 +71,7 @@ def validate_input(estimator, X, *, reset, check=validate_data, row_offset=0, **
     check_numeric_columns(X, kwargs.get("input_name", "X"))
     check_not_masked(X, kwargs.get("input_name", "X"), estimator)
     if reset:
-        # fit_anndata(layer=...) records the layer after its fit; a plain fit forgets it
-        estimator.__dict__.pop("_anndata_layer", None)
-        # the cells of a fit to an AnnData, which fit_anndata(refit=False) checks
-        if is_anndata(X):
-            estimator._anndata_cells = np.asarray(X.obs_names, dtype=object)
-        else:
-            estimator.__dict__.pop("_anndata_cells", None)
+        _record_anndata_fit(estimator, X)
     adata = X if is_anndata(X) else None
     X, names = unwrap_anndata(X)
     if sparse.issparse(X) and X.format == "coo" and X.dtype != np.float64:
@@ -548,12 +553,7 @@ def out_of_core_features(estimator, X, n_features, reset, check=True):
     names = np.asarray(X.var_names, dtype=object) if is_anndata(X) else None
     name = type(estimator).__name__
     if reset:
-        estimator.__dict__.pop("_anndata_layer", None)
-        # the cells of a fit to an AnnData, which fit_anndata(refit=False) checks
-        if is_anndata(X):
-            estimator._anndata_cells = np.asarray(X.obs_names, dtype=object)
-        else:
-            estimator.__dict__.pop("_anndata_cells", None)
+        _record_anndata_fit(estimator, X)
         estimator.n_features_in_ = n_features
         if names is None:
             estimator.__dict__.pop("feature_names_in_", None)
