@@ -14,7 +14,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
 
 from ._utils._anndata import load_matrix
-from ._utils._validation import first_difference, label_mismatch
+from ._utils._validation import label_mismatch
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
 
@@ -193,20 +193,32 @@ def _with_layer(adata, layer):
     )
 
 
-def _check_fitted_labels(fitted, present, kind, axis_name, advice):
+def _check_fitted_labels(fitted, present, kind, axis_name, advice, positions=False):
     """Refuse to store a fit's per-gene or per-cell results under labels other than those
-    fitted, in their order (``fitted`` None: the fit knows none)."""
+    fitted, in their order (``fitted`` None: the fit knows none). With ``positions``, names
+    0, 1, ... in order (AnnData's own) on either side are positions, unless the other side
+    holds the same numbers in another order."""
     if fitted is None:
         return
     fitted, present = [str(v) for v in fitted], [str(v) for v in present]
     if fitted == present:
         return
+    if positions:
+        numbered = [str(i) for i in range(len(present))]
+        if (present == numbered and not set(fitted) <= set(numbered)) or (
+            fitted == numbered and not set(present) & set(numbered)
+        ):
+            return
     how = {
         "in another order": f"the same {kind} in another order",
         "in part": f"partly other {kind}",
     }.get(label_mismatch(fitted, present), f"other {kind}")
-    where = f" (the first that differs {first_difference(present, fitted)})" if len(
-        present) == len(fitted) else ""  # fmt: skip
+    i = next((i for i, (a, b) in enumerate(zip(present, fitted)) if a != b), None)
+    where = (
+        f" (at position {i}, adata has {present[i]!r} where the fit had {fitted[i]!r})"
+        if i is not None and len(present) == len(fitted)
+        else ""
+    )
     raise ValueError(
         f"The estimator was fitted to {how} than adata.{axis_name}{where}; its results would "
         f"be stored under the wrong {kind}. {advice}, or use refit=True."
@@ -230,7 +242,7 @@ def _check_fitted_cells(estimator, adata):
         fitted = getattr(estimator, "_row_labels", None)
     _check_fitted_labels(fitted, adata.obs_names, "cells", "obs_names",
                          "Store them in the AnnData it was fitted to, in its order "
-                         "(adata[fitted_adata.obs_names])")  # fmt: skip
+                         "(adata[fitted_adata.obs_names])", positions=True)  # fmt: skip
 
 
 def fit_anndata(
@@ -320,7 +332,7 @@ def fit_anndata(
             f"{type(estimator).__name__} is not a factorisation (it has no transform); "
             "fit_anndata stores per-cell factors and per-gene components."
         )
-    if type(estimator).__module__.split(".")[0] != "sklearn_cogaps":
+    if not any(c.__module__.startswith("sklearn_cogaps.") for c in type(estimator).__mro__):
         # a Pipeline or scikit-learn's NMF would receive the AnnData itself
         raise TypeError(
             f"fit_anndata fits this package's estimators (CoGAPS, HierarchicalPMF, "

@@ -241,9 +241,11 @@ def plot_patterns(
             raise ValueError(
                 f"groups has {int(missing.sum())} missing labels (NaN, first at sample "
                 f"{int(np.argmax(missing))}): name them, for example "
-                "groups.astype(object).fillna('unassigned'), or leave their samples out."
+                "pandas.Series(groups, dtype=object).fillna('unassigned').to_numpy(), or "
+                "leave their samples out."
             )
-        categories = getattr(getattr(given, "cat", None), "categories", None)
+        categorical = getattr(given, "cat", given)  # a Series' .cat, or a Categorical
+        categories = getattr(categorical, "categories", None)
         if categories is not None:  # a categorical's order (scanpy's), the present ones
             present = set(groups.tolist())
             levels = np.array([c for c in categories if c in present], dtype=object)

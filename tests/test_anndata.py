@@ -169,6 +169,14 @@ def test_results_of_a_fitted_estimator_without_refitting(expression):
     with pytest.raises(ValueError, match="fitted to other cells than adata.obs_names"):
         fit_anndata(other, by_cells, refit=False)
     fit_anndata(named, by_cells, refit=False)  # its own cells
+    # AnnData's own names (0, 1, ...) are positions beside names given after the fit
+    plain = named.copy()
+    plain.obs_names = [str(i) for i in range(plain.n_obs)]
+    numbered = CoGAPS(n_components=2, max_iter=10, random_state=0).fit(plain)
+    fit_anndata(named, numbered, refit=False)
+    fit_anndata(plain, by_cells, refit=False)
+    with pytest.raises(ValueError, match="same cells in another order"):
+        fit_anndata(plain[::-1].copy(), numbered, refit=False)
     # a later fit to a plain matrix forgets them
     by_cells.fit(expression)
     fit_anndata(other, by_cells, refit=False)

@@ -355,6 +355,9 @@ def test_groups_of_scanpy_habits():
     ax = plot_patterns(P, groups=cells.astype(pd.CategoricalDtype(["a", "b"])))
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
     plt.close("all")
+    ax = plot_patterns(P, groups=pd.Categorical(cells.iloc[:6], categories=["a", "b"]))
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+    plt.close("all")
     ax = plot_patterns(P, groups=cells)  # 7 cells for 6 patterns: taken by label
     assert [t.get_text() for t in ax.get_xticklabels()] == ["b", "a"]
     assert_allclose(ax.get_lines()[0].get_ydata(), [4.0, 6.0])  # rows 0, 2, 4 and 1, 3, 5

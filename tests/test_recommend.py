@@ -351,7 +351,7 @@ def test_users_named_by_label_instead_of_position_are_refused(Estimator):
     # refused (each row would get another user's factors)
     shuffled = pd.DataFrame(X).sample(frac=1, random_state=0)
     ids = Estimator(3, random_state=0, max_iter=10).fit(shuffled)
-    with pytest.raises(ValueError, match=r"users are positions"):
+    with pytest.raises(ValueError, match=r"may be positions or those labels.*to_numpy"):
         ids.recommend(shuffled.loc[[0, 1, 2]], 3, users=[0, 1, 2])
     ids.recommend(shuffled.iloc[[0, 1, 2]], 3, users=[0, 1, 2])
     # a model fitted on positions keeps no labels to check
@@ -369,8 +369,14 @@ def test_training_users_in_another_order_are_refused_by_predict_ratings():
         model.predict_ratings(frame.iloc[[1, 0, *range(2, len(users))]])
     shuffled = pd.DataFrame(RATINGS).sample(frac=1, random_state=0)
     shuffled_model = MaxMarginMF(2, max_iter=6, burn_in=2, random_state=0).fit(shuffled)
-    with pytest.raises(ValueError, match=r"another order: row 0 is labelled '0'"):
+    with pytest.raises(ValueError, match=r"may be positions or those labels"):
         shuffled_model.predict_ratings(shuffled.sort_index())
+    # a default index beside labels of other names is positions, whatever the users
+    for got, want in zip(
+        model.predict_ratings(pd.DataFrame(RATINGS[:3]), users=[0, 1, 2]),
+        model.predict_ratings(RATINGS[:3], users=[0, 1, 2]),
+    ):
+        assert_array_equal(got, want)
     # every training row under a default index: positions, in the training order
     assert_array_equal(model.predict_ratings(pd.DataFrame(RATINGS)), model.predict_ratings(RATINGS))
     with pytest.raises(ValueError, match=r"users\[0\] = 0 is the training row labelled 'u0'"):

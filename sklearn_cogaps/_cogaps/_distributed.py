@@ -93,9 +93,10 @@ def _explicit_subsets(explicit_sets, n_total, axis_name, names):
                 raise ValueError(
                     f"explicit_sets[{i}] names {axis_name}s, but {len(repeated)} names of X's "
                     f"{axis_name}s repeat (first {repeated[:3]}), so a name "
-                    f"does not say which {axis_name} it is. Make them unique (AnnData: "
-                    "obs_names_make_unique(), or anndata.concat(..., index_unique='-')) or "
-                    "pass positions."
+                    f"does not say which {axis_name} it is. Pass positions, or make the names "
+                    "unique where they are made, anndata.concat(..., index_unique='-'), and "
+                    "name the sets by the new names (obs_names_make_unique() would keep "
+                    "the old names for the first of each pair, another batch's cell)."
                 )
             missing = [m for m in members.tolist() if m not in lookup]
             if missing:

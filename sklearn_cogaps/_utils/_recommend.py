@@ -477,19 +477,30 @@ class RecommenderMixin:
         got, want = [str(v) for v in labels], [str(v) for v in expected]
         if len(got) != len(want) or got == want:
             return
-        if _positions(labels):
-            # a default index (0, 1, ...) is positions, as at fit; but not when it is the
-            # training labels themselves (a shuffled 0..n-1 index: rows taken by label, or
-            # users given as those labels)
-            same = (set(got) == {str(v) for v in trained}) if users is None else (
-                got == [str(int(u)) for u in users])  # fmt: skip
-            if not same:
-                return
-        elif not set(got) & {str(v) for v in trained}:
+        known = {str(v) for v in trained}
+        if not set(got) & known:
             return  # labels of their own: positions
         first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
         anndata = is_anndata(given)
         where = "obs_names" if anndata else "index"
+        if _positions(labels):
+            # a default index (0, 1, ...) is positions, as at fit, unless those numbers are
+            # training labels at other places (a shuffled 0..n-1 index): then X may be the
+            # training rows in order (reset_index) or rows taken by label (sort_index, .loc),
+            # and neither can be told from the other
+            if users is not None and got != [str(int(u)) for u in users]:
+                return  # positions beside users that are not these numbers
+            if not set(got) <= known:
+                return
+            raise ValueError(
+                f"The rows of X are labelled 0, 1, ..., which are also labels of the "
+                f"training rows, at other places (training row {first} is labelled "
+                f"{want[first]!r}): they may be positions or those labels. If X's rows are "
+                f"the training rows {'named by users ' if users is not None else ''}in the "
+                "training order, pass X.to_numpy(); if they are labelled by the training "
+                f"data's {where}, name their training rows, "
+                f"users=training_X.{where}.get_indexer(X.{where})."
+            )
         if users is None:
             select = "X[training_X.obs_names]" if anndata else "X.loc[training_X.index]"
             raise ValueError(
