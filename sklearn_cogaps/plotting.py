@@ -241,8 +241,8 @@ def plot_patterns(
             raise ValueError(
                 f"groups has {int(missing.sum())} missing labels (NaN, first at sample "
                 f"{int(np.argmax(missing))}): name them, for example "
-                "pandas.Series(groups, dtype=object).fillna('unassigned').to_numpy(), or "
-                "leave their samples out."
+                "pandas.Series(groups, dtype=object).fillna('unassigned') (a Series keeps "
+                "its labels), or leave their samples out."
             )
         categorical = getattr(given, "cat", given)  # a Series' .cat, or a Categorical
         categories = getattr(categorical, "categories", None)
