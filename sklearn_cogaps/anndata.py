@@ -6,6 +6,7 @@ factor goes to ``obsm``, the components (one column per component, a row per gen
 ``pip install "sklearn_cogaps[anndata]"``.
 """
 
+import inspect
 import numbers
 import warnings
 
@@ -116,7 +117,8 @@ def anndata_results(estimator, key, *, loadings=None):
         ``n_calibration_iter`` (the calibration's length: the trace's sampling phase starts
         there), ``complete`` and ``status`` (``"partial"`` after Ctrl-C) and, with several
         chains, ``n_chains`` (those pooled), ``rhat_chisq`` and
-        ``ess_bulk_chisq``.
+        ``ess_bulk_chisq``; after :func:`fit_anndata`, ``layer``, the matrix it fitted
+        (``"X"`` or the layer's name).
 
     Examples
     --------
@@ -173,6 +175,11 @@ def anndata_results(estimator, key, *, loadings=None):
         status = chain_status(estimator)
         uns["n_calibration_iter"] = int(calibration)
         uns["complete"], uns["status"] = bool(status["complete"]), status["status"]
+    if "_anndata_layer" in estimator.__dict__:
+        # raw counts in a layer and normalised values in .X are the usual layout: the
+        # stored results say which of them they describe
+        layer = estimator._anndata_layer
+        uns["layer"] = "X" if layer is None else str(layer)
     rhat = getattr(estimator, "rhat_", None)
     if rhat is not None:  # several chains: the diagnostics of the chi-square
         uns["n_chains"] = int(estimator.chain_loadings_.shape[0])
@@ -243,6 +250,41 @@ def _check_fitted_cells(estimator, adata):
     _check_fitted_labels(fitted, adata.obs_names, "cells", "obs_names",
                          "Store them in the AnnData it was fitted to, in its order "
                          "(adata[fitted_adata.obs_names])", positions=True)  # fmt: skip
+
+
+# scanpy's options of its own embeddings (sc.pp.pca, sc.tl.*), which users pass here by
+# habit: none of this package's fit methods takes them, and the fit would end in a bare
+# "unexpected keyword argument"
+_SCANPY_OPTIONS = {
+    "use_raw": (
+        "fit_anndata reads adata.X or adata.layers[layer]. To fit adata.raw, fit an AnnData "
+        "of it: raw = adata.raw.to_adata(); fit_anndata(raw, model); then "
+        "adata.obsm['X_{key}'] = raw.obsm['X_{key}'] (raw's genes are not adata's, so its "
+        "per-gene results stay in raw.varm)"
+    ),
+    "n_comps": "the number of factors is the estimator's: {cls}(n_components=...)",
+    "random_state": "seed the estimator: {cls}(random_state=...)",
+    "inplace": (
+        "fit_anndata stores the results in adata (copy=False, the default) or in a copy it "
+        "returns (copy=True)"
+    ),
+    "use_highly_variable": (
+        "select the genes first: fit_anndata(adata[:, adata.var['highly_variable']].copy(), model)"
+    ),
+    "mask_var": ("select the genes first: fit_anndata(adata[:, mask].copy(), model)"),
+}
+
+
+def _refuse_scanpy_options(estimator, fit_params, key):
+    """A TypeError that says what to write for scanpy's option names in ``fit_params``."""
+    try:
+        accepted = inspect.signature(estimator.fit).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a fit without a signature
+        return
+    for name, advice in _SCANPY_OPTIONS.items():
+        if name in fit_params and name not in accepted:
+            advice = advice.format(cls=type(estimator).__name__, key=key)
+            raise TypeError(f"fit_anndata has no option {name!r} (scanpy's): {advice}.")
 
 
 def fit_anndata(
@@ -341,6 +383,7 @@ def fit_anndata(
             "in adata.obsm yourself."
         )
     key = type(estimator).__name__.lower() if key_added is None else str(key_added)
+    _refuse_scanpy_options(estimator, fit_params, key)
     if not refit and fit_params:
         raise TypeError(
             f"fit_anndata(refit=False) does not fit, so it cannot use {sorted(fit_params)}; "

@@ -97,6 +97,7 @@ def test_a_sparse_layer_a_key_and_a_copy(expression):
     assert_array_equal(uns["objective_history"], np.asarray(expected.objective_history_))
     assert uns["lower_bound"] == expected.lower_bound_
     assert "X_hpf_std" not in out.obsm  # no posterior standard deviation to store
+    assert uns["layer"] == "counts"  # which matrix the results describe
     # transform(adata) reads .X, not the fitted layer: said, not done in silence
     with pytest.warns(UserWarning, match="fitted on the layer 'counts'"):
         model.transform(out)
@@ -104,6 +105,33 @@ def test_a_sparse_layer_a_key_and_a_copy(expression):
         warnings.filterwarnings("error", message=".*fitted on the layer")
         warnings.filterwarnings("ignore", message="X does not have valid feature names")
         model.transform(out.layers["counts"])
+
+
+def test_scanpy_options_are_answered_with_what_to_write(expression):
+    adata = _adata(expression)
+    adata.raw = adata
+    model = CoGAPS(n_components=2, max_iter=5, random_state=0)
+    for name, value, advice in (
+        (
+            "use_raw",
+            True,
+            r"fit_anndata reads adata.X.* raw = adata.raw.to_adata\(\); "
+            r"fit_anndata\(raw, model\).*'X_cogaps'",
+        ),
+        ("n_comps", 2, r"the number of factors is .*: CoGAPS\(n_components=...\)"),
+        ("inplace", False, r"fit_anndata stores the results in adata .* \(copy=True\)"),
+        (
+            "use_highly_variable",
+            True,
+            r"select the genes first: fit_anndata\(adata\[:, adata.var\['highly_variable'\]\]",
+        ),
+    ):
+        with pytest.raises(TypeError, match=f"no option '{name}' \\(scanpy's\\): {advice}"):
+            fit_anndata(adata, model, **{name: value})
+    assert not hasattr(model, "components_") and "cogaps" not in adata.uns
+    # the results of a fit to .X say so
+    fit_anndata(adata, model)
+    assert adata.uns["cogaps"]["layer"] == "X"
 
 
 def test_a_key_reused_by_another_fit_keeps_nothing_of_the_first(expression):
