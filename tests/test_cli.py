@@ -485,6 +485,12 @@ def test_ctrl_c_does_not_write_partial_results_over_earlier_ones(data, tmp_path,
         assert (tmp_path / earlier).read_text() == "a complete run's"
         assert f"r.partial{'_patterns' if suffix == '.csv' else ''}{suffix}" in out
         assert (tmp_path / f"r.partial{'_status' if suffix == '.csv' else ''}{suffix}").exists()
+        # a complete run then writes r.npz, and says that the partial results beside it
+        # are not its own
+        monkeypatch.undo()
+        status, _, err = _run(capsys, [tmp_path / "x.npy", *FAST, "-o", tmp_path / f"r{suffix}"])
+        shown = "r.partial_*.csv" if suffix == ".csv" else "r.partial.npz"
+        assert status == 0 and f"{shown}' beside" in err and "earlier interrupted run" in err
 
 
 def test_ctrl_c_with_several_chains_writes_the_chains_kept(data, tmp_path, capsys, monkeypatch):

@@ -532,6 +532,26 @@ def _partial_output(path):
     return beside
 
 
+def _warn_stale_partial(path):
+    """Say that partial results beside a complete run's output (``OUT.partial.npz``) are an
+    earlier interrupted run's: their name would pass them for this run's."""
+    if path is None:
+        return
+    path = Path(path)
+    prefix = str(path)[: -len(path.suffix)]
+    tables = path.suffix.lower() in (".csv", ".tsv")
+    beside = Path(
+        f"{prefix}.partial_status{path.suffix}" if tables else f"{prefix}.partial{path.suffix}"
+    )
+    if beside.exists():
+        shown = f"'{prefix}.partial_*{path.suffix}'" if tables else f"'{beside}'"
+        print(
+            f"warning: {shown} beside '{path}' holds the partial results of an earlier "
+            "interrupted run, not this run's; remove it if this run replaces it",
+            file=sys.stderr,
+        )
+
+
 def _main(args, parser, make_model, interrupted):
     """The run of :func:`main`, its summary on standard output."""
     try:
@@ -588,6 +608,9 @@ def _main(args, parser, make_model, interrupted):
             if written:
                 mark = "" if complete else " (partial results, marked as such)"
                 print("\nwritten: " + ", ".join(str(p) for p in written) + mark)
+            if complete:
+                _warn_stale_partial(output)
+                _warn_stale_partial(output_h5ad)
     except KeyboardInterrupt:
         if args.checkpoint is not None and Path(args.checkpoint).exists():
             interrupted += (f" The checkpoint '{args.checkpoint}' holds the run so far: run "
