@@ -228,6 +228,17 @@ def test_a_table_of_user_item_count_triplets_is_refused(estimator):
     )
     with pytest.warns(UserWarning, match="look like \\(user, item\\) ids"):
         _quiet(estimator.fit, many)
+    # an implicit-feedback log, one (user, item) pair per row: no values to name
+    pairs = triplets.drop(columns="Count").drop_duplicates()
+    advice = r"\(user, item\) pairs.*triplets_to_matrix\(df\['UserId'\], df\['ItemId'\]\)\."
+    with pytest.raises(ValueError, match=advice):
+        estimator.fit(pairs)
+    with pytest.raises(ValueError, match=r"pairs.*df\['user'\], df\['item'\]\)\."):
+        estimator.fit(
+            pairs.rename(columns={"UserId": "user", "ItemId": "item"}).assign(timestamp=0)
+        )
+    with pytest.warns(UserWarning, match=r"X has 2 columns.*\(user, item\) pairs\?"):
+        _quiet(estimator.fit, many[["a", "b"]])
 
 
 def test_a_table_of_user_item_rating_triplets_is_refused_by_maxmarginmf():

@@ -292,12 +292,20 @@ def test_a_numpy_table_of_triplets_given_to_fit_warns():
     table = np.c_[pairs, rng.poisson(3, len(pairs)) + 1].astype(np.float64)
     with pytest.warns(UserWarning, match=r"X has 3 columns.*triplets_to_matrix\(X\[:, 0\]"):
         HierarchicalPMF(2, max_iter=3).fit(table)
+    # a log of (user, item) interactions, one per row, was two features
+    advice = r"X has 2 columns.*pairs\?.*triplets_to_matrix\(X\[:, 0\], X\[:, 1\]\)\."
+    with pytest.warns(UserWarning, match=advice):
+        HierarchicalPMF(2, max_iter=3).fit(pairs.astype(np.float64))
+    with pytest.warns(UserWarning, match=r"X\[:, 0\], X\[:, 1\], ratings\)\."):
+        MaxMarginMF(2, max_iter=3, burn_in=1).fit(pairs.astype(np.float64))
     # three features of counts are a matrix like any other
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", ConvergenceWarning)
         for mean in (2.0, 50.0):
-            HierarchicalPMF(2, max_iter=3).fit(rng.poisson(mean, (500, 3)).astype(np.float64))
+            for n_features in (2, 3):
+                X = rng.poisson(mean, (500, n_features)).astype(np.float64)
+                HierarchicalPMF(2, max_iter=3).fit(X)
 
 
 def test_implicit_surprise_and_hpfrec_names_say_what_to_write(fitted):

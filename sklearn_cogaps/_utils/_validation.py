@@ -259,7 +259,7 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
     item = next((c for c in columns if key[c] in _ITEM_COLUMNS), None)
     # a table of triplets has a few columns (a timestamp, a review); a matrix has many
     if user is None or item is None or len(columns) > 6:
-        if hasattr(X, "to_numpy") and len(columns) in (3, 4):
+        if hasattr(X, "to_numpy") and len(columns) in (2, 3, 4):
             # unnamed, or named otherwise: the same test of the values as an array's
             try:
                 values = X.to_numpy(dtype=np.float64)
@@ -268,15 +268,24 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
             _warn_if_triplet_array(estimator, values, value)
         return
     rest = [c for c in columns if c not in (user, item)]
-    values = next((c for c in rest if key[c] not in ("timestamp", "time", "date")), value)
+    values = next((c for c in rest if key[c] not in ("timestamp", "time", "date")), None)
+    if values is not None:
+        table, last = f"(user, item, {value.lower()}) triplets", f", df[{values!r}]"
+    else:  # (user, item) pairs, one per interaction, perhaps with their times
+        table, last = "(user, item) pairs", _pair_values(value)
     raise ValueError(
-        f"X looks like a table of (user, item, {value.lower()}) triplets (columns "
-        f"{list(columns)}), as {source} takes; {type(estimator).__name__} factorises the "
-        "matrix itself, users x items, and would read the triplets as "
-        f"{len(columns)} features. Build the matrix with its labels: X, user_labels, "
-        f"item_labels = sklearn_cogaps.triplets_to_matrix(df[{user!r}], df[{item!r}], "
-        f"df[{values!r}])."
+        f"X looks like a table of {table} (columns {list(columns)}), as {source} takes; "
+        f"{type(estimator).__name__} factorises the matrix itself, users x items, and "
+        f"would read the table as {len(columns)} features. Build the matrix with its "
+        "labels: X, user_labels, item_labels = "
+        f"sklearn_cogaps.triplets_to_matrix(df[{user!r}], df[{item!r}]{last})."
     )
+
+
+def _pair_values(value):
+    """The values argument of the advice for a table of (user, item) pairs: none for
+    interactions (each counts 1), the ratings for a model of ratings."""
+    return "" if value == "Count" else ", ratings"
 
 
 def _warn_if_triplet_array(estimator, X, value):
@@ -290,8 +299,8 @@ def _warn_if_triplet_array(estimator, X, value):
         shape = np.shape(X)  # before any copy: every fit and transform of an array comes here
     except ValueError:  # a ragged list, which validation refuses next
         return
-    if len(shape) != 2 or shape[1] not in (3, 4) or shape[0] < 20:
-        return  # (user, item, value) or (user, item, value, timestamp)
+    if len(shape) != 2 or shape[1] not in (2, 3, 4) or shape[0] < 20:
+        return  # (user, item), (user, item, value) or (user, item, value, timestamp)
     try:
         ids = np.asarray(X, dtype=np.float64)[:, :2]
     except (TypeError, ValueError):
@@ -303,13 +312,16 @@ def _warn_if_triplet_array(estimator, X, value):
     n = shape[0]
     repeated = all(np.unique(ids[:, j]).size <= n / 2 for j in (0, 1))
     if repeated and unique_rows(ids)[0].shape[0] >= 0.9 * n:
+        if shape[1] == 2:  # one row per interaction, as implicit-feedback logs are
+            table, last = "(user, item) pairs", _pair_values(value)
+        else:
+            table, last = f"(user, item, {value.lower()}) triplets, as hpfrec takes", ", X[:, 2]"
         warn(
             f"X has {shape[1]} columns and {n} rows whose first two look like (user, item) "
-            f"ids, each repeated and nearly every pair distinct: a table of (user, item, "
-            f"{value.lower()}) triplets, as hpfrec takes? {type(estimator).__name__} "
-            f"factorises the users x items matrix itself and reads X as {shape[1]} features. "
-            "Build it with its labels: X, user_labels, item_labels = "
-            "sklearn_cogaps.triplets_to_matrix(X[:, 0], X[:, 1], X[:, 2]).",
+            f"ids, each repeated and nearly every pair distinct: a table of {table}? "
+            f"{type(estimator).__name__} factorises the users x items matrix itself and "
+            f"reads X as {shape[1]} features. Build it with its labels: X, user_labels, "
+            f"item_labels = sklearn_cogaps.triplets_to_matrix(X[:, 0], X[:, 1]{last}).",
             UserWarning,
         )
 
