@@ -14,11 +14,15 @@ import os
 from types import SimpleNamespace
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import effective_n_jobs
 from scipy import sparse
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+
+# scikit-learn's joblib wrappers carry the caller's configuration and warning filters
+# into the workers, as its own estimators' n_jobs do
+from sklearn.utils.parallel import Parallel, delayed
 
 from .._utils._diagnostics import (
     MIN_ESS_PER_CHAIN,
@@ -30,6 +34,7 @@ from .._utils._diagnostics import (
 )
 from .._utils._matching import match_components
 from .._utils._openmp_helpers import effective_n_threads, kernel_threads
+from .._utils._params import parameter_defaults
 from .._utils._progress import FitInterruptedWarning
 from .._utils._seeding import draw_seeds
 from .._utils._warnings import warn
@@ -355,11 +360,16 @@ def fit_chains(model, X, uncertainty, fixed, checkpoint=None):
     # each chain's random_state, as distributed mode seeds its subsets' chains
     seeds = rng.randint(np.iinfo(np.int32).max, size=model.n_chains)
     n_draws = model.n_snapshots if model.n_snapshots else min(DEFAULT_DRAWS, model.max_iter)
+    if uncertainty is None:
+        # the default, named: the chains' fits do not repeat the warnings about it that the
+        # fit of all of them gave once
+        uncertainty = "relative"
     template = clone(model).set_params(
         n_chains=1,
         n_jobs=None,
         warm_start=False,
-        checkpoint_path=None,
+        # the fit of all the chains writes their checkpoints (and warned of its options)
+        **parameter_defaults(model, ("checkpoint_path", "checkpoint_every", "checkpoint_minutes")),
         n_snapshots=n_draws,
         snapshot_phase="sampling",
         **model._under_new_names(),

@@ -13,12 +13,15 @@ from collections import Counter
 from collections.abc import Mapping
 
 import numpy as np
-from joblib import Parallel, delayed
 from scipy import sparse
 from scipy.cluster.hierarchy import cut_tree, linkage
 from scipy.spatial.distance import squareform
 from sklearn.base import clone
 from sklearn.utils import check_random_state
+
+# scikit-learn's joblib wrappers carry the caller's configuration and warning filters
+# into the workers, as its own estimators' n_jobs do
+from sklearn.utils.parallel import Parallel, delayed
 
 from .._utils._params import warn_unused_parameters
 from .._utils._seeding import draw_seeds

@@ -7,7 +7,14 @@ import numpy as np
 
 from ._warnings import warn
 
-__all__ = ["warn_unused_parameters", "warn_warm_start_ignored"]
+__all__ = ["parameter_defaults", "warn_unused_parameters", "warn_warm_start_ignored"]
+
+
+def parameter_defaults(estimator, names):
+    """The constructor's defaults of ``names``, for a copy of ``estimator`` that must not
+    read (or warn about) the values these parameters were given."""
+    defaults = inspect.signature(type(estimator).__init__).parameters
+    return {name: defaults[name].default for name in names}
 
 
 def warn_warm_start_ignored(estimator, reason):

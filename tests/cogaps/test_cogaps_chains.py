@@ -204,6 +204,22 @@ def test_chains_do_not_depend_on_the_backend_or_the_workers(fitted):
         assert other.rhat_["chisq"] == model.rhat_["chisq"]
 
 
+def test_the_chains_do_not_repeat_the_fits_warnings():
+    """Each chain is a fit of its own: its warnings about the inputs and the parameters,
+    given once by the fit of all the chains, were given again by every chain (and printed
+    by every worker process, whatever the caller's filters)."""
+    counts = np.random.default_rng(0).poisson(5, (40, 15)).astype(float)
+    model = CoGAPS(3, max_iter=10, n_chains=3, n_jobs=2, random_state=0, checkpoint_minutes=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with parallel_config(backend="threading"):  # the workers' warnings are caught here
+            model.fit(counts)
+    messages = [str(w.message) for w in caught if w.category is not ConvergenceWarning]
+    assert sum("like counts" in m for m in messages) == 1
+    assert sum("checkpoint_minutes=5 is used only" in m for m in messages) == 1
+    assert len(messages) == 2, messages
+
+
 def test_the_warning_follows_the_diagnostics():
     X, _, _ = make_patterns(n_samples=20, n_features=40, n_components=2, random_state=0)
     with pytest.warns(ConvergenceWarning, match=r"3 chains do not agree yet: R-hat"):
