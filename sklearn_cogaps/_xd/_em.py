@@ -7,10 +7,43 @@ import numpy as np
 
 from .._utils._warnings import warn
 
-__all__ = ["EMRun", "m_step", "penalty", "renormalise"]
+__all__ = ["EMRun", "floor_eigenvalues", "m_step", "penalty", "regularised", "renormalise"]
 
 
-def m_step(stats, params, fixed, warned, w, reg_covar):
+def floor_eigenvalues(covs, floor):
+    """The symmetric matrices ``covs`` (K, d, d) with every eigenvalue raised to at least
+    ``floor``: the covariance nearest to each within ``V >= floor * I``, and the maximiser
+    of the M-step's objective under that constraint (its objective depends on V through
+    ``log|V| + tr(V^-1 C)``, which separates over C's eigenvectors). A component whose
+    eigenvalues are all above the floor is returned unchanged, to the bit."""
+    covs = np.array(covs, dtype=np.float64)
+    evals, evecs = np.linalg.eigh(covs)
+    low = evals.min(axis=1) < floor
+    if low.any():
+        clipped = np.maximum(evals[low], floor)
+        covs[low] = (evecs[low] * clipped[:, None, :]) @ np.swapaxes(evecs[low], 1, 2)
+        covs[low] = 0.5 * (covs[low] + np.swapaxes(covs[low], 1, 2))
+    return covs
+
+
+def regularised(covs, reg_covar, noisy):
+    """The covariances an update ends with, ``reg_covar`` applied.
+
+    Without noise (a Gaussian mixture), ``reg_covar`` is added to the diagonal, as
+    :class:`~sklearn.mixture.GaussianMixture` does. With noise it is a floor on the
+    eigenvalues: the deconvolved variances of a component much narrower than the noise
+    move by a small fraction of their distance to EM's fixed point per iteration (Bovy,
+    Hogg & Roweis 2011, section 3.1: the update of V_j averages V_j - V_j T^-1 V_j with the
+    scatter of the b_ij), so a constant added at every update moves that fixed point by
+    many times itself (a width of 0.0088 under noise of 0.02 was fitted 0.0103 with 1e-6
+    added). The floor leaves every variance above it where the likelihood puts it."""
+    d = covs.shape[-1]
+    if noisy:
+        return floor_eigenvalues(covs, reg_covar)
+    return covs + reg_covar * np.eye(d)
+
+
+def m_step(stats, params, fixed, warned, w, reg_covar, noisy=False):
     """Bovy et al. (2011) M-step from the statistics centred on the current means."""
     q, s1, A, _ = stats
     weights, means, covs = params
@@ -35,7 +68,7 @@ def m_step(stats, params, fixed, warned, w, reg_covar):
         new_covs = (C + w * np.eye(d)) / (qa + 1)[:, None, None]
     else:
         new_covs = C / qa[:, None, None]
-    new_covs = 0.5 * (new_covs + np.swapaxes(new_covs, 1, 2)) + reg_covar * np.eye(d)
+    new_covs = regularised(0.5 * (new_covs + np.swapaxes(new_covs, 1, 2)), reg_covar, noisy)
     keep_c = fixed_c | ~alive
     new_covs[keep_c] = covs[keep_c]
     new_weights = renormalise(q, weights, fixed_w)

@@ -140,11 +140,15 @@ class ExtremeDeconvolution(
         Initial precision matrices (inverse covariances), as in
         :class:`~sklearn.mixture.GaussianMixture`.
     reg_covar : float, default=1e-6
-        Non-negative number added to the diagonal of every covariance ``V_j`` after each
-        update, as in :class:`~sklearn.mixture.GaussianMixture`: it keeps the components
-        positive definite when one collapses onto points without noise or the data have a
-        constant coordinate. It is on the scale of the data: rescale data whose variances
-        are far below 1e-6, or set it to 0 for the unregularised estimate.
+        Keeps every covariance ``V_j`` positive definite when a component collapses onto
+        points without noise or the data have a constant coordinate. Without ``X_cov``, it
+        is added to the diagonal after each update, as in
+        :class:`~sklearn.mixture.GaussianMixture`. With ``X_cov``, it is a floor on the
+        eigenvalues of each ``V_j``: a deconvolved variance above it is the likelihood's
+        (added at every update, it would widen a component narrower than the noise by many
+        times itself), and a fit with a component at the floor warns. It is on the scale
+        of the data: rescale data whose variances are far below 1e-6, or set it to 0 for
+        the unregularised estimate.
     w : float, default=0.0
         Regulariser: the conjugate prior of Bovy et al. (2011) on every covariance, which
         adds ``w`` times the identity to the scatter matrix: ``V_j = (sum_i q_ij [(b_ij - m_j)
@@ -422,7 +426,8 @@ class ExtremeDeconvolution(
 
     def _m_step(self, stats, params, fixed, warned):
         """Bovy et al. (2011) M-step from the statistics centred on the current means."""
-        return m_step(stats, params, fixed, warned, self.w, self.reg_covar)
+        return m_step(stats, params, fixed, warned, self.w, self.reg_covar,
+                      noisy=self._fitted_with_noise)  # fmt: skip
 
     def _penalty(self, covs, fixed_cov):
         return penalty(covs, fixed_cov, self.w)
@@ -432,9 +437,9 @@ class ExtremeDeconvolution(
         params = state.params()
         stats = self._estep(batch, params, n_threads)
         if isinstance(state, OnlineEMState):
-            state.step(
-                stats, fixed, self.step_exponent, self.w, float(batch.sample_weight.sum()) / total
-            )
+            state.step(stats, fixed, self.step_exponent, self.w,
+                       float(batch.sample_weight.sum()) / total,
+                       noisy=batch.noise_mode != 0)  # fmt: skip
         else:
             state.step(stats, fixed, self.learning_rate, self.w,
                        float(batch.sample_weight.sum()), total)  # fmt: skip
@@ -605,11 +610,27 @@ class ExtremeDeconvolution(
     def _warn_if_reg_covar_dominates(self, params):
         """Data on a scale far below 1 (1e-8 degrees, 1e-5 magnitudes) got covariances that
         were mostly ``reg_covar``, the absolute floor of GaussianMixture's convention, in
-        silence: warn when it is at least a tenth of the fitted mixture's largest variance.
-        A constant coordinate beside others, what the floor is for, does not warn."""
+        silence: without noise, warn when it is at least a tenth of the fitted mixture's
+        largest variance (a constant coordinate beside others, what the floor is for, does
+        not warn); with noise, when a component's covariance is at the floor."""
         if self.reg_covar <= 0:
             return
         weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
+        if self._fitted_with_noise:
+            # with noise reg_covar is a floor on the eigenvalues: it shapes the fit only
+            # where a deconvolved variance would be below it
+            low = np.linalg.eigvalsh(covs).min(axis=1) <= self.reg_covar * (1 + 1e-9)
+            if low.any():
+                warn(
+                    f"The covariances of components {np.flatnonzero(low).tolist()} reached "
+                    f"the floor reg_covar={self.reg_covar:g} in some direction: their "
+                    "deconvolved variance there is below what this fit can give, and is "
+                    "reported as reg_covar. Set reg_covar lower (0 when every point has "
+                    "noise in every coordinate), or rescale the points (and X_cov by the "
+                    "square of the factor) if their variances are far below 1.",
+                    UserWarning,
+                )
+            return
         mean = weights @ means
         second = np.einsum("j,jab->ab", weights, covs + means[:, :, None] * means[:, None, :])
         largest = float(np.max(np.diag(second) - mean**2))
@@ -720,7 +741,8 @@ class ExtremeDeconvolution(
             seen, history = self._online_seen, self.objective_history_
         seen += batch_weight
         stats = self._estep(data, state.params(), n_threads)
-        state.step(stats, fixed, self.step_exponent, self.w, batch_weight / seen)
+        state.step(stats, fixed, self.step_exponent, self.w, batch_weight / seen,
+                   noisy=data.noise_mode != 0)  # fmt: skip
         history = np.append(np.asarray(history, dtype=np.float64), stats[3] / batch_weight)
         self._online_state = state.to_arrays()
         self._online_seen = seen

@@ -6,7 +6,7 @@ import copy
 import numpy as np
 
 from .._utils._adam import Adam
-from ._em import renormalise
+from ._em import regularised, renormalise
 
 __all__ = ["AdamState", "OnlineEMState", "StochasticRun"]
 
@@ -41,7 +41,7 @@ class OnlineEMState:
         s.qhat, s.reg_covs = a["qhat"].copy(), a["reg_covs"].copy()
         return s
 
-    def step(self, stats, fixed, kappa, w, batch_fraction):
+    def step(self, stats, fixed, kappa, w, batch_fraction, noisy=False):
         """One online-EM update from the minibatch statistics (centred on the current means).
 
         The covariance update is the paper's recentred convex combination, written so that
@@ -81,11 +81,11 @@ class OnlineEMState:
             rho = batch_fraction * self.qhat.sum() / max(q.sum(), 1e-300)
             reg = (self.qhat[:, None, None] * self.covs + rho * w * np.eye(d)) / (
                 self.qhat + rho)[:, None, None]  # fmt: skip
-            reg = reg + self.reg_covar * np.eye(d)
+            reg = regularised(reg, self.reg_covar, noisy)
             self.reg_covs = np.where(upd_c[:, None, None], reg, self.reg_covs)
         else:
             self.reg_covs = np.where(
-                upd_c[:, None, None], self.covs + self.reg_covar * np.eye(d), self.reg_covs
+                upd_c[:, None, None], regularised(self.covs, self.reg_covar, noisy), self.reg_covs
             )
 
 
