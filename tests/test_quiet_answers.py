@@ -618,6 +618,16 @@ def test_xd_deconvolved_widths_below_the_noise_are_not_widened_by_reg_covar():
     assert np.isclose(at_floor.covariances_[0, 1, 1], 1e-6, rtol=1e-6)
     free = ExtremeDeconvolution(1, random_state=0, reg_covar=0.0).fit(X, X_cov=var)
     assert abs(np.sqrt(free.covariances_[0, 1, 1]) - 1e-4) < 2e-5
+    # a covariance held fixed below the floor is the user's: kept, and no warning
+    held = np.diag([1.0, 1e-8])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fixed = ExtremeDeconvolution(1, fixed_covariances=True, weights_init=[1.0],
+                                     means_init=[[0.0, 2e-3]], max_iter=5,
+                                     precisions_init=np.linalg.inv(held)[None])  # fmt: skip
+        fixed.fit(X, X_cov=var)
+    np.testing.assert_allclose(fixed.covariances_[0], held, rtol=1e-12)
 
 
 def test_an_em_stopped_by_a_fall_of_its_objective_says_so_not_to_raise_max_iter():

@@ -596,7 +596,7 @@ class ExtremeDeconvolution(
             run = self._best_run(problem, rng, self.n_init)
         self._end_run(run)
         self._set_params(run.state.params, data.dtype)
-        self._warn_if_reg_covar_dominates(run.state.params)
+        self._warn_if_reg_covar_dominates(run.state.params, problem.fixed[2])
         self._fit_weight = (
             data.total if isinstance(data, ObservationBlocks)
             else float(np.sum(data.sample_weight, dtype=np.float64))
@@ -607,7 +607,7 @@ class ExtremeDeconvolution(
         self.objective_history_ = np.asarray(run.history, dtype=np.float64)
         return self
 
-    def _warn_if_reg_covar_dominates(self, params):
+    def _warn_if_reg_covar_dominates(self, params, fixed_covs):
         """Data on a scale far below 1 (1e-8 degrees, 1e-5 magnitudes) got covariances that
         were mostly ``reg_covar``, the absolute floor of GaussianMixture's convention, in
         silence: without noise, warn when it is at least a tenth of the fitted mixture's
@@ -619,7 +619,10 @@ class ExtremeDeconvolution(
         if self._fitted_with_noise:
             # with noise reg_covar is a floor on the eigenvalues: it shapes the fit only
             # where a deconvolved variance would be below it
-            low = np.linalg.eigvalsh(covs).min(axis=1) <= self.reg_covar * (1 + 1e-9)
+            # (a covariance held fixed is the user's, not the fit's)
+            low = (np.linalg.eigvalsh(covs).min(axis=1) <= self.reg_covar * (1 + 1e-9)) & ~(
+                np.asarray(fixed_covs, dtype=bool)
+            )
             if low.any():
                 warn(
                     f"The covariances of components {np.flatnonzero(low).tolist()} reached "
