@@ -619,18 +619,21 @@ class ExtremeDeconvolution(
         if self._fitted_with_noise:
             # with noise reg_covar is a floor on the eigenvalues: it shapes the fit only
             # where a deconvolved variance would be below it
-            # (a covariance held fixed is the user's, not the fit's)
-            low = (np.linalg.eigvalsh(covs).min(axis=1) <= self.reg_covar * (1 + 1e-9)) & ~(
-                np.asarray(fixed_covs, dtype=bool)
-            )
+            # (a covariance held fixed is the user's, not the fit's). A covariance rebuilt
+            # from its clipped eigenvalues carries round-off of eps times its largest, and
+            # Adam's L L^T + reg_covar I only nears the floor: within a tenth of it counts
+            evals = np.linalg.eigvalsh(covs)
+            near = self.reg_covar * 1.1 + 100 * np.finfo(np.float64).eps * evals[:, -1]
+            low = (evals[:, 0] <= near) & ~np.asarray(fixed_covs, dtype=bool)
             if low.any():
                 warn(
-                    f"The covariances of components {np.flatnonzero(low).tolist()} reached "
-                    f"the floor reg_covar={self.reg_covar:g} in some direction: their "
-                    "deconvolved variance there is below what this fit can give, and is "
-                    "reported as reg_covar. Set reg_covar lower (0 when every point has "
-                    "noise in every coordinate), or rescale the points (and X_cov by the "
-                    "square of the factor) if their variances are far below 1.",
+                    f"The covariances of components {np.flatnonzero(low).tolist()} are at "
+                    f"(or within a tenth of) the floor reg_covar={self.reg_covar:g} in some "
+                    "direction: their deconvolved variance there is below what this fit "
+                    "can give, and is reported as about reg_covar. Set reg_covar lower (0 "
+                    "when every point has noise in every coordinate), or rescale the points "
+                    "(and X_cov by the square of the factor) if their variances are far "
+                    "below 1.",
                     UserWarning,
                 )
             return
@@ -712,9 +715,12 @@ class ExtremeDeconvolution(
                                              summarise=False)  # fmt: skip
             for data in blocks.chunks():
                 self._partial_fit_step(data, not hasattr(self, "means_"))
-            return self
-        data = validate_observations(self, X, X_cov, projection, sample_weight, reset=first)
-        return self._partial_fit_step(data, first)
+        else:
+            data = validate_observations(self, X, X_cov, projection, sample_weight, reset=first)
+            self._partial_fit_step(data, first)
+        self._warn_if_reg_covar_dominates(self._fitted_params(),
+                                          fixed_masks(self, self.n_components)[2])  # fmt: skip
+        return self
 
     def _partial_fit_step(self, data, first):
         """One online-EM step on validated points (the first initialises the mixture)."""
