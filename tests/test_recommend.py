@@ -328,6 +328,20 @@ def test_implicit_surprise_and_hpfrec_names_say_what_to_write(fitted):
             Estimator(**{name: 1})
     with pytest.raises(AttributeError, match=r"'test' \(surprise's\); write rating_mae"):
         _ = MaxMarginMF().test
+    # scHPF's model (HierarchicalPMF's) and run options
+    scores = [("mean_negative_pois_llh", r"-poisson_loglik\(X, users=np\.arange")]
+    if isinstance(model, HierarchicalPMF):
+        scores += [("theta", "loadings_"), ("beta", r"components_\.T"),
+                   ("xi", "nothing per cell"), ("eta", "nothing per cell"),
+                   ("loss", "objective_history_")]  # fmt: skip
+    for name, says in scores:
+        with pytest.raises(AttributeError, match=rf"'{name}' \(scHPF's\); write {says}"):
+            getattr(model, name)
+    with pytest.raises(TypeError, match=r"'a' .*write prior_shape=a, learn_prior='rate'"):
+        HierarchicalPMF(a=0.3)
+    for name in ("min_iter", "better_than_n_ago", "dtype"):
+        with pytest.raises(TypeError, match=rf"no parameter '{name}' \(scHPF's name"):
+            HierarchicalPMF(**{name: 1})
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -340,7 +340,13 @@ HPFREC_METHODS = {
         "item_labels=items)[0], whose row i is training row i (hpfrec sums over the given "
         "triplets only; average=None sums every entry of their rows)",
     ),
-    "mean_negative_pois_llh": ("scHPF", "-poisson_loglik(X, average='nonzero')"),
+    "mean_negative_pois_llh": (
+        "scHPF",
+        "-poisson_loglik(X, users=np.arange(X.shape[0]), average='nonzero') for the training "
+        "cells (their fitted loadings, as scHPF's); without users the rows are refitted by "
+        "transform, as for new cells",
+    ),
+    "elbo": ("R ebpmf", "objective_history_ (the trace) or lower_bound_ (the last)"),
     "cell_score": ("scHPF", "loading_scores() (or loading_scores(X_new) for new cells)"),
     "project": ("scHPF", "transform(X_new) (the loadings of new cells, the factors fixed)"),
     "gene_score": ("scHPF", "component_scores().T (genes x factors, as scHPF's)"),
@@ -413,6 +419,13 @@ PEER_RUN_PARAMETERS = {
         "nothing: the priors regularise the factors and are learned from the data "
         "(empirical Bayes); there is no penalty to set",
     ),
+    "min_iter": ("scHPF", "nothing: tol may stop the fit after any iteration, max_iter caps it"),
+    "better_than_n_ago": (
+        "scHPF",
+        "nothing: the batch fit's ELBO rises at every iteration and tol stops it; for a "
+        "stop on held-out counts, fit(X, X_val=...) with n_iter_no_change=N",
+    ),
+    "dtype": ("scHPF", "nothing: float32 counts are fitted in float32, other counts in float64"),
 }
 
 # hpfrec's arguments of partial_fit, and what to write instead ({model}: the estimator).

@@ -37,6 +37,7 @@ from ._block_counts import BlockCounts
 from ._counts import (
     _HPFREC_FIT_ARGUMENTS,
     COUNTS_ADVICE,
+    HPFREC_METHODS,
     MISSING_COUNTS_ADVICE,
     PEER_RUN_PARAMETERS,
     CountModelMixin,
@@ -352,10 +353,44 @@ class HierarchicalPMF(
         **PEER_RUN_PARAMETERS,
         "K": ("R ebpmf", "n_components=K"),
         "maxiter": ("hpfrec", "max_iter=N"),
-        "a": ("hpfrec and scHPF", "prior_shape=a (one shape for both factors)"),
-        "c": ("hpfrec and scHPF", "prior_shape=c (one shape for both factors)"),
+        **{
+            name: (
+                "hpfrec and scHPF",
+                f"prior_shape={name}, learn_prior='rate' to hold it fixed as they do (one "
+                "shape for both factors; the default learn_prior='both' learns it from there)",
+            )
+            for name in ("a", "c")
+        },
         **dict.fromkeys(["a_prime", "b_prime", "c_prime", "d_prime"], ("hpfrec", _LEARNED_RATES)),
         **dict.fromkeys(["ap", "bp", "cp", "dp"], ("scHPF", _LEARNED_RATES)),
+    }
+
+    # scHPF's fitted model, read on ours
+    _peer_methods = {
+        **HPFREC_METHODS,
+        "theta": (
+            "scHPF",
+            "loadings_ (E[theta], theta.e_x; the variational Gamma's loadings_shape_ and "
+            "loadings_rate_)",
+        ),
+        "beta": (
+            "scHPF",
+            "components_.T (E[beta], genes x factors; components_shape_ and components_rate_)",
+        ),
+        **dict.fromkeys(
+            ["xi", "eta"],
+            (
+                "scHPF",
+                "nothing per cell or gene: the Gamma priors' rates are per factor "
+                "(prior_loadings_rate_, prior_components_rate_), learned with learn_prior",
+            ),
+        ),
+        "loss": (
+            "scHPF",
+            "objective_history_ (the ELBO after every iteration); scHPF's loss, the mean "
+            "negative Poisson log-likelihood, is -poisson_loglik(X, "
+            "users=np.arange(X.shape[0]), average='nonzero')",
+        ),
     }
 
     _negative_input_advice = COUNTS_ADVICE

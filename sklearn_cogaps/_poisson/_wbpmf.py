@@ -603,8 +603,26 @@ class WeightedBackgroundPMF(
                 "warm_start=True).fit(X)); to start from given factors, init='custom' "
                 "with fit(X, W=..., H=...)."
             )
+        if isinstance(self.init, str) and self.init == "fasttopics":
+            from sklearn.utils._param_validation import InvalidParameterError
+
+            raise InvalidParameterError(
+                "init='fasttopics' is R ebpmf's start by fastTopics' Poisson NMF; write "
+                "init='nmf', its KL-NMF iterations (the same objective), or init='custom' "
+                "with fit(X, W=..., H=...) to start from factors you computed."
+            )
         for name in ("prior_loadings", "prior_components"):
             family = getattr(self, name)
+            if isinstance(family, str) and family.startswith("ebpm_"):
+                # R's function names: ebpm_point_gamma is the family 'point_gamma'
+                from sklearn.utils._param_validation import InvalidParameterError
+
+                bare = family[len("ebpm_") :]
+                if bare in EBPM_FAMILIES:
+                    raise InvalidParameterError(
+                        f"{name}={family!r} is R ebpm's function; write {name}={bare!r}."
+                    )
+                family = bare
             if isinstance(family, str) and family in self._peer_families:
                 from sklearn.utils._param_validation import InvalidParameterError
 

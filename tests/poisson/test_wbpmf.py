@@ -572,6 +572,17 @@ def test_r_ebpmf_results_and_init_from_a_fit_say_ours():
                        ("init_tol", "KL-NMF iterations")]:  # fmt: skip
         with pytest.raises(TypeError, match=rf"'{name}' \(R ebpmf's name.*{ours}"):
             WeightedBackgroundPMF(**{name: 1})
+    # R's function names as priors, its init and its lower-case elbo
+    for family in ("gamma_mixture", "gamma", "point_gamma", "exponential_mixture"):
+        with pytest.raises(ValueError, match=rf"'ebpm_{family}' is R ebpm's function; write "
+                           rf"prior_components='{family}'\."):  # fmt: skip
+            WeightedBackgroundPMF(2, prior_components=f"ebpm_{family}").fit(X)
+    with pytest.raises(ValueError, match=r"point_exponential' is a prior family of R's ebpm"):
+        WeightedBackgroundPMF(2, prior_loadings="ebpm_point_exponential").fit(X)
+    with pytest.raises(ValueError, match=r"init='fasttopics' .*; write init='nmf'"):
+        WeightedBackgroundPMF(2, init="fasttopics").fit(X)
+    with pytest.raises(AttributeError, match=r"'elbo' \(R ebpmf's\); write objective_history_"):
+        _ = model.elbo
 
 
 @pytest.mark.parametrize("solver", ["sequential", "simultaneous"])
