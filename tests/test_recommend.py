@@ -302,7 +302,7 @@ def test_a_numpy_table_of_triplets_given_to_fit_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", ConvergenceWarning)
-        for mean in (2.0, 50.0, 200.0, 1000.0):
+        for mean in (2.0, 50.0):
             for n_features in (2, 3):
                 X = rng.poisson(mean, (500, n_features)).astype(np.float64)
                 HierarchicalPMF(2, max_iter=3).fit(X)

@@ -419,13 +419,14 @@ PEER_RUN_PARAMETERS = {
         "nothing: the priors regularise the factors and are learned from the data "
         "(empirical Bayes); there is no penalty to set",
     ),
-    "min_iter": ("scHPF", "nothing: tol may stop the fit after any iteration, max_iter caps it"),
+    "min_iter": ("scHPF", "nothing: tol stops the fit, max_iter caps it"),
     "better_than_n_ago": (
         "scHPF",
-        "nothing: the batch fit's ELBO rises at every iteration and tol stops it; for a "
-        "stop on held-out counts, fit(X, X_val=...) with n_iter_no_change=N",
+        "nothing: tol stops the fit on the relative change of its ELBO (with "
+        "solver='pathwise', of the means of its noisy estimates); for a stop on held-out "
+        "counts, fit(X, X_val=...) with n_iter_no_change=N",
     ),
-    "dtype": ("scHPF", "nothing: float32 counts are fitted in float32, other counts in float64"),
+    "dtype": ("scHPF", "nothing: the fit runs in float64, and float32 counts get float32 results"),
 }
 
 # hpfrec's arguments of partial_fit, and what to write instead ({model}: the estimator).

@@ -612,7 +612,7 @@ class WeightedBackgroundPMF(
                 "with fit(X, W=..., H=...) to start from factors you computed."
             )
         for name in ("prior_loadings", "prior_components"):
-            family = getattr(self, name)
+            family = given = getattr(self, name)
             if isinstance(family, str) and family.startswith("ebpm_"):
                 # R's function names: ebpm_point_gamma is the family 'point_gamma'
                 from sklearn.utils._param_validation import InvalidParameterError
@@ -627,7 +627,7 @@ class WeightedBackgroundPMF(
                 from sklearn.utils._param_validation import InvalidParameterError
 
                 raise InvalidParameterError(
-                    f"{name}={family!r} is a prior family of R's ebpm that this estimator "
+                    f"{name}={given!r} is a prior family of R's ebpm that this estimator "
                     f"does not fit; the closest it has is {self._peer_families[family]}. "
                     f"Its families: {', '.join(map(repr, EBPM_FAMILIES))}."
                 )

@@ -309,10 +309,6 @@ def _warn_if_triplet_array(estimator, X, value):
         return
     if ids.min() < 0 or np.any(ids != np.round(ids)):
         return
-    if np.any(ids.min(axis=0) > 1):
-        # ids number from 0 or 1; the columns of counts of a large mean (a few hundred
-        # reads per cell) are whole, repeated and nearly all distinct in pairs too
-        return
     n = shape[0]
     repeated = all(np.unique(ids[:, j]).size <= n / 2 for j in (0, 1))
     if repeated and unique_rows(ids)[0].shape[0] >= 0.9 * n:

@@ -622,13 +622,16 @@ class ExtremeDeconvolution(
             # (a covariance held fixed is the user's, not the fit's). A covariance rebuilt
             # from its clipped eigenvalues carries round-off of eps times its largest, and
             # Adam's L L^T + reg_covar I only nears the floor: within a tenth of it counts
+            adam = self._parameter("solver") == "sgd"
             evals = np.linalg.eigvalsh(covs)
-            near = self.reg_covar * 1.1 + 100 * np.finfo(np.float64).eps * evals[:, -1]
+            near = self.reg_covar * (1.1 if adam else 1 + 1e-9)
+            near = near + 100 * np.finfo(np.float64).eps * evals[:, -1]
             low = (evals[:, 0] <= near) & ~np.asarray(fixed_covs, dtype=bool)
             if low.any():
+                at = "near (Adam nears it)" if adam else "at"
                 warn(
-                    f"The covariances of components {np.flatnonzero(low).tolist()} are at "
-                    f"(or within a tenth of) the floor reg_covar={self.reg_covar:g} in some "
+                    f"The covariances of components {np.flatnonzero(low).tolist()} are {at} "
+                    f"the floor reg_covar={self.reg_covar:g} in some "
                     "direction: their deconvolved variance there is below what this fit "
                     "can give, and is reported as about reg_covar. Set reg_covar lower (0 "
                     "when every point has noise in every coordinate), or rescale the points "
