@@ -24,8 +24,10 @@ from ._m3f import (
     holdout_ratings,
     neg_mae_scorer,
     neg_nmae_scorer,
+    neg_rmse_scorer,
     rating_mae,
     rating_nmae,
+    rating_rmse,
 )
 from ._poisson import HierarchicalPMF, WeightedBackgroundPMF
 from ._poisson._thinning import thin_counts
@@ -50,8 +52,10 @@ __all__ = [
     "holdout_ratings",
     "neg_mae_scorer",
     "neg_nmae_scorer",
+    "neg_rmse_scorer",
     "rating_mae",
     "rating_nmae",
+    "rating_rmse",
     "ExtremeDeconvolution",
     "effective_n_threads",
     "FitInterruptedWarning",

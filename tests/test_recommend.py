@@ -188,6 +188,22 @@ def test_max_margin_mf_recommends_by_the_score_its_ratings_cut():
         assert np.all(np.diff(ratings[i, items[i]]) <= 0)
     new_items, _ = est.recommend(RATINGS[:3], n=3)  # as new users, each from its own chain
     assert new_items.shape == (3, 3) and np.all(new_items >= 0)
+    # a new user without a rating has the Gaussian prior's factors, of mean 0: the mean of
+    # the chain's draws ranked items by noise (the worst rated first on MovieLens with one
+    # seed, the best with another); it ranks none, and says what to do
+    cold = RATINGS[:3].copy()
+    cold[1] = np.nan
+    with pytest.warns(UserWarning, match=r"rows \[1\]\) have no rating: under "
+                      r"prior='gaussian' .* ranks none.*prior='ibp'"):  # fmt: skip
+        cold_items, cold_scores = est.recommend(cold, n=3)
+    assert_array_equal(cold_items[1], -1)
+    assert np.isnan(cold_scores[1]).all()
+    assert_array_equal(cold_items[[0, 2]], new_items[[0, 2]])
+    # under the IBP a new user takes the training users' features by their frequency
+    ibp = MaxMarginMF(2, prior="ibp", max_iter=20, burn_in=5, random_state=0).fit(RATINGS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert np.all(ibp.recommend(cold, n=3)[0] >= 0)
     with pytest.raises(AttributeError, match="predict_ratings"):
         _ = est.predict
     # 0 for "not rated" in a dense matrix would mark every item seen: refused, for training
@@ -269,7 +285,8 @@ def test_ids_become_indices_only_when_the_fit_saw_them(fitted):
 
     users = np.array([1000, 1007, 1014])
     assert label_indices(users, [1014, 1000]).tolist() == [2, 0]
-    with pytest.raises(ValueError, match=r"1 of the 2 users are not among the labels.*1008"):
+    with pytest.raises(ValueError, match=r"1 of the 2 users are not among the labels.*1008"
+                       r".*score new users as new rows: recommend\(X_new, n\)"):  # fmt: skip
         label_indices(users, [1000, 1008], name="users")
     with pytest.raises(ValueError, match="must be sorted"):
         label_indices(users[::-1], [1000])
@@ -280,7 +297,9 @@ def test_ids_become_indices_only_when_the_fit_saw_them(fitted):
     X, u, i = triplets_to_matrix(["a", "b", "c"], ["x", "y", "z"])
     held, hu, hi = triplets_to_matrix(["c"], ["x"], user_labels=u, item_labels=i)
     assert held.shape == X.shape and held[2, 0] == 1 and hu is not None
-    with pytest.raises(ValueError, match=r"1 of the 1 items are not among the labels"):
+    # an item: new rows would not help, a column for every item would
+    with pytest.raises(ValueError, match=r"1 of the 1 items are not among the labels.*"
+                       r"item_labels=np\.unique\(all_items\)"):  # fmt: skip
         triplets_to_matrix(["c"], ["w"], user_labels=u, item_labels=i)
 
 

@@ -1172,7 +1172,18 @@ class CoGAPS(
                 + ".",
                 UserWarning,
             )
-        X = self._validate_X(X, reset=False)
+        try:
+            X = self._validate_X(X, reset=False)
+        except ValueError as exc:
+            if "seen at fit time, yet now missing" not in str(exc):
+                raise
+            # R's projectR habit: new data of other genes
+            raise ValueError(
+                f"{exc}\nTo project data that lack some of the fitted genes, fit the genes "
+                "both have with the amplitudes fixed: keep = np.isin(model.feature_names_in_, "
+                "X_new.columns); CoGAPS(model.n_components).fit(X_new[model.feature_names_in_"
+                "[keep]], fixed_components=model.components_[:, keep]).loadings_"
+            ) from exc
         uncertainty = self._resolve_uncertainty(uncertainty)
         check_uncertainty_shape(uncertainty, X)
         name = uncertainty_name(uncertainty)

@@ -10,6 +10,7 @@ import numpy as np
 from .._utils._habits import peer_arguments
 from .._utils._seeding import check_seed
 from .._utils._validation import dense_matrix
+from .._utils._warnings import warn
 from ._markers import pattern_markers, z_scores
 
 __all__ = ["gene_set_statistic", "marker_overrepresentation"]
@@ -80,13 +81,23 @@ def _feature_index(gene_sets, n_features, feature_names):
                 raise ValueError(
                     f"Gene set {name!r} has column indices outside [0, {n_features}): {bad[:5]}."
                 )
-        cols = np.unique(np.asarray(cols, dtype=np.intp))
-        if cols.size == 0:
-            raise ValueError(
-                f"Gene set {name!r} has no member among the {n_features} features; check "
-                "that its members are spelt as the feature names."
-            )
-        index.append(cols)
+        index.append(np.unique(np.asarray(cols, dtype=np.intp)))
+    empty = [name for name, cols in zip(names, index) if cols.size == 0]
+    if len(empty) == len(names):
+        # no set meets the features: names of another kind (ENSEMBL ids against symbols)
+        raise ValueError(
+            f"No gene set has a member among the {n_features} features (first set: "
+            f"{names[0]!r}); check that the members are spelt as the feature names."
+        )
+    if empty:
+        # a collection (MSigDB) against a panel: R's calcCoGAPSStat gives such a set NA,
+        # fgsea's fora (getPatternGeneSet) drops it; the other sets are still tested
+        warn(
+            f"{len(empty)} of the {len(names)} gene sets have no member among the "
+            f"{n_features} features ({', '.join(map(repr, empty[:5]))}"
+            f"{', ...' if len(empty) > 5 else ''}): their statistics are NaN.",
+            UserWarning,
+        )
     return names, index
 
 
@@ -125,7 +136,8 @@ def gene_set_statistic(
         The gene sets: name -> members (a dict, any mapping, or a Series indexed by the
         set names), the members being feature names when
         ``feature_names`` is given, else column indices. Members that are not features are
-        ignored (a set with no member among the features is an error). A list of sets is
+        ignored; a set with no member among the features gets NaN statistics and a
+        warning (R gives it NA), and none with a member is an error. A list of sets is
         accepted too; its sets are named ``set0``, ``set1``, ...
     feature_names : array-like of str of shape (n_features,), default=None
         Names of the features, for example ``CoGAPS.feature_names_in_``.
@@ -150,6 +162,9 @@ def gene_set_statistic(
           support);
         - ``"p_down"``: ndarray of shape (n_sets, K), ``1 - p_up`` (before the floor), at
           least ``1 / n_permutations`` (R: ``GSDownreg``, ``1 - GSUpreg``, no floor);
+        - ``"p_two_sided"``: ndarray of shape (n_sets, K), the smaller of the two before
+          the floor, at least ``1 / n_permutations``: R's ``twoSidedPValue``, which is not
+          doubled;
         - ``"activity"``: ndarray of shape (n_sets, K), ``1 - 2 * p_up`` (before the
           floor; R: ``GSActEst``), 0 for a set whose every draw ties with it.
 
@@ -194,13 +209,14 @@ def gene_set_statistic(
     n_features, K = z.shape
     names, index = _feature_index(gene_sets, n_features, feature_names)
     sizes = np.array([cols.size for cols in index])
-    observed = np.array([z[cols].mean(axis=0) for cols in index]).reshape(len(index), K)
+    observed = np.array([z[cols].mean(axis=0) if cols.size else np.full(K, np.nan)
+                         for cols in index]).reshape(len(index), K)  # fmt: skip
 
     # one null per set size, in order of first appearance (the draws depend only on the seed
     # and the sequence of set sizes)
     nulls = {}
     for n in sizes:
-        if n in nulls:
+        if n in nulls or n == 0:
             continue
         null = np.empty((n_permutations, K))
         # n distinct features per draw: the n smallest of uniform keys (a uniformly random
@@ -221,6 +237,9 @@ def gene_set_statistic(
     floor = 1.0 / n_permutations
     up = np.empty_like(observed)
     for s, n in enumerate(sizes):
+        if n == 0:  # no member among the features
+            up[s] = np.nan
+            continue
         null = nulls[n]
         # R: #(null > stat) / n_perm, its complement down. Ties (amplitudes of exactly 0,
         # which the sampler gives) count half on each side: counted as above, as they were,
@@ -232,6 +251,7 @@ def gene_set_statistic(
         "mean_z": observed,
         "p_up": np.maximum(up, floor),
         "p_down": np.maximum(1.0 - up, floor),
+        "p_two_sided": np.maximum(np.minimum(up, 1.0 - up), floor),
         "activity": 1.0 - 2.0 * up,
     }
 
@@ -277,8 +297,9 @@ def marker_overrepresentation(
     gene_sets : dict of str to list, or pandas.Series
         The gene sets: name -> members (a dict, any mapping, or a Series indexed by the set
         names; feature names when ``feature_names`` is given, else
-        column indices). Members that are not features are ignored. A list of sets is
-        accepted too; its sets are named ``set0``, ``set1``, ...
+        column indices). Members that are not features are ignored; a set with no member
+        among the features is kept in the table with a NaN p-value, and a warning. A list
+        of sets is accepted too; its sets are named ``set0``, ``set1``, ...
     feature_names : array-like of str of shape (n_features,), default=None
         Names of the features, for example ``CoGAPS.feature_names_in_``.
     threshold : {"all", "cut"}, default="all"
@@ -300,7 +321,8 @@ def marker_overrepresentation(
         - ``"n_markers"``: markers of the pattern;
         - ``"overlap"``: markers that are members of the set;
         - ``"p_value"``: hypergeometric ``P(overlap >= observed)`` (NaN for a set above
-          ``max_size``);
+          ``max_size`` or without a member among the features, which are left out of the
+          adjustment, as fgsea's ``fora`` drops them);
         - ``"p_adjusted"``: Benjamini–Hochberg over the tested sets of the same pattern.
 
         ``pandas.DataFrame(table)`` makes it a data frame.
@@ -338,6 +360,7 @@ def marker_overrepresentation(
         raise ValueError(f"max_size must be a positive integer or None; got {max_size!r}.")
     names, index = _feature_index(gene_sets, n_features, feature_names)
     tested = np.array([max_size is None or cols.size <= max_size for cols in index])
+    sizes = np.array([cols.size for cols in index])
     markers, _, _ = pattern_markers(H.T, W, threshold)
     rows = {
         key: [] for key in ("pattern", "gene_set", "set_size", "n_markers", "overlap", "p_value")
@@ -358,9 +381,10 @@ def marker_overrepresentation(
             rows["set_size"].append(cols.size)
             rows["n_markers"].append(n_markers)
             rows["overlap"].append(overlap)
-        p_k = np.where(tested, p_k, np.nan)
+        p_k = np.where(tested & (sizes > 0), p_k, np.nan)
         adjusted_k = np.full(p_k.shape, np.nan)
-        adjusted_k[tested] = _benjamini_hochberg(p_k[tested])
+        kept = tested & (sizes > 0)
+        adjusted_k[kept] = _benjamini_hochberg(p_k[kept])
         rows["p_value"].extend(p_k)
         adjusted.extend(adjusted_k)
     table = {

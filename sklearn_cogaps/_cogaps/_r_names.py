@@ -82,11 +82,26 @@ R_ATTRIBUTES = {
         "patternMarkers": 'pattern_markers(threshold="all") (axis="samples" for R\'s axis=2)',
         "calcZ": "z_scores()",
         "calcCoGAPSStat": "sklearn_cogaps.gene_set_statistic(model.components_, "
-        "model.components_std_, sets, feature_names=model.feature_names_in_)",
+        "model.components_std_, sets, feature_names=genes), with genes = "
+        "model.feature_names_in_ after a fit to a DataFrame or an AnnData (without "
+        "feature_names, the sets hold column indices)",
         "getPatternGeneSet": "sklearn_cogaps.marker_overrepresentation(model.components_, "
-        "model.loadings_, sets, feature_names=model.feature_names_in_)",
-        "calcGeneGSStat": "nothing per gene: sklearn_cogaps.gene_set_statistic(...) tests "
-        "each set as calcCoGAPSStat does (doc/cogaps_gene_sets.rst)",
+        "model.loadings_, sets, feature_names=genes), with genes = model.feature_names_in_ "
+        "as for calcCoGAPSStat: R's method='overrepresentation' (its default "
+        "method='enrichment', fgsea on the amplitudes, is not offered: gene_set_statistic "
+        "tests each set by its members' mean z-score)",
+        **dict.fromkeys(
+            ["calcGeneGSStat", "computeGeneGSProb"],
+            "nothing per gene: sklearn_cogaps.gene_set_statistic(...) tests each set as "
+            "calcCoGAPSStat does (doc/cogaps_gene_sets.rst)",
+        ),
+        "getVersion": "sklearn_cogaps.__version__",
+        "getOriginalParameters": "get_params()",
+        "projectR": "transform(X_new) for data of the fitted genes; for data of other genes, "
+        "a fit on the genes both have with the amplitudes fixed: keep = "
+        "np.isin(model.feature_names_in_, X_new.columns); CoGAPS(model.n_components)"
+        ".fit(X_new[model.feature_names_in_[keep]], fixed_components=model.components_[:, "
+        "keep]).loadings_",
         "plotPatterns": "sklearn_cogaps.plotting.plot_patterns(model, x=time_points)",
         "binaryA": "model.z_scores()[1].T > 3 (genes x patterns, R's default threshold=3; "
         "draw it with matplotlib's imshow)",

@@ -878,7 +878,25 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         return R, R  # a user has seen the items it rated
 
     def _new_user_factors(self, R, given):
-        return sample_new_users(self, R)[0]
+        U = sample_new_users(self, R)[0]
+        if self._fit_prior == "gaussian":
+            # a user without a rating has the prior's factors, of mean 0: every item's
+            # expected score is the same, and the mean of the chain's draws ranked the
+            # items by noise (the worst rated first, or the best, by the seed). Zero
+            # factors rank none. (Under the IBP a new user takes the features of the
+            # training users by their frequency, a ranking by popularity.)
+            U = np.array(U, dtype=np.float64)
+            U[np.diff(R.indptr) == 0] = 0.0
+        return U
+
+    def _unranked_reason(self):
+        return (
+            "have no rating: under prior='gaussian' their factors are the prior's, of mean "
+            "0, so every item's expected score is the same and MaxMarginMF ranks none. "
+            "Recommend them the items of the most ratings yourself, or fit with "
+            "prior='ibp', whose new users take the training users' features by their "
+            "frequency"
+        )
 
     def score(self, X, y=None):
         """Score held-out ratings of the users of X: minus their NMAE (higher is better).

@@ -7,7 +7,15 @@ from .._utils._validation import check_not_masked
 from .._utils._warnings import warn
 from ._ratings import _as_ratings_csr, _level_spread, level_codes
 
-__all__ = ["neg_mae_scorer", "neg_nmae_scorer", "rating_mae", "rating_nmae"]
+# the measures, then the scorers that give them to scikit-learn's model selection
+__all__ = [
+    "rating_mae",
+    "rating_nmae",
+    "rating_rmse",
+    "neg_mae_scorer",
+    "neg_nmae_scorer",
+    "neg_rmse_scorer",
+]
 
 
 def _paired_vectors(y_true, y_pred):
@@ -77,6 +85,36 @@ def rating_mae(X_true, X_pred):
     """
     t, p = _paired_values(X_true, X_pred)
     return float(np.mean(np.abs(t - p)))
+
+
+def rating_rmse(X_true, X_pred):
+    """Root mean squared error over the rated pairs (surprise's ``accuracy.rmse``).
+
+    The model predicts rating levels, whole steps of the scale, so its RMSE is above that
+    of a model predicting real values whose MAE it beats; the MAE is the error it
+    minimises.
+
+    Parameters
+    ----------
+    X_true : {array-like, sparse matrix} of shape (n_users, n_items) or (n_pairs,)
+        True ratings, as :func:`rating_mae` takes them.
+    X_pred : {array-like, sparse matrix} of shape (n_users, n_items) or (n_pairs,)
+        Predicted ratings at the same pairs.
+
+    Returns
+    -------
+    rmse : float
+        The square root of the mean of ``(true - predicted) ** 2`` over the pairs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_cogaps import rating_rmse
+    >>> rating_rmse(np.array([[1.0, np.nan, 3.0]]), np.array([[3.0, np.nan, 3.0]]))
+    1.4142135623730951
+    """
+    t, p = _paired_values(X_true, X_pred)
+    return float(np.sqrt(np.mean((t - p) ** 2)))
 
 
 def rating_nmae(X_true, X_pred, levels=None):
@@ -162,26 +200,36 @@ def neg_nmae_scorer(estimator, X, y):
     return -rating_nmae(y, estimator.predict_ratings(y, observed=X), levels)
 
 
-def neg_mae_scorer(estimator, X, y):
-    """Scorer for ``GridSearchCV``: -MAE of the held-out ratings y given the ratings X.
+_SCORER_DOC = """Scorer for ``GridSearchCV``: -{name} of the held-out ratings y given the ratings X.
 
-    As :func:`neg_nmae_scorer`, in rating units.
+    As :func:`neg_nmae_scorer`, for :func:`{measure}` (in rating units).
 
     Parameters
     ----------
     estimator : MaxMarginMF
         A fitted estimator.
-    X : {array-like, sparse matrix} of shape (n_users, n_items)
+    X : {{array-like, sparse matrix}} of shape (n_users, n_items)
         Observed ratings of the users.
-    y : {array-like, sparse matrix} of shape (n_users, n_items)
+    y : {{array-like, sparse matrix}} of shape (n_users, n_items)
         Held-out ratings of the same users.
 
     Returns
     -------
     score : float
-        Minus the MAE (higher is better).
+        Minus the {name} (higher is better).
     """
+
+
+def neg_mae_scorer(estimator, X, y):  # its docstring: _SCORER_DOC, below
     return -rating_mae(y, estimator.predict_ratings(y, observed=X))
+
+
+def neg_rmse_scorer(estimator, X, y):
+    return -rating_rmse(y, estimator.predict_ratings(y, observed=X))
+
+
+neg_mae_scorer.__doc__ = _SCORER_DOC.format(name="MAE", measure="rating_mae")
+neg_rmse_scorer.__doc__ = _SCORER_DOC.format(name="RMSE", measure="rating_rmse")
 
 
 def _held_out_nmae(R_held, chain, sums, prior, levels):

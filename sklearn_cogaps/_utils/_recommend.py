@@ -122,10 +122,23 @@ def label_indices(labels, ids, *, name="ids"):
         unknown = np.asarray(labels[found] != ids, dtype=bool)
     if unknown.any():
         first = ids[unknown][:3].tolist()
+        if name == "items":
+            # a column the model has, without a training entry, is rated or scored by it
+            other = (
+                "or build the training matrix with every item's label, "
+                "triplets_to_matrix(..., item_labels=np.unique(all_items)), so that the fit "
+                "has a column for each"
+            )
+        else:
+            other = (
+                "or score new users as new rows: recommend(X_new, n), "
+                "predict_ratings(pairs, observed=X_new) (MaxMarginMF) or transform(X_new) (the "
+                "Poisson factorisations)"
+            )
         raise ValueError(
             f"{int(unknown.sum())} of the {ids.size} {name} are not among the labels (e.g. "
             f"{first}): the fit never saw them. Keep the known ones, known = np.isin(ids, "
-            "labels), or fit new users as new rows (recommend(X_new, n) or transform)."
+            f"labels), {other}."
         )
     return found.astype(np.int64)
 
@@ -343,6 +356,13 @@ class RecommenderMixin:
         V = np.asarray(self.components_, dtype=np.float64).T[items]
         return np.einsum("pk,pk->p", U, V)
 
+    def _unranked_reason(self):
+        """Why :meth:`recommend` ranks no item for a user whose factors are all 0."""
+        return (
+            f"have zero loadings: {type(self).__name__} expects no count of any item for "
+            "them and ranks none (a row without counts has no ranking under this model)"
+        )
+
     @peer_arguments(
         _PEER_RECOMMEND_ARGUMENTS,
         example="recommend(X[rows], n=..., users=rows, filter_seen=..., items=...)",
@@ -410,10 +430,8 @@ class RecommenderMixin:
             first = np.flatnonzero(unranked)[:5].tolist()
             more = ", ..." if unranked.sum() > 5 else ""
             warn(
-                f"{int(unranked.sum())} user(s) (rows {first}{more}) have zero loadings: "
-                f"{type(self).__name__} expects no count of any item for them and ranks "
-                "none; their items are -1 and their scores NaN. A row without counts has no "
-                "ranking under this model.",
+                f"{int(unranked.sum())} user(s) (rows {first}{more}) "
+                f"{self._unranked_reason()}; their items are -1 and their scores NaN.",
                 UserWarning,
             )
         width = min(int(n), n_items)

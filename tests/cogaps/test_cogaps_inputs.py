@@ -309,7 +309,11 @@ def _small_fit():
         ("calcCoGAPSStat", r"gene_set_statistic\(model.components_"),
         ("getUnmatchedPatterns", "pattern_clusters_ is -1"),
         ("getMeanChiSq", "chisq_"),
-        ("getPatternGeneSet", r"feature_names=model.feature_names_in_"),
+        ("getPatternGeneSet", r"feature_names=genes\), with genes = model.feature_names_in_"),
+        ("calcCoGAPSStat", r"feature_names=genes\), with genes = model.feature_names_in_"),
+        ("projectR", r"fixed_components=model.components_\[:, keep\]"),
+        ("getOriginalParameters", r"get_params\(\)"),
+        ("getVersion", r"sklearn_cogaps.__version__"),
         ("calcGeneGSStat", "nothing per gene"),
         ("plotPatterns", r"plot_patterns\(model"),
         ("binaryA", r"z_scores\(\)\[1\]\.T > 3"),
@@ -321,6 +325,26 @@ def test_r_and_pycogaps_result_names_say_ours(name, advice):
     model, _ = _small_fit()
     with pytest.raises(AttributeError, match=r"R CoGAPS.s and PyCoGAPS.s\); write .*" + advice):
         getattr(model, name)
+
+
+def test_new_data_of_other_genes_get_the_projection_to_write():
+    """R's projectR habit: transform of data lacking fitted genes failed with scikit-learn's
+    list of names alone; the advice it now adds runs, on the genes both have."""
+    pd = pytest.importorskip("pandas")
+    _, X = _small_fit()
+    X = pd.DataFrame(X, columns=[f"g{j}" for j in range(X.shape[1])])
+    model = CoGAPS(2, max_iter=30, random_state=0).fit(X)
+    X_new = X.iloc[:, ::-1].iloc[:, :45]
+    with pytest.raises(ValueError, match=r"(?s)yet now missing.*\n.*keep = np\.isin") as info:
+        model.transform(X_new)
+    advice = str(info.value).split("\n")[-1].split(": ", 1)[1]
+    namespace = {"np": np, "CoGAPS": CoGAPS, "model": model, "X_new": X_new}
+    exec(advice.replace("; ", "\n").replace(".loadings_", "", 1).replace(
+        "CoGAPS(model.n_components).fit", "projected = CoGAPS(model.n_components, "
+        "max_iter=30, random_state=0).fit"), namespace)  # fmt: skip
+    assert namespace["projected"].loadings_.shape == (20, 2)
+    # the genes both have, g15 to g59, in the fitted order
+    assert_array_equal(namespace["projected"].components_, model.components_[:, 15:])
 
 
 def test_r_habits_of_fit_and_set_params_say_what_to_write():

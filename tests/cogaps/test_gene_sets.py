@@ -237,6 +237,36 @@ def test_sets_above_the_size_r_gives_fora_are_left_out_of_the_test_and_the_adjus
         marker_overrepresentation(H, W, sets, max_size=0)
 
 
+def test_a_set_without_a_member_among_the_features_is_nan_beside_the_others(fitted):
+    """A collection (MSigDB) against a panel has sets of no measured gene: R's
+    calcCoGAPSStat gives them NA and fora drops them; they stopped the whole analysis."""
+    model, k, planted, random_set = fitted
+    names = np.asarray([f"g{j}" for j in range(300)], dtype=object)
+    sets = {"planted": names[planted].tolist(), "off_panel": ["XYZ1", "XYZ2"],
+            "random": names[random_set].tolist()}  # fmt: skip
+    kept = {"planted": sets["planted"], "random": sets["random"]}
+    with pytest.warns(UserWarning, match=r"1 of the 3 gene sets have no member.*'off_panel'"):
+        got = gene_set_statistic(model.components_, model.components_std_, sets,
+                                 feature_names=names, random_state=0)  # fmt: skip
+    alone = gene_set_statistic(model.components_, model.components_std_, kept,
+                               feature_names=names, random_state=0)  # fmt: skip
+    assert got["set_size"][1] == 0
+    for key in ("mean_z", "p_up", "p_down", "p_two_sided", "activity"):
+        assert np.isnan(got[key][1]).all()
+        assert_array_equal(got[key][[0, 2]], alone[key])  # the same nulls: sizes 2 and 0
+    assert_array_equal(got["p_two_sided"], np.maximum(np.minimum(got["p_up"], got["p_down"]),
+                                                      1e-3))  # fmt: skip
+    with pytest.warns(UserWarning, match="no member"):
+        table = marker_overrepresentation(model.components_, model.loadings_, sets,
+                                          feature_names=names)  # fmt: skip
+    other = marker_overrepresentation(model.components_, model.loadings_, kept,
+                                      feature_names=names)  # fmt: skip
+    off = table["gene_set"] == "off_panel"
+    assert np.isnan(table["p_value"][off]).all() and np.isnan(table["p_adjusted"][off]).all()
+    # left out of the adjustment, as fora drops it
+    assert_allclose(table["p_adjusted"][~off], other["p_adjusted"])
+
+
 def test_r_argument_names_of_the_gene_set_statistic_say_what_to_write():
     H = np.ones((2, 5))
     with pytest.raises(TypeError, match="n_permutations=, not numPerm="):
@@ -255,7 +285,7 @@ def test_r_argument_names_of_the_gene_set_statistic_say_what_to_write():
         ({"a": [True, False, True, False, False]}, {}, r"boolean members.*flatnonzero"),
         ({"a": np.array([True, False, True, False, False])}, {}, "boolean members"),
         ({"a": [0, 999]}, {}, "outside"),
-        ({"a": ["nope"]}, {"feature_names": [f"g{j}" for j in range(5)]}, "no member"),
+        ({"a": ["nope"]}, {"feature_names": [f"g{j}" for j in range(5)]}, "No gene set has a"),
         ({"a": [0]}, {"feature_names": ["g0"]}, "one name per feature"),
         ({"a": [0]}, {"n_permutations": 0}, "n_permutations"),
     ],

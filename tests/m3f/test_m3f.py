@@ -16,8 +16,10 @@ from sklearn_cogaps import (
     holdout_ratings,
     neg_mae_scorer,
     neg_nmae_scorer,
+    neg_rmse_scorer,
     rating_mae,
     rating_nmae,
+    rating_rmse,
 )
 from sklearn_cogaps._m3f._chain import _Chain
 from sklearn_cogaps._m3f._fast import (
@@ -526,6 +528,30 @@ def test_grid_search_over_C_scores_held_out_ratings(split):
     m = gs2.best_estimator_
     assert gs2.cv_results_["mean_test_mae"][1] > gs2.cv_results_["mean_test_mae"][0]
     assert m.score(train) == pytest.approx(m.score(train))
+
+
+def test_cross_validate_with_surprise_measures(split):
+    """surprise's cross_validate(algo, data, measures=["RMSE", "MAE"]): scikit-learn's
+    cross_validate refuses a sparse y, so the held-out ratings go dense with NaN."""
+    from sklearn.model_selection import cross_validate
+
+    train, test = split
+    Y = test.toarray()
+    Y[Y == 0] = np.nan
+    base = MaxMarginMF(3, margin=1.0, max_iter=12, burn_in=4, random_state=0)
+    cv = KFold(3, shuffle=True, random_state=0)
+    result = cross_validate(base, train, Y, cv=cv,
+                            scoring={"mae": neg_mae_scorer, "rmse": neg_rmse_scorer})  # fmt: skip
+    rows = next(iter(cv.split(train)))[1]
+    model = MaxMarginMF(3, margin=1.0, max_iter=12, burn_in=4, random_state=0)
+    model.fit(train[np.setdiff1d(np.arange(train.shape[0]), rows)])
+    predicted = model.predict_ratings(test[rows], observed=train[rows])
+    t, p = test[rows].toarray(), predicted.toarray()
+    rated = t > 0
+    assert result["test_rmse"][0] == pytest.approx(-np.sqrt(np.mean((t - p)[rated] ** 2)))
+    assert result["test_mae"][0] == pytest.approx(-np.mean(np.abs(t - p)[rated]))
+    assert rating_rmse(test[rows], predicted) == pytest.approx(-result["test_rmse"][0])
+    assert -result["test_rmse"][0] >= -result["test_mae"][0]
 
 
 def test_score_holds_out_the_same_ratings_for_every_candidate(split):
