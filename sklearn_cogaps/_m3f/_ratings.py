@@ -68,7 +68,9 @@ def _as_ratings_csr(X, name="X"):
             raise ValueError(
                 f"{name} has {int(np.sum(M.data == 0))} stored zeros. In a sparse ratings "
                 "matrix every stored entry is a rating and 0 is not a rating level; call "
-                f"{name}.eliminate_zeros() if the zeros mean 'not rated'."
+                f"{name}.eliminate_zeros() if the zeros mean 'not rated'. If 0 is a level "
+                "of the scale (ratings of 0 to 10), shift the ratings to 1..L (X.data += 1 on "
+                "a copy), or pass dense arrays with NaN where no rating is."
             )
         if np.any(np.isnan(M.data)):
             M.data[np.isnan(M.data)] = 0.0
