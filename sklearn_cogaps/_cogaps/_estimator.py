@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import IterativeMixin
 from .._mixins import DataInFitMixin, NonNegativeFactorisationMixin
+from .._utils._anndata import is_anndata
 from .._utils._blocks import is_dask_array
 from .._utils._checkpoint import Checkpoint
 from .._utils._deprecation import RenamedMixin
@@ -100,6 +101,30 @@ _ROUTE_UNCERTAINTY = (
     "sklearn.set_config(enable_metadata_routing=True) and "
     "estimator.set_fit_request(uncertainty=True).set_score_request(uncertainty=True)"
 )
+
+
+def _check_fitted_genes_present(model, X):
+    """Refuse data named by genes that lack some of the fitted ones, with the fit that
+    projects them (R's projectR habit): scikit-learn's refusal lists the names alone."""
+    fitted = getattr(model, "feature_names_in_", None)
+    names = axis_labels(X, "column")
+    if fitted is None or names is None or not all(isinstance(n, str) for n in names):
+        return
+    missing = ~np.isin(fitted, np.asarray(names, dtype=object))
+    if not missing.any():
+        return
+    adata = is_anndata(X)
+    columns = "X_new.var_names" if adata else "X_new.columns"
+    select = "X_new[:, model.feature_names_in_[keep]]" if adata else (
+        "X_new[model.feature_names_in_[keep]]")  # fmt: skip
+    raise ValueError(
+        f"X lacks {int(missing.sum())} of the {fitted.size} features CoGAPS was fitted on "
+        f"(e.g. {fitted[missing][:3].tolist()}): transform projects data of the fitted "
+        "genes. To project data that lack some of them, fit the genes both have with the "
+        f"amplitudes fixed: keep = np.isin(model.feature_names_in_, {columns}); "
+        f"CoGAPS(model.n_components).fit({select}, "
+        "fixed_components=model.components_[:, keep]).loadings_"
+    )
 
 
 class CoGAPS(
@@ -1172,18 +1197,8 @@ class CoGAPS(
                 + ".",
                 UserWarning,
             )
-        try:
-            X = self._validate_X(X, reset=False)
-        except ValueError as exc:
-            if "seen at fit time, yet now missing" not in str(exc):
-                raise
-            # R's projectR habit: new data of other genes
-            raise ValueError(
-                f"{exc}\nTo project data that lack some of the fitted genes, fit the genes "
-                "both have with the amplitudes fixed: keep = np.isin(model.feature_names_in_, "
-                "X_new.columns); CoGAPS(model.n_components).fit(X_new[model.feature_names_in_"
-                "[keep]], fixed_components=model.components_[:, keep]).loadings_"
-            ) from exc
+        _check_fitted_genes_present(self, X)
+        X = self._validate_X(X, reset=False)
         uncertainty = self._resolve_uncertainty(uncertainty)
         check_uncertainty_shape(uncertainty, X)
         name = uncertainty_name(uncertainty)

@@ -111,7 +111,10 @@ def sample_new_users(est, R):
     V = np.ascontiguousarray(est.components_.T)
     row_seeds = _row_seeds(R, est._transform_seed, est.levels_)
     Ur = np.zeros((N, K))
-    if est.prior == "ibp":
+    # the prior of the fit, whose parameters these are (a prior set after the fit is the
+    # next fit's); a model pickled before _fit_prior was kept has its own
+    prior = getattr(est, "_fit_prior", est.prior)
+    if prior == "ibp":
         m = est.loadings_.sum(axis=0)
         n_fit = est.loadings_.shape[0]
         p = np.clip(m / (n_fit + 1.0), 1e-12, 1 - 1e-12)
@@ -127,7 +130,7 @@ def sample_new_users(est, R):
     sum_t = np.zeros((N, L - 1))
     count = 0
     for it in range(1, est.max_iter + 1):
-        if est.prior == "gaussian":
+        if prior == "gaussian":
             _fast.sample_factors(
                 data.indptr,
                 data.indices,

@@ -879,7 +879,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
 
     def _new_user_factors(self, R, given):
         U = sample_new_users(self, R)[0]
-        if self._fit_prior == "gaussian":
+        if getattr(self, "_fit_prior", self.prior) == "gaussian":
             # a user without a rating has the prior's factors, of mean 0: every item's
             # expected score is the same, and the mean of the chain's draws ranked the
             # items by noise (the worst rated first, or the best, by the seed). Zero

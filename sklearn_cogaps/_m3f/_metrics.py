@@ -90,9 +90,8 @@ def rating_mae(X_true, X_pred):
 def rating_rmse(X_true, X_pred):
     """Root mean squared error over the rated pairs (surprise's ``accuracy.rmse``).
 
-    The model predicts rating levels, whole steps of the scale, so its RMSE is above that
-    of a model predicting real values whose MAE it beats; the MAE is the error it
-    minimises.
+    The model predicts rating levels, whole steps of the scale, so its RMSE can exceed
+    that of a model predicting real values whose MAE it beats.
 
     Parameters
     ----------

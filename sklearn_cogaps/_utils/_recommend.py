@@ -122,19 +122,22 @@ def label_indices(labels, ids, *, name="ids"):
         unknown = np.asarray(labels[found] != ids, dtype=bool)
     if unknown.any():
         first = ids[unknown][:3].tolist()
+        # a column the model has, without a training entry, is rated or scored by it
+        for_items = (
+            "build the training matrix with every item's label, "
+            "triplets_to_matrix(..., item_labels=np.unique(all_items)), so that the fit has "
+            "a column for each"
+        )
+        for_users = (
+            "score new users as new rows: recommend(X_new, n), predict_ratings(pairs, "
+            "observed=X_new) (MaxMarginMF) or transform(X_new) (the Poisson factorisations)"
+        )
         if name == "items":
-            # a column the model has, without a training entry, is rated or scored by it
-            other = (
-                "or build the training matrix with every item's label, "
-                "triplets_to_matrix(..., item_labels=np.unique(all_items)), so that the fit "
-                "has a column for each"
-            )
+            other = f"or {for_items}"
+        elif name == "users":
+            other = f"or {for_users}"
         else:
-            other = (
-                "or score new users as new rows: recommend(X_new, n), "
-                "predict_ratings(pairs, observed=X_new) (MaxMarginMF) or transform(X_new) (the "
-                "Poisson factorisations)"
-            )
+            other = f"or, for users, {for_users}; for items, {for_items}"
         raise ValueError(
             f"{int(unknown.sum())} of the {ids.size} {name} are not among the labels (e.g. "
             f"{first}): the fit never saw them. Keep the known ones, known = np.isin(ids, "

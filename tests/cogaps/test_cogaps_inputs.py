@@ -335,16 +335,22 @@ def test_new_data_of_other_genes_get_the_projection_to_write():
     X = pd.DataFrame(X, columns=[f"g{j}" for j in range(X.shape[1])])
     model = CoGAPS(2, max_iter=30, random_state=0).fit(X)
     X_new = X.iloc[:, ::-1].iloc[:, :45]
-    with pytest.raises(ValueError, match=r"(?s)yet now missing.*\n.*keep = np\.isin") as info:
-        model.transform(X_new)
-    advice = str(info.value).split("\n")[-1].split(": ", 1)[1]
-    namespace = {"np": np, "CoGAPS": CoGAPS, "model": model, "X_new": X_new}
-    exec(advice.replace("; ", "\n").replace(".loadings_", "", 1).replace(
-        "CoGAPS(model.n_components).fit", "projected = CoGAPS(model.n_components, "
-        "max_iter=30, random_state=0).fit"), namespace)  # fmt: skip
-    assert namespace["projected"].loadings_.shape == (20, 2)
-    # the genes both have, g15 to g59, in the fitted order
-    assert_array_equal(namespace["projected"].components_, model.components_[:, 15:])
+    anndata = pytest.importorskip("anndata")
+    adata = anndata.AnnData(X.to_numpy())
+    adata.var_names = list(X.columns)
+    from_adata = CoGAPS(2, max_iter=30, random_state=0).fit(adata)
+    for fitted, new in ((model, X_new), (from_adata, adata[:, ::-1][:, :45])):
+        with pytest.raises(ValueError, match=r"X lacks 15 of the 60 features .*'g0'.*"
+                           r"keep = np\.isin") as info:  # fmt: skip
+            fitted.transform(new)
+        advice = str(info.value).split("fixed: ", 1)[1]
+        namespace = {"np": np, "CoGAPS": CoGAPS, "model": fitted, "X_new": new}
+        exec(advice.replace("; ", "\n").replace(".loadings_", "", 1).replace(
+            "CoGAPS(model.n_components).fit", "projected = CoGAPS(model.n_components, "
+            "max_iter=30, random_state=0).fit"), namespace)  # fmt: skip
+        assert namespace["projected"].loadings_.shape == (20, 2)
+        # the genes both have, g15 to g59, in the fitted order
+        assert_array_equal(namespace["projected"].components_, fitted.components_[:, 15:])
 
 
 def test_r_habits_of_fit_and_set_params_say_what_to_write():

@@ -242,18 +242,23 @@ def test_a_set_without_a_member_among_the_features_is_nan_beside_the_others(fitt
     calcCoGAPSStat gives them NA and fora drops them; they stopped the whole analysis."""
     model, k, planted, random_set = fitted
     names = np.asarray([f"g{j}" for j in range(300)], dtype=object)
-    sets = {"planted": names[planted].tolist(), "off_panel": ["XYZ1", "XYZ2"],
-            "random": names[random_set].tolist()}  # fmt: skip
-    kept = {"planted": sets["planted"], "random": sets["random"]}
-    with pytest.warns(UserWarning, match=r"1 of the 3 gene sets have no member.*'off_panel'"):
+    # sets of three sizes, with sets off the panel first and between them: the nulls of
+    # the others are drawn as without them
+    sets = {"off_first": ["XYZ0"], "planted": names[planted].tolist(),
+            "off_panel": ["XYZ1", "XYZ2"], "random": names[random_set].tolist(),
+            "small": names[:7].tolist(), "large": names[100:190].tolist()}  # fmt: skip
+    kept = {name: members for name, members in sets.items() if not name.startswith("off")}
+    with pytest.warns(UserWarning, match=r"2 of the 6 gene sets have no member.*'off_first', "
+                      r"'off_panel'"):  # fmt: skip
         got = gene_set_statistic(model.components_, model.components_std_, sets,
                                  feature_names=names, random_state=0)  # fmt: skip
     alone = gene_set_statistic(model.components_, model.components_std_, kept,
                                feature_names=names, random_state=0)  # fmt: skip
-    assert got["set_size"][1] == 0
+    assert got["set_size"].tolist() == [0, planted.size, 0, planted.size, 7, 90]
+    off = [0, 2]
     for key in ("mean_z", "p_up", "p_down", "p_two_sided", "activity"):
-        assert np.isnan(got[key][1]).all()
-        assert_array_equal(got[key][[0, 2]], alone[key])  # the same nulls: sizes 2 and 0
+        assert np.isnan(got[key][off]).all()
+        assert_array_equal(got[key][[1, 3, 4, 5]], alone[key])
     assert_array_equal(got["p_two_sided"], np.maximum(np.minimum(got["p_up"], got["p_down"]),
                                                       1e-3))  # fmt: skip
     with pytest.warns(UserWarning, match="no member"):
@@ -261,7 +266,7 @@ def test_a_set_without_a_member_among_the_features_is_nan_beside_the_others(fitt
                                           feature_names=names)  # fmt: skip
     other = marker_overrepresentation(model.components_, model.loadings_, kept,
                                       feature_names=names)  # fmt: skip
-    off = table["gene_set"] == "off_panel"
+    off = np.char.startswith(table["gene_set"].astype(str), "off")
     assert np.isnan(table["p_value"][off]).all() and np.isnan(table["p_adjusted"][off]).all()
     # left out of the adjustment, as fora drops it
     assert_allclose(table["p_adjusted"][~off], other["p_adjusted"])
