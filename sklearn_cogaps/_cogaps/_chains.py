@@ -156,12 +156,19 @@ def means_are_precise(histories, calibration, payloads, tol):
     error is at most ``tol`` times the posterior standard deviation (a bulk ESS of at least
     ``1 / tol**2``) and the split R-hat is at most ``RHAT_THRESHOLD`` (Vehtari et al. 2021,
     section 4), or for the entries of W and H together at most :func:`rhat_threshold` of
-    their number and draws; from at least ``MIN_DRAWS`` draws per chain. A loose ``tol``
-    asks fewer effective draws, never less agreement: a fit that stops is converged by both
-    tests."""
+    their number and draws; from at least ``MIN_DRAWS`` draws per chain. The chi-square
+    also needs what the ``ConvergenceWarning`` asks of it, bulk and tail ESS of at least
+    ``MIN_ESS_PER_CHAIN`` per chain (Vehtari et al. 2021, section 4.3): a loose ``tol`` asks
+    fewer effective draws of the entries, never less agreement, so a fit that stops is
+    converged by the tests its warning reads."""
     if min(len(p["snapshots"]) for p in payloads) < MIN_DRAWS:
         return False
     needed = 1.0 / tol**2
+    # a loose tol stopped chains whose chi-square had a tail ESS the warning refuses
+    agreed = MIN_ESS_PER_CHAIN * len(payloads)
+    r, bulk, tail = diagnostics(histories[:, calibration:])
+    if not (r <= RHAT_THRESHOLD and bulk >= max(needed, agreed) and tail >= agreed):
+        return False
 
     def moving(draws):
         r, ess = map(np.atleast_1d, diagnostics(draws, tail=False))
@@ -171,9 +178,6 @@ def means_are_precise(histories, calibration, payloads, tol):
     def precise(r, ess, threshold):
         return not r.size or (ess.min() >= needed and r.max() <= threshold)
 
-    # the chi-square first: while it is not precise, the matrices' draws are not gathered
-    if not precise(*moving(histories[:, calibration:]), RHAT_THRESHOLD):
-        return False
     W, H = _matched_draws(payloads)
     (rw, ew), (rh, eh) = moving(W), moving(H)
     entries = rhat_threshold(W.shape[0], W.shape[1], rw.size + rh.size)

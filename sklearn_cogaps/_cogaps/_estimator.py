@@ -337,7 +337,8 @@ class CoGAPS(
         their posterior standard deviation: for the chi-square and every entry of ``W``
         and ``H`` that moves, the split R-hat is at most its threshold (as for the
         ``ConvergenceWarning``) and the bulk effective sample size at least ``1 / tol**2``
-        (100 for 0.1), from at least 20 draws per chain. The
+        (100 for 0.1), from at least 20 draws per chain, and the chi-square's bulk and
+        tail effective sample sizes at least 100 per chain, as for the warning. The
         draws are the ``n_snapshots`` per chain of a full sampling phase (100 when 0), so
         ``n_chains * n_snapshots`` must exceed ``1 / tol**2`` for the sampling to end
         before ``max_iter``. ``n_iter_`` is then the iterations run per chain. A fit that

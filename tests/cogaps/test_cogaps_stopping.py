@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_cogaps import CoGAPS, FitInterruptedWarning
 from sklearn_cogaps._cli._write import chain_status
-from sklearn_cogaps._cogaps._chains import calibration_agrees
+from sklearn_cogaps._cogaps._chains import calibration_agrees, unconverged_chains_message
 from sklearn_cogaps._utils._diagnostics import rhat_threshold
 from sklearn_cogaps.datasets import make_patterns
 
@@ -159,6 +159,23 @@ def test_chains_that_never_agree_run_to_the_caps_and_warn():
     least = min(np.nanmin(np.atleast_1d(v)) for v in model.ess_bulk_.values())
     message = str(caught[-1].message)
     assert ("bulk ESS" in message) == (least < 4), (least, message)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_fit_that_stops_passes_the_tests_its_warning_reads(seed):
+    """With a loose tol the sampling stopped on a chi-square whose tail ESS the
+    ConvergenceWarning refuses (below 100 per chain), converged_ True and no warning; a fit
+    without tol on those draws would have warned."""
+    X, _, _ = make_patterns(n_samples=20, n_features=60, n_components=3, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = CoGAPS(1, max_iter=500, n_chains=4, random_state=seed, n_snapshots=100,
+                       tol=0.5).fit(X)  # fmt: skip
+    warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    assert warned != model.converged_
+    if model.converged_:
+        assert unconverged_chains_message(model) is None
+        assert min(model.ess_bulk_["chisq"], model.ess_tail_["chisq"]) >= 400
 
 
 def test_a_tol_the_draws_cannot_meet_is_said_at_the_start(fixed_problem):
