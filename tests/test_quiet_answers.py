@@ -97,7 +97,14 @@ def test_a_masked_array_is_refused_rather_than_read_under_its_mask(name):
     X = _counts((40, 8)).astype(float) + 1.0
     mask = np.zeros(X.shape, dtype=bool)
     mask[5, 3] = mask[7, 1] = True
-    advice = {"ExtremeDeconvolution": r"X.filled\(np.nan\)", "MaxMarginMF": r"R.filled\(np.nan\)"}
+    # advice that runs on integer arrays too (their filled(np.nan) raises)
+    advice = {
+        "ExtremeDeconvolution": r"X\.astype\(float\)\.filled\(np\.nan\)",
+        "MaxMarginMF": r"X\.astype\(float\)\.filled\(np\.nan\)",
+        "HierarchicalPMF": r"X\.filled\(0\)",
+        "WeightedBackgroundPMF": r"X\.filled\(0\)",
+        "CoGAPS": r"np\.ma\.getmaskarray\(X\)",
+    }
     estimator = getattr(sklearn_cogaps, name)(2, max_iter=2, random_state=0)
     with pytest.raises(ValueError, match="masked array with 2 masked entries; " + name
                        + r" would read the values under the mask\..*"
@@ -666,3 +673,76 @@ def test_an_em_stopped_by_a_fall_of_its_objective_says_so_not_to_raise_max_iter(
     assert re.search(r"stopped after 0 of max_iter=100 iterations: the next one lowered .* "
                      r"would not help", messages[ConvergenceWarning])  # fmt: skip
     assert "Increase max_iter" not in messages[ConvergenceWarning]
+
+
+def test_inputs_of_the_helpers_that_gave_answers_or_internal_errors():
+    """An error sweep: helpers read a table of triplets as a matrix, values under a mask,
+    zeros and -1 codes as ratings, a gene-set table by its columns; others failed inside
+    numpy (datetime columns, cv_results as a DataFrame, sparse amplitudes)."""
+    pd = pytest.importorskip("pandas")
+    from scipy import sparse
+
+    from sklearn_cogaps import (
+        gene_set_statistic,
+        holdout_ratings,
+        one_standard_error,
+        pattern_markers,
+        triplets_to_matrix,
+    )
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"userId": rng.integers(1, 26, 80), "movieId": rng.integers(1, 40, 80),
+                          "rating": rng.integers(1, 6, 80)})  # fmt: skip
+    with pytest.raises(ValueError, match=r"triplets .*holdout_ratings splits the matrix"):
+        holdout_ratings(table)
+    R = np.ma.masked_equal(rng.integers(0, 6, (20, 15)), 0)
+    with pytest.raises(ValueError, match=r"masked entries.*X\.astype\(float\)\.filled"):
+        holdout_ratings(R)
+    holdout_ratings(R.astype(float).filled(np.nan))  # the advice runs
+    for shape in ((5,), (2, 3, 4)):
+        with pytest.raises(ValueError, match="2-d.*triplets_to_matrix"):
+            holdout_ratings(np.ones(shape))
+    # a 0 beside star ratings may be a level; a -1 below 1..10 a code for "not rated"
+    with pytest.warns(UserWarning, match=r"3 \(user, item\) pair\(s\) have a value of 0.*"
+                      r"values \+ 1"):  # fmt: skip
+        X, _, _ = triplets_to_matrix([0, 0, 0, 1, 1, 1, 2, 2, 2], list("abc") * 3,
+                                     [0, 5, 3, 0, 4, 5, 1, 0, 2])  # fmt: skip
+    assert X.nnz == 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        triplets_to_matrix([0, 0, 1], ["a", "b", "a"], [0, 7.5, 120])  # counts: no warning
+    coded = rng.integers(1, 11, (30, 12)).astype(float)
+    coded[rng.random(coded.shape) < 0.1] = -1
+    with pytest.warns(UserWarning, match=r"rating\(s\) of -1, below the levels 1 to 10.*"
+                      r"np\.where\(X == -1, np\.nan, X\)"):  # fmt: skip
+        MaxMarginMF(2, max_iter=3, burn_in=1, random_state=0).fit(coded)
+    # msigdbr's long table of gene sets
+    long = pd.DataFrame({"gs_name": ["A", "A", "B"], "gene_symbol": ["g0", "g1", "g2"]})
+    H = rng.gamma(1.0, 1.0, (2, 5))
+    with pytest.raises(TypeError, match=r"df\.groupby\('gs_name'\)\['gene_symbol'\]"):
+        gene_set_statistic(H, H, long, feature_names=[f"g{j}" for j in range(5)])
+    # a date beside the counts
+    counts = pd.DataFrame(rng.poisson(2, (20, 4)), columns=list("abcd"))
+    counts["sampled_on"] = pd.Timestamp("2024-01-01")
+    with pytest.raises(ValueError, match=r"1 non-numeric column\(s\) \(\['sampled_on'\]\)"):
+        HierarchicalPMF(2, max_iter=3).fit(counts)
+    # the results of a search, read as a DataFrame
+    results = {"param_n_components": np.ma.masked_array([1, 2, 3]),
+               "mean_test_score": np.array([-3.0, -1.0, -0.95]),
+               "std_test_score": np.array([0.1, 0.1, 0.1]),
+               "split0_test_score": np.zeros(3), "split1_test_score": np.zeros(3)}  # fmt: skip
+    assert one_standard_error(pd.DataFrame(results)) == one_standard_error(results) == 1
+    with pytest.raises(TypeError, match=r"Pass search\.cv_results_"):
+        one_standard_error([1, 2])
+    with pytest.raises(TypeError, match=r"amplitudes is a sparse matrix; pass "
+                       r"amplitudes\.toarray\(\)"):  # fmt: skip
+        pattern_markers(sparse.csr_matrix(H.T), np.ones((3, 2)))
+    with pytest.raises(ValueError, match="non-negative with a positive largest value"):
+        pattern_markers(H.T, np.ones((3, 2)), weights=[0.5, -2])
+    # masked counts: advice that runs
+    masked = np.ma.masked_less(rng.gamma(2.0, 1.0, (20, 15)), 0.3)
+    with pytest.raises(ValueError, match=r"X\.filled\(0\)"):
+        HierarchicalPMF(2, max_iter=3).fit(np.round(masked))
+    with pytest.raises(ValueError, match=r"np\.ma\.getmaskarray\(X\).*X\.filled\(0\) with "
+                       r"uncertainty=U, to fit or to transform"):  # fmt: skip
+        CoGAPS(2, max_iter=3).fit(masked)

@@ -528,8 +528,16 @@ class CoGAPS(
         "CoGAPS weighs each entry of X by 1 / uncertainty**2; to leave entries out of the "
         "fit, give them a value of 0 and a large standard deviation: "
         "U = default_uncertainty(np.nan_to_num(X)); U[np.isnan(X)] = 1e6 * np.nanmax(X); "
-        "fit(np.nan_to_num(X), uncertainty=U) (default_uncertainty is in sklearn_cogaps). "
-        "Drop the samples with no value at all: their patterns would be unconstrained."
+        "then pass np.nan_to_num(X) with uncertainty=U, to fit or to transform "
+        "(default_uncertainty is in sklearn_cogaps). Drop the samples with no value at "
+        "all: their patterns would be unconstrained."
+    )
+    _masked_advice = (
+        "CoGAPS weighs each entry of X by 1 / uncertainty**2; to leave the masked entries "
+        "out, give them a value of 0 and a large standard deviation: M = "
+        "np.ma.getmaskarray(X); U = default_uncertainty(X.filled(0)); U[M] = 1e6 * X.max(); "
+        "then pass X.filled(0) with uncertainty=U, to fit or to transform "
+        "(default_uncertainty is in sklearn_cogaps)."
     )
 
     _parameter_constraints = {

@@ -31,6 +31,16 @@ def _feature_index(gene_sets, n_features, feature_names):
     are ignored, as in the R package; a name shared by several features takes them all),
     else integer column indices.
     """
+    if hasattr(gene_sets, "columns"):
+        # msigdbr's long table (gs_name, gene_symbol): its items() are its columns, each
+        # of which would be read as a set
+        columns = list(gene_sets.columns)
+        name, member = (columns + ["gs_name", "gene_symbol"])[:2]
+        raise TypeError(
+            f"gene_sets is a table (columns {columns[:5]}); pass a dict of set name -> "
+            f"members, for a long table of one row per member: "
+            f"df.groupby({name!r})[{member!r}].apply(list)."
+        )
     if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
         # a dict or any mapping, or a pandas Series of name -> members
         pairs = list(gene_sets.items())

@@ -4,6 +4,7 @@
 from typing import NamedTuple
 
 import numpy as np
+from scipy import sparse
 
 from .._utils._habits import peer_arguments
 from .._utils._validation import dense_matrix
@@ -99,8 +100,17 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
 
     if threshold not in ("all", "cut"):
         raise ValueError(f"threshold must be 'all' or 'cut'; got {threshold!r}.")
-    amplitudes = np.asarray(amplitudes, dtype=np.float64)
-    patterns = np.asarray(patterns, dtype=np.float64)
+    for name, values in (("amplitudes", amplitudes), ("patterns", patterns)):
+        if sparse.issparse(values):
+            raise TypeError(f"{name} is a sparse matrix; pass {name}.toarray().")
+    try:
+        amplitudes = np.asarray(amplitudes, dtype=np.float64)
+        patterns = np.asarray(patterns, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            "amplitudes and patterns must be arrays of numbers: from a fitted CoGAPS, "
+            "model.components_.T and model.loadings_ (or call model.pattern_markers())."
+        ) from None
     for name, values in (("amplitudes", amplitudes), ("patterns", patterns)):
         problem = (
             "NaN or infinite values"
@@ -124,11 +134,19 @@ def pattern_markers(amplitudes, patterns, threshold="all", *, weights=None):
     if weights is None:
         targets = np.eye(K)
     else:
-        targets = np.asarray(weights, dtype=np.float64).reshape(1, -1)
+        try:
+            targets = np.asarray(weights, dtype=np.float64).reshape(1, -1)
+        except (TypeError, ValueError):
+            targets = np.full((1, 0), np.nan)  # refused below, with what to pass
         if targets.shape[1] != K or not np.all(np.isfinite(targets)):
             raise ValueError(
-                f"weights must be {K} finite numbers, one per pattern (R's lp); got "
-                f"{np.asarray(weights).ravel().tolist()}."
+                f"weights must be {K} finite numbers, one per pattern (R's lp); got {weights!r}."
+            )
+        if np.any(targets < 0) or targets.max() <= 0:
+            raise ValueError(
+                "weights is a profile over the patterns, compared with each feature's "
+                "profile of non-negative amplitudes: it must be non-negative with a "
+                f"positive largest value; got {np.asarray(weights).ravel().tolist()}."
             )
         if targets.max() != 1.0:
             # the features' profiles are scaled to maximum 1: a profile on another scale

@@ -266,7 +266,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             "penalty to set",
         ),
     }
-    _masked_advice = "MaxMarginMF reads NaN as a missing rating: pass R.filled(np.nan)."
+    _masked_advice = (
+        "MaxMarginMF reads NaN as a missing rating: pass X.astype(float).filled(np.nan)."
+    )
     _peer_methods = {
         "predict": (
             "a rating library",

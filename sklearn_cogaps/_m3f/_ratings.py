@@ -8,6 +8,7 @@ import numpy as np
 from scipy import sparse
 
 from .._utils._seeding import check_seed, fingerprint, keyed_digest_seeds, stream_seeds
+from .._utils._validation import check_not_masked, check_not_triplets, check_numeric_columns
 from .._utils._warnings import warn
 
 __all__ = ["check_levels", "holdout_ratings", "infer_levels"]
@@ -158,6 +159,19 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
             f"n_per_user must be at least 1 and below min_ratings; got n_per_user="
             f"{n_per_user}, min_ratings={min_ratings}."
         )
+    # the checks of MaxMarginMF's fit: a table of triplets, values under a mask, a shape
+    # that is no users x items matrix
+    check_not_triplets(None, X, value="Rating", source="a rating library's loader",
+                       who="holdout_ratings", does="splits")  # fmt: skip
+    check_not_masked(X, "X", advice="NaN is a missing rating: pass "
+                     "X.astype(float).filled(np.nan).")  # fmt: skip
+    if not sparse.issparse(X) and np.ndim(X) != 2:
+        raise ValueError(
+            f"X must be the users x items matrix of ratings (2-d); got shape {np.shape(X)}. "
+            "Build it from (user, item, rating) triplets with "
+            "triplets_to_matrix(users, items, ratings)."
+        )
+    check_numeric_columns(X)
     R = _as_ratings_csr(X)
     if np.any(R.data == 0):
         raise ValueError(
@@ -268,6 +282,7 @@ def infer_levels(R, n_levels):
     else:
         _check_strays(R)
         levels = np.unique(values)
+        _warn_negative_code(values, levels)
     if levels.size < 2:
         raise ValueError(
             f"X has a single rating level ({levels[0]:g}); an ordinal model needs at "
@@ -283,6 +298,27 @@ def infer_levels(R, n_levels):
             UserWarning,
         )
     return levels
+
+
+def _warn_negative_code(values, levels):
+    """Warn of one negative value below a scale of whole numbers from 1, with no 0 between:
+    a code for 'seen, not rated' (the Anime dataset's -1), which as a level would be the
+    worst rating."""
+    negative = levels[levels < 0]
+    rest = levels[levels >= 0]
+    if negative.size != 1 or rest.size < 2 or rest.min() < 1:
+        return
+    if not np.all(rest == np.round(rest)):
+        return
+    code = float(negative[0])
+    count = int(np.sum(values == code))
+    warn(
+        f"X has {count} rating(s) of {code:g}, below the levels {rest.min():g} to "
+        f"{rest.max():g} with no level between: a code for 'not rated'? As a level it is "
+        f"the worst rating. If it means no rating, pass np.where(X == {code:g}, np.nan, X) "
+        "(or leave those pairs out of a sparse matrix).",
+        UserWarning,
+    )
 
 
 def _check_strays(R):

@@ -38,6 +38,7 @@ from ._counts import (
     _HPFREC_FIT_ARGUMENTS,
     COUNTS_ADVICE,
     HPFREC_METHODS,
+    MASKED_COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
     PEER_RUN_PARAMETERS,
     CountModelMixin,
@@ -395,6 +396,7 @@ class HierarchicalPMF(
 
     _negative_input_advice = COUNTS_ADVICE
     _missing_value_advice = MISSING_COUNTS_ADVICE
+    _masked_advice = MASKED_COUNTS_ADVICE
     _reconstruction_beta = 1
 
     _parameter_constraints: dict = {

@@ -42,6 +42,7 @@ from ._counts import (
     _HPFREC_FIT_ARGUMENTS,
     COUNTS_ADVICE,
     HPFREC_METHODS,
+    MASKED_COUNTS_ADVICE,
     MISSING_COUNTS_ADVICE,
     PEER_RUN_PARAMETERS,
     CountModelMixin,
@@ -656,6 +657,7 @@ class WeightedBackgroundPMF(
 
     _negative_input_advice = COUNTS_ADVICE
     _missing_value_advice = MISSING_COUNTS_ADVICE
+    _masked_advice = MASKED_COUNTS_ADVICE
     _reconstruction_beta = 1
 
     _parameter_constraints: dict = {

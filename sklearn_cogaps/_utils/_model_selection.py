@@ -21,7 +21,7 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
 
     Parameters
     ----------
-    cv_results : dict
+    cv_results : dict or pandas.DataFrame
         The search's ``cv_results_`` (what scikit-learn passes to a ``refit`` callable).
     param : str, default="n_components"
         The parameter whose smallest value is the simplest model (a name of the parameter
@@ -48,6 +48,14 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     >>> search.best_params_
     {'n_components': 3}
     """
+    if hasattr(cv_results, "columns"):
+        # pd.DataFrame(search.cv_results_), as results are read: its columns are the keys
+        cv_results = {column: cv_results[column].to_numpy() for column in cv_results.columns}
+    elif not hasattr(cv_results, "keys"):
+        raise TypeError(
+            "cv_results must be a search's cv_results_ (a dict of arrays, or a DataFrame of "
+            f"it); got {type(cv_results).__name__}. Pass search.cv_results_."
+        )
     suffix = "test_score" if metric is None else f"test_{metric}"
     key = f"mean_{suffix}"
     if key not in cv_results:

@@ -252,6 +252,22 @@ def triplets_to_matrix(
             "them without this warning.",
             UserWarning,
         )
+    n_zeros = int(np.sum(X.data == 0))
+    rated = X.data[X.data != 0]
+    if (
+        n_zeros
+        and rated.size
+        and np.all(rated == np.round(rated))
+        and (np.unique(rated).size >= 3 and rated.min() >= 1 and rated.max() <= 10)
+    ):
+        # a 0 is no interaction, but beside whole numbers up to 10 it may be a rating
+        warn(
+            f"{n_zeros} (user, item) pair(s) have a value of 0, which is not stored (no "
+            f"interaction), beside whole numbers from {rated.min():g} to {rated.max():g} "
+            "like star ratings. If 0 is a level of the scale (0 to 10 stars), shift the "
+            "ratings to 1..L first: triplets_to_matrix(users, items, values + 1).",
+            UserWarning,
+        )
     X.eliminate_zeros()
     return X, user_labels, item_labels
 

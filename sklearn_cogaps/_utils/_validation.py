@@ -210,8 +210,10 @@ def check_numeric_columns(X, input_name="X"):
     dtypes = getattr(X, "dtypes", None)
     if dtypes is None or not hasattr(X, "columns") or not hasattr(dtypes, "items"):
         return
+    # datetimes and durations convert to numbers, but are annotations, not features
     other = [column for column, dtype in dtypes.items()
-             if getattr(dtype, "kind", "O") not in "biuf" and not _numbers(X[column])]  # fmt: skip
+             if getattr(dtype, "kind", "O") in "mM"
+             or getattr(dtype, "kind", "O") not in "biuf" and not _numbers(X[column])]  # fmt: skip
     if other:
         shown = other[:5]
         raise ValueError(
@@ -242,17 +244,21 @@ _ITEM_COLUMNS = {
 }  # fmt: skip
 
 
-def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
+def check_not_triplets(
+    estimator, X, value="Count", source="hpfrec's HPF.fit", who=None, does="factorises"
+):
     """Refuse a long table of (user, item, value) triplets, the input of hpfrec's ``HPF.fit``
     (counts) or of rating libraries (ratings).
 
     Fitted as it is, it would be read as a matrix of three features (user number, item
-    number, value), with no error. ``value`` names the value column in the advice and
-    ``source`` the tool whose input such a table is.
+    number, value), with no error. ``value`` names the value column in the advice,
+    ``source`` the tool whose input such a table is, ``who`` what reads the matrix (the
+    estimator's class name by default) and ``does`` what it does with it.
     """
+    who = type(estimator).__name__ if who is None else who
     columns = getattr(X, "columns", None)
     if columns is None:
-        _warn_if_triplet_array(estimator, X, value)
+        _warn_if_triplet_array(who, X, value, does)
         return
     key = {c: "".join(str(c).lower().replace("-", " ").replace("_", " ").split()) for c in columns}
     user = next((c for c in columns if key[c] in _USER_COLUMNS), None)
@@ -265,7 +271,7 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
                 values = X.to_numpy(dtype=np.float64)
             except (TypeError, ValueError):
                 return
-            _warn_if_triplet_array(estimator, values, value)
+            _warn_if_triplet_array(who, values, value, does)
         return
     rest = [c for c in columns if c not in (user, item)]
     values = next((c for c in rest if key[c] not in ("timestamp", "time", "date")), None)
@@ -275,7 +281,7 @@ def check_not_triplets(estimator, X, value="Count", source="hpfrec's HPF.fit"):
         table, last = "(user, item) pairs", _pair_values(value)
     raise ValueError(
         f"X looks like a table of {table} (columns {list(columns)}), as {source} takes; "
-        f"{type(estimator).__name__} factorises the matrix itself, users x items, and "
+        f"{who} {does} the matrix itself, users x items, and "
         f"would read the table as {len(columns)} features. Build the matrix with its "
         "labels: X, user_labels, item_labels = "
         f"sklearn_cogaps.triplets_to_matrix(df[{user!r}], df[{item!r}]{last})."
@@ -288,7 +294,7 @@ def _pair_values(value):
     return "" if value == "Count" else ", ratings"
 
 
-def _warn_if_triplet_array(estimator, X, value):
+def _warn_if_triplet_array(who, X, value, does="factorises"):
     """Warn when an array of three columns looks like (user, item, value) triplets, which
     hpfrec's ``HPF.fit`` also takes as a numpy array: ids in the first two columns (whole
     numbers, each repeated) whose pairs are nearly all distinct, as a matrix's rows of
@@ -319,7 +325,7 @@ def _warn_if_triplet_array(estimator, X, value):
         warn(
             f"X has {shape[1]} columns and {n} rows whose first two look like (user, item) "
             f"ids, each repeated and nearly every pair distinct: a table of {table}? "
-            f"{type(estimator).__name__} factorises the users x items matrix itself and "
+            f"{who} {does} the users x items matrix itself and "
             f"reads X as {shape[1]} features. Build it with its labels: X, user_labels, "
             f"item_labels = sklearn_cogaps.triplets_to_matrix(X[:, 0], X[:, 1]{last}).",
             UserWarning,

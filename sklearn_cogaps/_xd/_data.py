@@ -48,7 +48,8 @@ def noise_advice(method):
 # What a masked array of points should be instead: ExtremeDeconvolution reads NaN as a
 # coordinate not measured.
 MASKED_ADVICE = (
-    "ExtremeDeconvolution reads NaN as a coordinate not measured: pass X.filled(np.nan)."
+    "ExtremeDeconvolution reads NaN as a coordinate not measured: pass "
+    "X.astype(float).filled(np.nan)."
 )
 
 
