@@ -511,20 +511,31 @@ def main(argv=None):
         return _main(args, parser, make_model, interrupted)
 
 
+def _partial_names(path):
+    """The names around an output ``path`` (a .npz, an .h5ad, or the prefix of .csv
+    tables): ``(its status file, the partial output's name, the partial output as shown,
+    the partial output's status file)``."""
+    path = Path(path)
+    prefix = str(path)[: -len(path.suffix)]
+    beside = f"{prefix}.partial{path.suffix}"
+    if path.suffix.lower() in (".csv", ".tsv"):
+        return (Path(f"{prefix}_status{path.suffix}"), beside,
+                f"'{prefix}.partial_*{path.suffix}'",
+                Path(f"{prefix}.partial_status{path.suffix}"))  # fmt: skip
+    return path, beside, f"'{beside}'", Path(beside)
+
+
 def _partial_output(path):
     """Where the partial results of an interrupted run go: the output asked for, or beside
     it (``OUT.partial.npz``) when that output already holds results, which a later run's
     Ctrl-C must not replace."""
     if path is None:
         return None
-    path = Path(path)
-    prefix = str(path)[: -len(path.suffix)]
-    tables = path.suffix.lower() in (".csv", ".tsv")
-    if not (Path(f"{prefix}_status{path.suffix}") if tables else path).exists():
+    status, beside, shown, _ = _partial_names(path)
+    if not status.exists():
         return str(path)
-    beside = f"{prefix}.partial{path.suffix}"
-    held = f"'{prefix}_*{path.suffix}' hold" if tables else f"'{path}' holds"
-    shown = f"'{prefix}.partial_*{path.suffix}'" if tables else f"'{beside}'"
+    held = f"'{path}' holds" if status == Path(path) else (
+        f"'{str(path)[: -len(Path(path).suffix)]}_*{Path(path).suffix}' hold")  # fmt: skip
     print(
         f"warning: {held} earlier results, kept; the partial results are written to {shown}",
         file=sys.stderr,
@@ -537,14 +548,8 @@ def _warn_stale_partial(path):
     earlier interrupted run's: their name would pass them for this run's."""
     if path is None:
         return
-    path = Path(path)
-    prefix = str(path)[: -len(path.suffix)]
-    tables = path.suffix.lower() in (".csv", ".tsv")
-    beside = Path(
-        f"{prefix}.partial_status{path.suffix}" if tables else f"{prefix}.partial{path.suffix}"
-    )
-    if beside.exists():
-        shown = f"'{prefix}.partial_*{path.suffix}'" if tables else f"'{beside}'"
+    _, _, shown, partial_status = _partial_names(path)
+    if partial_status.exists():
         print(
             f"warning: {shown} beside '{path}' holds the partial results of an earlier "
             "interrupted run, not this run's; remove it if this run replaces it",

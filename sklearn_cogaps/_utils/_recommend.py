@@ -59,14 +59,19 @@ def _labels(values, name):
     return labels
 
 
-def _ratings_summed(values, repeated):
-    """Whether summing repeated pairs turned what look like star ratings (whole numbers
-    from 1 to 10, at least three of them) into a longer scale."""
-    if not repeated or values.size == 0:
+def _like_stars(values):
+    """Whether values look like star ratings: whole numbers from 1 to 10, at least three
+    distinct ones."""
+    if values.size == 0 or not np.all(values == np.round(values)):
         return False
-    whole = np.all(values == np.round(values))
     levels = np.unique(values)
-    return bool(whole and levels.size >= 3 and levels[0] >= 1 and levels[-1] <= 10)
+    return bool(levels.size >= 3 and levels[0] >= 1 and levels[-1] <= 10)
+
+
+def _ratings_summed(values, repeated):
+    """Whether summing repeated pairs turned what look like star ratings into a longer
+    scale."""
+    return repeated and _like_stars(values)
 
 
 def label_indices(labels, ids, *, name="ids"):
@@ -254,12 +259,7 @@ def triplets_to_matrix(
         )
     n_zeros = int(np.sum(X.data == 0))
     rated = X.data[X.data != 0]
-    if (
-        n_zeros
-        and rated.size
-        and np.all(rated == np.round(rated))
-        and (np.unique(rated).size >= 3 and rated.min() >= 1 and rated.max() <= 10)
-    ):
+    if n_zeros and _like_stars(rated):
         # a 0 is no interaction, but beside whole numbers up to 10 it may be a rating
         warn(
             f"{n_zeros} (user, item) pair(s) have a value of 0, which is not stored (no "

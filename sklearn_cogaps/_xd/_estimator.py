@@ -596,7 +596,8 @@ class ExtremeDeconvolution(
             run = self._best_run(problem, rng, self.n_init)
         self._end_run(run)
         self._set_params(run.state.params, data.dtype)
-        self._warn_if_reg_covar_dominates(run.state.params, problem.fixed[2])
+        self._warn_if_reg_covar_dominates(run.state.params, problem.fixed[2],
+                                          approached=problem.solver == "sgd")  # fmt: skip
         self._fit_weight = (
             data.total if isinstance(data, ObservationBlocks)
             else float(np.sum(data.sample_weight, dtype=np.float64))
@@ -607,28 +608,25 @@ class ExtremeDeconvolution(
         self.objective_history_ = np.asarray(run.history, dtype=np.float64)
         return self
 
-    def _warn_if_reg_covar_dominates(self, params, fixed_covs):
+    def _warn_if_reg_covar_dominates(self, params, fixed_covs, approached=False):
         """Data on a scale far below 1 (1e-8 degrees, 1e-5 magnitudes) got covariances that
         were mostly ``reg_covar``, the absolute floor of GaussianMixture's convention, in
         silence: without noise, warn when it is at least a tenth of the fitted mixture's
         largest variance (a constant coordinate beside others, what the floor is for, does
-        not warn); with noise, when a component's covariance is at the floor."""
+        not warn); with noise, when a component's covariance is at the floor (within a
+        tenth of it when ``approached``: Adam's ``L L^T + reg_covar I`` only nears it)."""
         if self.reg_covar <= 0:
             return
         weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
         if self._fitted_with_noise:
-            # with noise reg_covar is a floor on the eigenvalues: it shapes the fit only
-            # where a deconvolved variance would be below it
-            # (a covariance held fixed is the user's, not the fit's). A covariance rebuilt
-            # from its clipped eigenvalues carries round-off of eps times its largest, and
-            # Adam's L L^T + reg_covar I only nears the floor: within a tenth of it counts
-            adam = self._parameter("solver") == "sgd"
+            # a covariance rebuilt from clipped eigenvalues is off the floor by eps times
+            # its largest; one held fixed is the user's, not the fit's
             evals = np.linalg.eigvalsh(covs)
-            near = self.reg_covar * (1.1 if adam else 1 + 1e-9)
+            near = self.reg_covar * (1.1 if approached else 1 + 1e-9)
             near = near + 100 * np.finfo(np.float64).eps * evals[:, -1]
             low = (evals[:, 0] <= near) & ~np.asarray(fixed_covs, dtype=bool)
             if low.any():
-                at = "near (Adam nears it)" if adam else "at"
+                at = "near (Adam nears it)" if approached else "at"
                 warn(
                     f"The covariances of components {np.flatnonzero(low).tolist()} are {at} "
                     f"the floor reg_covar={self.reg_covar:g} in some "
