@@ -696,28 +696,41 @@ def test_inputs_of_the_helpers_that_gave_answers_or_internal_errors():
     with pytest.raises(ValueError, match=r"triplets .*holdout_ratings splits the matrix"):
         holdout_ratings(table)
     R = np.ma.masked_equal(rng.integers(0, 6, (20, 15)), 0)
-    with pytest.raises(ValueError, match=r"masked entries.*X\.astype\(float\)\.filled"):
+    with pytest.raises(ValueError, match=r"holdout_ratings would read.*X\.astype\(float\)"
+                       r"\.filled"):  # fmt: skip
         holdout_ratings(R)
+    # the advice names the input that is masked
+    with pytest.raises(ValueError, match=r"y is a masked array.*pass y\.astype\(float\)"):
+        MaxMarginMF(2, max_iter=3, burn_in=1).fit(R.astype(float).filled(np.nan), y=R)
     holdout_ratings(R.astype(float).filled(np.nan))  # the advice runs
     for shape in ((5,), (2, 3, 4)):
         with pytest.raises(ValueError, match="2-d.*triplets_to_matrix"):
             holdout_ratings(np.ones(shape))
     # a 0 beside star ratings may be a level; a -1 below 1..10 a code for "not rated"
     with pytest.warns(UserWarning, match=r"3 \(user, item\) pair\(s\) have a value of 0.*"
-                      r"values \+ 1"):  # fmt: skip
+                      r"np\.asarray\(values\) \+ 1"):  # fmt: skip
         X, _, _ = triplets_to_matrix([0, 0, 0, 1, 1, 1, 2, 2, 2], list("abc") * 3,
                                      [0, 5, 3, 0, 4, 5, 1, 0, 2])  # fmt: skip
     assert X.nnz == 6
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         triplets_to_matrix([0, 0, 1], ["a", "b", "a"], [0, 7.5, 120])  # counts: no warning
+        # counts declared as such
+        triplets_to_matrix([0, 0, 1, 1], list("abab"), [0, 1, 2, 3], aggregate="sum")
     coded = rng.integers(1, 11, (30, 12)).astype(float)
     coded[rng.random(coded.shape) < 0.1] = -1
     with pytest.warns(UserWarning, match=r"rating\(s\) of -1, below the levels 1 to 10.*"
                       r"np\.where\(X == -1, np\.nan, X\)"):  # fmt: skip
         MaxMarginMF(2, max_iter=3, burn_in=1, random_state=0).fit(coded)
     # msigdbr's long table of gene sets
-    long = pd.DataFrame({"gs_name": ["A", "A", "B"], "gene_symbol": ["g0", "g1", "g2"]})
+    long = pd.DataFrame(
+        {
+            "gs_cat": "H",
+            "gs_subcat": "",
+            "gs_name": ["A", "A", "B"],
+            "gene_symbol": ["g0", "g1", "g2"],
+        }
+    )  # msigdbr's order of columns
     H = rng.gamma(1.0, 1.0, (2, 5))
     with pytest.raises(TypeError, match=r"df\.groupby\('gs_name'\)\['gene_symbol'\]"):
         gene_set_statistic(H, H, long, feature_names=[f"g{j}" for j in range(5)])
@@ -732,6 +745,11 @@ def test_inputs_of_the_helpers_that_gave_answers_or_internal_errors():
                "std_test_score": np.array([0.1, 0.1, 0.1]),
                "split0_test_score": np.zeros(3), "split1_test_score": np.zeros(3)}  # fmt: skip
     assert one_standard_error(pd.DataFrame(results)) == one_standard_error(results) == 1
+    # a candidate without the parameter is NaN in a DataFrame, masked in the dict: refused
+    unset = dict(results, param_n_components=np.ma.masked_array([1, 2, 3], [True, False, False]))
+    for given in (unset, pd.DataFrame(unset)):
+        with pytest.raises(ValueError, match="which not every candidate sets"):
+            one_standard_error(given)
     with pytest.raises(TypeError, match=r"Pass search\.cv_results_"):
         one_standard_error([1, 2])
     with pytest.raises(TypeError, match=r"amplitudes is a sparse matrix; pass "

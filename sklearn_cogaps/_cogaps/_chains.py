@@ -628,6 +628,13 @@ def unstopped_message(model, agreed, precise):
             if least < 1.0 / model.tol**2:
                 failed.append(f"the smallest bulk ESS is {least:.0f}, against the "
                               f"{1.0 / model.tol**2:.0f} that tol={model.tol} asks")  # fmt: skip
+            # and what the stopping test asks of the chi-square beyond tol, as the warning
+            agreed = MIN_ESS_PER_CHAIN * model.n_chains
+            for kind in ("ess_bulk_", "ess_tail_"):
+                ess = float(getattr(model, kind)["chisq"])
+                if ess < agreed:
+                    failed.append(f"the {kind[4:-1]} ESS of the chi-square is {ess:.0f}, "
+                                  f"against {agreed} ({MIN_ESS_PER_CHAIN} per chain)")  # fmt: skip
             problems.append(f"after {model.max_iter} sampling iterations " + "; ".join(failed))
     return (
         f"The {model.n_chains} chains ran into max_iter: {'; '.join(problems)}. Raise "

@@ -267,7 +267,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         ),
     }
     _masked_advice = (
-        "MaxMarginMF reads NaN as a missing rating: pass X.astype(float).filled(np.nan)."
+        "MaxMarginMF reads NaN as a missing rating: pass {X}.astype(float).filled(np.nan)."
     )
     _peer_methods = {
         "predict": (

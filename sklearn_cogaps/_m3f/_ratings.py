@@ -164,7 +164,7 @@ def holdout_ratings(X, n_per_user=1, *, min_ratings=None, random_state=None):
     check_not_triplets(None, X, value="Rating", source="a rating library's loader",
                        who="holdout_ratings", does="splits")  # fmt: skip
     check_not_masked(X, "X", advice="NaN is a missing rating: pass "
-                     "X.astype(float).filled(np.nan).")  # fmt: skip
+                     "X.astype(float).filled(np.nan).", who="holdout_ratings")  # fmt: skip
     if not sparse.issparse(X) and np.ndim(X) != 2:
         raise ValueError(
             f"X must be the users x items matrix of ratings (2-d); got shape {np.shape(X)}. "

@@ -53,12 +53,14 @@ COUNTS_ADVICE = (
     "log-transforming them."
 )
 
-#: What a count model's error on NaN says (``_missing_value_advice``).
+#: What a count model's error on a masked array says (``_masked_advice``; ``{X}`` is the
+#: input's name).
 MASKED_COUNTS_ADVICE = (
     "A Poisson factorisation has no missing counts: fill the masked entries with 0 where "
-    "they stand for no count, X.filled(0), or drop the rows or columns that have them."
+    "they stand for no count, {X}.filled(0), or drop the rows or columns that have them."
 )
 
+#: What a count model's error on NaN says (``_missing_value_advice``).
 MISSING_COUNTS_ADVICE = (
     "A Poisson factorisation has no missing counts: every entry is a count, and a sparse "
     "matrix leaves out zeros, not unknowns. Replace NaN by 0 where it stands for no count "

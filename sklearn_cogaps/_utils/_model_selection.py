@@ -22,7 +22,8 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     Parameters
     ----------
     cv_results : dict or pandas.DataFrame
-        The search's ``cv_results_`` (what scikit-learn passes to a ``refit`` callable).
+        The search's ``cv_results_`` (what scikit-learn passes to a ``refit`` callable), or
+        ``pandas.DataFrame(search.cv_results_)``.
     param : str, default="n_components"
         The parameter whose smallest value is the simplest model (a name of the parameter
         grid, such as ``"n_components"`` or ``"model__n_components"`` in a pipeline).
@@ -33,7 +34,8 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     Returns
     -------
     index : int
-        The index of the chosen candidate in ``cv_results``.
+        The index of the chosen candidate in ``cv_results``: for a DataFrame, the position
+        of its row (``df.iloc[index]``, whatever the index labels).
 
     Examples
     --------
@@ -49,8 +51,14 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     {'n_components': 3}
     """
     if hasattr(cv_results, "columns"):
-        # pd.DataFrame(search.cv_results_), as results are read: its columns are the keys
-        cv_results = {column: cv_results[column].to_numpy() for column in cv_results.columns}
+        # pd.DataFrame(search.cv_results_), as results are read: its columns are the keys,
+        # and a parameter a candidate does not set is NaN there (masked in the dict)
+        cv_results = {
+            column: (np.ma.masked_array(values, mask=cv_results[column].isna().to_numpy())
+                     if column.startswith("param_") else values)
+            for column in cv_results.columns
+            for values in [cv_results[column].to_numpy()]
+        }  # fmt: skip
     elif not hasattr(cv_results, "keys"):
         raise TypeError(
             "cv_results must be a search's cv_results_ (a dict of arrays, or a DataFrame of "

@@ -259,13 +259,14 @@ def triplets_to_matrix(
         )
     n_zeros = int(np.sum(X.data == 0))
     rated = X.data[X.data != 0]
-    if n_zeros and _like_stars(rated):
+    if n_zeros and aggregate != "sum" and _like_stars(rated):
         # a 0 is no interaction, but beside whole numbers up to 10 it may be a rating
         warn(
             f"{n_zeros} (user, item) pair(s) have a value of 0, which is not stored (no "
             f"interaction), beside whole numbers from {rated.min():g} to {rated.max():g} "
             "like star ratings. If 0 is a level of the scale (0 to 10 stars), shift the "
-            "ratings to 1..L first: triplets_to_matrix(users, items, values + 1).",
+            "ratings to 1..L first: triplets_to_matrix(users, items, np.asarray(values) + 1); "
+            "for counts pass aggregate='sum', which drops them without this warning.",
             UserWarning,
         )
     X.eliminate_zeros()

@@ -180,7 +180,7 @@ def as_float_array(value):
     return np.asarray(value, dtype=np.float64)
 
 
-def check_not_masked(X, input_name="X", estimator=None, first_row=None, advice=None):
+def check_not_masked(X, input_name="X", estimator=None, first_row=None, advice=None, who=None):
     """Refuse a numpy masked array with masked entries: numpy's conversions read the values
     under the mask, so a fit would use what the mask hides, without a word. The advice
     follows the estimator's reading of missing entries (``_masked_advice``, else its
@@ -191,12 +191,13 @@ def check_not_masked(X, input_name="X", estimator=None, first_row=None, advice=N
     if not mask.any():
         return
     place = "" if first_row is None else f" (in the block from row {first_row})"
-    name = type(estimator).__name__ if estimator is not None else "the model"
+    name = who or (type(estimator).__name__ if estimator is not None else "the model")
     advice = advice or getattr(estimator, "_masked_advice", None) or getattr(
         estimator, "_missing_value_advice", None
     ) or (f"Fill them first, {input_name}.filled(value), or pass {input_name}.data to use "
           "the values under the mask.")  # fmt: skip
     count = int(mask.sum())
+    advice = advice.replace("{X}", input_name)  # the estimators' advice names the input
     raise ValueError(
         f"{input_name} is a masked array with {count} masked "
         f"{'entry' if count == 1 else 'entries'}{place}; "

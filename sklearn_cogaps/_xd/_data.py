@@ -49,7 +49,7 @@ def noise_advice(method):
 # coordinate not measured.
 MASKED_ADVICE = (
     "ExtremeDeconvolution reads NaN as a coordinate not measured: pass "
-    "X.astype(float).filled(np.nan)."
+    "{X}.astype(float).filled(np.nan)."
 )
 
 
