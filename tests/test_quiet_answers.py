@@ -750,6 +750,9 @@ def test_inputs_of_the_helpers_that_gave_answers_or_internal_errors():
     for given in (unset, pd.DataFrame(unset)):
         with pytest.raises(ValueError, match="which not every candidate sets"):
             one_standard_error(given)
+    # a parameter set to None is set (None stays None in the DataFrame, NaN is unset)
+    none = dict(results, param_n_components=np.ma.masked_array([None, 1, 2], [False] * 3))
+    assert one_standard_error(pd.DataFrame(none)) == one_standard_error(none)
     with pytest.raises(TypeError, match=r"Pass search\.cv_results_"):
         one_standard_error([1, 2])
     with pytest.raises(TypeError, match=r"amplitudes is a sparse matrix; pass "

@@ -531,11 +531,12 @@ def _partial_output(path):
     Ctrl-C must not replace."""
     if path is None:
         return None
+    path = Path(path)
     status, beside, shown, _ = _partial_names(path)
     if not status.exists():
         return str(path)
-    held = f"'{path}' holds" if status == Path(path) else (
-        f"'{str(path)[: -len(Path(path).suffix)]}_*{Path(path).suffix}' hold")  # fmt: skip
+    held = f"'{path}' holds" if status == path else (
+        f"'{str(path)[: -len(path.suffix)]}_*{path.suffix}' hold")  # fmt: skip
     print(
         f"warning: {held} earlier results, kept; the partial results are written to {shown}",
         file=sys.stderr,
@@ -548,6 +549,7 @@ def _warn_stale_partial(path):
     earlier interrupted run's: their name would pass them for this run's."""
     if path is None:
         return
+    path = Path(path)
     _, _, shown, partial_status = _partial_names(path)
     if partial_status.exists():
         print(

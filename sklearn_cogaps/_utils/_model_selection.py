@@ -53,8 +53,10 @@ def one_standard_error(cv_results, *, param="n_components", metric=None):
     if hasattr(cv_results, "columns"):
         # pd.DataFrame(search.cv_results_), as results are read: its columns are the keys,
         # and a parameter a candidate does not set is NaN there (masked in the dict)
+        # (a parameter set to None stays None there: only float NaN is unset)
         cv_results = {
-            column: (np.ma.masked_array(values, mask=cv_results[column].isna().to_numpy())
+            column: (np.ma.masked_array(values, mask=[isinstance(v, float) and v != v
+                                                      for v in values])
                      if column.startswith("param_") else values)
             for column in cv_results.columns
             for values in [cv_results[column].to_numpy()]

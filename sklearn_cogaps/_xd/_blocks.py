@@ -257,7 +257,10 @@ class ObservationBlocks:
         if sparse.issparse(arrays["X"]) or hasattr(arrays["X"], "to_scipy_sparse"):
             raise TypeError(_SPARSE)
         for name, value in arrays.items():  # np.asarray would drop a mask
-            check_not_masked(value, name, first_row=a, advice=MASKED_ADVICE)
+            # NaN marks a coordinate not measured in X only; the side inputs get the
+            # generic advice, as in memory
+            check_not_masked(value, name, first_row=a,
+                             advice=MASKED_ADVICE if name == "X" else None)  # fmt: skip
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
         chunk = self.blocks.chunk_index[index] if self.blocks.kind == "dask" else None
         _check_rows(arrays, a, b, self.p, chunk if chunk is not None else index,
