@@ -564,15 +564,23 @@ def _rhat_problems(model):
     return problems
 
 
+def _chisq_ess_shortfalls(model):
+    """The chi-square's effective sample sizes below ``MIN_ESS_PER_CHAIN`` per chain, what
+    the ``ConvergenceWarning`` and the stopping test with ``tol`` ask: ``(kind, ess)`` with
+    kind ``"bulk"`` or ``"tail"``."""
+    needed = MIN_ESS_PER_CHAIN * model.n_chains
+    return [(kind[4:-1], float(getattr(model, kind)["chisq"]))
+            for kind in ("ess_bulk_", "ess_tail_")
+            if getattr(model, kind)["chisq"] < needed]  # fmt: skip
+
+
 def unconverged_chains_message(model):
     """Why the chains do not agree yet (R-hat above 1.01, or too few effective draws of the
     chi-square), or None."""
     n_chains = model.n_chains
     problems = _rhat_problems(model)
-    for kind in ("ess_bulk_", "ess_tail_"):
-        ess = getattr(model, kind)["chisq"]
-        if ess < MIN_ESS_PER_CHAIN * n_chains:
-            problems.append(f"the {kind[4:-1]} ESS of the chi-square is {ess:.0f}")
+    for kind, ess in _chisq_ess_shortfalls(model):
+        problems.append(f"the {kind} ESS of the chi-square is {ess:.0f}")
     if not problems:
         return None
     return (
@@ -630,11 +638,9 @@ def unstopped_message(model, agreed, precise):
                               f"{1.0 / model.tol**2:.0f} that tol={model.tol} asks")  # fmt: skip
             # and what the stopping test asks of the chi-square beyond tol, as the warning
             agreed = MIN_ESS_PER_CHAIN * model.n_chains
-            for kind in ("ess_bulk_", "ess_tail_"):
-                ess = float(getattr(model, kind)["chisq"])
-                if ess < agreed:
-                    failed.append(f"the {kind[4:-1]} ESS of the chi-square is {ess:.0f}, "
-                                  f"against {agreed} ({MIN_ESS_PER_CHAIN} per chain)")  # fmt: skip
+            for kind, ess in _chisq_ess_shortfalls(model):
+                failed.append(f"the {kind} ESS of the chi-square is {ess:.0f}, against "
+                              f"{agreed} ({MIN_ESS_PER_CHAIN} per chain)")  # fmt: skip
             problems.append(f"after {model.max_iter} sampling iterations " + "; ".join(failed))
     return (
         f"The {model.n_chains} chains ran into max_iter: {'; '.join(problems)}. Raise "

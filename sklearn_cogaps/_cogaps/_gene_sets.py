@@ -35,8 +35,8 @@ def _feature_index(gene_sets, n_features, feature_names):
         # msigdbr's long table (gs_name, gene_symbol): its items() are its columns, each
         # of which would be read as a set
         columns = list(gene_sets.columns)
-        name, member = ("gs_name", "gene_symbol") if {"gs_name", "gene_symbol"} <= set(
-            columns) else tuple((columns + ["gs_name", "gene_symbol"])[:2])  # fmt: skip
+        usual = ["gs_name", "gene_symbol"]
+        name, member = usual if set(usual) <= set(columns) else (columns + usual)[:2]
         raise TypeError(
             f"gene_sets is a table (columns {columns[:5]}); pass a dict of set name -> "
             f"members, for a long table of one row per member: "
