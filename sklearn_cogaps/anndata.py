@@ -14,7 +14,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
 
-from ._utils._anndata import load_matrix
+from ._utils._anndata import load_matrix, missing_x_message
 from ._utils._validation import label_mismatch
 
 __all__ = ["fit_anndata", "read_anndata_matrix", "anndata_results"]
@@ -348,6 +348,9 @@ def fit_anndata(
     40
     """
     _check_anndata(adata)
+    if not isinstance(refit, (bool, np.bool_)):
+        # a string such as "no" would count as True, and fit
+        raise TypeError(f"refit must be True or False; got {refit!r}.")
     if isinstance(estimator, type):
         raise TypeError(
             f"estimator must be an estimator object, not the class {estimator.__name__}: "
@@ -382,6 +385,8 @@ def fit_anndata(
             "does not. Fit it on the matrix, estimator.fit(adata.X), and store its results "
             "in adata.obsm yourself."
         )
+    if refit and layer is None and adata.X is None:
+        raise ValueError(missing_x_message(adata, "fit_anndata(adata, model, layer={layer!r})"))
     key = type(estimator).__name__.lower() if key_added is None else str(key_added)
     _refuse_scanpy_options(estimator, fit_params, key)
     if not refit and fit_params:

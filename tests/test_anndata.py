@@ -435,3 +435,24 @@ def test_a_view_of_a_backed_anndata_is_refused_before_the_fit(expression, tmp_pa
     assert not hasattr(model, "components_")  # refused before the fit
     fit_anndata(backed[:10].to_memory(), model)
     backed.file.close()
+
+
+def test_an_anndata_without_x_and_a_refit_that_is_not_a_bool(expression):
+    # a layer-only AnnData (X=None) is told which layer to fit, by the call it was made to
+    adata = _adata(expression)
+    adata.layers["counts"] = expression
+    adata.X = None
+    model = CoGAPS(n_components=2, max_iter=5, random_state=0)
+    with pytest.raises(ValueError, match=r"fit_anndata\(adata, model, layer='counts'\)"):
+        fit_anndata(adata, model)
+    with pytest.raises(ValueError, match=r"instead: adata.layers\['counts'\]"):
+        model.fit(adata)
+    fit_anndata(adata, model, layer="counts")  # the advice, as written
+    # with no layer either, there is no layer to name
+    empty = _adata(expression)
+    empty.X = None
+    with pytest.raises(ValueError, match=r"no .X and no layers.*adata.X = counts"):
+        fit_anndata(empty, CoGAPS(n_components=2, max_iter=5))
+    # refit="no" was truthy, and fitted
+    with pytest.raises(TypeError, match="refit must be True or False; got 'no'"):
+        fit_anndata(_adata(expression), CoGAPS(n_components=2, max_iter=5), refit="no")

@@ -545,6 +545,27 @@ def test_complex_data_and_a_masked_point_to_condition_on_say_what_to_pass():
         CoGAPS(2, n_jobs=0).fit(_counts((10, 4)))
 
 
+def test_complex_side_inputs_are_refused_as_a_complex_x_is():
+    # numpy cast them with a ComplexWarning only, dropping the imaginary parts
+    from sklearn_cogaps import ExtremeDeconvolution, holdout_ratings, triplets_to_matrix
+
+    pd = pytest.importorskip("pandas")
+    X = _counts((10, 4)) + 1.0
+    for uncertainty in (0.1 * X + 0j, pd.DataFrame(0.1 * X + 0j)):
+        with pytest.raises(ValueError, match=r"uncertainty is complex.*np.real\(uncertainty\)"):
+            CoGAPS(2, max_iter=3).fit(X, uncertainty=uncertainty)
+    with pytest.raises(ValueError, match=r"values is complex.*np.abs\(values\)"):
+        triplets_to_matrix([0, 1], [0, 1], [1 + 1j, 2])
+    with pytest.raises(ValueError, match="X is complex"):
+        holdout_ratings(np.array([[1, 2], [3, 4]]) + 0j)
+    Y = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="X_cov is complex"):
+        ExtremeDeconvolution(1, max_iter=3).fit(Y, X_cov=np.full((20, 2), 0.1 + 0j))
+    # a nullable pandas column is still read, its NA as NaN
+    matrix, _, _ = triplets_to_matrix([0, 1], [0, 1], pd.Series([1, 2], dtype="Int64"))
+    assert matrix.toarray().tolist() == [[1.0, 0.0], [0.0, 2.0]]
+
+
 def test_a_transposed_fixed_matrix_is_told_so():
     X = _counts((20, 8)) + 1.0
     H = np.random.default_rng(0).gamma(2.0, 1.0, (2, 8))

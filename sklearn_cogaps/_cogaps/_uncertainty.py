@@ -162,7 +162,7 @@ def uncertainty_array(uncertainty, shape):
     )
     if sparse.issparse(uncertainty):
         uncertainty = uncertainty.toarray()
-    u = as_float_array(uncertainty)
+    u = as_float_array(uncertainty, "uncertainty")
     if u.shape != tuple(shape):
         raise ValueError(
             f"'uncertainty' must have the shape of X {tuple(shape)}; got {u.shape}. Pass one "

@@ -8,7 +8,12 @@ import numpy as np
 from scipy import sparse
 
 from .._utils._seeding import check_seed, fingerprint, keyed_digest_seeds, stream_seeds
-from .._utils._validation import check_not_masked, check_not_triplets, check_numeric_columns
+from .._utils._validation import (
+    as_float_array,
+    check_not_masked,
+    check_not_triplets,
+    check_numeric_columns,
+)
 from .._utils._warnings import warn
 
 __all__ = ["check_levels", "holdout_ratings", "infer_levels"]
@@ -80,7 +85,7 @@ def _as_ratings_csr(X, name="X"):
     if hasattr(X, "to_numpy") and not hasattr(X, "toarray"):
         # a DataFrame of nullable ratings (Int64, Float64): pd.NA is a missing rating
         X = X.to_numpy(dtype=np.float64, na_value=np.nan)
-    X = np.asarray(X, dtype=np.float64)
+    X = as_float_array(X, "X")
     observed = ~np.isnan(X)
     n_zeros = int(np.sum(X == 0))
     if n_zeros:

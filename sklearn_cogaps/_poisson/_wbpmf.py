@@ -612,8 +612,10 @@ class WeightedBackgroundPMF(
                 "init='nmf', its KL-NMF iterations (the same objective), or init='custom' "
                 "with fit(X, W=..., H=...) to start from factors you computed."
             )
-        for name in ("prior_loadings", "prior_components"):
+        for name in ("prior_loadings", "prior_components", "prior_factors"):
             family = given = getattr(self, name)
+            # prior_factors is prior_components' former name: advised under the new one
+            target = self._renamed_parameters.get(name, name)
             if isinstance(family, str) and family.startswith("ebpm_"):
                 # R's function names: ebpm_point_gamma is the family 'point_gamma'
                 from sklearn.utils._param_validation import InvalidParameterError
@@ -621,7 +623,7 @@ class WeightedBackgroundPMF(
                 bare = family[len("ebpm_") :]
                 if bare in EBPM_FAMILIES:
                     raise InvalidParameterError(
-                        f"{name}={family!r} is R ebpm's function; write {name}={bare!r}."
+                        f"{name}={family!r} is R ebpm's function; write {target}={bare!r}."
                     )
                 family = bare
             if isinstance(family, str) and family in self._peer_families:

@@ -14,6 +14,7 @@ __all__ = [
     "index_by_obs_names",
     "is_anndata",
     "load_matrix",
+    "missing_x_message",
     "unwrap_anndata",
     "warn_if_fitted_on_a_layer",
 ]
@@ -83,11 +84,25 @@ def unwrap_anndata(X):
         )
     matrix = X.X
     if matrix is None:
-        raise ValueError(
-            f"The AnnData of shape {X.shape} has no .X; pass one of its layers instead, for "
-            f"example adata.layers[{next(iter(X.layers.keys()), 'counts')!r}]."
-        )
+        raise ValueError(missing_x_message(X, "adata.layers[{layer!r}]"))
     return load_matrix(matrix), names
+
+
+def missing_x_message(adata, layer_advice):
+    """What to write for an AnnData without ``.X``: one of its layers, named in
+    ``layer_advice`` (``"adata.layers[{layer!r}]"`` or ``"layer={layer!r}"``), or, when it
+    has none, the matrix to set."""
+    layers = list(adata.layers.keys())
+    if not layers:
+        return (
+            f"The AnnData of shape {adata.shape} has no .X and no layers: there is no matrix "
+            "to fit. Set one first, adata.X = counts (cells x genes)."
+        )
+    named = ", ".join(repr(name) for name in layers[:5]) + (", ..." if len(layers) > 5 else "")
+    return (
+        f"The AnnData of shape {adata.shape} has no .X; fit one of its layers ({named}) "
+        f"instead: {layer_advice.format(layer=layers[0])}."
+    )
 
 
 def warn_if_fitted_on_a_layer(estimator, adata):

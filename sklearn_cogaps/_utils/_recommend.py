@@ -10,7 +10,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_is_fitted
 
 from ._habits import peer_arguments
-from ._validation import axis_labels, is_anndata
+from ._validation import as_float_array, axis_labels, is_anndata
 from ._warnings import warn
 
 __all__ = ["IMPLICIT_ATTRIBUTES", "RecommenderMixin", "label_indices", "triplets_to_matrix"]
@@ -214,7 +214,7 @@ def triplets_to_matrix(
     items = _labels(items, "items")
     if values is None:
         values = np.ones(users.shape[0])
-    values = np.asarray(values, dtype=np.float64).ravel()
+    values = as_float_array(values, "values").ravel()
     if not users.shape == items.shape == values.shape:
         raise ValueError(
             f"users, items and values must have one entry per triplet; got {users.shape[0]}, "

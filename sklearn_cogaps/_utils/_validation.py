@@ -169,9 +169,21 @@ def check_not_complex(X, input_name="X"):
         )
 
 
-def as_float_array(value):
+def as_float_array(value, input_name="a side input"):
     """A side input as a float64 array, pandas' missing values (``pd.NA`` of its nullable
-    dtypes) as NaN, which the callers' checks then name; other values as numpy reads them."""
+    dtypes) as NaN, which the callers' checks then name; other values as numpy reads them.
+    Complex values are refused, as in X (numpy would drop their imaginary part with a
+    ComplexWarning only)."""
+    if not hasattr(value, "dtype") and not hasattr(value, "dtypes"):
+        value = np.asarray(value)  # a list
+    # a DataFrame's columns each have theirs
+    dtypes = list(value.dtypes) if hasattr(value, "columns") else [value.dtype]
+    if any(isinstance(d, np.dtype) and d.kind == "c" for d in dtypes):
+        raise ValueError(
+            f"Complex data not supported: {input_name} is complex; the models take real "
+            f"values. Pass its real part, np.real({input_name}), or its magnitude, "
+            f"np.abs({input_name})."
+        )
     if hasattr(value, "to_numpy") and not sparse.issparse(value):
         try:
             return value.to_numpy(dtype=np.float64, na_value=np.nan)

@@ -288,7 +288,7 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
     if X_cov is not None:
         S = np.asarray(X_cov)
         if S.dtype.kind not in "fiu":
-            S = as_float_array(X_cov)  # pandas' NA as NaN
+            S = as_float_array(X_cov, "X_cov")  # pandas' NA as NaN
         n_all = n if n_total is None else n_total
         if S.shape == (n, p) and n_all == p > 1:
             # (p, p) is also the shape of one covariance shared by every point: read as
@@ -336,7 +336,7 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
     d = p if reset else d
     R, Rproj = None, np.zeros((0, 0, 0), dtype=dtype)
     if projection is not None:
-        P = as_float_array(projection)
+        P = as_float_array(projection, "projection")
         if P.ndim == 2 and P.shape[0] == p and (reset or P.shape[1] == d):
             R = P
         elif P.ndim == 3 and P.shape[:2] == (n, p) and (reset or P.shape[2] == d):
@@ -366,7 +366,7 @@ def observations(X, X_cov, projection, sample_weight, d=None, n_total=None, offs
             f"features. Pass the projection of each point."
         )
     if hasattr(sample_weight, "to_numpy"):
-        sample_weight = as_float_array(sample_weight)
+        sample_weight = as_float_array(sample_weight, "sample_weight")
     if n_total is None or sample_weight is None:
         sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
     else:

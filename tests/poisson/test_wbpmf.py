@@ -577,6 +577,10 @@ def test_r_ebpmf_results_and_init_from_a_fit_say_ours():
         with pytest.raises(ValueError, match=rf"'ebpm_{family}' is R ebpm's function; write "
                            rf"prior_components='{family}'\."):  # fmt: skip
             WeightedBackgroundPMF(2, prior_components=f"ebpm_{family}").fit(X)
+    # also under prior_components' former name, advised under the new one
+    with pytest.raises(ValueError, match=r"prior_factors='ebpm_gamma' is R ebpm's function; "
+                       r"write prior_components='gamma'\."):  # fmt: skip
+        WeightedBackgroundPMF(2, prior_factors="ebpm_gamma").fit(X)
     with pytest.raises(ValueError, match=r"point_exponential' is a prior family of R's ebpm"):
         WeightedBackgroundPMF(2, prior_loadings="ebpm_point_exponential").fit(X)
     with pytest.raises(ValueError, match=r"init='fasttopics' .*; write init='nmf'"):
