@@ -111,9 +111,10 @@ def sample_new_users(est, R):
     V = np.ascontiguousarray(est.components_.T)
     row_seeds = _row_seeds(R, est._transform_seed, est.levels_)
     Ur = np.zeros((N, K))
-    # the prior of the fit, whose parameters these are (a prior set after the fit is the
-    # next fit's); a model pickled before _fit_prior was kept has its own
-    prior = getattr(est, "_fit_prior", est.prior)
+    # the model of the fit, whose posterior V and the thresholds are (a prior, C, margin
+    # or factor_scale set after the fit is the next fit's)
+    model = est._fitted_model_params()
+    prior = model["prior"]
     if prior == "ibp":
         m = est.loadings_.sum(axis=0)
         n_fit = est.loadings_.shape[0]
@@ -123,9 +124,9 @@ def sample_new_users(est, R):
     chain = _Chain(
         Ur, V, np.tile(rho, (N, 1)), np.zeros((data.nnz, L - 1)), rho, est.threshold_scale_
     )
-    prec = 1.0 / est.factor_scale**2
+    prec = 1.0 / model["factor_scale"] ** 2
     nt = kernel_threads(OPS_PER_WORK_UNIT * data.nnz * max(K, 1) ** 2)
-    est._row_pass(data, chain, _step_seeds(row_seeds, 0, 0), False, nt)
+    est._row_pass(data, chain, _step_seeds(row_seeds, 0, 0), False, nt, model)
     sum_u = np.zeros((N, K))
     sum_t = np.zeros((N, L - 1))
     count = 0
@@ -156,7 +157,7 @@ def sample_new_users(est, R):
                 _step_seeds(row_seeds, it, 1),
                 nt,
             )
-        est._row_pass(data, chain, _step_seeds(row_seeds, it, 0), True, nt)
+        est._row_pass(data, chain, _step_seeds(row_seeds, it, 0), True, nt, model)
         if it > est.burn_in:
             sum_u += chain.U
             sum_t += chain.theta

@@ -457,8 +457,10 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
 
     # -- the sweeps --------------------------------------------------------------------------
 
-    def _row_pass(self, data, chain, seeds, update_theta, n_threads):
-        """theta | rest (if update_theta), then lambda | rest; returns sum of the hinge terms."""
+    def _row_pass(self, data, chain, seeds, update_theta, n_threads, model=None):
+        """theta | rest (if update_theta), then lambda | rest; returns sum of the hinge terms.
+        ``model``: the model's parameters (``C``, ``margin``) if not the current ones."""
+        model = self._model_params() if model is None else model
         nnz = data.nnz
         chain.cv1 = np.empty(nnz)
         chain.cv2 = np.empty(nnz)
@@ -478,12 +480,25 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             chain.cv2,
             hinge,
             seeds,
-            float(self.C),
-            float(self.margin),
+            float(model["C"]),
+            float(model["margin"]),
             update_theta,
             n_threads,
         )
         return float(np.sum(hinge))
+
+    def _model_params(self):
+        """The parameters of the model (not of the chain's length), as they are now."""
+        return {name: getattr(self, name) for name in ("prior", "C", "margin", "factor_scale")}
+
+    def _fitted_model_params(self):
+        """The model's parameters at the last fit, whose posterior the fitted attributes are:
+        new users are rated under them (a parameter set after the fit is the next fit's).
+        A model pickled before they were kept has the current ones, and its prior."""
+        current = self._model_params()
+        if "_fit_prior" in self.__dict__:
+            current["prior"] = self._fit_prior
+        return getattr(self, "_fit_model", current)
 
     def _objective(self, chain, hinge):
         s2 = self.factor_scale**2
@@ -757,6 +772,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         self.n_components_ = U.shape[1]
         self._sums = sums
         self._fit_prior = self.prior
+        self._fit_model = self._model_params()
         self._ratings_digest = _ratings_digest(R, levels)
         self._chain_state = (chain.U, chain.V, chain.theta, chain.ilam)
         self._chain_ids = chain.ids
@@ -881,7 +897,7 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
 
     def _new_user_factors(self, R, given):
         U = sample_new_users(self, R)[0]
-        if getattr(self, "_fit_prior", self.prior) == "gaussian":
+        if self._fitted_model_params()["prior"] == "gaussian":
             # a user without a rating has the prior's factors, of mean 0: every item's
             # expected score is the same, and the mean of the chain's draws ranked the
             # items by noise (the worst rated first, or the best, by the seed). Zero

@@ -347,6 +347,18 @@ def test_new_user_predictions_depend_on_the_row_only(split, fitted):
     assert_array_equal(part, full[rows])
 
 
+def test_new_users_are_rated_under_the_model_of_the_fit(split, fitted):
+    # C, margin, factor_scale and prior define the posterior the fitted V belongs to; one
+    # set after the fit is the next fit's (max_iter and burn_in, the new users' chain
+    # length, are read when they are rated)
+    train, test = split
+    expected = fitted.predict_ratings(test, observed=train).toarray()
+    model = pickle.loads(pickle.dumps(fitted))
+    model.set_params(C=5.0, margin=2.0, factor_scale=3.0, prior="ibp")
+    # (read from the current parameters, 37 of these predictions moved)
+    assert_array_equal(model.predict_ratings(test, observed=train).toarray(), expected)
+
+
 def test_labelled_observed_ratings_and_nullable_frames_are_read_by_label(split, fitted):
     pd = pytest.importorskip("pandas")
     train, test = split
