@@ -24,6 +24,41 @@ _DRAW_BLOCK = 2**22
 R_MAX_SET_SIZE = 2038
 
 
+def _labelled_feature_names(feature_names, **inputs):
+    """The feature names: ``feature_names``, or the column labels of the inputs that are
+    DataFrames (labels that are not all strings are positions). Read by position, columns
+    in another order than ``feature_names`` would pair each gene with another's values."""
+    labelled = None
+    for name, value in inputs.items():
+        columns = getattr(value, "columns", None)
+        if columns is None or not all(isinstance(c, str) for c in columns):
+            continue
+        columns = np.asarray(columns, dtype=object)
+        if labelled is None:
+            labelled = (name, columns)
+        elif not np.array_equal(columns, labelled[1]):
+            raise ValueError(
+                f"The columns of {name} and {labelled[0]} are not the same features in the "
+                f"same order; select them alike: {name}[{labelled[0]}.columns]."
+            )
+    if labelled is None:
+        return feature_names
+    name, columns = labelled
+    if feature_names is None:
+        return columns
+    given = np.asarray(feature_names, dtype=object)
+    if given.shape != columns.shape or not np.array_equal(given.astype(str), columns.astype(str)):
+        reordered = set(given) == set(columns)
+        raise ValueError(
+            f"The columns of {name} name "
+            + ("the features in another order than" if reordered else "other features than")
+            + " feature_names, and the statistic reads columns by position. Leave "
+            "feature_names out (the columns name the features)"
+            + (f", or pass {name}[feature_names]." if reordered else ".")
+        )
+    return feature_names
+
+
 def _feature_index(gene_sets, n_features, feature_names):
     """Each set as sorted unique column indices, with the set names.
 
@@ -151,7 +186,10 @@ def gene_set_statistic(
         warning (R gives it NA), and none with a member is an error. A list of sets is
         accepted too; its sets are named ``set0``, ``set1``, ...
     feature_names : array-like of str of shape (n_features,), default=None
-        Names of the features, for example ``CoGAPS.feature_names_in_``.
+        Names of the features, for example ``CoGAPS.feature_names_in_``. None: the
+        column labels of ``components`` (or ``components_std``) if it is a DataFrame
+        labelled by strings, else none. Given with such a DataFrame, they must be its
+        columns in their order.
     n_permutations : int, default=1000
         Number of draws of the null distribution.
     random_state : int, RandomState instance or None, default=None
@@ -214,6 +252,9 @@ def gene_set_statistic(
         )
     if not isinstance(n_permutations, Integral) or n_permutations < 1:
         raise ValueError(f"n_permutations must be a positive integer; got {n_permutations!r}.")
+    feature_names = _labelled_feature_names(
+        feature_names, components=components, components_std=components_std
+    )
     rng = check_seed(random_state)
     # genes x patterns, as CoGAPS's zMatrix
     z = z_scores(mean, std).T
@@ -312,7 +353,9 @@ def marker_overrepresentation(
         among the features is kept in the table with a NaN p-value, and a warning. A list
         of sets is accepted too; its sets are named ``set0``, ``set1``, ...
     feature_names : array-like of str of shape (n_features,), default=None
-        Names of the features, for example ``CoGAPS.feature_names_in_``.
+        Names of the features, for example ``CoGAPS.feature_names_in_``. None: the
+        column labels of ``components`` if it is a DataFrame labelled by strings, else
+        none. Given with such a DataFrame, they must be its columns in their order.
     threshold : {"all", "cut"}, default="all"
         How markers are chosen; see :func:`pattern_markers`.
     max_size : int or None, default=2038
@@ -369,6 +412,7 @@ def marker_overrepresentation(
         isinstance(max_size, bool) or not isinstance(max_size, Integral) or max_size < 1
     ):
         raise ValueError(f"max_size must be a positive integer or None; got {max_size!r}.")
+    feature_names = _labelled_feature_names(feature_names, components=components)
     names, index = _feature_index(gene_sets, n_features, feature_names)
     tested = np.array([max_size is None or cols.size <= max_size for cols in index])
     sizes = np.array([cols.size for cols in index])

@@ -109,6 +109,41 @@ def test_a_series_of_gene_sets_keeps_its_names(fitted):
     assert set(over["gene_set"]) == {"planted", "other"}
 
 
+def test_labelled_amplitudes_are_read_by_their_column_labels(fitted):
+    # a DataFrame of the amplitudes, genes as columns (R's Amean transposed), names its
+    # features; with feature_names in another order, each gene was read with another's
+    # amplitudes (the planted set's p_up 0.998 in its pattern, where it is 0.001)
+    pd = pytest.importorskip("pandas")
+    model, k, planted, _ = fitted
+    names = np.array([f"g{j}" for j in range(300)], dtype=object)
+    sets = {"planted": list(names[planted])}
+    mean = pd.DataFrame(model.components_, columns=names)
+    std = pd.DataFrame(model.components_std_, columns=names)
+    expected = gene_set_statistic(
+        model.components_, model.components_std_, sets, feature_names=names, random_state=0
+    )
+    got = gene_set_statistic(mean, std, sets, random_state=0)
+    assert_array_equal(got["p_up"], expected["p_up"])
+    assert got["p_up"][0, k] <= 0.01
+    reversed_mean, reversed_std = mean[names[::-1]], std[names[::-1]]
+    with pytest.raises(ValueError, match=r"the features in another order than feature_names.*"
+                       r"components\[feature_names\]"):  # fmt: skip
+        gene_set_statistic(reversed_mean, reversed_std, sets, feature_names=names)
+    with pytest.raises(ValueError, match=r"components_std and components are not the same"):
+        gene_set_statistic(mean, reversed_std, sets)
+    # by their labels, the reversed columns give the planted set its pattern
+    by_labels = gene_set_statistic(reversed_mean, reversed_std, sets, random_state=0)
+    assert_allclose(by_labels["mean_z"], expected["mean_z"], rtol=1e-12)  # summed in order
+    assert by_labels["p_up"][0, k] <= 0.01
+    markers = marker_overrepresentation(reversed_mean, model.loadings_, sets)
+    W = model.loadings_
+    by_names = marker_overrepresentation(model.components_, W, sets, feature_names=names)
+    assert_array_equal(markers["overlap"], by_names["overlap"])
+    others = names[:-1].tolist() + ["other"]
+    with pytest.raises(ValueError, match="other features than feature_names"):
+        marker_overrepresentation(mean, W, sets, feature_names=others)
+
+
 def test_zero_standard_deviation_counts_as_calcz_reads_it():
     # R's calcZ: stddev[stddev == 0] <- 1e-6; a near-zero amplitude with sd 0 is then the
     # lowest z-score here, not the highest
