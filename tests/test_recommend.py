@@ -256,6 +256,11 @@ def test_triplets_with_missing_or_unsortable_ids_are_refused():
         triplets_to_matrix(["a", "b"], [10.0, np.nan])
     with pytest.raises(ValueError, match=r"item ids mix int and str.*astype\(str\)"):
         triplets_to_matrix(["a", "b"], np.array([1, "x"], dtype=object))
+    # as a list, numpy made 1 and "1" the one user "1" (its rating of 3 overwritten)
+    with pytest.raises(ValueError, match=r"user ids mix int and str"):
+        triplets_to_matrix([1, "1", 2], ["x", "x", "x"], [3.0, 4.0, 5.0], aggregate="last")
+    # numpy's strings are strings
+    assert triplets_to_matrix([np.str_("a"), "b"], ["x", "y"])[1].tolist() == ["a", "b"]
     # a user truly named "nan" is a label like any other
     assert triplets_to_matrix(["a", "nan"], ["x", "y"])[1].tolist() == ["a", "nan"]
     # the refusal of the whole table names its own columns

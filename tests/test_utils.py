@@ -203,3 +203,18 @@ def test_matching_refuses_factors_in_rows_unless_told_the_axis():
     assert order.tolist() == [1, 0] and np.allclose(corr, 1.0)
     assert match_components(H.T, H[::-1].T)[0].tolist() == [1, 0]
     assert match_components(H, H[::-1], axis=1)[0].shape == (8,)  # explicitly asked
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1.0, 1e160])
+def test_matching_is_scale_free(scale):
+    # the squares of values near 1e-200 (or 1e160) under- (over-)flowed: every correlation
+    # came out 0, and the identity order, without a word
+    from sklearn_cogaps import match_components
+
+    A = np.random.default_rng(0).gamma(1.0, 1.0, (30, 3))
+    order, corr = match_components(A * scale, A[:, [2, 0, 1]] * scale)
+    assert order.tolist() == [1, 2, 0]
+    np.testing.assert_allclose(corr, 1.0, rtol=1e-12)
+    # a constant factor correlates with none
+    _, corr = match_components(np.ones((5, 1)), A[:5, :1])
+    assert corr.tolist() == [0.0]

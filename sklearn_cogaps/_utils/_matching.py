@@ -59,14 +59,20 @@ def match_components(reference, estimate, axis=None):
         raise ValueError(
             f"estimate has {est.shape[1]} factors, fewer than the {ref.shape[1]} of reference."
         )
-    ref_c = ref - ref.mean(axis=0)
-    est_c = est - est.mean(axis=0)
-    ref_n = np.linalg.norm(ref_c, axis=0)
-    est_n = np.linalg.norm(est_c, axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        corr = (ref_c.T @ est_c) / np.outer(ref_n, est_n)
-    corr = np.nan_to_num(corr, nan=0.0)
+    corr = _unit_columns(ref).T @ _unit_columns(est)
     rows, cols = linear_sum_assignment(-corr)
     order = np.empty(ref.shape[1], dtype=np.intp)
     order[rows] = cols
     return order, corr[np.arange(ref.shape[1]), order]
+
+
+def _unit_columns(A):
+    """The columns of A centred and of unit norm (a constant column: 0), each first scaled
+    by its largest magnitude: the squares of values near 1e-200 or 1e160 under- or
+    overflow, and their correlations came out as 0 (the identity order, without a word)."""
+    centred = A - A.mean(axis=0)
+    largest = np.abs(centred).max(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = centred / largest
+        unit = scaled / np.linalg.norm(scaled, axis=0)
+    return np.nan_to_num(unit, nan=0.0, posinf=0.0, neginf=0.0)

@@ -34,11 +34,13 @@ def _labels(values, name):
     with 5% of its item ids lost in a join)."""
     labels = np.asarray(values).ravel()
     one = name[:-1] if name.endswith("s") else name
+    given = None
     if labels.dtype.kind == "f":
         missing = np.isnan(labels)
     elif labels.dtype.kind == "O" or (labels.dtype.kind in "US"
                                       and not isinstance(values, np.ndarray)):  # fmt: skip
-        # a list of strings and NaN becomes strings, 'nan' among them: read the values given
+        # a list of strings and NaN (or numbers) becomes strings, 'nan' (or '1') among them:
+        # read the values given
         given = labels if labels.dtype.kind == "O" else np.asarray(values, dtype=object).ravel()
         missing = np.fromiter(map(_missing, given), dtype=bool, count=given.size)
     else:
@@ -49,8 +51,10 @@ def _labels(values, name):
             f"the first at position {int(np.argmax(missing))}: a missing id is no {one}. "
             "Drop those triplets first, e.g. df.dropna(subset=[...])."
         )
-    if labels.dtype.kind == "O":
-        kinds = sorted({type(label).__name__ for label in labels})
+    if given is not None:
+        # 1 and "1" would be one user once numpy made them strings
+        kinds = sorted({"str" if isinstance(label, str) else type(label).__name__
+                        for label in given})  # fmt: skip
         if len(kinds) > 1 and "str" in kinds:
             raise ValueError(
                 f"The {one} ids mix {' and '.join(kinds)} values, which do not sort together: "

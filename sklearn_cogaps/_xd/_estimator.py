@@ -550,7 +550,11 @@ class ExtremeDeconvolution(
                 (n_features, n_dims), default=None
             Projection R_i of each point, or one shared by all. None means the identity.
         sample_weight : array-like of shape (n_samples,), default=None
-            Weight of each point in the likelihood.
+            Weight of each point in the likelihood. Weights count copies: a point of weight
+            3 is fitted as three copies of it, start included (the start's covariances are
+            shrunk by one point of weight 1, or of the mean weight if that is smaller).
+            Scaling every weight by the same number above 1 therefore changes the start,
+            and the fit within ``tol``; relative weights below 1 do not.
 
         Returns
         -------
