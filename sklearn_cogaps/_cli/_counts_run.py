@@ -1,7 +1,6 @@
 """Running ``sklearn-cogaps-counts``: prep, train, score and project on count matrices."""
 
 import contextlib
-import re
 import sys
 import time
 import warnings
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from .._utils._validation import unversioned_ensembl
 from ._counts_parser import build_counts_parser, refuse_peer_commands
 from ._read import COMPRESSIONS, CommandLineError, open_text, read_matrix
 from ._run import _PipeTolerantOutput
@@ -19,9 +19,6 @@ __all__ = ["main"]
 
 _MODELS = {"hpmf": "HierarchicalPMF", "wbpmf": "WeightedBackgroundPMF"}
 _SOLVERS = {"hpmf": ("vbem", "newton", "pathwise"), "wbpmf": ("auto", "sequential", "simultaneous")}
-
-# ENSEMBL ids carry an unstable version after a dot (ENSG00000186092.6)
-_ENSEMBL_VERSION = re.compile(r"^(ENS[A-Z]*\d+)\.\d+$")
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -197,7 +194,7 @@ def _gene_keys(column, split_on_dot):
     column = [str(v) for v in column]
     if not split_on_dot:
         return np.array(column, dtype=object)
-    return np.array([_ENSEMBL_VERSION.sub(r"\1", v) for v in column], dtype=object)
+    return np.array([unversioned_ensembl(v) for v in column], dtype=object)
 
 
 _ORDINAL = ("first", "second")

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._utils._habits import peer_arguments
 from .._utils._seeding import check_seed
-from .._utils._validation import dense_matrix
+from .._utils._validation import dense_matrix, unversioned_ensembl
 from .._utils._warnings import warn
 from ._markers import pattern_markers, z_scores
 
@@ -130,10 +130,12 @@ def _feature_index(gene_sets, n_features, feature_names):
         index.append(np.unique(np.asarray(cols, dtype=np.intp)))
     empty = [name for name, cols in zip(names, index) if cols.size == 0]
     if len(empty) == len(names):
-        # no set meets the features: names of another kind (ENSEMBL ids against symbols)
+        # no set meets the features: names of another kind (ENSEMBL ids against symbols),
+        # or ENSEMBL ids with their version on one side only
         raise ValueError(
             f"No gene set has a member among the {n_features} features (first set: "
             f"{names[0]!r}); check that the members are spelt as the feature names."
+            + _version_advice(sets, lookup)
         )
     if empty:
         # a collection (MSigDB) against a panel: R's calcCoGAPSStat gives such a set NA,
@@ -145,6 +147,27 @@ def _feature_index(gene_sets, n_features, feature_names):
             UserWarning,
         )
     return names, index
+
+
+def _version_advice(sets, lookup):
+    """What to write when the members and the features would meet without the ENSEMBL
+    versions that one side carries, else an empty string."""
+    if lookup is None:
+        return ""
+    features = {unversioned_ensembl(f) for f in lookup}
+    members = {unversioned_ensembl(m) for members in sets for m in members}
+    if not features & members:
+        return ""
+    if any(unversioned_ensembl(f) != f for f in lookup):
+        return (
+            " The feature names carry ENSEMBL versions (ENSG00000141510.16) that the members lack: "
+            "pass feature_names=[name.split('.')[0] for name in feature_names]."
+        )
+    return (
+        " The members carry ENSEMBL versions (ENSG00000141510.16) that the feature names lack: "
+        "strip them, {name: [m.split('.')[0] for m in members] for name, members in "
+        "gene_sets.items()}."
+    )
 
 
 @peer_arguments(

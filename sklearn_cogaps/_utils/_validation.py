@@ -24,8 +24,19 @@ __all__ = [
     "is_data",
     "label_mismatch",
     "shape_of",
+    "unversioned_ensembl",
     "validate_input",
 ]
+
+# ENSEMBL ids carry an unstable version after a dot (ENSG00000186092.6), which gene lists
+# and gene-set collections often drop
+_ENSEMBL_VERSION = re.compile(r"^(ENS[A-Z]*\d+)\.\d+$")
+
+
+def unversioned_ensembl(name):
+    """An ENSEMBL id without its version (ENSG00000186092.6 -> ENSG00000186092); other
+    names unchanged."""
+    return _ENSEMBL_VERSION.sub(r"\1", name) if isinstance(name, str) else name
 
 
 def _record_anndata_fit(estimator, X):

@@ -307,6 +307,24 @@ def test_a_set_without_a_member_among_the_features_is_nan_beside_the_others(fitt
     assert_allclose(table["p_adjusted"][~off], other["p_adjusted"])
 
 
+def test_ensembl_versions_on_one_side_are_told_how_to_drop():
+    # GTF-derived features carry versions (ENSG00000141510.16), collections mostly not
+    H = np.random.default_rng(0).gamma(1.0, 1.0, (2, 6))
+    versioned = [f"ENSG{j:011d}.{j + 2}" for j in range(6)]
+    bare = [name.split(".")[0] for name in versioned]
+    with pytest.raises(ValueError, match=r"feature names carry ENSEMBL versions.*"
+                       r"feature_names=\[name.split\('.'\)\[0\]"):  # fmt: skip
+        gene_set_statistic(H, H, {"a": bare[:3]}, feature_names=versioned)
+    with pytest.raises(ValueError, match=r"The members carry ENSEMBL versions"):
+        marker_overrepresentation(H, np.eye(2), {"a": versioned[:3]}, feature_names=bare)
+    with pytest.raises(ValueError, match=r"spelt as the feature names\.$"):
+        gene_set_statistic(H, H, {"a": ["TP53"]}, feature_names=versioned)
+    # the advice, as written
+    feature_names = versioned
+    fixed = [name.split(".")[0] for name in feature_names]
+    assert gene_set_statistic(H, H, {"a": bare[:3]}, feature_names=fixed)["set_size"][0] == 3
+
+
 def test_r_argument_names_of_the_gene_set_statistic_say_what_to_write():
     H = np.ones((2, 5))
     with pytest.raises(TypeError, match="n_permutations=, not numPerm="):
