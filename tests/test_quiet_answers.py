@@ -675,6 +675,49 @@ def test_xd_deconvolved_widths_below_the_noise_are_not_widened_by_reg_covar():
     np.testing.assert_allclose(fixed.covariances_[0], held, rtol=1e-12)
 
 
+def test_xd_floors_incomplete_points_and_starts_below_the_floor():
+    """Incomplete points without noise carry posterior covariances too: reg_covar added at
+    every update moved the variance of a coordinate missing from 95% of the points by
+    reg_covar / 0.05, and EM stopped early on a falling objective. From a start below the
+    floor (precisions_init, or a warm start after raising reg_covar) EM stopped at once,
+    returning covariances below the floor with n_iter_ = 0."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    v = rng.multivariate_normal([0, 0], [[1.0, 0.0], [0.0, 0.02]], n)
+    X = v.copy()
+    X[rng.random(n) < 0.95, 1] = np.nan
+    fits = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for reg_covar in (1e-3, 0.0):
+            fits.append(ExtremeDeconvolution(1, reg_covar=reg_covar, tol=1e-12,
+                                             max_iter=5000).fit(X))  # fmt: skip
+    # (added, it ended at 0.01747 after 11 iterations; its fixed point was 0.03706)
+    assert fits[0].converged_
+    np.testing.assert_allclose(fits[0].covariances_, fits[1].covariances_, rtol=1e-6)
+    assert abs(fits[1].covariances_[0, 1, 1] - 0.017735) < 1e-5
+    # complete points without noise are a Gaussian mixture: reg_covar is added, as there
+    complete = ExtremeDeconvolution(1, reg_covar=1e-3, max_iter=3).fit(v)
+    np.testing.assert_allclose(complete.covariances_[0], np.cov(v.T, bias=True) + 1e-3 * np.eye(2),
+                               rtol=1e-9)  # fmt: skip
+    # a start below the floor: floored first, then EM rises to the constrained optimum
+    var = np.column_stack([np.full(n, 0.05**2), np.full(n, 0.05**2)])
+    noisy = np.column_stack([v[:, 0], rng.normal(0.0, 0.01, n)])
+    noisy = noisy + rng.normal(size=noisy.shape) * np.sqrt(var)
+    free = ExtremeDeconvolution(1, reg_covar=0.0, max_iter=50).fit(noisy, X_cov=var)
+    assert np.linalg.eigvalsh(free.covariances_[0])[0] < 0.02
+    floor = 0.05
+    given = ExtremeDeconvolution(1, reg_covar=floor, max_iter=500, tol=1e-10,
+                                 precisions_init=free.precisions_)  # fmt: skip
+    warm = free.set_params(reg_covar=floor, warm_start=True)
+    for model in (given, warm):
+        with pytest.warns(UserWarning, match=r"\[0\] are at the floor reg_covar=0.05"):
+            model.fit(noisy, X_cov=var)
+        assert model.n_iter_ >= 1 and model.converged_
+        np.testing.assert_allclose(np.linalg.eigvalsh(model.covariances_[0])[0], floor,
+                                   rtol=1e-9)  # fmt: skip
+
+
 def test_an_em_stopped_by_a_fall_of_its_objective_says_so_not_to_raise_max_iter():
     """EM that stops because an iteration lowered its objective (reg_covar dominating data
     of small units) kept the start, n_iter_ = 0, and its ConvergenceWarning said that

@@ -30,7 +30,7 @@ from .._utils._blocks import (
 )
 from .._utils._seeding import draw_seeds
 from .._utils._validation import check_not_masked
-from ._data import MASKED_ADVICE, Observations, observations
+from ._data import MASKED_ADVICE, Observations, is_incomplete, observations
 from ._estep import chunk_starts, chunk_stats, chunk_weights, log_prob, reduce_stats
 
 __all__ = ["ObservationBlocks", "START_POINTS", "start_index"]
@@ -203,8 +203,9 @@ class ObservationBlocks:
 
     Attributes
     ----------
-    n, dtype, noise_mode, n_dims, projected, total
-        As the in-memory :class:`Observations` (``total`` summed part by part).
+    n, dtype, noise_mode, n_dims, projected, total, incomplete
+        As the in-memory :class:`Observations` (``total`` summed part by part,
+        ``incomplete``: whether any point misses a coordinate).
     """
 
     def __init__(self, X, X_cov, projection, sample_weight, d=None, client=None, summarise=True,
@@ -235,7 +236,7 @@ class ObservationBlocks:
             if start_rng is not None:
                 index = self._start_index(copy.deepcopy(start_rng))
                 take = self._take_per_part(index)
-            header, self.total, sample = self.parts.summary(take)
+            header, self.total, self.incomplete, sample = self.parts.summary(take)
             self.noise_mode, self.R, self.n_dims, self.projected = header
             if sample is not None:
                 self._start = (index, Observations.concatenate(sample))
@@ -353,8 +354,8 @@ def _part_task(data, lo, starts, task, *args):
 
 
 def _summary(data, lo, starts):
-    """The layout of a part and its chunks' weights."""
-    return _header(data), chunk_weights(data.sample_weight, starts, lo)
+    """The layout of a part, its chunks' weights and whether it misses a coordinate."""
+    return _header(data), chunk_weights(data.sample_weight, starts, lo), is_incomplete(data)
 
 
 def _take(data, idx):
@@ -367,10 +368,10 @@ def _summary_and_take(data, lo, starts, idx, sample):
 
 
 def _total(summaries):
-    """The first part's layout and the total weight of the points, from the parts'
-    summaries."""
+    """The first part's layout, the total weight of the points and whether any misses a
+    coordinate, from the parts' summaries."""
     weights = np.concatenate([summary[1] for summary in summaries])
-    return summaries[0][0], float(weights.sum())
+    return summaries[0][0], float(weights.sum()), any(summary[2] for summary in summaries)
 
 
 def _header(data):

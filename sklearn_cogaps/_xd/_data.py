@@ -407,6 +407,24 @@ def is_projected(data):
     return data.R is not None or data.Rproj.shape[0] > 0
 
 
+def is_incomplete(data):
+    """Whether some validated point misses a coordinate (NaN)."""
+    if hasattr(data, "incomplete"):  # read by blocks
+        return data.incomplete
+    return bool(np.isnan(data.X).any())
+
+
+def floors_covariances(data):
+    """Whether ``reg_covar`` is a floor on the covariances' eigenvalues for these points
+    rather than added to them. Added, it moves EM's fixed point by many times itself
+    whenever the update of V_j carries the posterior covariances B_ij (Bovy, Hogg & Roweis
+    2011, section 3.1): of noisy points, and of projected or incomplete ones, whose B_ij
+    is not 0 without noise either (the variance of a coordinate missing from a fraction f
+    of the points ended near its value plus reg_covar / (1 - f)). Only complete points
+    without noise or projection, a Gaussian mixture, keep GaussianMixture's convention."""
+    return data.noise_mode != 0 or is_projected(data) or is_incomplete(data)
+
+
 def proxy(data):
     """The observations mapped back to the deconvolved space, for the initialisation."""
     X = data.X.astype(np.float64)

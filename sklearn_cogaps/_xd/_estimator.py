@@ -33,12 +33,13 @@ from ._data import (
     MASKED_ADVICE,
     Problem,
     check_noise_like_y,
+    floors_covariances,
     is_projected,
     n_dims,
     noise_advice,
     validate_observations,
 )
-from ._em import EMRun, m_step, penalty
+from ._em import EMRun, floor_eigenvalues, m_step, penalty
 from ._estep import estep, log_prob
 from ._init import check_enough_samples, check_init_params, fixed_masks, initial_params
 from ._online import AdamState, OnlineEMState, StochasticRun
@@ -141,14 +142,15 @@ class ExtremeDeconvolution(
         :class:`~sklearn.mixture.GaussianMixture`.
     reg_covar : float, default=1e-6
         Keeps every covariance ``V_j`` positive definite when a component collapses onto
-        points without noise or the data have a constant coordinate. Without ``X_cov``, it
-        is added to the diagonal after each update, as in
-        :class:`~sklearn.mixture.GaussianMixture`. With ``X_cov``, it is a floor on the
-        eigenvalues of each ``V_j``: a deconvolved variance above it is the likelihood's
-        (added at every update, it would widen a component narrower than the noise by many
-        times itself), and a fit with a component at the floor warns. It is on the scale
-        of the data: rescale data whose variances are far below 1e-6, or set it to 0 for
-        the unregularised estimate.
+        points without noise or the data have a constant coordinate. On complete points
+        without ``X_cov`` or projection, it is added to the diagonal after each update, as
+        in :class:`~sklearn.mixture.GaussianMixture`. With ``X_cov``, a projection or
+        missing values, it is a floor on the eigenvalues of each ``V_j``: a deconvolved
+        variance above it is the likelihood's (added at every update, it would widen a
+        component narrower than the noise, or a coordinate often missing, by many times
+        itself), a start below it is floored first, and a fit with a component at the
+        floor warns. It is on the scale of the data: rescale data whose variances are far
+        below 1e-6, or set it to 0 for the unregularised estimate.
     w : float, default=0.0
         Regulariser: the conjugate prior of Bovy et al. (2011) on every covariance, which
         adds ``w`` times the identity to the scatter matrix: ``V_j = (sum_i q_ij [(b_ij - m_j)
@@ -427,7 +429,12 @@ class ExtremeDeconvolution(
     def _m_step(self, stats, params, fixed, warned):
         """Bovy et al. (2011) M-step from the statistics centred on the current means."""
         return m_step(stats, params, fixed, warned, self.w, self.reg_covar,
-                      noisy=self._fitted_with_noise)  # fmt: skip
+                      noisy=self._floors_covariances())  # fmt: skip
+
+    def _floors_covariances(self):
+        """Whether ``reg_covar`` floors the covariances of this fit (``floors_covariances``);
+        a model pickled before the flag was kept floors them when fitted with noise."""
+        return getattr(self, "_floored", getattr(self, "_fitted_with_noise", False))
 
     def _penalty(self, covs, fixed_cov):
         return penalty(covs, fixed_cov, self.w)
@@ -439,7 +446,7 @@ class ExtremeDeconvolution(
         if isinstance(state, OnlineEMState):
             state.step(stats, fixed, self.step_exponent, self.w,
                        float(batch.sample_weight.sum()) / total,
-                       noisy=batch.noise_mode != 0)  # fmt: skip
+                       noisy=self._floors_covariances())  # fmt: skip
         else:
             state.step(stats, fixed, self.learning_rate, self.w,
                        float(batch.sample_weight.sum()), total)  # fmt: skip
@@ -461,6 +468,16 @@ class ExtremeDeconvolution(
         masks of the components held fixed, as split-and-merge does)."""
         params = tuple(np.asarray(a, dtype=np.float64) for a in params)
         fixed = problem.fixed if fixed is None else fixed
+        if problem.solver != "sgd" and self.reg_covar > 0 and self._floors_covariances():
+            # EM under V >= reg_covar * I rises from a start that satisfies it; from one
+            # below (precisions_init, or a warm start after reg_covar was raised) its first
+            # step fell, and the fit stopped there, below the floor. The covariances held
+            # fixed are the user's.
+            weights, means, covs = params
+            free = ~np.asarray(fixed[2], dtype=bool)
+            covs = covs.copy()
+            covs[free] = floor_eigenvalues(covs[free], self.reg_covar)
+            params = (weights, means, covs)
         if problem.solver == "em":
             return EMRun(problem, params, fixed)
         if problem.solver == "minibatch_em":
@@ -569,6 +586,7 @@ class ExtremeDeconvolution(
                                        start_rng=rng)  # fmt: skip
         self._fitted_with_noise = data.noise_mode != 0
         self._fitted_with_projection = is_projected(data)
+        self._floored = floors_covariances(data)
         check_enough_samples(self, data.n)
         if data.total <= 0:
             raise ValueError("sample_weight must have a positive sum; got all zeros.")
@@ -622,7 +640,7 @@ class ExtremeDeconvolution(
         if self.reg_covar <= 0:
             return
         weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
-        if self._fitted_with_noise:
+        if self._floors_covariances():
             # a covariance rebuilt from clipped eigenvalues is off the floor by eps times
             # its largest; one held fixed is the user's, not the fit's
             evals = np.linalg.eigvalsh(covs)
@@ -754,9 +772,11 @@ class ExtremeDeconvolution(
             state = OnlineEMState.from_arrays(self._online_state, self.reg_covar)
             seen, history = self._online_seen, self.objective_history_
         seen += batch_weight
+        # a floor once any minibatch needed it (a model continued from a fit: as it had)
+        floored = floors_covariances(data) or (not first and self._floors_covariances())
         stats = self._estep(data, state.params(), n_threads)
         state.step(stats, fixed, self.step_exponent, self.w, batch_weight / seen,
-                   noisy=data.noise_mode != 0)  # fmt: skip
+                   noisy=floored)  # fmt: skip
         history = np.append(np.asarray(history, dtype=np.float64), stats[3] / batch_weight)
         self._online_state = state.to_arrays()
         self._online_seen = seen
@@ -766,6 +786,7 @@ class ExtremeDeconvolution(
         self._fitted_with_projection = is_projected(data) or (
             not first and getattr(self, "_fitted_with_projection", False)
         )
+        self._floored = floored
         self._set_params(state.params(), data.dtype)
         self.objective_history_ = history
         self.lower_bound_ = float(history[-1])

@@ -95,7 +95,9 @@ def _candidate_sums(data, est, params):
 def split_merge_proposal(params, j, k, l):
     """Merge components j and k into j; split l into l and k (Bovy et al. 2011, sec. 3.2)."""
     weights, means, covs = (np.array(a, dtype=np.float64) for a in params)
-    # Merge: moment-matched.
+    # Merge: the weights summed, the means and the covariances averaged by weight (Bovy,
+    # Hogg & Roweis 2011, section 3.2, after Ueda et al.); not moment matching, which would
+    # add the spread of the two means to the covariance: EM refits the merged component.
     a = weights[j] + weights[k]
     m = (weights[j] * means[j] + weights[k] * means[k]) / a
     V = (weights[j] * covs[j] + weights[k] * covs[k]) / a
