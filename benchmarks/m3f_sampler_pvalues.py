@@ -1,6 +1,6 @@
 """p-values of MaxMarginMF's sampler tests over repeated seeds.
 
-Runs the five comparisons of ``tests/m3f/test_m3f.py`` with the stationary law of the Gibbs
+Runs the six comparisons of ``tests/m3f/test_m3f.py`` with the stationary law of the Gibbs
 sampler (the final states of many chains, or one long chain, against a posterior or prior
 known in closed form, by quadrature or by exact enumeration) for seeds 0 to ``--seeds`` - 1;
 the CI runs them with seed 0 only. Then the same for wrong samplers, which must be
@@ -30,6 +30,7 @@ from test_m3f import (  # noqa: E402
     ibp_chain_pvalues,
     ibp_prior_pvalues,
     ibp_row_step_pvalues,
+    ibp_shared_and_own_pvalues,
 )
 
 COMPARISONS = {
@@ -38,6 +39,7 @@ COMPARISONS = {
     "IBP row step": ibp_row_step_pvalues,
     "IBP prior": ibp_prior_pvalues,
     "IBP chain": ibp_chain_pvalues,
+    "IBP shared and own features": ibp_shared_and_own_pvalues,
 }
 # sampler run with factor * C, posterior at C: must be rejected
 WRONG = {

@@ -356,9 +356,10 @@ def sample_ibp_rows(
     """One Gibbs sweep over the rows of the binary matrix Z, from row ``start`` on.
 
     For each row i, in order (the IBP couples the rows through the feature counts, so the
-    sweep is sequential): the existing features by their Bernoulli conditionals, with prior
-    odds m_-ik / (N - m_-ik); the features only row i has (m_-ik = 0) are dropped, and then
-    the number of new features k in 0..kappa is drawn from ``_new_feature_logp`` and their
+    sweep is sequential): the features other rows have by their Bernoulli conditionals,
+    with prior odds m_-ik / (N - m_-ik) (Griffiths & Ghahramani 2011), the
+    features only row i has in place; then those are dropped together, and the number of
+    new features k in 0..kappa is drawn from ``_new_feature_logp`` and their
     columns of V from their conditional: on the row's items N(-g / (k b + 1/sigma^2) 1,
     X_k^-1) (eq. 32), elsewhere N(0, sigma^2 I). ``Z`` and ``V`` have a capacity of columns;
     the sweep stops before a row that could overflow it and returns (next row, n_features)
@@ -400,12 +401,8 @@ def sample_ibp_rows(
                 zik = Z[i, k]
                 mk = counts[k] - zik
                 if mk <= 0.0:
-                    if zik != 0.0:
-                        # a feature of row i alone: resampled as a new feature below
-                        Z[i, k] = 0.0
-                        counts[k] -= 1
-                        for p in range(a, b_):
-                            x[p] -= V[indices[p], k]
+                    # a feature of row i alone: left in place (it is in the scores these
+                    # Bernoulli conditionals read), then redrawn with the others below
                     continue
                 logit = (log(mk) - log(<double> N - mk)
                          + _flip_delta(a, b_, &indices[0], &cv1[0], &cv2[0], &x[0], V, k, zik))
@@ -426,6 +423,17 @@ def sample_ibp_rows(
             if failed:
                 status[i] = FAIL_NOT_FINITE
                 break
+            # the features of row i alone, dropped together once the shared ones are drawn,
+            # and redrawn as new features from their conditional given those. Dropped in the
+            # loop above, the Bernoulli draws after the first of them read the scores without
+            # it, a state the chain is not in: the split between shared and own features
+            # was biased (two users, each rating one item: E[own] 1.071 for the exact 1.118)
+            for k in range(K):
+                if Z[i, k] != 0.0 and counts[k] == 1:
+                    Z[i, k] = 0.0
+                    counts[k] = 0
+                    for p in range(a, b_):
+                        x[p] -= V[indices[p], k]
             # number of new features
             _new_feature_logp(&cv1[a], &cv2[a], &x[a], b_ - a, alpha, N, sigma, kappa, logp)
             mx = logp[0]
