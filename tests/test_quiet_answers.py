@@ -556,8 +556,9 @@ def test_complex_side_inputs_are_refused_as_a_complex_x_is():
             CoGAPS(2, max_iter=3).fit(X, uncertainty=uncertainty)
     with pytest.raises(ValueError, match=r"values is complex.*np.abs\(values\)"):
         triplets_to_matrix([0, 1], [0, 1], [1 + 1j, 2])
-    with pytest.raises(ValueError, match="X is complex"):
-        holdout_ratings(np.array([[1, 2], [3, 4]]) + 0j)
+    for ratings in (np.array([[1, 2], [3, 4]]) + 0j, pd.DataFrame([[1, 2], [3, 4j]])):
+        with pytest.raises(ValueError, match="X is complex"):
+            holdout_ratings(ratings)
     Y = np.random.default_rng(0).normal(size=(20, 2))
     with pytest.raises(ValueError, match="X_cov is complex"):
         ExtremeDeconvolution(1, max_iter=3).fit(Y, X_cov=np.full((20, 2), 0.1 + 0j))
@@ -696,6 +697,12 @@ def test_xd_floors_incomplete_points_and_starts_below_the_floor():
     assert fits[0].converged_
     np.testing.assert_allclose(fits[0].covariances_, fits[1].covariances_, rtol=1e-6)
     assert abs(fits[1].covariances_[0, 1, 1] - 0.017735) < 1e-5
+    # a constant coordinate beside incomplete ones, what reg_covar is for, is floored
+    # without a warning (the floor warning is of deconvolved widths, with X_cov)
+    constant = np.column_stack([X, np.full(n, 3.0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ExtremeDeconvolution(1, max_iter=1000).fit(constant)
     # complete points without noise are a Gaussian mixture: reg_covar is added, as there
     complete = ExtremeDeconvolution(1, reg_covar=1e-3, max_iter=3).fit(v)
     np.testing.assert_allclose(complete.covariances_[0], np.cov(v.T, bias=True) + 1e-3 * np.eye(2),

@@ -24,10 +24,36 @@ _DRAW_BLOCK = 2**22
 R_MAX_SET_SIZE = 2038
 
 
-def _labelled_feature_names(feature_names, **inputs):
-    """The feature names: ``feature_names``, or the column labels of the inputs that are
-    DataFrames (labels that are not all strings are positions). Read by position, columns
-    in another order than ``feature_names`` would pair each gene with another's values."""
+def _readable_twice(gene_sets):
+    """The gene sets, a one-pass iterable of sets (a generator) made a list."""
+    if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
+        return gene_sets
+    return gene_sets if hasattr(gene_sets, "columns") else list(gene_sets)
+
+
+def _sets_of(gene_sets):
+    """The members of each set, as given (a mapping's or Series' values, or the sets of a
+    list)."""
+    if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
+        return [members for _, members in gene_sets.items()]
+    return list(gene_sets)
+
+
+def _are_positions(gene_sets):
+    """Whether every member of every set is an integer: column positions, not names."""
+    members = [m for ms in _sets_of(gene_sets) if not isinstance(ms, str) for m in ms]
+    return bool(members) and all(
+        isinstance(m, Integral) and not isinstance(m, (bool, np.bool_)) for m in members
+    )
+
+
+def _labelled_feature_names(feature_names, gene_sets, **inputs):
+    """The feature names and where they come from (None, ``"feature_names"`` or the input
+    whose columns they are): ``feature_names``, or the column labels of the inputs that
+    are DataFrames (labels that are not all strings are positions; sets of integers are
+    positions too). Read by position, columns in another order than ``feature_names``
+    would pair each gene with another's values."""
+    given_as = None if feature_names is None else "feature_names"
     labelled = None
     for name, value in inputs.items():
         columns = getattr(value, "columns", None)
@@ -42,10 +68,11 @@ def _labelled_feature_names(feature_names, **inputs):
                 f"same order; select them alike: {name}[{labelled[0]}.columns]."
             )
     if labelled is None:
-        return feature_names
+        return feature_names, given_as
     name, columns = labelled
     if feature_names is None:
-        return columns
+        # sets of column positions beside labelled columns: positions, as documented
+        return (None, None) if _are_positions(gene_sets) else (columns, name)
     given = np.asarray(feature_names, dtype=object)
     if given.shape != columns.shape or not np.array_equal(given.astype(str), columns.astype(str)):
         reordered = set(given) == set(columns)
@@ -56,10 +83,10 @@ def _labelled_feature_names(feature_names, **inputs):
             "feature_names out (the columns name the features)"
             + (f", or pass {name}[feature_names]." if reordered else ".")
         )
-    return feature_names
+    return feature_names, given_as
 
 
-def _feature_index(gene_sets, n_features, feature_names):
+def _feature_index(gene_sets, n_features, feature_names, names_from="feature_names"):
     """Each set as sorted unique column indices, with the set names.
 
     Members are feature names when ``feature_names`` is given (names not among the features
@@ -135,7 +162,7 @@ def _feature_index(gene_sets, n_features, feature_names):
         raise ValueError(
             f"No gene set has a member among the {n_features} features (first set: "
             f"{names[0]!r}); check that the members are spelt as the feature names."
-            + _version_advice(sets, lookup)
+            + _version_advice(gene_sets, sets, lookup, names_from)
         )
     if empty:
         # a collection (MSigDB) against a panel: R's calcCoGAPSStat gives such a set NA,
@@ -149,24 +176,35 @@ def _feature_index(gene_sets, n_features, feature_names):
     return names, index
 
 
-def _version_advice(sets, lookup):
+def _version_advice(gene_sets, sets, lookup, names_from):
     """What to write when the members and the features would meet without the ENSEMBL
-    versions that one side carries, else an empty string."""
+    versions (ENSG00000141510.16) that one side carries, or both, else an empty string;
+    ``names_from`` is where the feature names came from (``"feature_names"`` or the input
+    whose columns they are)."""
     if lookup is None:
         return ""
     features = {unversioned_ensembl(f) for f in lookup}
-    members = {unversioned_ensembl(m) for members in sets for m in members}
+    members = {unversioned_ensembl(m) for ms in sets for m in ms}
     if not features & members:
         return ""
+    advice = []
     if any(unversioned_ensembl(f) != f for f in lookup):
-        return (
-            " The feature names carry ENSEMBL versions (ENSG00000141510.16) that the members lack: "
-            "pass feature_names=[name.split('.')[0] for name in feature_names]."
-        )
+        if names_from == "feature_names":
+            advice.append("feature_names=[name.split('.')[0] for name in feature_names]")
+        else:
+            alike = " (and components_std's alike)" if names_from == "components" else ""
+            advice.append(f"{names_from}.columns = [name.split('.')[0] for name in "
+                          f"{names_from}.columns]{alike}")  # fmt: skip
+    if any(unversioned_ensembl(m) != m for ms in sets for m in ms):
+        if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
+            advice.append("gene_sets = {name: [m.split('.')[0] for m in members] for name, "
+                          "members in gene_sets.items()}")  # fmt: skip
+        else:
+            advice.append("gene_sets = [[m.split('.')[0] for m in members] for members in "
+                          "gene_sets]")  # fmt: skip
     return (
-        " The members carry ENSEMBL versions (ENSG00000141510.16) that the feature names lack: "
-        "strip them, {name: [m.split('.')[0] for m in members] for name, members in "
-        "gene_sets.items()}."
+        " The members and the feature names differ by their ENSEMBL versions "
+        "(ENSG00000141510.16): drop them, " + ", and ".join(advice) + "."
     )
 
 
@@ -275,14 +313,15 @@ def gene_set_statistic(
         )
     if not isinstance(n_permutations, Integral) or n_permutations < 1:
         raise ValueError(f"n_permutations must be a positive integer; got {n_permutations!r}.")
-    feature_names = _labelled_feature_names(
-        feature_names, components=components, components_std=components_std
+    gene_sets = _readable_twice(gene_sets)
+    feature_names, names_from = _labelled_feature_names(
+        feature_names, gene_sets, components=components, components_std=components_std
     )
     rng = check_seed(random_state)
     # genes x patterns, as CoGAPS's zMatrix
     z = z_scores(mean, std).T
     n_features, K = z.shape
-    names, index = _feature_index(gene_sets, n_features, feature_names)
+    names, index = _feature_index(gene_sets, n_features, feature_names, names_from)
     sizes = np.array([cols.size for cols in index])
     observed = np.array([z[cols].mean(axis=0) if cols.size else np.full(K, np.nan)
                          for cols in index]).reshape(len(index), K)  # fmt: skip
@@ -435,8 +474,11 @@ def marker_overrepresentation(
         isinstance(max_size, bool) or not isinstance(max_size, Integral) or max_size < 1
     ):
         raise ValueError(f"max_size must be a positive integer or None; got {max_size!r}.")
-    feature_names = _labelled_feature_names(feature_names, components=components)
-    names, index = _feature_index(gene_sets, n_features, feature_names)
+    gene_sets = _readable_twice(gene_sets)
+    feature_names, names_from = _labelled_feature_names(
+        feature_names, gene_sets, components=components
+    )
+    names, index = _feature_index(gene_sets, n_features, feature_names, names_from)
     tested = np.array([max_size is None or cols.size <= max_size for cols in index])
     sizes = np.array([cols.size for cols in index])
     markers, _, _ = pattern_markers(H.T, W, threshold)

@@ -355,6 +355,17 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
             )
         if self._fit_prior != self.prior:
             return f"prior={self.prior!r}, the previous fit had prior={self._fit_prior!r}"
+        # the running means of a chain continued under another model would average draws
+        # of two posteriors, and new users would be rated under the second alone
+        fitted = self._fitted_model_params()
+        for name, value in self._model_params().items():
+            before = fitted.get(name, value)
+            if name == "alpha" and self.prior != "ibp":
+                continue
+            if (value is None) != (before is None) or (
+                value is not None and not np.array_equal(np.asarray(value), np.asarray(before))
+            ):
+                return f"{name}={value!r}, the previous fit had {name}={before!r}"
         K = self._chain_state[0].shape[1]
         if self.prior == "gaussian" and K != self.n_components:
             return f"n_components={self.n_components}, the previous fit had {K}"
@@ -488,8 +499,11 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         return float(np.sum(hinge))
 
     def _model_params(self):
-        """The parameters of the model (not of the chain's length), as they are now."""
-        return {name: getattr(self, name) for name in ("prior", "C", "margin", "factor_scale")}
+        """The parameters of the model, whose posterior the chain samples (not those of the
+        chain's length), as they are now."""
+        names = ("prior", "C", "margin", "factor_scale", "alpha", "threshold_mean",
+                 "threshold_scale")  # fmt: skip
+        return {name: getattr(self, name) for name in names}
 
     def _fitted_model_params(self):
         """The model's parameters at the last fit, whose posterior the fitted attributes are:

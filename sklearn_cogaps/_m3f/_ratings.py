@@ -82,9 +82,7 @@ def _as_ratings_csr(X, name="X"):
             M.data[np.isnan(M.data)] = 0.0
             M.eliminate_zeros()
         return M
-    if hasattr(X, "to_numpy") and not hasattr(X, "toarray"):
-        # a DataFrame of nullable ratings (Int64, Float64): pd.NA is a missing rating
-        X = X.to_numpy(dtype=np.float64, na_value=np.nan)
+    # a DataFrame of nullable ratings (Int64, Float64): pd.NA is a missing rating
     X = as_float_array(X, "X")
     observed = ~np.isnan(X)
     n_zeros = int(np.sum(X == 0))

@@ -148,9 +148,9 @@ class ExtremeDeconvolution(
         missing values, it is a floor on the eigenvalues of each ``V_j``: a deconvolved
         variance above it is the likelihood's (added at every update, it would widen a
         component narrower than the noise, or a coordinate often missing, by many times
-        itself), a start below it is floored first, and a fit with a component at the
-        floor warns. It is on the scale of the data: rescale data whose variances are far
-        below 1e-6, or set it to 0 for the unregularised estimate.
+        itself), a start below it is floored first, and a fit with ``X_cov`` and a
+        component at the floor warns. It is on the scale of the data: rescale data whose
+        variances are far below 1e-6, or set it to 0 for the unregularised estimate.
     w : float, default=0.0
         Regulariser: the conjugate prior of Bovy et al. (2011) on every covariance, which
         adds ``w`` times the identity to the scatter matrix: ``V_j = (sum_i q_ij [(b_ij - m_j)
@@ -633,14 +633,18 @@ class ExtremeDeconvolution(
     def _warn_if_reg_covar_dominates(self, params, fixed_covs, approached=False):
         """Data on a scale far below 1 (1e-8 degrees, 1e-5 magnitudes) got covariances that
         were mostly ``reg_covar``, the absolute floor of GaussianMixture's convention, in
-        silence: without noise, warn when it is at least a tenth of the fitted mixture's
-        largest variance (a constant coordinate beside others, what the floor is for, does
-        not warn); with noise, when a component's covariance is at the floor (within a
-        tenth of it when ``approached``: Adam's ``L L^T + reg_covar I`` only nears it)."""
+        silence: without noise (reg_covar floored or added), warn when it is at least a
+        tenth of the fitted mixture's largest variance (a constant coordinate beside
+        others, what the floor is for, does not warn); with noise, when a component's
+        covariance is at the floor (within a tenth of it when ``approached``: Adam's
+        ``L L^T + reg_covar I`` only nears it)."""
         if self.reg_covar <= 0:
             return
         weights, means, covs = (np.asarray(a, dtype=np.float64) for a in params)
-        if self._floors_covariances():
+        # incomplete or projected points without noise are floored too, but a component at
+        # the floor there is a degenerate direction (a constant coordinate), what reg_covar
+        # is for: they get the second test, of a floor that dominates the mixture
+        if getattr(self, "_fitted_with_noise", False):
             # a covariance rebuilt from clipped eigenvalues is off the floor by eps times
             # its largest; one held fixed is the user's, not the fit's
             evals = np.linalg.eigvalsh(covs)

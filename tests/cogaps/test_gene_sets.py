@@ -312,17 +312,57 @@ def test_ensembl_versions_on_one_side_are_told_how_to_drop():
     H = np.random.default_rng(0).gamma(1.0, 1.0, (2, 6))
     versioned = [f"ENSG{j:011d}.{j + 2}" for j in range(6)]
     bare = [name.split(".")[0] for name in versioned]
-    with pytest.raises(ValueError, match=r"feature names carry ENSEMBL versions.*"
+    with pytest.raises(ValueError, match=r"differ by their ENSEMBL versions.*drop them, "
                        r"feature_names=\[name.split\('.'\)\[0\]"):  # fmt: skip
         gene_set_statistic(H, H, {"a": bare[:3]}, feature_names=versioned)
-    with pytest.raises(ValueError, match=r"The members carry ENSEMBL versions"):
+    with pytest.raises(ValueError, match=r"drop them, gene_sets = \{name: "):
         marker_overrepresentation(H, np.eye(2), {"a": versioned[:3]}, feature_names=bare)
     with pytest.raises(ValueError, match=r"spelt as the feature names\.$"):
         gene_set_statistic(H, H, {"a": ["TP53"]}, feature_names=versioned)
-    # the advice, as written
-    feature_names = versioned
-    fixed = [name.split(".")[0] for name in feature_names]
-    assert gene_set_statistic(H, H, {"a": bare[:3]}, feature_names=fixed)["set_size"][0] == 3
+    # the advice, run as written: on either side, on both, on a list of sets, and on the
+    # columns of a DataFrame that name the features
+    pd = pytest.importorskip("pandas")
+    other = [f"{name}.{j + 7}" for j, name in enumerate(bare)]
+    cases = [
+        ({"a": bare[:3]}, versioned, H),
+        ({"a": versioned[:3]}, bare, H),
+        ({"a": other[:3]}, versioned, H),
+        ([versioned[:3]], bare, H),
+        ({"a": bare[:3]}, None, pd.DataFrame(H, columns=versioned)),
+    ]
+    for gene_sets, feature_names, components in cases:
+        components_std = components
+        with pytest.raises(ValueError, match="differ by their ENSEMBL versions") as info:
+            gene_set_statistic(components, components_std, gene_sets,
+                               feature_names=feature_names)  # fmt: skip
+        advice = str(info.value).split("drop them, ", 1)[1].rstrip(".")
+        namespace = {"gene_sets": gene_sets, "feature_names": feature_names,
+                     "components": components.copy(),
+                     "components_std": components.copy()}  # fmt: skip
+        for statement in advice.replace(" (and components_std's alike)", "").split(", and "):
+            exec(statement, namespace)
+        if "components.columns" in advice:
+            namespace["components_std"].columns = namespace["components"].columns
+        result = gene_set_statistic(namespace["components"], namespace["components_std"],
+                                    namespace["gene_sets"],
+                                    feature_names=namespace["feature_names"])  # fmt: skip
+        assert result["set_size"][0] == 3
+
+
+def test_labelled_amplitudes_with_sets_of_column_positions_read_positions():
+    # positions, as the docstring says, also beside a DataFrame labelled by gene names
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    H = rng.gamma(1.0, 1.0, (2, 50))
+    H[0, :10] += 20.0
+    frame = pd.DataFrame(H, columns=[f"g{j}" for j in range(50)])
+    sets = {"planted": range(10)}
+    expected = gene_set_statistic(H, np.ones_like(H), sets, random_state=0)
+    got = gene_set_statistic(frame, np.ones_like(H), sets, random_state=0)
+    assert_array_equal(got["p_up"], expected["p_up"])
+    assert marker_overrepresentation(frame, np.eye(2), sets)["overlap"].tolist() == [10, 0]
+    # a generator of sets is read once
+    assert gene_set_statistic(frame, np.ones_like(H), (s for s in [range(10)]))["set_size"][0] == 10
 
 
 def test_r_argument_names_of_the_gene_set_statistic_say_what_to_write():

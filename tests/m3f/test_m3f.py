@@ -431,6 +431,10 @@ def test_a_chain_continued_under_an_integer_seed_draws_new_random_numbers(split,
         ("n_levels", r"the rating levels are 1..7 \(n_levels=7\), the previous fit had 1..5"),
         ("values", "X holds other ratings than the previous fit"),
         ("fewer", "X holds other ratings than the previous fit"),
+        # the running means would average draws of two posteriors
+        ("C", "C=5.0, the previous fit had C=1.0"),
+        ("factor_scale", "factor_scale=2.0, the previous fit had factor_scale=1.0"),
+        ("threshold_scale", "threshold_scale=3.0, the previous fit had threshold_scale=None"),
     ],
 )
 def test_warm_start_on_another_model_or_other_ratings_starts_anew(split, change, match):
@@ -443,6 +447,9 @@ def test_warm_start_on_another_model_or_other_ratings_starts_anew(split, change,
         params = dict(n_components=4)
     elif change == "n_levels":
         params = dict(n_levels=7)
+    elif change in ("C", "factor_scale", "threshold_scale"):
+        params = {"C": dict(C=5.0), "factor_scale": dict(factor_scale=2.0),
+                  "threshold_scale": dict(threshold_scale=3.0)}[change]  # fmt: skip
     elif change == "values":
         X.data = 6.0 - X.data  # the same pairs, other ratings
     else:
