@@ -24,17 +24,23 @@ _DRAW_BLOCK = 2**22
 R_MAX_SET_SIZE = 2038
 
 
+def _is_mapping(gene_sets):
+    """Whether the gene sets are named: a dict or any mapping, or a pandas Series of name
+    -> members."""
+    return isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items")
+
+
 def _readable_twice(gene_sets):
     """The gene sets, a one-pass iterable of sets (a generator) made a list."""
-    if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
+    if _is_mapping(gene_sets) or hasattr(gene_sets, "columns"):
         return gene_sets
-    return gene_sets if hasattr(gene_sets, "columns") else list(gene_sets)
+    return list(gene_sets)
 
 
 def _sets_of(gene_sets):
     """The members of each set, as given (a mapping's or Series' values, or the sets of a
     list)."""
-    if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
+    if _is_mapping(gene_sets):
         return [members for _, members in gene_sets.items()]
     return list(gene_sets)
 
@@ -104,13 +110,10 @@ def _feature_index(gene_sets, n_features, feature_names, names_from="feature_nam
             f"members, for a long table of one row per member: "
             f"df.groupby({name!r})[{member!r}].apply(list)."
         )
-    if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
-        # a dict or any mapping, or a pandas Series of name -> members
-        pairs = list(gene_sets.items())
-        names = [str(name) for name, _ in pairs]
-        sets = [members for _, members in pairs]
+    sets = _sets_of(gene_sets)
+    if _is_mapping(gene_sets):
+        names = [str(name) for name in gene_sets.keys()]
     else:
-        sets = list(gene_sets)
         names = [f"set{i}" for i in range(len(sets))]
     if not sets:
         raise ValueError(
@@ -196,7 +199,7 @@ def _version_advice(gene_sets, sets, lookup, names_from):
             advice.append(f"{names_from}.columns = [name.split('.')[0] for name in "
                           f"{names_from}.columns]{alike}")  # fmt: skip
     if any(unversioned_ensembl(m) != m for ms in sets for m in ms):
-        if isinstance(gene_sets, Mapping) or hasattr(gene_sets, "items"):
+        if _is_mapping(gene_sets):
             advice.append("gene_sets = {name: [m.split('.')[0] for m in members] for name, "
                           "members in gene_sets.items()}")  # fmt: skip
         else:

@@ -353,10 +353,9 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
                 f"X has {R.shape[0]} users and {R.shape[1]} items, the previous fit had "
                 f"{n_users} and {n_items}"
             )
-        if self._fit_prior != self.prior:
-            return f"prior={self.prior!r}, the previous fit had prior={self._fit_prior!r}"
-        # the running means of a chain continued under another model would average draws
-        # of two posteriors, and new users would be rated under the second alone
+        # the running means of a chain continued under another model (prior included)
+        # would average draws of two posteriors, and new users would be rated under the
+        # second alone
         fitted = self._fitted_model_params()
         for name, value in self._model_params().items():
             before = fitted.get(name, value)

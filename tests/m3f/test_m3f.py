@@ -435,6 +435,7 @@ def test_a_chain_continued_under_an_integer_seed_draws_new_random_numbers(split,
         ("C", "C=5.0, the previous fit had C=1.0"),
         ("factor_scale", "factor_scale=2.0, the previous fit had factor_scale=1.0"),
         ("threshold_scale", "threshold_scale=3.0, the previous fit had threshold_scale=None"),
+        ("prior", "prior='ibp', the previous fit had prior='gaussian'"),
     ],
 )
 def test_warm_start_on_another_model_or_other_ratings_starts_anew(split, change, match):
@@ -447,9 +448,10 @@ def test_warm_start_on_another_model_or_other_ratings_starts_anew(split, change,
         params = dict(n_components=4)
     elif change == "n_levels":
         params = dict(n_levels=7)
-    elif change in ("C", "factor_scale", "threshold_scale"):
+    elif change in ("C", "factor_scale", "threshold_scale", "prior"):
         params = {"C": dict(C=5.0), "factor_scale": dict(factor_scale=2.0),
-                  "threshold_scale": dict(threshold_scale=3.0)}[change]  # fmt: skip
+                  "threshold_scale": dict(threshold_scale=3.0),
+                  "prior": dict(prior="ibp")}[change]  # fmt: skip
     elif change == "values":
         X.data = 6.0 - X.data  # the same pairs, other ratings
     else:
