@@ -507,7 +507,8 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
     def _fitted_model_params(self):
         """The model's parameters at the last fit, whose posterior the fitted attributes are:
         new users are rated under them (a parameter set after the fit is the next fit's).
-        A model pickled before they were kept has the current ones, and its prior."""
+        A model pickled before they were kept has the current ones, and its prior
+        (``_fit_prior``, which those models kept)."""
         current = self._model_params()
         if "_fit_prior" in self.__dict__:
             current["prior"] = self._fit_prior
@@ -784,7 +785,6 @@ class MaxMarginMF(RenamedMixin, IterativeMixin, DataInFitMixin, RecommenderMixin
         self.thresholds_ = theta
         self.n_components_ = U.shape[1]
         self._sums = sums
-        self._fit_prior = self.prior
         self._fit_model = self._model_params()
         self._ratings_digest = _ratings_digest(R, levels)
         self._chain_state = (chain.U, chain.V, chain.theta, chain.ilam)
